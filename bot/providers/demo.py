@@ -1,0 +1,119 @@
+"""An offline, deterministic stand-in model: Chorus works before a real one is configured."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+from bot.providers.base import SUMMARY_PURPOSE, ChatRequest, collect_text
+
+_ATTACHMENT_MARKER = re.compile(r"\[(?:document|image):")
+_FIRST_SENTENCE = re.compile(r"^.*?[.!?](?=\s|$)", re.DOTALL)
+_QUOTE_LIMIT = 120
+_SUMMARY_LIMIT = 800
+
+
+class DemoProvider:
+    """Replies by describing what it received: persona, history, attachments, last message.
+
+    That makes the demo useful for checking what the engine sends, and its replies stable
+    enough for tests. Summary requests get an extractive summary instead.
+    """
+
+    name = "demo"
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[str]:
+        if request.purpose == SUMMARY_PURPOSE:
+            text = summarise(request.messages)
+        else:
+            text = describe(request)
+        # Word by word, so lanes exercise their streaming paths without real delays.
+        for piece in re.findall(r"\S+\s*", text):
+            yield piece
+            await asyncio.sleep(0)
+
+    async def complete(self, request: ChatRequest) -> str:
+        return await collect_text(self.stream(request))
+
+    async def aclose(self) -> None:
+        return None
+
+
+def describe(request: ChatRequest) -> str:
+    """The demo's chat reply."""
+    messages = request.messages
+    last_user = _last_user_index(messages)
+    history = sum(1 for message in messages[: max(last_user, 0)] if message.get("role") != "system")
+    attachments = sum(_count_attachments(message) for message in messages)
+    said = _text_of(messages[last_user]) if last_user >= 0 else ""
+    heard = f"You said: “{_shorten(said, _QUOTE_LIMIT)}”." if said else "You sent no text."
+    return (
+        f"[demo] {_speaker(request)} here — I received {_plural(history, 'history message')} "
+        f"and {_plural(attachments, 'attachment')}. {heard} This is the offline demo model; "
+        "set CHORUS_MODEL_BASE_URL to use a real one."
+    )
+
+
+def summarise(messages: list[dict[str, Any]]) -> str:
+    """The first sentence of each user and assistant message, joined and capped."""
+    sentences = []
+    for message in messages:
+        if message.get("role") in ("user", "assistant"):
+            text = _text_of(message)
+            if text:
+                match = _FIRST_SENTENCE.match(text)
+                sentences.append(match.group(0) if match else text)
+    return _shorten("[demo summary] " + " ".join(sentences), _SUMMARY_LIMIT)
+
+
+def _speaker(request: ChatRequest) -> str:
+    if request.persona_name and request.persona_id:
+        return f"{request.persona_name} (persona {request.persona_id})"
+    if request.persona_name:
+        return request.persona_name
+    if request.persona_id:
+        return f"Persona {request.persona_id}"
+    return "Chorus"
+
+
+def _last_user_index(messages: list[dict[str, Any]]) -> int:
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "user":
+            return index
+    return -1
+
+
+def _count_attachments(message: dict[str, Any]) -> int:
+    content = message.get("content")
+    parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
+    count = 0
+    for part in parts:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "image_url":
+            count += 1
+        elif isinstance(part.get("text"), str):
+            count += len(_ATTACHMENT_MARKER.findall(part["text"]))
+    return count
+
+
+def _text_of(message: dict[str, Any]) -> str:
+    """A message's text with whitespace collapsed; text parts are joined."""
+    content = message.get("content")
+    if isinstance(content, list):
+        content = " ".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return " ".join(content.split()) if isinstance(content, str) else ""
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

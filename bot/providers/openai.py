@@ -1,0 +1,303 @@
+"""A provider for any server that speaks OpenAI's streaming chat-completions API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from bot.errors import (
+    ConfigError,
+    ContextOverflowError,
+    ProviderProtocolError,
+    ProviderRejected,
+    ProviderUnavailable,
+    StreamInterrupted,
+)
+from bot.providers.base import PURPOSE_KEY, ChatRequest, collect_text
+from bot.providers.sse import iter_event_data
+
+# The call's purpose travels as a header: real providers ignore it, and an unknown body field
+# would make strict servers (OpenAI itself) reject the request.
+PURPOSE_HEADER = "X-Chorus-Purpose"
+
+# Providers agree on no code for "the prompt does not fit", so the error's code, type and
+# message are searched (lower-cased) for the phrases OpenAI, Anthropic-style proxies, vLLM,
+# llama.cpp and others use.
+_OVERFLOW_MARKERS = (
+    "context_length_exceeded",
+    "context length",
+    "context window",
+    "context size",
+    "too many tokens",
+    "prompt is too long",
+    "input is too long",
+    "request too large",
+)
+
+# In-stream error objects rarely carry an HTTP status; their type says which one they mean.
+# Anything unrecognised counts as a server failure, which is retried.
+_STATUS_BY_ERROR_TYPE = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "rate_limit_error": 429,
+    "rate_limit_exceeded": 429,
+    "overloaded_error": 503,
+}
+
+_SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens")
+_MESSAGE_LIMIT = 300
+
+
+class OpenAICompatibleProvider:
+    """Streams chat completions from `{base_url}/chat/completions` with retries.
+
+    Failures before any text arrived are retried (`max_retries` extra attempts, exponential
+    backoff with jitter, `Retry-After` honoured) and end in `ProviderUnavailable`; a stream
+    that breaks after text raises `StreamInterrupted` carrying that text.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+        max_retries: int = 3,
+        backoff_base: float = 0.5,
+        max_backoff: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"The model base URL must start with http:// or https://, got {base_url!r}."
+            )
+        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._api_key = api_key
+        self._read_timeout = read_timeout
+        self._max_retries = max_retries
+        self._backoff_base = backoff_base
+        self._max_backoff = max_backoff
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
+            transport=transport,
+        )
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[str]:
+        body = encode_body(request)
+        headers = self._headers(request)
+        received: list[str] = []
+        attempt = 0
+        while True:
+            try:
+                async with aclosing(self._read_stream(body, headers)) as deltas:
+                    async for delta in deltas:
+                        received.append(delta)
+                        yield delta
+                return
+            except _RetryableFailure as failure:
+                if received:
+                    raise StreamInterrupted(
+                        f"The reply broke off ({failure.reason}). Try again for the rest.",
+                        "".join(received),
+                    ) from failure
+                if attempt == self._max_retries:
+                    raise ProviderUnavailable(failure.unavailable_message()) from failure
+                await asyncio.sleep(self._retry_delay(attempt, failure.retry_after))
+                attempt += 1
+
+    async def complete(self, request: ChatRequest) -> str:
+        return await collect_text(self.stream(request))
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    def _headers(self, request: ChatRequest) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        if request.purpose:
+            headers[PURPOSE_HEADER] = request.purpose
+        return headers
+
+    async def _read_stream(self, body: bytes, headers: dict[str, str]) -> AsyncIterator[str]:
+        """One attempt; raises `_RetryableFailure` for anything another attempt could fix."""
+        finished = False
+        try:
+            async with self._client.stream(
+                "POST", self._url, content=body, headers=headers
+            ) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise _failure_for_response(response)
+                async for data in iter_event_data(response.aiter_lines()):
+                    if data == "[DONE]":
+                        return
+                    text, finish_reason = _parse_chunk(data)
+                    if text:
+                        yield text
+                    finished = finished or finish_reason is not None
+        except httpx.TransportError as error:
+            # After finish_reason the reply is complete; a lost [DONE] costs nothing.
+            if not finished:
+                raise _RetryableFailure(self._describe(error), busy=False) from error
+        if not finished:
+            raise _RetryableFailure("the stream ended before the reply was complete", busy=False)
+
+    def _describe(self, error: httpx.TransportError) -> str:
+        if isinstance(error, httpx.ReadTimeout):
+            return f"no answer within {self._read_timeout:g} seconds"
+        if isinstance(error, httpx.ConnectTimeout | httpx.ConnectError):
+            return "could not connect"
+        return "the connection dropped"
+
+    def _retry_delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self._max_backoff)
+        # Jitter keeps many sessions that failed together from retrying in lockstep.
+        delay = self._backoff_base * 2**attempt * random.uniform(1.0, 1.1)
+        return min(delay, self._max_backoff)
+
+
+def encode_body(request: ChatRequest) -> bytes:
+    """The request body; identical requests give identical bytes (tests and caches rely on it).
+
+    `request.extra` adds fields, but never overrides the request's own ones.
+    """
+    body: dict[str, Any] = {"model": request.model, "messages": request.messages, "stream": True}
+    for name in _SAMPLING_FIELDS:
+        value = getattr(request, name)
+        if value is not None:
+            body[name] = value
+    for name, value in request.extra.items():
+        if name != PURPOSE_KEY and name not in body:
+            body[name] = value
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class _RetryableFailure(Exception):
+    """A failure another attempt may fix; becomes a public error once retries run out."""
+
+    def __init__(self, reason: str, *, busy: bool, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.busy = busy
+        self.retry_after = retry_after
+
+    def unavailable_message(self) -> str:
+        state = "busy" if self.busy else "unreachable"
+        return f"The model is {state} right now ({self.reason}). Try again in a minute."
+
+
+def _parse_chunk(data: str) -> tuple[str, str | None]:
+    """A stream chunk's text delta and finish reason."""
+    try:
+        payload = json.loads(data)
+    except json.JSONDecodeError as error:
+        raise _protocol_error(data) from error
+    if not isinstance(payload, dict):
+        raise _protocol_error(data)
+    if "error" in payload:
+        raise _failure_for_error_object(payload["error"])
+    choices = payload.get("choices")
+    # With stream_options.include_usage the last chunk carries usage and no choices.
+    if choices == [] and "usage" in payload:
+        return "", None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise _protocol_error(data)
+    delta = choices[0].get("delta") or {}
+    content = delta.get("content") if isinstance(delta, dict) else None
+    if content is not None and not isinstance(content, str):
+        raise _protocol_error(data)
+    return content or "", choices[0].get("finish_reason")
+
+
+def _protocol_error(data: str) -> ProviderProtocolError:
+    return ProviderProtocolError(
+        "The model provider sent a reply Chorus cannot read "
+        f"(unexpected stream data {data[:80]!r}). Try again, or check the provider."
+    )
+
+
+def _failure_for_response(response: httpx.Response) -> Exception:
+    try:
+        payload: Any = response.json()
+    except ValueError:
+        payload = response.text
+    message, code = _error_details(payload)
+    retry_after = _retry_after_seconds(response.headers.get("Retry-After"))
+    return _failure_for_status(
+        response.status_code, message or response.reason_phrase, code, retry_after
+    )
+
+
+def _failure_for_error_object(error: Any) -> Exception:
+    details = error if isinstance(error, dict) else {"message": str(error)}
+    message, code = _error_details(details)
+    status = details.get("status") or details.get("code")
+    if not isinstance(status, int):
+        status = _STATUS_BY_ERROR_TYPE.get(str(details.get("type")), 500)
+    return _failure_for_status(status, message or "error in the reply stream", code, None)
+
+
+def _failure_for_status(
+    status: int, message: str, code: str, retry_after: float | None
+) -> Exception:
+    message = message[:_MESSAGE_LIMIT]
+    searchable = f"{code} {message}".lower()
+    if status == 413 or any(marker in searchable for marker in _OVERFLOW_MARKERS):
+        return ContextOverflowError(
+            f"The conversation is too long for the model's context window ({message})."
+        )
+    # OpenAI answers 429 both for "slow down" and for "out of credit"; only the first passes.
+    if status == 429 and "insufficient_quota" in searchable:
+        return ProviderRejected(f"The model provider refused the request: {message}")
+    if status in (408, 429) or status >= 500:
+        return _RetryableFailure(f"HTTP {status}", busy=True, retry_after=retry_after)
+    return ProviderRejected(f"The model provider refused the request (HTTP {status}): {message}")
+
+
+def _error_details(payload: Any) -> tuple[str, str]:
+    """The human message and the machine-readable code/type of an error body, as found."""
+    if isinstance(payload, str):
+        return payload.strip(), ""
+    if not isinstance(payload, dict):
+        return "", ""
+    error = payload.get("error", payload)
+    if isinstance(error, str):
+        return error, ""
+    if not isinstance(error, dict):
+        return "", ""
+    message = error.get("message") or error.get("detail") or ""
+    code = " ".join(str(error[key]) for key in ("code", "type") if error.get(key) is not None)
+    return str(message), code
+
+
+def _retry_after_seconds(value: str | None) -> float | None:
+    """`Retry-After` as seconds from now; it may be a number or an HTTP date."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
