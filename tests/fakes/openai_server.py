@@ -1,0 +1,358 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 that tests script request by request.
+
+    async with FakeOpenAI() as server:
+        server.script(rate_limited(retry_after="0"), "hello there")
+        provider = OpenAICompatibleProvider(server.base_url, "test-key")
+        ...
+        assert server.requests[1].json["messages"][-1]["content"] == "hi"
+
+Each chat request takes the next scripted response; with the script empty, `server.default`
+(or `server.summary` for summary calls) turns the parsed request body into reply text. Every
+request is recorded in order, raw body bytes included. Suites get a server per test with the
+`fake_openai` fixture, after this line in their conftest.py:
+`from tests.fakes.openai_server import fake_openai_fixture  # noqa: F401`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import pytest_asyncio
+from aiohttp import web
+
+from bot.providers.base import SUMMARY_PURPOSE
+from bot.providers.openai import PURPOSE_HEADER
+
+Responder = Callable[[dict[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A normal answer; streamed in `chunks` (default: word by word), `delay` before each."""
+
+    text: str
+    chunks: list[str] | None = None
+    delay: float = 0.0
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True)
+class HttpError:
+    """An error status; a dict `body` is sent as JSON, a str as plain text."""
+
+    status: int
+    body: dict[str, Any] | str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Sends `after_text` (if any), then nothing for `seconds`, then drops the connection."""
+
+    seconds: float = 30.0
+    after_text: str = ""
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """Sends `after_text` (if any), then an event whose data is `data` (not a valid chunk)."""
+
+    data: str = "{this is not json"
+    after_text: str = ""
+
+
+@dataclass(frozen=True)
+class Drop:
+    """Sends `after_text`, then cuts the connection; `clean=True` ends the body normally
+    instead, but still without a finish_reason or [DONE]."""
+
+    after_text: str
+    clean: bool = False
+
+
+@dataclass(frozen=True)
+class StreamError:
+    """Sends `after_text` (if any), then `data: {"error": error}` inside a 200 stream."""
+
+    error: dict[str, Any]
+    after_text: str = ""
+
+
+Scripted = Reply | HttpError | Hang | Malformed | Drop | StreamError
+
+
+def rate_limited(retry_after: str | None = "0") -> HttpError:
+    headers = {"Retry-After": retry_after} if retry_after is not None else {}
+    return HttpError(
+        429, _error_body("Rate limit reached", "rate_limit_exceeded", "requests"), headers
+    )
+
+
+def server_error(status: int = 500) -> HttpError:
+    return HttpError(status, _error_body("The server had an error", "server_error", "server_error"))
+
+
+def context_overflow(status: int = 400) -> HttpError:
+    """What OpenAI answers for a prompt beyond the model's window (use 413 for a proxy's)."""
+    message = (
+        "This model's maximum context length is 8192 tokens. However, your messages "
+        "resulted in 9000 tokens. Please reduce the length of the messages."
+    )
+    return HttpError(status, _error_body(message, "context_length_exceeded"))
+
+
+def bad_request(message: str = "Invalid value for 'temperature'") -> HttpError:
+    return HttpError(400, _error_body(message, "invalid_value"))
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]  # names lower-cased
+    body: bytes
+    json: Any  # None when the body is not JSON
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.json.get("messages", []) if isinstance(self.json, dict) else []
+
+    @property
+    def is_summary(self) -> bool:
+        return self.headers.get(PURPOSE_HEADER.lower()) == SUMMARY_PURPOSE
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """A message's text; the text parts joined when content is a list of parts."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(
+            part["text"] for part in content if isinstance(part, dict) and "text" in part
+        )
+    return content if isinstance(content, str) else ""
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    return message_text(users[-1]) if users else ""
+
+
+def echo_reply(body: dict[str, Any]) -> str:
+    return f"reply to: {last_user_text(body)}"
+
+
+def first_lines_summary(body: dict[str, Any]) -> str:
+    """Names every non-system message briefly, so summaries stay checkable in tests."""
+    pieces = [message_text(m)[:60] for m in body.get("messages", []) if m.get("role") != "system"]
+    return "summary: " + " | ".join(pieces)
+
+
+class FakeOpenAI:
+    """The server; `base_url` ends with `/v1`, as providers expect."""
+
+    def __init__(self, model: str = "fake-model") -> None:
+        self.model = model
+        self.requests: list[RecordedRequest] = []
+        self.default: Responder = echo_reply
+        self.summary: Responder = first_lines_summary
+        self._script: deque[Scripted] = deque()
+        self._stopping = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self.base_url = ""
+
+    def script(self, *responses: Scripted | str) -> None:
+        """Queues responses for the next requests, in order; a str is a `Reply`."""
+        self._script.extend(Reply(r) if isinstance(r, str) else r for r in responses)
+
+    @property
+    def unused_script(self) -> int:
+        """Scripted responses no request has taken yet."""
+        return len(self._script)
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_route("*", "/{tail:.*}", self._unknown)
+        # Hanging handlers end when `_stopping` is set, so shutdown never waits long.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        await web.SockSite(self._runner, sock).start()
+        self.base_url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeOpenAI:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def _record(self, request: web.Request) -> RecordedRequest:
+        body = await request.read()
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            parsed = None
+        recorded = RecordedRequest(
+            method=request.method,
+            path=request.path,
+            headers={name.lower(): value for name, value in request.headers.items()},
+            body=body,
+            json=parsed,
+        )
+        self.requests.append(recorded)
+        return recorded
+
+    async def _unknown(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        return web.json_response(_error_body("Unknown path", "not_found"), status=404)
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        recorded = await self._record(request)
+        if not isinstance(recorded.json, dict):
+            return web.json_response(_error_body("Body is not JSON", "invalid_json"), status=400)
+        if self._script:
+            scripted = self._script.popleft()
+        else:
+            responder = self.summary if recorded.is_summary else self.default
+            scripted = Reply(responder(recorded.json))
+        if isinstance(scripted, HttpError):
+            return _error_response(scripted)
+        if recorded.json.get("stream"):
+            return await self._stream(request, scripted)
+        return await self._answer_whole(request, scripted)
+
+    async def _stream(self, request: web.Request, scripted: Scripted) -> web.StreamResponse:
+        if isinstance(scripted, Hang) and not scripted.after_text:
+            await self._hang(scripted.seconds)
+            return _drop_connection(request)
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        await _send(response, self._chunk({"role": "assistant", "content": ""}))
+        match scripted:
+            case Reply(text=text, chunks=chunks, delay=delay, finish_reason=finish_reason):
+                for piece in chunks if chunks is not None else split_words(text):
+                    if delay:
+                        await asyncio.sleep(delay)
+                    await _send(response, self._chunk({"content": piece}))
+                await _send(response, self._chunk({}, finish_reason))
+                await _send(response, "[DONE]")
+            case Hang(seconds=seconds, after_text=text):
+                await self._send_text(response, text)
+                await self._hang(seconds)
+                return _drop_connection(request)
+            case Malformed(data=data, after_text=text):
+                await self._send_text(response, text)
+                await _send(response, data)
+            case Drop(after_text=text, clean=clean):
+                await self._send_text(response, text)
+                if not clean:
+                    return _drop_connection(request)
+            case StreamError(error=error, after_text=text):
+                await self._send_text(response, text)
+                await _send(response, {"error": error})
+        await response.write_eof()
+        return response
+
+    async def _answer_whole(self, request: web.Request, scripted: Scripted) -> web.Response:
+        match scripted:
+            case Reply(text=text, finish_reason=finish_reason):
+                return web.json_response(self._completion(text, finish_reason))
+            case Malformed(data=data):
+                return web.Response(text=data, content_type="application/json")
+            case StreamError(error=error):
+                return web.json_response({"error": error}, status=500)
+            case Hang(seconds=seconds):
+                await self._hang(seconds)
+        return _drop_connection(request)
+
+    async def _send_text(self, response: web.StreamResponse, text: str) -> None:
+        for piece in split_words(text):
+            await _send(response, self._chunk({"content": piece}))
+
+    async def _hang(self, seconds: float) -> None:
+        with suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        }
+
+    def _completion(self, text: str, finish_reason: str) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 0,
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": finish_reason,
+                }
+            ],
+        }
+
+
+# Named apart from the fixture so a test's `fake_openai` parameter never shadows the import.
+@pytest_asyncio.fixture(name="fake_openai")
+async def fake_openai_fixture() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI() as server:
+        yield server
+
+
+def split_words(text: str) -> list[str]:
+    """Word-sized pieces that join back to exactly `text`."""
+    return re.findall(r"\s*\S+\s*", text) or ([text] if text else [])
+
+
+def _error_body(
+    message: str, code: str, error_type: str = "invalid_request_error"
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": error_type, "code": code}}
+
+
+def _error_response(error: HttpError) -> web.Response:
+    if isinstance(error.body, dict):
+        return web.json_response(error.body, status=error.status, headers=error.headers)
+    return web.Response(text=error.body, status=error.status, headers=error.headers)
+
+
+async def _send(response: web.StreamResponse, data: dict[str, Any] | str) -> None:
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    await response.write(f"data: {text}\n\n".encode())
+
+
+def _drop_connection(request: web.Request) -> web.StreamResponse:
+    """Closes the socket under the response, the way a crashed upstream or proxy does."""
+    if request.transport is not None:
+        request.transport.close()
+    return web.StreamResponse()
