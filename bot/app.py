@@ -1,0 +1,87 @@
+"""Wiring: settings → database, store, personas, provider, engine."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy.engine import Engine as DatabaseEngine
+
+from bot.attachments import AttachmentStore
+from bot.commands import CommandRegistry
+from bot.config import Settings
+from bot.core_commands import register_core_commands
+from bot.engine import Engine
+from bot.providers import make_provider
+from bot.providers.base import ChatProvider
+from bot.storage import migrate
+from bot.storage.database import create_database_engine
+from bot.storage.store import Store
+from persona import Persona, PersonaRegistry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    """Everything a lane or a CLI command needs, built once per process."""
+
+    settings: Settings
+    database: DatabaseEngine
+    store: Store
+    engine: Engine
+
+    async def aclose(self) -> None:
+        await self.engine.drain()
+        await self.engine.provider.aclose()
+        self.database.dispose()
+
+
+def build_personas(settings: Settings) -> PersonaRegistry:
+    personas = [
+        Persona(
+            id=item.id,
+            name=item.name,
+            prompt=item.prompt,
+            greeting=item.greeting,
+            model=item.model,
+            temperature=item.temperature,
+            top_p=item.top_p,
+        )
+        for item in settings.personas
+    ]
+    return PersonaRegistry(personas, settings.default_persona)
+
+
+def build_runtime(settings: Settings, *, provider: ChatProvider | None = None,
+                  apply_migrations: bool = True) -> Runtime:
+    database = create_database_engine(settings.database_url)
+    if apply_migrations:
+        migrate.upgrade(database)
+    store = Store(database)
+    if provider is None:
+        provider = make_provider(
+            settings.model.base_url,
+            settings.model.api_key.get_secret_value() if settings.model.api_key else None,
+            connect_timeout=settings.model.connect_timeout,
+            read_timeout=settings.model.read_timeout,
+            max_retries=settings.model.max_retries,
+        )
+    if provider.name == "demo":
+        log.warning(
+            "No model configured: replies come from the offline DEMO model. "
+            "Set CHORUS_MODEL_BASE_URL (and CHORUS_MODEL_API_KEY) to use a real one."
+        )
+    commands = CommandRegistry()
+    register_core_commands(commands)
+    engine = Engine(
+        settings=settings,
+        store=store,
+        personas=build_personas(settings),
+        provider=provider,
+        attachments=AttachmentStore(
+            settings.data_dir, settings.limits.max_upload_bytes, settings.limits.image_max_side
+        ),
+        commands=commands,
+    )
+    return Runtime(settings=settings, database=database, store=store, engine=engine)

@@ -1,0 +1,225 @@
+"""Settings: `config.yaml` first, then `CHORUS_*` environment variables on top.
+
+Every leaf setting has an environment name built from its path, so
+`model.base_url` is `CHORUS_MODEL_BASE_URL` and `channels.telegram.token` is
+`CHORUS_CHANNELS_TELEGRAM_TOKEN`; a few common ones also have a short alias
+(`CHORUS_TELEGRAM_TOKEN`, `CHORUS_DISCORD_TOKEN`). Secrets never have to live
+in the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from bot.errors import ConfigError
+
+ENV_PREFIX = "CHORUS_"
+CONFIG_PATH_ENV = "CHORUS_CONFIG"
+
+# Short names operators expect, mapped onto their full setting paths.
+ENV_ALIASES: dict[str, tuple[str, ...]] = {
+    "CHORUS_TELEGRAM_TOKEN": ("channels", "telegram", "token"),
+    "CHORUS_DISCORD_TOKEN": ("channels", "discord", "token"),
+    "CHORUS_TELEGRAM_WEBHOOK_SECRET": ("channels", "telegram", "webhook_secret"),
+}
+
+
+class ModelSettings(BaseModel):
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    name: str = "gpt-4o-mini"
+    vision: bool = False
+    context_window: int = 128_000
+    # Per-model context windows, for personas that pick another model.
+    context_windows: dict[str, int] = Field(default_factory=dict)
+    reply_reserve_tokens: int = 1024
+    connect_timeout: float = 10.0
+    read_timeout: float = 120.0
+    max_retries: int = 3
+
+    def window_for(self, model: str) -> int:
+        return self.context_windows.get(model, self.context_window)
+
+
+class PersonaSettings(BaseModel):
+    id: str
+    name: str
+    prompt: str
+    greeting: str | None = None
+    model: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+
+
+# Used only when a deployment configures no personas at all.
+FALLBACK_PERSONA = PersonaSettings(
+    id="assistant", name="Assistant", prompt="You are a helpful, concise assistant."
+)
+
+
+class LimitSettings(BaseModel):
+    max_message_chars: int = 32_000
+    max_upload_bytes: int = 10 * 1024 * 1024
+    image_max_side: int = 1024
+    link_code_ttl_seconds: int = 600
+
+
+class ContextSettings(BaseModel):
+    max_chars: int | None = None
+    document_tokens: int = 1500
+    documents_total_tokens: int = 6000
+    # Compaction starts when the context passes this share of the model window.
+    compact_share: float = 0.7
+    keep_recent_messages: int = 6
+    # Background collapse starts when the context passes this share.
+    collapse_share: float = 0.85
+    collapse_range_messages: int = 8
+    overflow_retries: int = 3
+
+
+class MemorySettings(BaseModel):
+    enabled: bool = True
+    turns_threshold: int = 8
+    chars_threshold: int = 6000
+    steps_threshold: int = 20
+    max_items: int = 40
+    snapshot_items: int = 3
+    dedup_threshold: float = 0.8
+    recent_window: int = 50
+    recall_items: int = 3
+
+
+class WebSettings(BaseModel):
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = 8080
+    cors_origins: list[str] = Field(default_factory=list)
+    rate_limit_per_minute: int = 30
+    public_url: str | None = None
+
+
+class TelegramSettings(BaseModel):
+    token: SecretStr | None = None
+    mode: Literal["polling", "webhook"] = "polling"
+    api_base: str | None = None
+    webhook_secret: SecretStr | None = None
+    webhook_url: str | None = None
+    activation: Literal["mention", "always"] = "mention"
+    allowed_users: list[str] = Field(default_factory=list)
+    allowed_chats: list[str] = Field(default_factory=list)
+
+
+class DiscordSettings(BaseModel):
+    token: SecretStr | None = None
+    activation: Literal["mention", "always"] = "mention"
+    allowed_guilds: list[str] = Field(default_factory=list)
+    allowed_channels: list[str] = Field(default_factory=list)
+    allowed_users: list[str] = Field(default_factory=list)
+
+
+class ChannelSettings(BaseModel):
+    web: WebSettings = Field(default_factory=WebSettings)
+    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+    discord: DiscordSettings = Field(default_factory=DiscordSettings)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(extra="forbid")
+
+    database_url: str = "sqlite:///./data/chorus.db"
+    data_dir: Path = Path("./data")
+    log_level: str = "INFO"
+    default_persona: str = "assistant"
+    personas: list[PersonaSettings] = Field(default_factory=lambda: [FALLBACK_PERSONA])
+    model: ModelSettings = Field(default_factory=ModelSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    context: ContextSettings = Field(default_factory=ContextSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    channels: ChannelSettings = Field(default_factory=ChannelSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Init values (the parsed YAML) already carry the environment overrides.
+        return (init_settings,)
+
+
+def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+    """Read the YAML file (if any), apply environment overrides, validate."""
+    env = dict(os.environ if environ is None else environ)
+    config_path = Path(path or env.get(CONFIG_PATH_ENV, "config.yaml"))
+    data: dict[str, Any] = {}
+    if config_path.exists():
+        try:
+            loaded = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as error:
+            raise ConfigError(f"{config_path} is not valid YAML: {error}") from error
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{config_path} must contain a mapping of settings")
+        data = loaded or {}
+    _apply_environment(data, env)
+    try:
+        return Settings(**data)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in issue['loc'])}: {issue['msg']}"
+            for issue in error.errors()
+        )
+        raise ConfigError(f"Invalid configuration — {problems}") from error
+
+
+def environment_names() -> dict[str, tuple[str, ...]]:
+    """Every environment variable Chorus reads, with the setting path it sets."""
+    names = dict(ENV_ALIASES)
+    for path in _leaf_paths(Settings, ()):
+        names[ENV_PREFIX + "_".join(path).upper()] = path
+    return names
+
+
+def _leaf_paths(model: type[BaseModel], prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+    paths: list[tuple[str, ...]] = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            paths.extend(_leaf_paths(annotation, (*prefix, name)))
+        else:
+            paths.append((*prefix, name))
+    return paths
+
+
+def _apply_environment(data: dict[str, Any], env: dict[str, str]) -> None:
+    for env_name, path in environment_names().items():
+        if env_name not in env:
+            continue
+        node = data
+        for key in path[:-1]:
+            child = node.get(key)
+            if not isinstance(child, dict):
+                child = {}
+                node[key] = child
+            node = child
+        node[path[-1]] = _parse_env_value(env[env_name])
+
+
+def _parse_env_value(raw: str) -> Any:
+    # Lists and mappings (allow-lists, per-model windows) are written as JSON.
+    stripped = raw.strip()
+    if stripped[:1] in "[{":
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError:
+            return raw
+    return raw

@@ -1,0 +1,323 @@
+"""The turn engine: the one place that orders the steps of a turn.
+
+For every lane: route the message to a session, run commands, store the user's
+message (idempotently) before the model is called, build the context through
+`transcript`, stream the reply, store it tagged with the persona that spoke,
+then schedule after-turn work (memory offload, compaction) in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+from bot.assembly import ContextAssembler
+from bot.attachments import AttachmentStore
+from bot.commands import CommandContext, CommandRegistry, parse_command
+from bot.config import Settings
+from bot.errors import (
+    ChorusError,
+    ContextOverflowError,
+    EmptyMessage,
+    MessageTooLong,
+    ProviderError,
+    StreamInterrupted,
+)
+from bot.inbound import InboundMessage
+from bot.locks import SessionLocks
+from bot.providers.base import ChatProvider, ChatRequest
+from bot.routing import Route, resolve_route
+from bot.storage.models import ChatSession, Message
+from bot.storage.store import DuplicateMessage, NewAttachment, NewMessage, Store
+from bot.turns import Delta, Reply, TurnEvent
+from persona import Persona, PersonaRegistry
+from transcript import Context, count_tokens
+
+log = logging.getLogger(__name__)
+
+AfterTurnJob = Callable[[ChatSession], Awaitable[None]]
+# Called when the provider rejects a context as too large; returns True when it
+# freed room (collapsed a range), so the engine rebuilds and retries.
+OverflowHandler = Callable[[ChatSession, Context], Awaitable[bool]]
+
+QUOTE_CHARS = 200
+OVERFLOW_MESSAGE = (
+    "This conversation has grown too large for the model, even after folding older "
+    "messages. Your message is saved; try /compact, /snip some messages, or /new."
+)
+
+
+@dataclass(frozen=True)
+class TurnPlan:
+    session: ChatSession
+    persona: Persona
+    user_message: Message
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        personas: PersonaRegistry,
+        provider: ChatProvider,
+        attachments: AttachmentStore,
+        commands: CommandRegistry,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.personas = personas
+        self.provider = provider
+        self.attachments = attachments
+        self.commands = commands
+        self.assembler = ContextAssembler(settings, store, attachments)
+        self.locks = SessionLocks()
+        self.after_turn_jobs: list[AfterTurnJob] = []
+        self.overflow_handler: OverflowHandler | None = None
+        self._background: set[asyncio.Task[None]] = set()
+
+    # --- the public API lanes call ---------------------------------------------
+
+    async def respond(self, inbound: InboundMessage) -> Reply:
+        """Run a turn and return only its final reply."""
+        reply: Reply | None = None
+        async for event in self.stream(inbound):
+            if isinstance(event, Reply):
+                reply = event
+        assert reply is not None
+        return reply
+
+    async def stream(self, inbound: InboundMessage) -> AsyncIterator[TurnEvent]:
+        """Run a turn: zero or more `Delta`s, then exactly one `Reply`."""
+        text = clean_text(inbound.text)
+        try:
+            route = resolve_route(self.store, inbound, self.personas.default.id)
+        except ChorusError as error:
+            yield Reply(kind="error", text=str(error))
+            return
+        command = parse_command(text)
+        if command is not None:
+            async with self.locks.hold(route.session.id):
+                answer = await self.commands.run(
+                    command, CommandContext(engine=self, inbound=inbound, route=route)
+                )
+            yield Reply(
+                kind="command" if answer.ok else "error",
+                text=answer.text,
+                session_id=answer.session_id or route.session.id,
+            )
+            return
+        async with self.locks.hold(route.session.id):
+            async for event in self._turn(inbound, route, text):
+                yield event
+
+    async def record(self, inbound: InboundMessage) -> Reply:
+        """Store a group message the bot was not addressed in, as context only."""
+        text = clean_text(inbound.text)
+        route = resolve_route(self.store, inbound, self.personas.default.id)
+        async with self.locks.hold(route.session.id):
+            try:
+                stored = await self._store_user_message(inbound, route, text)
+            except DuplicateMessage as duplicate:
+                stored = duplicate.existing
+            except ChorusError as error:
+                return Reply(kind="error", text=str(error), session_id=route.session.id)
+        return Reply(kind="recorded", text="", session_id=route.session.id,
+                     user_message_id=stored.id)
+
+    async def drain(self) -> None:
+        """Wait for background after-turn work (tests, shutdown)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    def persona_for(self, session: ChatSession) -> Persona:
+        return self.personas.resolve(session.persona_id)
+
+    async def inspect(self, session: ChatSession) -> Context:
+        """The context the model would see for this session's next turn."""
+        return await self.assembler.assemble(session, self.persona_for(session))
+
+    def model_for(self, persona: Persona) -> str:
+        return persona.model or self.settings.model.name
+
+    # --- one turn ----------------------------------------------------------------
+
+    async def _turn(self, inbound: InboundMessage, route: Route, text: str) -> AsyncIterator[TurnEvent]:
+        session = self.store.get_session(route.session.id) or route.session
+        persona = self.persona_for(session)
+        try:
+            user_message = await self._store_user_message(inbound, route, text)
+        except DuplicateMessage as duplicate:
+            if self.store.reply_to(duplicate.existing.id or 0) is not None:
+                yield Reply(kind="duplicate", text="", session_id=session.id,
+                            user_message_id=duplicate.existing.id)
+                return
+            # Stored before but never answered (a failed turn): answer it now.
+            user_message = duplicate.existing
+        except ChorusError as error:
+            yield Reply(kind="error", text=str(error), session_id=session.id)
+            return
+        plan = TurnPlan(session=session, persona=persona, user_message=user_message)
+        async for event in self._generate(plan):
+            yield event
+        self._schedule_after_turn(session)
+
+    async def _store_user_message(self, inbound: InboundMessage, route: Route, text: str) -> Message:
+        if not text.strip() and not inbound.attachments:
+            raise EmptyMessage()
+        limit = self.settings.limits.max_message_chars
+        if len(text) > limit:
+            raise MessageTooLong(len(text), limit)
+        for attachment in inbound.attachments:
+            self.attachments.check_declared(attachment)
+        stored: list[NewAttachment] = [
+            await self.attachments.ingest(attachment) for attachment in inbound.attachments
+        ]
+        content = with_quote(text, inbound)
+        return self.store.append(
+            route.session.id,
+            NewMessage(
+                role="user",
+                content=content,
+                token_count=count_tokens(content),
+                sender_id=route.sender_id,
+                sender_name=inbound.actor.display_name,
+                lane=inbound.lane,
+                platform_chat_id=inbound.chat_id,
+                platform_message_id=inbound.platform_message_id,
+                created_at=inbound.received_at,
+                attachments=tuple(stored),
+            ),
+        )
+
+    async def _generate(self, plan: TurnPlan) -> AsyncIterator[TurnEvent]:
+        session, persona = plan.session, plan.persona
+        pieces: list[str] = []
+        finished = False
+        try:
+            for attempt in range(self.settings.context.overflow_retries + 1):
+                context = await self.assembler.assemble(session, persona)
+                request = ChatRequest(
+                    messages=context.messages,
+                    model=self.model_for(persona),
+                    temperature=persona.temperature,
+                    top_p=persona.top_p,
+                    max_tokens=self.settings.model.reply_reserve_tokens,
+                    persona_id=persona.id,
+                    persona_name=persona.name,
+                )
+                try:
+                    async for piece in self.provider.stream(request):
+                        pieces.append(piece)
+                        yield Delta(piece)
+                    break
+                except ContextOverflowError:
+                    recovered = (
+                        self.overflow_handler is not None
+                        and attempt < self.settings.context.overflow_retries
+                        and await self.overflow_handler(session, context)
+                    )
+                    if not recovered:
+                        self._store_event(session, "error: context overflow")
+                        yield self._error(plan, OVERFLOW_MESSAGE)
+                        finished = True
+                        return
+            finished = True
+            stored = self._store_reply(plan, "".join(pieces), "complete")
+            yield self._assistant_reply(plan, stored)
+        except StreamInterrupted as error:
+            finished = True
+            text = "".join(pieces) or error.partial_text
+            stored = self._store_reply(plan, text, "interrupted")
+            notice = f"{text}\n\n[The reply was cut off: {error}]"
+            yield Reply(kind="assistant", text=notice, session_id=session.id,
+                        message_id=stored.id, user_message_id=plan.user_message.id,
+                        persona_id=persona.id, persona_name=persona.name, status="interrupted")
+        except ProviderError as error:
+            finished = True
+            self._store_event(session, f"error: {error}")
+            yield self._error(plan, f"{error} Your message is saved.")
+        finally:
+            if not finished:
+                # The lane stopped listening mid-stream (a closed browser tab, a
+                # cancelled task): keep what arrived, marked as interrupted.
+                self._store_reply(plan, "".join(pieces), "interrupted")
+
+    def _store_reply(self, plan: TurnPlan, text: str, status: str) -> Message:
+        return self.store.append(
+            plan.session.id,
+            NewMessage(
+                role="assistant",
+                content=text,
+                token_count=count_tokens(text),
+                persona_id=plan.persona.id,
+                sender_name=plan.persona.name,
+                reply_to_id=plan.user_message.id,
+                status=status,
+            ),
+        )
+
+    def _store_event(self, session: ChatSession, text: str) -> None:
+        # Events are `system` rows: exported with the transcript, never sent to the model.
+        self.store.append(session.id, NewMessage(role="system", content=text, token_count=0))
+
+    def _assistant_reply(self, plan: TurnPlan, stored: Message) -> Reply:
+        return Reply(
+            kind="assistant",
+            text=stored.content,
+            session_id=plan.session.id,
+            message_id=stored.id,
+            user_message_id=plan.user_message.id,
+            persona_id=plan.persona.id,
+            persona_name=plan.persona.name,
+        )
+
+    def _error(self, plan: TurnPlan, text: str) -> Reply:
+        return Reply(kind="error", text=text, session_id=plan.session.id,
+                     user_message_id=plan.user_message.id, persona_id=plan.persona.id,
+                     persona_name=plan.persona.name)
+
+    def _schedule_after_turn(self, session: ChatSession) -> None:
+        for job in self.after_turn_jobs:
+            task = asyncio.create_task(self._run_job(job, session))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    @staticmethod
+    async def _run_job(job: AfterTurnJob, session: ChatSession) -> None:
+        try:
+            await job(session)
+        except Exception:
+            # After-turn work must never break a chat; it retries on the next turn.
+            log.exception("after-turn job %s failed for session %s",
+                          getattr(job, "__qualname__", job), session.id)
+
+
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def clean_text(text: str) -> str:
+    """Text as the platform sent it, minus what no database or model accepts.
+
+    Lone surrogates (invalid UTF-8 that a platform decoded leniently) become
+    U+FFFD; NUL and other control characters are dropped.
+    """
+    # UTF-16 round trip: valid surrogate pairs survive, lone ones become U+FFFD.
+    repaired = text.encode("utf-16", errors="surrogatepass").decode("utf-16", errors="replace")
+    return _CONTROL_CHARACTERS.sub("", repaired)
+
+
+def with_quote(text: str, inbound: InboundMessage) -> str:
+    """The stored text of a reply carries a short quote of what it answers."""
+    quoted = inbound.reply_to
+    if quoted is None or not quoted.text:
+        return text
+    snippet = " ".join(quoted.text.split())
+    if len(snippet) > QUOTE_CHARS:
+        snippet = snippet[: QUOTE_CHARS - 1] + "…"
+    who = f"{quoted.sender_name}: " if quoted.sender_name else ""
+    return f"> {who}{snippet}\n{text}"

@@ -1,0 +1,105 @@
+"""One hierarchy for every failure Chorus reports.
+
+Each error carries a message a user or an operator can act on; the engine turns
+any `ChorusError` into a clear reply and never lets one drop a stored message.
+"""
+
+from __future__ import annotations
+
+
+class ChorusError(Exception):
+    """Base class: `str(error)` is safe to show to the person chatting."""
+
+
+class ConfigError(ChorusError):
+    """The configuration is invalid; the message names the setting."""
+
+
+# --- bad input -------------------------------------------------------------
+
+
+class InputError(ChorusError):
+    """The message or attachment a person sent cannot be accepted."""
+
+
+class EmptyMessage(InputError):
+    def __init__(self) -> None:
+        super().__init__("Your message was empty — send some text or an attachment.")
+
+
+class MessageTooLong(InputError):
+    def __init__(self, length: int, limit: int) -> None:
+        super().__init__(
+            f"Your message is {length:,} characters; the limit is {limit:,}. "
+            "Please shorten it or send it as a document."
+        )
+
+
+class AttachmentError(InputError):
+    """An attachment could not be stored or read."""
+
+
+class UnsupportedAttachment(AttachmentError):
+    def __init__(self, filename: str, mime_type: str) -> None:
+        super().__init__(
+            f"I can't read '{filename}' ({mime_type}). "
+            "Send an image (PNG, JPEG, GIF, WebP) or a document (PDF, TXT, Markdown)."
+        )
+
+
+class AttachmentTooLarge(AttachmentError):
+    def __init__(self, filename: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"'{filename}' is {size / 1_048_576:.1f} MB; the limit is {limit / 1_048_576:.1f} MB."
+        )
+
+
+class CorruptDocument(AttachmentError):
+    def __init__(self, filename: str) -> None:
+        super().__init__(f"'{filename}' looks damaged — I could not read any text from it.")
+
+
+class TranscriptFileError(InputError):
+    """A file given to `chorus import` is not a readable Chorus transcript export."""
+
+
+class UnknownPersona(InputError):
+    def __init__(self, persona_id: str, known: list[str]) -> None:
+        super().__init__(
+            f"There is no persona '{persona_id}'. Available: {', '.join(known)}."
+        )
+
+
+class LinkCodeError(InputError):
+    """A link code was wrong, expired or already used."""
+
+
+# --- the model provider ----------------------------------------------------
+
+
+class ProviderError(ChorusError):
+    """The model provider failed; the person's message stays stored."""
+
+
+class ProviderUnavailable(ProviderError):
+    """Timeouts, connection failures or 5xx answers after all retries."""
+
+
+class ProviderRejected(ProviderError):
+    """The provider refused the request (4xx other than overflow and 429)."""
+
+
+class ProviderProtocolError(ProviderError):
+    """The provider answered with something that is not a valid stream."""
+
+
+class ContextOverflowError(ProviderError):
+    """The request was too large for the model's context window."""
+
+
+class StreamInterrupted(ProviderError):
+    """The reply stream broke after some text had arrived."""
+
+    def __init__(self, message: str, partial_text: str) -> None:
+        super().__init__(message)
+        self.partial_text = partial_text

@@ -1,0 +1,135 @@
+"""The database tables. Only `bot.storage` imports this module.
+
+The transcript is append-only: context management adds records next to
+messages and never rewrites or deletes one.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import Column, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Person(SQLModel, table=True):
+    """One human, possibly with accounts on several lanes."""
+
+    __tablename__ = "persons"
+
+    id: str = Field(primary_key=True, max_length=32)
+    # The private session every linked account of this person talks in.
+    active_session_id: str | None = Field(default=None, max_length=32)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Account(SQLModel, table=True):
+    """A platform account (lane + platform user id) belonging to a person."""
+
+    __tablename__ = "accounts"
+    __table_args__ = (UniqueConstraint("lane", "platform_user_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    lane: str = Field(max_length=16)
+    platform_user_id: str = Field(max_length=128)
+    person_id: str = Field(index=True, max_length=32)
+    display_name: str = Field(default="", max_length=256)
+    username: str | None = Field(default=None, max_length=256)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class GroupRoute(SQLModel, table=True):
+    """A group chat (or one of its threads) and the session it talks in."""
+
+    __tablename__ = "group_routes"
+    __table_args__ = (UniqueConstraint("lane", "chat_id", "thread_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    lane: str = Field(max_length=16)
+    chat_id: str = Field(max_length=128)
+    # "" rather than NULL so the unique constraint holds on every backend.
+    thread_id: str = Field(default="", max_length=128)
+    session_id: str = Field(max_length=32)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ChatSession(SQLModel, table=True):
+    """One ongoing conversation with its own transcript and active persona."""
+
+    __tablename__ = "sessions"
+
+    id: str = Field(primary_key=True, max_length=32)
+    kind: str = Field(max_length=16)  # "private" | "group"
+    # Memory and recall belong to the owner: a person, or a group route.
+    owner_kind: str = Field(max_length=16)  # "person" | "group"
+    owner_id: str = Field(index=True, max_length=256)
+    persona_id: str | None = Field(default=None, max_length=64)
+    title: str = Field(default="", max_length=256)
+    # Last allocated message sequence; bumped in the same transaction as each insert.
+    last_seq: int = Field(default=0)
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class Message(SQLModel, table=True):
+    """One stored message. `system` rows are events that never reach the model."""
+
+    __tablename__ = "messages"
+    __table_args__ = (
+        UniqueConstraint("session_id", "seq"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: str = Field(index=True, max_length=32)
+    seq: int
+    role: str = Field(max_length=16)
+    content: str = Field(default="", sa_column=Column(Text, nullable=False))
+    persona_id: str | None = Field(default=None, max_length=64)
+    sender_id: str | None = Field(default=None, max_length=160)
+    sender_name: str | None = Field(default=None, max_length=256)
+    lane: str | None = Field(default=None, max_length=16)
+    platform_chat_id: str | None = Field(default=None, max_length=128)
+    platform_message_id: str | None = Field(default=None, max_length=128)
+    # "lane:chat:message" for messages that arrived live; unique, so a platform
+    # re-delivering an event stores it once. Imported copies carry none.
+    ingest_key: str | None = Field(default=None, unique=True, max_length=300)
+    # For assistant rows: the user message this reply answers.
+    reply_to_id: int | None = Field(default=None, index=True)
+    token_count: int = 0
+    status: str = Field(default="complete", max_length=16)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Attachment(SQLModel, table=True):
+    """A file stored by reference under the data directory."""
+
+    __tablename__ = "attachments"
+
+    id: int | None = Field(default=None, primary_key=True)
+    message_id: int = Field(index=True)
+    session_id: str = Field(index=True, max_length=32)
+    kind: str = Field(max_length=16)  # "image" | "document"
+    filename: str = Field(max_length=512)
+    mime_type: str = Field(max_length=128)
+    size: int
+    sha256: str = Field(index=True, max_length=64)
+    # Path relative to the data directory; files are shared by content hash.
+    path: str = Field(max_length=512)
+    text: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class LinkCode(SQLModel, table=True):
+    """A one-time code that joins another account to a person."""
+
+    __tablename__ = "link_codes"
+
+    code: str = Field(primary_key=True, max_length=16)
+    person_id: str = Field(index=True, max_length=32)
+    created_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime
+    used_at: datetime | None = None

@@ -1,0 +1,552 @@
+"""All reads and writes of conversations, identities and attachments.
+
+Every other module goes through `Store`; no SQL lives anywhere else. The SQL is
+plain SQLAlchemy Core/ORM that runs on SQLite and PostgreSQL alike.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import func, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from bot.errors import LinkCodeError
+from bot.storage.database import open_session
+from bot.storage.models import (
+    Account,
+    Attachment,
+    ChatSession,
+    GroupRoute,
+    LinkCode,
+    Message,
+    Person,
+    utcnow,
+)
+from transcript import AttachmentRef, TranscriptRow
+
+# Link codes avoid look-alike characters so they survive being read aloud or retyped.
+LINK_CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+LINK_CODE_LENGTH = 8
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class NewAttachment:
+    """An attachment already written to disk, ready to be recorded."""
+
+    kind: str
+    filename: str
+    mime_type: str
+    size: int
+    sha256: str
+    path: str
+    text: str | None
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """Everything needed to append one message to a session."""
+
+    role: str
+    content: str
+    token_count: int
+    persona_id: str | None = None
+    sender_id: str | None = None
+    sender_name: str | None = None
+    lane: str | None = None
+    platform_chat_id: str | None = None
+    platform_message_id: str | None = None
+    reply_to_id: int | None = None
+    status: str = "complete"
+    created_at: datetime | None = None
+    attachments: tuple[NewAttachment, ...] = ()
+    # False for imported copies: they keep their platform ids but no idempotency key.
+    live: bool = True
+
+
+class DuplicateMessage(Exception):
+    """The platform message was already stored (idempotent ingestion)."""
+
+    def __init__(self, existing: Message) -> None:
+        super().__init__(f"message {existing.id} already stored")
+        self.existing = existing
+
+
+class Store:
+    """The storage boundary of Chorus."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def _session(self) -> Session:
+        return open_session(self.engine)
+
+    # --- identity and routing ------------------------------------------------
+
+    def account(
+        self, lane: str, platform_user_id: str, display_name: str, username: str | None
+    ) -> Account:
+        """The account for this platform user, created with a new person if unseen."""
+        with self._session() as db:
+            found = db.exec(
+                select(Account).where(
+                    Account.lane == lane, Account.platform_user_id == platform_user_id
+                )
+            ).first()
+            if found is not None:
+                if found.display_name != display_name or found.username != username:
+                    found.display_name, found.username = display_name, username
+                    db.add(found)
+                    db.commit()
+                return found
+            person = Person(id=new_id())
+            account = Account(
+                lane=lane,
+                platform_user_id=platform_user_id,
+                person_id=person.id,
+                display_name=display_name,
+                username=username,
+            )
+            db.add(person)
+            db.add(account)
+            try:
+                db.commit()
+            except IntegrityError:
+                # Another process created it first; theirs wins.
+                db.rollback()
+                return self.account(lane, platform_user_id, display_name, username)
+            return account
+
+    def private_session(self, person_id: str, default_persona: str) -> ChatSession:
+        """The person's active private session, created on first use."""
+        with self._session() as db:
+            person = db.get(Person, person_id)
+            if person is None:
+                raise LookupError(f"no person {person_id}")
+            if person.active_session_id:
+                found = db.get(ChatSession, person.active_session_id)
+                if found is not None:
+                    return found
+            chat = ChatSession(
+                id=new_id(),
+                kind="private",
+                owner_kind="person",
+                owner_id=person_id,
+                persona_id=default_persona,
+            )
+            db.add(chat)
+            # Only claim the slot if nobody else did meanwhile (several processes).
+            claimed = db.execute(
+                update(Person)
+                .where(col(Person.id) == person_id)
+                .where(col(Person.active_session_id).is_(person.active_session_id))
+                .values(active_session_id=chat.id)
+            )
+            if claimed.rowcount == 0:  # type: ignore[attr-defined]
+                db.rollback()
+                return self.private_session(person_id, default_persona)
+            db.commit()
+            return chat
+
+    def group_session(
+        self, lane: str, chat_id: str, thread_id: str | None, default_persona: str
+    ) -> ChatSession:
+        """The session of a group chat (or one thread of it), created on first use."""
+        thread = thread_id or ""
+        with self._session() as db:
+            route = db.exec(
+                select(GroupRoute).where(
+                    GroupRoute.lane == lane,
+                    GroupRoute.chat_id == chat_id,
+                    GroupRoute.thread_id == thread,
+                )
+            ).first()
+            if route is not None:
+                found = db.get(ChatSession, route.session_id)
+                if found is not None:
+                    return found
+            chat = ChatSession(
+                id=new_id(),
+                kind="group",
+                owner_kind="group",
+                owner_id=group_owner_id(lane, chat_id),
+                persona_id=default_persona,
+            )
+            db.add(chat)
+            if route is None:
+                db.add(GroupRoute(lane=lane, chat_id=chat_id, thread_id=thread, session_id=chat.id))
+            else:
+                route.session_id = chat.id
+                db.add(route)
+            try:
+                db.commit()
+            except IntegrityError:
+                db.rollback()
+                return self.group_session(lane, chat_id, thread_id, default_persona)
+            return chat
+
+    def start_new_session(self, current: ChatSession, lane: str, chat_id: str,
+                          thread_id: str | None) -> ChatSession:
+        """Point the route of `current` at a fresh session; the old one stays stored."""
+        with self._session() as db:
+            chat = ChatSession(
+                id=new_id(),
+                kind=current.kind,
+                owner_kind=current.owner_kind,
+                owner_id=current.owner_id,
+                persona_id=current.persona_id,
+            )
+            db.add(chat)
+            if current.owner_kind == "person":
+                db.execute(
+                    update(Person)
+                    .where(col(Person.id) == current.owner_id)
+                    .values(active_session_id=chat.id)
+                )
+            else:
+                db.execute(
+                    update(GroupRoute)
+                    .where(
+                        col(GroupRoute.lane) == lane,
+                        col(GroupRoute.chat_id) == chat_id,
+                        col(GroupRoute.thread_id) == (thread_id or ""),
+                    )
+                    .values(session_id=chat.id)
+                )
+            db.commit()
+            return chat
+
+    def create_link_code(self, person_id: str, ttl: timedelta) -> LinkCode:
+        code = "".join(secrets.choice(LINK_CODE_ALPHABET) for _ in range(LINK_CODE_LENGTH))
+        now = utcnow()
+        link = LinkCode(code=code, person_id=person_id, created_at=now, expires_at=now + ttl)
+        with self._session() as db:
+            db.add(link)
+            db.commit()
+        return link
+
+    def redeem_link_code(self, code: str, account: Account) -> Person:
+        """Join `account` to the person who created `code`; single use, expires."""
+        normalised = code.strip().upper().replace("-", "").replace(" ", "")
+        with self._session() as db:
+            link = db.get(LinkCode, normalised)
+            now = utcnow()
+            if link is None:
+                raise LinkCodeError("That link code is not valid. Check it and try again.")
+            if link.used_at is not None:
+                raise LinkCodeError("That link code was already used. Ask for a new one with /link.")
+            if _aware(link.expires_at) < now:
+                raise LinkCodeError("That link code has expired. Ask for a new one with /link.")
+            if link.person_id == account.person_id:
+                raise LinkCodeError("This account is already linked to that person.")
+            claimed = db.execute(
+                update(LinkCode)
+                .where(col(LinkCode.code) == normalised, col(LinkCode.used_at).is_(None))
+                .values(used_at=now)
+            )
+            if claimed.rowcount == 0:  # type: ignore[attr-defined]
+                raise LinkCodeError("That link code was already used. Ask for a new one with /link.")
+            db.execute(
+                update(Account).where(col(Account.id) == account.id).values(person_id=link.person_id)
+            )
+            person = db.get(Person, link.person_id)
+            db.commit()
+            assert person is not None
+            return person
+
+    def unlink(self, account: Account) -> Person | None:
+        """Detach `account` into a person of its own; None if it is the only account."""
+        with self._session() as db:
+            siblings = db.exec(
+                select(func.count()).select_from(Account).where(Account.person_id == account.person_id)
+            ).one()
+            if siblings <= 1:
+                return None
+            person = Person(id=new_id())
+            db.add(person)
+            db.execute(
+                update(Account).where(col(Account.id) == account.id).values(person_id=person.id)
+            )
+            db.commit()
+            return person
+
+    def accounts_of(self, person_id: str) -> list[Account]:
+        with self._session() as db:
+            return list(
+                db.exec(select(Account).where(Account.person_id == person_id).order_by(col(Account.id)))
+            )
+
+    # --- sessions ------------------------------------------------------------
+
+    def get_session(self, session_id: str) -> ChatSession | None:
+        with self._session() as db:
+            return db.get(ChatSession, session_id)
+
+    def find_session(self, prefix: str) -> ChatSession | None:
+        """A session by id or unambiguous id prefix (as typed on a command line)."""
+        with self._session() as db:
+            matches = list(
+                db.exec(select(ChatSession).where(col(ChatSession.id).startswith(prefix)).limit(2))
+            )
+            return matches[0] if len(matches) == 1 else None
+
+    def list_sessions(self) -> list[tuple[ChatSession, int]]:
+        """Every session with its message count, newest activity first."""
+        with self._session() as db:
+            counts = (
+                select(Message.session_id, func.count().label("n"))
+                .group_by(col(Message.session_id))
+                .subquery()
+            )
+            rows = db.exec(
+                select(ChatSession, func.coalesce(counts.c.n, 0))
+                .outerjoin(counts, counts.c.session_id == ChatSession.id)
+                .order_by(col(ChatSession.updated_at).desc())
+            ).all()
+            return [(chat, int(count)) for chat, count in rows]
+
+    def set_persona(self, session_id: str, persona_id: str) -> None:
+        with self._session() as db:
+            db.execute(
+                update(ChatSession)
+                .where(col(ChatSession.id) == session_id)
+                .values(persona_id=persona_id, updated_at=utcnow())
+            )
+            db.commit()
+
+    def create_session(self, kind: str, owner_kind: str, owner_id: str, persona_id: str | None,
+                       title: str = "") -> ChatSession:
+        """A session that no route points at (used by import)."""
+        chat = ChatSession(
+            id=new_id(), kind=kind, owner_kind=owner_kind, owner_id=owner_id,
+            persona_id=persona_id, title=title,
+        )
+        with self._session() as db:
+            db.add(chat)
+            db.commit()
+        return chat
+
+    # --- messages --------------------------------------------------------------
+
+    def append(self, session_id: str, message: NewMessage) -> Message:
+        """Append one message (and its attachments) with the next sequence number.
+
+        The sequence bump, the message and its attachments commit together, so a
+        failure never leaves a half-written message. A platform message that was
+        already stored raises `DuplicateMessage` with the stored row.
+        """
+        with self._session() as db:
+            seq = db.execute(
+                update(ChatSession)
+                .where(col(ChatSession.id) == session_id)
+                .values(last_seq=ChatSession.last_seq + 1, updated_at=utcnow())
+                .returning(ChatSession.last_seq)
+            ).scalar_one()
+            row = Message(
+                session_id=session_id,
+                seq=seq,
+                role=message.role,
+                content=message.content,
+                persona_id=message.persona_id,
+                sender_id=message.sender_id,
+                sender_name=message.sender_name,
+                lane=message.lane,
+                platform_chat_id=message.platform_chat_id,
+                platform_message_id=message.platform_message_id,
+                ingest_key=ingest_key(
+                    message.lane, message.platform_chat_id, message.platform_message_id
+                )
+                if message.live
+                else None,
+                reply_to_id=message.reply_to_id,
+                token_count=message.token_count,
+                status=message.status,
+                created_at=message.created_at or utcnow(),
+            )
+            db.add(row)
+            try:
+                db.flush()
+            except IntegrityError:
+                db.rollback()
+                existing = self.find_platform_message(
+                    message.lane, message.platform_chat_id, message.platform_message_id
+                )
+                if existing is None:
+                    raise
+                raise DuplicateMessage(existing) from None
+            assert row.id is not None
+            for attachment in message.attachments:
+                db.add(
+                    Attachment(
+                        message_id=row.id,
+                        session_id=session_id,
+                        kind=attachment.kind,
+                        filename=attachment.filename,
+                        mime_type=attachment.mime_type,
+                        size=attachment.size,
+                        sha256=attachment.sha256,
+                        path=attachment.path,
+                        text=attachment.text,
+                    )
+                )
+            db.commit()
+            return row
+
+    def find_platform_message(
+        self, lane: str | None, chat_id: str | None, platform_message_id: str | None
+    ) -> Message | None:
+        key = ingest_key(lane, chat_id, platform_message_id)
+        if key is None:
+            return None
+        with self._session() as db:
+            return db.exec(select(Message).where(Message.ingest_key == key)).first()
+
+    def reply_to(self, message_id: int) -> Message | None:
+        """The assistant reply stored for a user message, if there is one."""
+        with self._session() as db:
+            return db.exec(
+                select(Message)
+                .where(Message.reply_to_id == message_id, Message.role == "assistant")
+                .order_by(col(Message.id).desc())
+            ).first()
+
+    def recent_rows(self, session_id: str, limit: int) -> list[TranscriptRow]:
+        """The newest `limit` conversation rows (no `system` events), oldest first."""
+        with self._session() as db:
+            messages = list(
+                db.exec(
+                    select(Message)
+                    .where(Message.session_id == session_id, Message.role != "system")
+                    .order_by(col(Message.seq).desc())
+                    .limit(limit)
+                )
+            )
+            messages.reverse()
+            return self._rows(db, messages)
+
+    def rows_between(self, session_id: str, first_seq: int, last_seq: int) -> list[TranscriptRow]:
+        """Conversation rows with first_seq <= seq <= last_seq, oldest first."""
+        with self._session() as db:
+            messages = list(
+                db.exec(
+                    select(Message)
+                    .where(
+                        Message.session_id == session_id,
+                        Message.role != "system",
+                        Message.seq >= first_seq,
+                        Message.seq <= last_seq,
+                    )
+                    .order_by(col(Message.seq))
+                )
+            )
+            return self._rows(db, messages)
+
+    def messages(self, session_id: str, *, before_seq: int | None = None,
+                 limit: int | None = None) -> list[Message]:
+        """Stored messages (events included), oldest first; paged from the end."""
+        with self._session() as db:
+            query = select(Message).where(Message.session_id == session_id)
+            if before_seq is not None:
+                query = query.where(Message.seq < before_seq)
+            query = query.order_by(col(Message.seq).desc())
+            if limit is not None:
+                query = query.limit(limit)
+            found = list(db.exec(query))
+            found.reverse()
+            return found
+
+    def attachments_for(self, message_ids: Iterable[int]) -> dict[int, list[Attachment]]:
+        ids = list(message_ids)
+        if not ids:
+            return {}
+        with self._session() as db:
+            grouped: dict[int, list[Attachment]] = {}
+            for attachment in db.exec(
+                select(Attachment)
+                .where(col(Attachment.message_id).in_(ids))
+                .order_by(col(Attachment.id))
+            ):
+                grouped.setdefault(attachment.message_id, []).append(attachment)
+            return grouped
+
+    def session_documents(self, session_id: str) -> list[AttachmentRef]:
+        """Every document shared in the session, oldest first."""
+        with self._session() as db:
+            return [
+                attachment_ref(attachment)
+                for attachment in db.exec(
+                    select(Attachment)
+                    .where(Attachment.session_id == session_id, Attachment.kind == "document")
+                    .order_by(col(Attachment.id))
+                )
+            ]
+
+    def get_attachment(self, attachment_id: int) -> Attachment | None:
+        with self._session() as db:
+            return db.get(Attachment, attachment_id)
+
+    def _rows(self, db: Session, messages: Sequence[Message]) -> list[TranscriptRow]:
+        ids = [message.id for message in messages if message.id is not None]
+        grouped: dict[int, list[Attachment]] = {}
+        if ids:
+            for attachment in db.exec(
+                select(Attachment)
+                .where(col(Attachment.message_id).in_(ids))
+                .order_by(col(Attachment.id))
+            ):
+                grouped.setdefault(attachment.message_id, []).append(attachment)
+        return [
+            transcript_row(message, grouped.get(message.id or 0, [])) for message in messages
+        ]
+
+
+def ingest_key(lane: str | None, chat_id: str | None, platform_message_id: str | None) -> str | None:
+    if lane is None or platform_message_id is None:
+        return None
+    return f"{lane}:{chat_id or ''}:{platform_message_id}"
+
+
+def group_owner_id(lane: str, chat_id: str) -> str:
+    """Memory of a group belongs to the whole chat, across its threads."""
+    return f"{lane}:{chat_id}"
+
+
+def transcript_row(message: Message, attachments: Sequence[Attachment]) -> TranscriptRow:
+    return TranscriptRow(
+        seq=message.seq,
+        role=message.role,
+        content=message.content,
+        persona_id=message.persona_id,
+        sender_id=message.sender_id,
+        sender_name=message.sender_name,
+        attachments=tuple(attachment_ref(attachment) for attachment in attachments),
+        status=message.status,
+        token_count=message.token_count,
+        created_at=_aware(message.created_at).isoformat(),
+    )
+
+
+def attachment_ref(attachment: Attachment) -> AttachmentRef:
+    return AttachmentRef(
+        kind="image" if attachment.kind == "image" else "document",
+        filename=attachment.filename,
+        mime_type=attachment.mime_type,
+        size=attachment.size,
+        sha256=attachment.sha256,
+        text=attachment.text,
+    )
+
+
+def _aware(moment: datetime) -> datetime:
+    # SQLite hands datetimes back without an offset; they were stored as UTC.
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -1,0 +1,7 @@
+"""Imports every table module so `SQLModel.metadata` knows them all.
+
+Alembic's environment and the test fixtures import this one module; a package
+that adds tables (context records, memory) adds its module here.
+"""
+
+from bot.storage import models  # noqa: F401

@@ -1,0 +1,44 @@
+"""The row shapes `transcript` reads: stored messages as plain, frozen values.
+
+The storage layer converts its database rows into these before calling any
+transcript function, so this package never sees a database object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+AttachmentKind = Literal["image", "document"]
+
+
+@dataclass(frozen=True)
+class AttachmentRef:
+    """An attachment stored by reference next to a message."""
+
+    kind: AttachmentKind
+    filename: str
+    mime_type: str
+    size: int
+    sha256: str
+    # Documents keep their extracted text; None when nothing could be extracted.
+    text: str | None = None
+    # For images, filled by the caller (a downscaled data: URL) only when the
+    # model can see images; transcript itself never reads files.
+    data_url: str | None = None
+
+
+@dataclass(frozen=True)
+class TranscriptRow:
+    """One stored message of a session, oldest first by `seq`."""
+
+    seq: int
+    role: str
+    content: str
+    persona_id: str | None = None
+    sender_id: str | None = None
+    sender_name: str | None = None
+    attachments: tuple[AttachmentRef, ...] = field(default_factory=tuple)
+    status: str = "complete"
+    token_count: int | None = None
+    created_at: str | None = None
