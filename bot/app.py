@@ -53,8 +53,9 @@ def build_personas(settings: Settings) -> PersonaRegistry:
     return PersonaRegistry(personas, settings.default_persona)
 
 
-def build_runtime(settings: Settings, *, provider: ChatProvider | None = None,
-                  apply_migrations: bool = True) -> Runtime:
+def build_runtime(
+    settings: Settings, *, provider: ChatProvider | None = None, apply_migrations: bool = True
+) -> Runtime:
     database = create_database_engine(settings.database_url)
     if apply_migrations:
         migrate.upgrade(database)

@@ -39,7 +39,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chorus", description="A chat bot on many lanes.")
-    parser.add_argument("--config", help="path to config.yaml (default: ./config.yaml or $CHORUS_CONFIG)")
+    parser.add_argument(
+        "--config", help="path to config.yaml (default: ./config.yaml or $CHORUS_CONFIG)"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run every configured lane in one process")
@@ -96,8 +98,10 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if not rows:
         print("No sessions yet.")
     for chat, count in rows:
-        print(f"{chat.id}  {chat.kind:<7}  {count:>6} messages  persona={chat.persona_id}  "
-              f"updated {chat.updated_at:%Y-%m-%d %H:%M}")
+        print(
+            f"{chat.id}  {chat.kind:<7}  {count:>6} messages  persona={chat.persona_id}  "
+            f"updated {chat.updated_at:%Y-%m-%d %H:%M}"
+        )
     _close(runtime)
     return 0
 
@@ -106,12 +110,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     runtime = build_runtime(args.settings)
     chat = runtime.store.find_session(args.session)
     if chat is None:
-        print(f"chorus: no single session matches '{args.session}' (see `chorus sessions`)",
-              file=sys.stderr)
+        print(
+            f"chorus: no single session matches '{args.session}' (see `chorus sessions`)",
+            file=sys.stderr,
+        )
         return 2
     if args.format == "json":
-        text = json.dumps(export_json(runtime.store, runtime.engine.attachments, chat),
-                          ensure_ascii=False, indent=2)
+        text = json.dumps(
+            export_json(runtime.store, runtime.engine.attachments, chat),
+            ensure_ascii=False,
+            indent=2,
+        )
     else:
         text = export_markdown(runtime.store, chat)
     if args.output:

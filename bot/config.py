@@ -157,7 +157,9 @@ class Settings(BaseSettings):
         return (init_settings,)
 
 
-def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+def load_settings(
+    path: str | Path | None = None, environ: dict[str, str] | None = None
+) -> Settings:
     """Read the YAML file (if any), apply environment overrides, validate."""
     env = dict(os.environ if environ is None else environ)
     config_path = Path(path or env.get(CONFIG_PATH_ENV, "config.yaml"))

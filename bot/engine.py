@@ -126,8 +126,9 @@ class Engine:
                 stored = duplicate.existing
             except ChorusError as error:
                 return Reply(kind="error", text=str(error), session_id=route.session.id)
-        return Reply(kind="recorded", text="", session_id=route.session.id,
-                     user_message_id=stored.id)
+        return Reply(
+            kind="recorded", text="", session_id=route.session.id, user_message_id=stored.id
+        )
 
     async def drain(self) -> None:
         """Wait for background after-turn work (tests, shutdown)."""
@@ -146,15 +147,21 @@ class Engine:
 
     # --- one turn ----------------------------------------------------------------
 
-    async def _turn(self, inbound: InboundMessage, route: Route, text: str) -> AsyncIterator[TurnEvent]:
+    async def _turn(
+        self, inbound: InboundMessage, route: Route, text: str
+    ) -> AsyncIterator[TurnEvent]:
         session = self.store.get_session(route.session.id) or route.session
         persona = self.persona_for(session)
         try:
             user_message = await self._store_user_message(inbound, route, text)
         except DuplicateMessage as duplicate:
             if self.store.reply_to(duplicate.existing.id or 0) is not None:
-                yield Reply(kind="duplicate", text="", session_id=session.id,
-                            user_message_id=duplicate.existing.id)
+                yield Reply(
+                    kind="duplicate",
+                    text="",
+                    session_id=session.id,
+                    user_message_id=duplicate.existing.id,
+                )
                 return
             # Stored before but never answered (a failed turn): answer it now.
             user_message = duplicate.existing
@@ -166,7 +173,9 @@ class Engine:
             yield event
         self._schedule_after_turn(session)
 
-    async def _store_user_message(self, inbound: InboundMessage, route: Route, text: str) -> Message:
+    async def _store_user_message(
+        self, inbound: InboundMessage, route: Route, text: str
+    ) -> Message:
         if not text.strip() and not inbound.attachments:
             raise EmptyMessage()
         limit = self.settings.limits.max_message_chars
@@ -234,9 +243,16 @@ class Engine:
             text = "".join(pieces) or error.partial_text
             stored = self._store_reply(plan, text, "interrupted")
             notice = f"{text}\n\n[The reply was cut off: {error}]"
-            yield Reply(kind="assistant", text=notice, session_id=session.id,
-                        message_id=stored.id, user_message_id=plan.user_message.id,
-                        persona_id=persona.id, persona_name=persona.name, status="interrupted")
+            yield Reply(
+                kind="assistant",
+                text=notice,
+                session_id=session.id,
+                message_id=stored.id,
+                user_message_id=plan.user_message.id,
+                persona_id=persona.id,
+                persona_name=persona.name,
+                status="interrupted",
+            )
         except ProviderError as error:
             finished = True
             self._store_event(session, f"error: {error}")
@@ -277,9 +293,14 @@ class Engine:
         )
 
     def _error(self, plan: TurnPlan, text: str) -> Reply:
-        return Reply(kind="error", text=text, session_id=plan.session.id,
-                     user_message_id=plan.user_message.id, persona_id=plan.persona.id,
-                     persona_name=plan.persona.name)
+        return Reply(
+            kind="error",
+            text=text,
+            session_id=plan.session.id,
+            user_message_id=plan.user_message.id,
+            persona_id=plan.persona.id,
+            persona_name=plan.persona.name,
+        )
 
     def _schedule_after_turn(self, session: ChatSession) -> None:
         for job in self.after_turn_jobs:
@@ -293,8 +314,11 @@ class Engine:
             await job(session)
         except Exception:
             # After-turn work must never break a chat; it retries on the next turn.
-            log.exception("after-turn job %s failed for session %s",
-                          getattr(job, "__qualname__", job), session.id)
+            log.exception(
+                "after-turn job %s failed for session %s",
+                getattr(job, "__qualname__", job),
+                session.id,
+            )
 
 
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")

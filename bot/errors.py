@@ -65,9 +65,7 @@ class TranscriptFileError(InputError):
 
 class UnknownPersona(InputError):
     def __init__(self, persona_id: str, known: list[str]) -> None:
-        super().__init__(
-            f"There is no persona '{persona_id}'. Available: {', '.join(known)}."
-        )
+        super().__init__(f"There is no persona '{persona_id}'. Available: {', '.join(known)}.")
 
 
 class LinkCodeError(InputError):

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bot.attachments import AttachmentStore
-from dataclasses import replace
-
 from bot.errors import TranscriptFileError
 from bot.storage.models import ChatSession, Message
 from bot.storage.store import NewAttachment, NewMessage, Store
@@ -75,8 +74,13 @@ def export_json(store: Store, attachments: AttachmentStore, session: ChatSession
 def export_markdown(store: Store, session: ChatSession) -> str:
     messages = store.messages(session.id)
     files = store.attachments_for(message.id for message in messages if message.id is not None)
-    lines = [f"# Conversation {session.id}", "", f"- kind: {session.kind}",
-             f"- started: {_iso(session.created_at)}", ""]
+    lines = [
+        f"# Conversation {session.id}",
+        "",
+        f"- kind: {session.kind}",
+        f"- started: {_iso(session.created_at)}",
+        "",
+    ]
     for message in messages:
         lines.append(_markdown_heading(message))
         lines.append("")
@@ -93,18 +97,24 @@ def _markdown_heading(message: Message) -> str:
     when = _iso(message.created_at)
     if message.role == "assistant":
         status = "" if message.status == "complete" else f" — {message.status}"
-        return f"### {message.sender_name or message.persona_id} [persona: {message.persona_id}]" \
-               f" · #{message.seq} · {when}{status}"
+        return (
+            f"### {message.sender_name or message.persona_id} [persona: {message.persona_id}]"
+            f" · #{message.seq} · {when}{status}"
+        )
     if message.role == "system":
         return f"### event · #{message.seq} · {when}"
     lane = f" via {message.lane}" if message.lane else ""
     return f"### {message.sender_name or 'user'}{lane} · #{message.seq} · {when}"
 
 
-def import_json(store: Store, attachments: AttachmentStore, document: dict[str, Any]) -> ChatSession:
+def import_json(
+    store: Store, attachments: AttachmentStore, document: dict[str, Any]
+) -> ChatSession:
     """Store an exported transcript as a new session (no route points at it)."""
     if document.get("format") != EXPORT_FORMAT or document.get("version") != EXPORT_VERSION:
-        raise TranscriptFileError("This file is not a Chorus transcript export (format/version missing).")
+        raise TranscriptFileError(
+            "This file is not a Chorus transcript export (format/version missing)."
+        )
     meta = document.get("session") or {}
     session = store.create_session(
         kind=meta.get("kind", "private"),
@@ -115,7 +125,9 @@ def import_json(store: Store, attachments: AttachmentStore, document: dict[str, 
     )
     id_by_seq: dict[int, int] = {}
     for item in sorted(document.get("messages", []), key=lambda entry: entry["seq"]):
-        stored_files = tuple(_restore_file(attachments, entry) for entry in item.get("attachments", []))
+        stored_files = tuple(
+            _restore_file(attachments, entry) for entry in item.get("attachments", [])
+        )
         reply_seq = item.get("reply_to_seq")
         stored = store.append(
             session.id,
@@ -137,7 +149,9 @@ def import_json(store: Store, attachments: AttachmentStore, document: dict[str, 
             ),
         )
         if stored.seq != item["seq"]:
-            raise TranscriptFileError(f"Message sequence {item['seq']} is out of order in the export.")
+            raise TranscriptFileError(
+                f"Message sequence {item['seq']} is out of order in the export."
+            )
         id_by_seq[stored.seq] = stored.id or 0
     return store.get_session(session.id) or session
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import getpass
-import uuid
 import sys
+import uuid
 from typing import TextIO
 
 from bot.engine import Engine
@@ -15,8 +15,13 @@ from bot.turns import Delta, Reply
 PROMPT = "you › "
 
 
-async def chat_loop(engine: Engine, *, user: str | None = None,
-                    stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> None:
+async def chat_loop(
+    engine: Engine,
+    *,
+    user: str | None = None,
+    stdin: TextIO = sys.stdin,
+    stdout: TextIO = sys.stdout,
+) -> None:
     """Talk to the engine until end of input; commands work as on every lane."""
     user_id = user or getpass.getuser()
     actor = Actor(user_id=user_id, display_name=user_id, username=user_id)

@@ -79,9 +79,7 @@ class Message(SQLModel, table=True):
     """One stored message. `system` rows are events that never reach the model."""
 
     __tablename__ = "messages"
-    __table_args__ = (
-        UniqueConstraint("session_id", "seq"),
-    )
+    __table_args__ = (UniqueConstraint("session_id", "seq"),)
 
     id: int | None = Field(default=None, primary_key=True)
     session_id: str = Field(index=True, max_length=32)
@@ -133,3 +131,13 @@ class LinkCode(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     expires_at: datetime
     used_at: datetime | None = None
+
+
+class VisitorToken(SQLModel, table=True):
+    """An anonymous web visitor; only a hash of their bearer token is stored."""
+
+    __tablename__ = "visitor_tokens"
+
+    token_hash: str = Field(primary_key=True, max_length=64)
+    visitor_id: str = Field(index=True, max_length=32)
+    created_at: datetime = Field(default_factory=utcnow)

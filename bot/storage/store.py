@@ -6,6 +6,7 @@ plain SQLAlchemy Core/ORM that runs on SQLite and PostgreSQL alike.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import uuid
 from collections.abc import Iterable, Sequence
@@ -27,6 +28,7 @@ from bot.storage.models import (
     LinkCode,
     Message,
     Person,
+    VisitorToken,
     utcnow,
 )
 from transcript import AttachmentRef, TranscriptRow
@@ -93,15 +95,11 @@ class Store:
 
     # --- identity and routing ------------------------------------------------
 
-    def account(
-        self, lane: str, platform_user_id: str, display_name: str, username: str | None
-    ) -> Account:
+    def account(self, lane: str, platform_user_id: str, display_name: str, username: str | None) -> Account:
         """The account for this platform user, created with a new person if unseen."""
         with self._session() as db:
             found = db.exec(
-                select(Account).where(
-                    Account.lane == lane, Account.platform_user_id == platform_user_id
-                )
+                select(Account).where(Account.lane == lane, Account.platform_user_id == platform_user_id)
             ).first()
             if found is not None:
                 if found.display_name != display_name or found.username != username:
@@ -195,8 +193,9 @@ class Store:
                 return self.group_session(lane, chat_id, thread_id, default_persona)
             return chat
 
-    def start_new_session(self, current: ChatSession, lane: str, chat_id: str,
-                          thread_id: str | None) -> ChatSession:
+    def start_new_session(
+        self, current: ChatSession, lane: str, chat_id: str, thread_id: str | None
+    ) -> ChatSession:
         """Point the route of `current` at a fresh session; the old one stays stored."""
         with self._session() as db:
             chat = ChatSession(
@@ -209,9 +208,7 @@ class Store:
             db.add(chat)
             if current.owner_kind == "person":
                 db.execute(
-                    update(Person)
-                    .where(col(Person.id) == current.owner_id)
-                    .values(active_session_id=chat.id)
+                    update(Person).where(col(Person.id) == current.owner_id).values(active_session_id=chat.id)
                 )
             else:
                 db.execute(
@@ -256,9 +253,7 @@ class Store:
             )
             if claimed.rowcount == 0:  # type: ignore[attr-defined]
                 raise LinkCodeError("That link code was already used. Ask for a new one with /link.")
-            db.execute(
-                update(Account).where(col(Account.id) == account.id).values(person_id=link.person_id)
-            )
+            db.execute(update(Account).where(col(Account.id) == account.id).values(person_id=link.person_id))
             person = db.get(Person, link.person_id)
             db.commit()
             assert person is not None
@@ -274,9 +269,7 @@ class Store:
                 return None
             person = Person(id=new_id())
             db.add(person)
-            db.execute(
-                update(Account).where(col(Account.id) == account.id).values(person_id=person.id)
-            )
+            db.execute(update(Account).where(col(Account.id) == account.id).values(person_id=person.id))
             db.commit()
             return person
 
@@ -285,6 +278,20 @@ class Store:
             return list(
                 db.exec(select(Account).where(Account.person_id == person_id).order_by(col(Account.id)))
             )
+
+    def create_visitor(self) -> tuple[str, str]:
+        """A new anonymous web visitor: (bearer token, visitor id). Only the hash is kept."""
+        token = secrets.token_urlsafe(32)
+        visitor_id = new_id()
+        with self._session() as db:
+            db.add(VisitorToken(token_hash=_token_hash(token), visitor_id=visitor_id))
+            db.commit()
+        return token, visitor_id
+
+    def visitor_for_token(self, token: str) -> str | None:
+        with self._session() as db:
+            found = db.get(VisitorToken, _token_hash(token))
+            return found.visitor_id if found is not None else None
 
     # --- sessions ------------------------------------------------------------
 
@@ -324,12 +331,17 @@ class Store:
             )
             db.commit()
 
-    def create_session(self, kind: str, owner_kind: str, owner_id: str, persona_id: str | None,
-                       title: str = "") -> ChatSession:
+    def create_session(
+        self, kind: str, owner_kind: str, owner_id: str, persona_id: str | None, title: str = ""
+    ) -> ChatSession:
         """A session that no route points at (used by import)."""
         chat = ChatSession(
-            id=new_id(), kind=kind, owner_kind=owner_kind, owner_id=owner_id,
-            persona_id=persona_id, title=title,
+            id=new_id(),
+            kind=kind,
+            owner_kind=owner_kind,
+            owner_id=owner_id,
+            persona_id=persona_id,
+            title=title,
         )
         with self._session() as db:
             db.add(chat)
@@ -363,9 +375,7 @@ class Store:
                 lane=message.lane,
                 platform_chat_id=message.platform_chat_id,
                 platform_message_id=message.platform_message_id,
-                ingest_key=ingest_key(
-                    message.lane, message.platform_chat_id, message.platform_message_id
-                )
+                ingest_key=ingest_key(message.lane, message.platform_chat_id, message.platform_message_id)
                 if message.live
                 else None,
                 reply_to_id=message.reply_to_id,
@@ -451,8 +461,9 @@ class Store:
             )
             return self._rows(db, messages)
 
-    def messages(self, session_id: str, *, before_seq: int | None = None,
-                 limit: int | None = None) -> list[Message]:
+    def messages(
+        self, session_id: str, *, before_seq: int | None = None, limit: int | None = None
+    ) -> list[Message]:
         """Stored messages (events included), oldest first; paged from the end."""
         with self._session() as db:
             query = select(Message).where(Message.session_id == session_id)
@@ -472,9 +483,7 @@ class Store:
         with self._session() as db:
             grouped: dict[int, list[Attachment]] = {}
             for attachment in db.exec(
-                select(Attachment)
-                .where(col(Attachment.message_id).in_(ids))
-                .order_by(col(Attachment.id))
+                select(Attachment).where(col(Attachment.message_id).in_(ids)).order_by(col(Attachment.id))
             ):
                 grouped.setdefault(attachment.message_id, []).append(attachment)
             return grouped
@@ -500,14 +509,15 @@ class Store:
         grouped: dict[int, list[Attachment]] = {}
         if ids:
             for attachment in db.exec(
-                select(Attachment)
-                .where(col(Attachment.message_id).in_(ids))
-                .order_by(col(Attachment.id))
+                select(Attachment).where(col(Attachment.message_id).in_(ids)).order_by(col(Attachment.id))
             ):
                 grouped.setdefault(attachment.message_id, []).append(attachment)
-        return [
-            transcript_row(message, grouped.get(message.id or 0, [])) for message in messages
-        ]
+        return [transcript_row(message, grouped.get(message.id or 0, [])) for message in messages]
+
+
+def _token_hash(token: str) -> str:
+    # Tokens are 256 random bits, so a plain SHA-256 is enough to make a leaked table useless.
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
 def ingest_key(lane: str | None, chat_id: str | None, platform_message_id: str | None) -> str | None:
