@@ -25,10 +25,8 @@ class DemoProvider:
     name = "demo"
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[str]:
-        if request.purpose == SUMMARY_PURPOSE:
-            text = summarise(request.messages)
-        else:
-            text = describe(request)
+        is_summary = request.purpose == SUMMARY_PURPOSE
+        text = summarise(request.messages) if is_summary else describe(request)
         # Word by word, so lanes exercise their streaming paths without real delays.
         for piece in re.findall(r"\S+\s*", text):
             yield piece
@@ -104,9 +102,7 @@ def _text_of(message: dict[str, Any]) -> str:
     content = message.get("content")
     if isinstance(content, list):
         content = " ".join(
-            part["text"]
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
+            part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)
         )
     return " ".join(content.split()) if isinstance(content, str) else ""
 

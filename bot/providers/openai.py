@@ -82,9 +82,7 @@ class OpenAICompatibleProvider:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
-            raise ConfigError(
-                f"The model base URL must start with http:// or https://, got {base_url!r}."
-            )
+            raise ConfigError(f"The model base URL must start with http:// or https://, got {base_url!r}.")
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._api_key = api_key
         self._read_timeout = read_timeout
@@ -137,9 +135,7 @@ class OpenAICompatibleProvider:
         """One attempt; raises `_RetryableFailure` for anything another attempt could fix."""
         finished = False
         try:
-            async with self._client.stream(
-                "POST", self._url, content=body, headers=headers
-            ) as response:
+            async with self._client.stream("POST", self._url, content=body, headers=headers) as response:
                 if response.status_code >= 400:
                     await response.aread()
                     raise _failure_for_response(response)
@@ -239,9 +235,7 @@ def _failure_for_response(response: httpx.Response) -> Exception:
         payload = response.text
     message, code = _error_details(payload)
     retry_after = _retry_after_seconds(response.headers.get("Retry-After"))
-    return _failure_for_status(
-        response.status_code, message or response.reason_phrase, code, retry_after
-    )
+    return _failure_for_status(response.status_code, message or response.reason_phrase, code, retry_after)
 
 
 def _failure_for_error_object(error: Any) -> Exception:
@@ -253,9 +247,7 @@ def _failure_for_error_object(error: Any) -> Exception:
     return _failure_for_status(status, message or "error in the reply stream", code, None)
 
 
-def _failure_for_status(
-    status: int, message: str, code: str, retry_after: float | None
-) -> Exception:
+def _failure_for_status(status: int, message: str, code: str, retry_after: float | None) -> Exception:
     message = message[:_MESSAGE_LIMIT]
     searchable = f"{code} {message}".lower()
     if status == 413 or any(marker in searchable for marker in _OVERFLOW_MARKERS):

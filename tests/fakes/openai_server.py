@@ -92,9 +92,7 @@ Scripted = Reply | HttpError | Hang | Malformed | Drop | StreamError
 
 def rate_limited(retry_after: str | None = "0") -> HttpError:
     headers = {"Retry-After": retry_after} if retry_after is not None else {}
-    return HttpError(
-        429, _error_body("Rate limit reached", "rate_limit_exceeded", "requests"), headers
-    )
+    return HttpError(429, _error_body("Rate limit reached", "rate_limit_exceeded", "requests"), headers)
 
 
 def server_error(status: int = 500) -> HttpError:
@@ -135,9 +133,7 @@ def message_text(message: dict[str, Any]) -> str:
     """A message's text; the text parts joined when content is a list of parts."""
     content = message.get("content")
     if isinstance(content, list):
-        return " ".join(
-            part["text"] for part in content if isinstance(part, dict) and "text" in part
-        )
+        return " ".join(part["text"] for part in content if isinstance(part, dict) and "text" in part)
     return content if isinstance(content, str) else ""
 
 
@@ -334,9 +330,7 @@ def split_words(text: str) -> list[str]:
     return re.findall(r"\s*\S+\s*", text) or ([text] if text else [])
 
 
-def _error_body(
-    message: str, code: str, error_type: str = "invalid_request_error"
-) -> dict[str, Any]:
+def _error_body(message: str, code: str, error_type: str = "invalid_request_error") -> dict[str, Any]:
     return {"error": {"message": message, "type": error_type, "code": code}}
 
 
