@@ -1,0 +1,39 @@
+"""What one request may hold (`Budget`) and what the model can read (`Capabilities`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from transcript.limits import CONTEXT_COUNT
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Caps on one request. None means no cap."""
+
+    max_messages: int = CONTEXT_COUNT
+    # The whole request, system preamble included.
+    max_tokens: int | None = None
+    # History only, as in seed 000's character cap.
+    max_chars: int | None = None
+    # Text of one document; the rest of it is cut.
+    document_tokens: int = 1500
+    # Text of all documents together; beyond it, documents are named only.
+    documents_total_tokens: int = 6000
+
+    def __post_init__(self) -> None:
+        if self.max_messages <= 0:
+            raise ValueError(f"max_messages must be positive, got {self.max_messages}")
+        for cap in ("max_tokens", "max_chars"):
+            value = getattr(self, cap)
+            if value is not None and value <= 0:
+                raise ValueError(f"{cap} must be positive or None, got {value}")
+        if self.document_tokens < 0 or self.documents_total_tokens < 0:
+            raise ValueError("document budgets must not be negative")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the model can read besides text."""
+
+    vision: bool = False

@@ -1,0 +1,40 @@
+"""What `build_context` returns: the model's messages and what it took to make them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# One OpenAI-format chat message, ready to be sent as JSON.
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TokensByPart:
+    """Tokens per part of the request, as `/context` shows them."""
+
+    system: int  # the persona prompt and the system message's own overhead
+    summary: int
+    memory: int
+    recall: int
+    documents: int  # documents listed in the preamble, shared earlier
+    history: int  # the kept messages' text, names and overhead
+    attachments: int  # images and documents inside the kept messages
+
+
+@dataclass(frozen=True)
+class ContextStats:
+    messages_considered: int  # rows passed in, malformed ones included
+    messages_kept: int
+    messages_dropped: int
+    kept_seqs: tuple[int, ...]
+    newest_truncated: bool  # the newest user message alone overflowed and was cut
+    tokens: TokensByPart
+    total_tokens: int
+    budget_tokens: int | None
+
+
+@dataclass(frozen=True)
+class Context:
+    messages: list[Message]
+    stats: ContextStats

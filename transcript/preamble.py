@@ -1,0 +1,45 @@
+"""The system message: persona prompt, then the sections that carry earlier context."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+SUMMARY_HEADING = "Summary of the earlier conversation"
+MEMORY_HEADING = "Long-term memory"
+RECALL_HEADING = "Recalled from earlier"
+DOCUMENTS_HEADING = "Documents shared earlier in this conversation"
+
+
+def section(heading: str, body: str) -> str:
+    return f"## {heading}\n{body}"
+
+
+@dataclass(frozen=True)
+class Preamble:
+    """The system message's parts in order; an empty part is left out."""
+
+    system: str
+    summary: str = ""
+    memory: str = ""
+    recall: str = ""
+    documents: str = ""
+
+    def text(self) -> str:
+        parts = (self.system, self.summary, self.memory, self.recall, self.documents)
+        return "\n\n".join(part for part in parts if part)
+
+
+def preamble(system_prompt: str, summary: str | None, memory: str | None, recall: Sequence[str]) -> Preamble:
+    """The preamble without its documents section, which depends on the window."""
+    recalled = [item for item in recall if item.strip()]
+    return Preamble(
+        system=system_prompt,
+        summary=section(SUMMARY_HEADING, summary) if summary else "",
+        memory=section(MEMORY_HEADING, memory) if memory else "",
+        recall=section(RECALL_HEADING, "\n".join(f"- {item}" for item in recalled)) if recalled else "",
+    )
+
+
+def documents_section(blocks: Sequence[str]) -> str:
+    return section(DOCUMENTS_HEADING, "\n\n".join(blocks)) if blocks else ""
