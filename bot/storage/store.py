@@ -273,6 +273,13 @@ class Store:
             db.commit()
             return person
 
+    def find_account(self, lane: str, platform_user_id: str) -> Account | None:
+        """The account of a platform user, without creating or renaming it."""
+        with self._session() as db:
+            return db.exec(
+                select(Account).where(Account.lane == lane, Account.platform_user_id == platform_user_id)
+            ).first()
+
     def accounts_of(self, person_id: str) -> list[Account]:
         with self._session() as db:
             return list(
