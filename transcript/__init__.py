@@ -15,7 +15,7 @@ from transcript.limits import CONTEXT_COUNT, DEFAULT_CHAR_CAP
 from transcript.names import sanitise_name
 from transcript.rows import AttachmentRef, TranscriptRow
 from transcript.tokens import count_message_tokens, count_tokens, truncate_to_tokens
-from transcript.window import window
+from transcript.window import RowLike, window
 
 __all__ = [
     "CONTEXT_COUNT",
@@ -27,6 +27,7 @@ __all__ = [
     "ContextStats",
     "Message",
     "PersonaLike",
+    "RowLike",
     "TokensByPart",
     "TranscriptRow",
     "build_context",

@@ -1,0 +1,75 @@
+"""Small builders for transcript tests: rows, a persona, and a build with defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from transcript import (
+    AttachmentRef,
+    Budget,
+    Capabilities,
+    Context,
+    TranscriptRow,
+    build_context,
+)
+
+
+@dataclass(frozen=True)
+class Persona:
+    id: str = "sage"
+    name: str = "Sage"
+    system_prompt: str = "You are Sage."
+
+
+def user(seq: int, content: str, **fields: Any) -> TranscriptRow:
+    return TranscriptRow(seq=seq, role="user", content=content, **fields)
+
+
+def assistant(seq: int, content: str, persona_id: str = "sage", **fields: Any) -> TranscriptRow:
+    return TranscriptRow(seq=seq, role="assistant", content=content, persona_id=persona_id, **fields)
+
+
+def document(filename: str, text: str | None, sha256: str | None = None) -> AttachmentRef:
+    return AttachmentRef(
+        kind="document",
+        filename=filename,
+        mime_type="application/pdf",
+        size=2048,
+        sha256=sha256 or f"sha-{filename}",
+        text=text,
+    )
+
+
+def image(filename: str = "cat.jpg", data_url: str | None = None) -> AttachmentRef:
+    return AttachmentRef(
+        kind="image",
+        filename=filename,
+        mime_type="image/jpeg",
+        size=120 * 1024,
+        sha256=f"sha-{filename}",
+        data_url=data_url,
+    )
+
+
+def build(
+    rows: Any,
+    *,
+    budget: Budget | None = None,
+    capabilities: Capabilities | None = None,
+    persona: Persona | None = None,
+    **options: Any,
+) -> Context:
+    return build_context(
+        rows,
+        persona=persona or Persona(),
+        budget=budget or Budget(),
+        capabilities=capabilities or Capabilities(),
+        **options,
+    )
+
+
+def history(context: Context) -> list[dict[str, Any]]:
+    """The messages after the system message."""
+    assert context.messages[0]["role"] == "system"
+    return context.messages[1:]
