@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
             level=settings.log_level.upper(),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
+        # Migration chatter on every start hides what matters (the demo-model warning).
+        logging.getLogger("alembic").setLevel(logging.WARNING)
         handler: Callable[[argparse.Namespace], int] = args.handler
         args.settings = settings
         return handler(args)
@@ -39,9 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chorus", description="A chat bot on many lanes.")
-    parser.add_argument(
-        "--config", help="path to config.yaml (default: ./config.yaml or $CHORUS_CONFIG)"
-    )
+    parser.add_argument("--config", help="path to config.yaml (default: ./config.yaml or $CHORUS_CONFIG)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run every configured lane in one process")

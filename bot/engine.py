@@ -12,6 +12,7 @@ import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 
 from bot.assembly import ContextAssembler
@@ -111,8 +112,10 @@ class Engine:
                 session_id=answer.session_id or route.session.id,
             )
             return
-        async with self.locks.hold(route.session.id):
-            async for event in self._turn(inbound, route, text):
+        # aclosing: a lane that stops listening closes the whole chain at once, so
+        # the partial reply is stored now rather than whenever the GC finalises it.
+        async with self.locks.hold(route.session.id), aclosing(self._turn(inbound, route, text)) as turn:
+            async for event in turn:
                 yield event
 
     async def record(self, inbound: InboundMessage) -> Reply:
@@ -126,9 +129,7 @@ class Engine:
                 stored = duplicate.existing
             except ChorusError as error:
                 return Reply(kind="error", text=str(error), session_id=route.session.id)
-        return Reply(
-            kind="recorded", text="", session_id=route.session.id, user_message_id=stored.id
-        )
+        return Reply(kind="recorded", text="", session_id=route.session.id, user_message_id=stored.id)
 
     async def drain(self) -> None:
         """Wait for background after-turn work (tests, shutdown)."""
@@ -147,9 +148,7 @@ class Engine:
 
     # --- one turn ----------------------------------------------------------------
 
-    async def _turn(
-        self, inbound: InboundMessage, route: Route, text: str
-    ) -> AsyncIterator[TurnEvent]:
+    async def _turn(self, inbound: InboundMessage, route: Route, text: str) -> AsyncIterator[TurnEvent]:
         session = self.store.get_session(route.session.id) or route.session
         persona = self.persona_for(session)
         try:
@@ -169,13 +168,12 @@ class Engine:
             yield Reply(kind="error", text=str(error), session_id=session.id)
             return
         plan = TurnPlan(session=session, persona=persona, user_message=user_message)
-        async for event in self._generate(plan):
-            yield event
+        async with aclosing(self._generate(plan)) as events:
+            async for event in events:
+                yield event
         self._schedule_after_turn(session)
 
-    async def _store_user_message(
-        self, inbound: InboundMessage, route: Route, text: str
-    ) -> Message:
+    async def _store_user_message(self, inbound: InboundMessage, route: Route, text: str) -> Message:
         if not text.strip() and not inbound.attachments:
             raise EmptyMessage()
         limit = self.settings.limits.max_message_chars
@@ -220,9 +218,10 @@ class Engine:
                     persona_name=persona.name,
                 )
                 try:
-                    async for piece in self.provider.stream(request):
-                        pieces.append(piece)
-                        yield Delta(piece)
+                    async with aclosing(self.provider.stream(request)) as deltas:
+                        async for piece in deltas:
+                            pieces.append(piece)
+                            yield Delta(piece)
                     break
                 except ContextOverflowError:
                     recovered = (
