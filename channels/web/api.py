@@ -1,0 +1,224 @@
+"""The chat API: visitor sessions, messages streamed as SSE, history, personas, files."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
+from fastapi.responses import FileResponse, StreamingResponse
+from starlette.datastructures import UploadFile
+
+from channels.web.events import turn_events
+from channels.web.lane import WebLane, lane_of, persona_view
+from channels.web.schemas import (
+    AttachmentView,
+    CommandResult,
+    HistoryPage,
+    MessageView,
+    PersonaView,
+    SessionState,
+    StartSession,
+    SwitchPersona,
+)
+from channels.web.uploads import MAX_FILES, check_request_size, read_uploads
+from channels.web.visitors import COOKIE_NAME, Visitor
+
+router = APIRouter(prefix="/api", tags=["chat"])
+
+Lane = Annotated[WebLane, Depends(lane_of)]
+CLIENT_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+COOKIE_MAX_AGE = 365 * 24 * 3600
+VISIBLE_ROLES = ("user", "assistant")
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+MESSAGE_FORM_DOC: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "text": {"type": "string", "description": "The message, or a command like /link"},
+                        "client_id": {
+                            "type": "string",
+                            "description": "Idempotency id: a retried POST with the same id is stored once",
+                        },
+                        "files": {
+                            "type": "array",
+                            "items": {"type": "string", "format": "binary"},
+                            "description": f"Up to {MAX_FILES} images or documents",
+                        },
+                    },
+                }
+            }
+        },
+    },
+    "responses": {
+        "200": {
+            "description": "`delta` events ({text}), then one `done` event "
+            "({message_id, persona_id, persona_name, kind, status, text, session_id}) or `error`.",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        }
+    },
+}
+
+
+def visitor_of(request: Request, lane: Lane) -> Visitor:
+    return lane.visitors.authenticate(request)
+
+
+CurrentVisitor = Annotated[Visitor, Depends(visitor_of)]
+
+
+@router.post("/session", response_model=SessionState)
+async def start_session(
+    request: Request, response: Response, lane: Lane, body: StartSession | None = None
+) -> SessionState:
+    """Resume the visitor of the token sent (bearer or cookie), or create a new anonymous one."""
+    name = body.name if body is not None else None
+    try:
+        visitor = lane.visitors.authenticate(request)
+    except HTTPException as error:
+        if error.status_code != status.HTTP_401_UNAUTHORIZED:
+            raise
+    else:
+        if name is not None:
+            visitor = lane.visitors.visit(visitor.id, name)
+        return lane.state_of(visitor)
+    token, visitor = lane.visitors.create(name)
+    response.set_cookie(
+        COOKIE_NAME,
+        token,
+        max_age=COOKIE_MAX_AGE,
+        httponly=True,
+        samesite="lax",
+        secure=request.url.scheme == "https",
+    )
+    return lane.state_of(visitor, token)
+
+
+@router.get("/session", response_model=SessionState)
+async def session_state(visitor: CurrentVisitor, lane: Lane) -> SessionState:
+    """The visitor's current conversation (it changes after /new or /link) and persona."""
+    return lane.state_of(visitor)
+
+
+@router.get("/personas", response_model=list[PersonaView])
+async def personas(lane: Lane) -> list[PersonaView]:
+    return [persona_view(persona) for persona in lane.engine.personas]
+
+
+@router.get("/sessions/{session_id}/messages", response_model=HistoryPage)
+async def history(
+    session_id: str,
+    visitor: CurrentVisitor,
+    lane: Lane,
+    before: Annotated[int | None, Query(ge=1, description="Only messages with a lower seq")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> HistoryPage:
+    """A page of the conversation, oldest first; page back with `before=next_before`."""
+    session = lane.visitors.owned_session(visitor, session_id)
+    rows = lane.store.messages(session.id, before_seq=before, limit=limit)
+    shown = [row for row in rows if row.role in VISIBLE_ROLES and row.id is not None]
+    files = lane.store.attachments_for(row.id for row in shown if row.id is not None)
+    messages = [
+        MessageView(
+            id=row.id or 0,
+            seq=row.seq,
+            role=row.role,
+            text=row.content,
+            status=row.status,
+            persona_id=row.persona_id if row.role == "assistant" else None,
+            persona_name=row.sender_name if row.role == "assistant" else None,
+            sender_name=row.sender_name if row.role == "user" else None,
+            lane=row.lane,
+            created_at=iso_utc(row.created_at),
+            attachments=[
+                AttachmentView(
+                    id=item.id or 0,
+                    kind=item.kind,
+                    filename=item.filename,
+                    mime_type=item.mime_type,
+                    size=item.size,
+                    url=f"/api/attachments/{item.id}",
+                )
+                for item in files.get(row.id or 0, [])
+            ],
+        )
+        for row in shown
+    ]
+    more = len(rows) == limit and rows[0].seq > 1
+    return HistoryPage(session_id=session.id, messages=messages, next_before=rows[0].seq if more else None)
+
+
+@router.post(
+    "/sessions/{session_id}/messages", response_class=StreamingResponse, openapi_extra=MESSAGE_FORM_DOC
+)
+async def post_message(session_id: str, request: Request, visitor: CurrentVisitor, lane: Lane) -> Response:
+    """Send a message (text, a command, and/or files) and stream the reply as Server-Sent Events."""
+    lane.visitors.current_session(visitor, session_id)
+    check_request_size(request, lane.attachments.max_bytes)
+    lane.check_rate(visitor)
+    async with request.form(max_files=MAX_FILES, max_fields=8) as form:
+        text = form.get("text")
+        client_id = form.get("client_id")
+        if not isinstance(text, str | None) or not isinstance(client_id, str | None):
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_ENTITY, "`text` and `client_id` are text fields."
+            )
+        if client_id is not None and not CLIENT_ID.match(client_id):
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_ENTITY, "`client_id` must be 1–100 letters, digits, - or _."
+            )
+        uploads = [item for item in form.getlist("files") if isinstance(item, UploadFile)]
+        attachments = await read_uploads(uploads, lane.attachments)
+    inbound = lane.visitors.inbound(
+        visitor.id, visitor.name, text=text or "", message_id=client_id, attachments=attachments
+    )
+    return StreamingResponse(
+        turn_events(lane.engine, lane.store, inbound), media_type="text/event-stream", headers=SSE_HEADERS
+    )
+
+
+@router.post("/sessions/{session_id}/persona", response_model=CommandResult)
+async def switch_persona(
+    session_id: str, body: SwitchPersona, visitor: CurrentVisitor, lane: Lane
+) -> CommandResult:
+    """Switch the persona, exactly as `/persona <id>` does on every lane."""
+    lane.visitors.current_session(visitor, session_id)
+    lane.check_rate(visitor)
+    command = f"/persona {body.persona_id.strip()}"
+    reply = await lane.engine.respond(lane.visitors.inbound(visitor.id, visitor.name, text=command))
+    if reply.kind == "error":
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, reply.text)
+    session = lane.store.get_session(reply.session_id or session_id) or visitor.session
+    return CommandResult(
+        kind=reply.kind, text=reply.text, session_id=session.id, persona=lane.persona_of(session)
+    )
+
+
+@router.get("/attachments/{attachment_id}", response_class=FileResponse)
+async def attachment(attachment_id: int, visitor: CurrentVisitor, lane: Lane) -> FileResponse:
+    """A file from the visitor's own conversation; images inline, documents as downloads."""
+    found = lane.store.get_attachment(attachment_id)
+    if found is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "There is no such attachment.")
+    lane.visitors.owned_session(visitor, found.session_id)
+    path = lane.attachments.path_of(found.path)
+    if not path.is_file():
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "The file of this attachment is no longer stored.")
+    return FileResponse(
+        path,
+        media_type=found.mime_type,
+        filename=found.filename,
+        content_disposition_type="inline" if found.kind == "image" else "attachment",
+        # Never let a browser run an uploaded file as a page.
+        headers={"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox"},
+    )
+
+
+def iso_utc(moment: datetime) -> str:
+    # SQLite hands datetimes back without an offset; they were stored as UTC.
+    return (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)).isoformat()

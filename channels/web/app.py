@@ -1,0 +1,41 @@
+"""`create_app(runtime)`: the one FastAPI app that `chorus serve` runs with uvicorn."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+from bot.app import Runtime
+from channels.web import api, pages
+from channels.web.lane import WebLane
+from channels.web.schemas import Health
+
+
+def create_app(runtime: Runtime) -> FastAPI:
+    """/healthz always (other lanes mount webhooks here); chat API and widget when enabled."""
+    web = runtime.settings.channels.web
+    app = FastAPI(
+        title="Chorus",
+        summary="One conversation, many lanes, many voices: the web chat API.",
+        docs_url="/docs",
+    )
+
+    @app.get("/healthz", response_model=Health, tags=["service"])
+    async def healthz() -> Health:
+        return Health(status="ok", model=runtime.engine.provider.name)
+
+    if not web.enabled:
+        return app
+    app.state.web_lane = WebLane.build(runtime)
+    app.include_router(api.router)
+    app.include_router(pages.router)
+    if web.cors_origins:
+        # Embedding pages authenticate with the bearer token, so no credentials cross origins.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=web.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+            max_age=600,
+        )
+    return app

@@ -1,0 +1,81 @@
+"""The JSON shapes of the web API (they also document it at /docs)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class StartSession(BaseModel):
+    name: str | None = Field(default=None, description="How the visitor wants to be called.")
+
+
+class PersonaView(BaseModel):
+    id: str
+    name: str
+    greeting: str | None = None
+
+
+class UploadLimits(BaseModel):
+    max_file_bytes: int
+    max_files: int
+    accepted_types: list[str]
+    max_message_chars: int
+
+
+class SessionState(BaseModel):
+    visitor_id: str
+    name: str
+    session_id: str
+    persona: PersonaView
+    personas: list[PersonaView]
+    limits: UploadLimits
+    token: str | None = Field(
+        default=None, description="The visitor's bearer token; returned only when the visitor is created."
+    )
+
+
+class AttachmentView(BaseModel):
+    id: int
+    kind: str
+    filename: str
+    mime_type: str
+    size: int
+    url: str
+
+
+class MessageView(BaseModel):
+    id: int
+    seq: int
+    role: str
+    text: str
+    status: str
+    persona_id: str | None = None
+    persona_name: str | None = None
+    sender_name: str | None = None
+    lane: str | None = None
+    created_at: str
+    attachments: list[AttachmentView] = Field(default_factory=list)
+
+
+class HistoryPage(BaseModel):
+    session_id: str
+    messages: list[MessageView]
+    next_before: int | None = Field(
+        default=None, description="Pass as `before` to get the page of older messages; null at the start."
+    )
+
+
+class SwitchPersona(BaseModel):
+    persona_id: str
+
+
+class CommandResult(BaseModel):
+    kind: str
+    text: str
+    session_id: str | None
+    persona: PersonaView
+
+
+class Health(BaseModel):
+    status: str
+    model: str

@@ -1,0 +1,67 @@
+"""Multipart uploads → `InboundAttachment`s, within the size, count and type limits."""
+
+from __future__ import annotations
+
+from fastapi import HTTPException, Request, UploadFile, status
+
+from bot.attachments import IMAGE_TYPES, PDF_TYPE, TEXT_TYPES, AttachmentStore, normalise_mime
+from bot.errors import AttachmentTooLarge, UnsupportedAttachment
+from bot.inbound import InboundAttachment
+
+MAX_FILES = 5
+# Room for the text field and multipart framing on top of the files themselves.
+FORM_OVERHEAD_BYTES = 256 * 1024
+ACCEPTED_TYPES = sorted(IMAGE_TYPES | TEXT_TYPES | {PDF_TYPE})
+
+
+def check_request_size(request: Request, max_file_bytes: int) -> None:
+    """Refuse an oversized body before reading it: the browser always declares its length."""
+    declared = request.headers.get("content-length")
+    if declared is None or not declared.isdigit():
+        raise HTTPException(status.HTTP_411_LENGTH_REQUIRED, "Send the message with a Content-Length header.")
+    limit = MAX_FILES * max_file_bytes + FORM_OVERHEAD_BYTES
+    if int(declared) > limit:
+        raise HTTPException(
+            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            f"The upload is too large: at most {MAX_FILES} files "
+            f"of {max_file_bytes / 1_048_576:.1f} MB each.",
+        )
+
+
+async def read_uploads(files: list[UploadFile], store: AttachmentStore) -> tuple[InboundAttachment, ...]:
+    """Read and check every file now, so a bad one fails the request with a clear status."""
+    if len(files) > MAX_FILES:
+        raise HTTPException(
+            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, f"Attach at most {MAX_FILES} files to one message."
+        )
+    attachments = []
+    for upload in files:
+        filename = upload.filename or "attachment"
+        data = await upload.read(store.max_bytes + 1)
+        size = upload.size if upload.size is not None else len(data)
+        attachment = in_memory_attachment(filename, upload.content_type, data, size)
+        try:
+            store.check_declared(attachment)
+        except UnsupportedAttachment as error:
+            raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, str(error)) from error
+        except AttachmentTooLarge as error:
+            raise HTTPException(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, str(error)) from error
+        attachments.append(attachment)
+    return tuple(attachments)
+
+
+def in_memory_attachment(
+    filename: str, declared_type: str | None, data: bytes, size: int
+) -> InboundAttachment:
+    mime_type = normalise_mime(filename, declared_type)
+
+    async def fetch() -> bytes:
+        return data
+
+    return InboundAttachment(
+        kind="image" if mime_type in IMAGE_TYPES else "document",
+        filename=filename,
+        mime_type=mime_type,
+        size=size,
+        fetch=fetch,
+    )
