@@ -1,0 +1,71 @@
+"""The discord.py client: gateway events and interactions in, engine turns out."""
+
+from __future__ import annotations
+
+import logging
+
+import discord
+from discord import app_commands
+
+from bot.config import DiscordSettings
+from bot.engine import Engine
+from channels.discord.access import AccessPolicy
+from channels.discord.replies import MESSAGE_LIMIT, deliver_reply
+from channels.discord.slash import add_engine_commands
+from channels.discord.translate import interaction_inbound, message_inbound
+from channels.text import split_message
+
+log = logging.getLogger(__name__)
+
+NOT_ALLOWED = "This bot is not available here."
+
+
+def chorus_intents() -> discord.Intents:
+    intents = discord.Intents.default()
+    # Privileged: enable "Message Content Intent" for the bot in the Developer Portal.
+    intents.message_content = True
+    return intents
+
+
+class ChorusClient(discord.Client):
+    def __init__(self, engine: Engine, settings: DiscordSettings, *, edit_interval: float) -> None:
+        # Model output must never ping @everyone, roles or people.
+        super().__init__(intents=chorus_intents(), allowed_mentions=discord.AllowedMentions.none())
+        self.engine = engine
+        self.activation = settings.activation
+        self.access = AccessPolicy(settings)
+        self.edit_interval = edit_interval
+        self.tree = app_commands.CommandTree(self)
+
+    async def setup_hook(self) -> None:
+        add_engine_commands(self.tree, self.engine.commands.describe(), self.run_slash_command)
+        try:
+            await self.tree.sync()
+        except discord.HTTPException:
+            # Text commands still work; slash commands appear after the next successful sync.
+            log.exception("could not register Discord slash commands")
+
+    async def on_message(self, message: discord.Message) -> None:
+        # Bots (this one included) never start a turn: no loops between bots.
+        if message.author.bot or self.user is None:
+            return
+        if not self.access.allows(message.author, message.guild, message.channel):
+            return
+        inbound = message_inbound(message, self.user)
+        if inbound.chat_kind == "group" and self.activation == "mention" and not inbound.was_mentioned:
+            await self.engine.record(inbound)
+            return
+        await deliver_reply(message, self.engine.stream(inbound), edit_interval=self.edit_interval)
+
+    async def run_slash_command(self, interaction: discord.Interaction, text: str) -> None:
+        if not self.access.allows(interaction.user, interaction.guild, interaction.channel):
+            await interaction.response.send_message(NOT_ALLOWED, ephemeral=True)
+            return
+        # Deferring first gives a slow turn 15 minutes instead of Discord's 3 seconds.
+        await interaction.response.defer(thinking=True)
+        reply = await self.engine.respond(interaction_inbound(interaction, text))
+        if not reply.should_send:
+            await interaction.delete_original_response()
+            return
+        for part in split_message(reply.text, MESSAGE_LIMIT):
+            await interaction.followup.send(part)

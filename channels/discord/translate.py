@@ -1,0 +1,96 @@
+"""Discord messages and interactions → the engine's `InboundMessage`."""
+
+from __future__ import annotations
+
+import mimetypes
+import re
+
+import discord
+
+from bot.inbound import Actor, AttachmentKind, InboundAttachment, InboundMessage, ReplyTo
+
+USER_MENTION = re.compile(r"<@!?(\d+)>")
+
+
+def message_inbound(message: discord.Message, me: discord.abc.User) -> InboundMessage:
+    """A DM is the person's private chat; a guild channel or thread is a group chat.
+
+    A thread is a channel of its own on Discord, so its id alone keeps its session apart.
+    """
+    return InboundMessage(
+        lane="discord",
+        platform_message_id=str(message.id),
+        chat_id=str(message.channel.id),
+        chat_kind="private" if message.guild is None else "group",
+        actor=actor(message.author),
+        text=readable_text(message, me),
+        was_mentioned=is_addressed(message, me),
+        reply_to=reply_to(message),
+        attachments=tuple(inbound_attachment(item) for item in message.attachments),
+    )
+
+
+def interaction_inbound(interaction: discord.Interaction, text: str) -> InboundMessage:
+    """A slash command, as the same text a person would type."""
+    return InboundMessage(
+        lane="discord",
+        platform_message_id=f"interaction-{interaction.id}",
+        chat_id=str(interaction.channel_id),
+        chat_kind="private" if interaction.guild_id is None else "group",
+        actor=actor(interaction.user),
+        text=text,
+        was_mentioned=True,
+    )
+
+
+def actor(user: discord.abc.User) -> Actor:
+    return Actor(user_id=str(user.id), display_name=user.display_name, username=user.name, is_bot=user.bot)
+
+
+def is_addressed(message: discord.Message, me: discord.abc.User) -> bool:
+    """Mentioned by name, or a reply to one of the bot's messages."""
+    if any(user.id == me.id for user in message.mentions):
+        return True
+    resolved = message.reference.resolved if message.reference is not None else None
+    return isinstance(resolved, discord.Message) and resolved.author.id == me.id
+
+
+def readable_text(message: discord.Message, me: discord.abc.User) -> str:
+    """The text without the bot's own mention; other people's mentions become @names."""
+    names = {user.id: user.display_name for user in message.mentions}
+
+    def replace(match: re.Match[str]) -> str:
+        user_id = int(match.group(1))
+        if user_id == me.id:
+            return ""
+        return f"@{names[user_id]}" if user_id in names else match.group(0)
+
+    return USER_MENTION.sub(replace, message.content).strip()
+
+
+def reply_to(message: discord.Message) -> ReplyTo | None:
+    reference = message.reference
+    if reference is None or reference.message_id is None:
+        return None
+    resolved = reference.resolved
+    if isinstance(resolved, discord.Message):
+        return ReplyTo(
+            message_id=str(resolved.id),
+            text=resolved.content or None,
+            sender_name=resolved.author.display_name,
+        )
+    return ReplyTo(message_id=str(reference.message_id))
+
+
+def inbound_attachment(attachment: discord.Attachment) -> InboundAttachment:
+    declared = attachment.content_type or mimetypes.guess_type(attachment.filename)[0]
+    # Discord sends parameters ("text/plain; charset=utf-8"); storage wants the bare type.
+    mime_type = (declared or "application/octet-stream").split(";")[0].strip()
+    kind: AttachmentKind = "image" if mime_type.startswith("image/") else "document"
+    return InboundAttachment(
+        kind=kind,
+        filename=attachment.filename,
+        mime_type=mime_type,
+        size=attachment.size,
+        fetch=attachment.read,
+    )
