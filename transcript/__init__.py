@@ -1,7 +1,7 @@
 """Pure functions from a session's stored rows to the model's messages for one turn.
 
 Owns `CONTEXT_COUNT`, token counting, the rolling window and the context contract
-(DESIGN §6). The engine calls `build_context` each turn; lanes only read
+(DESIGN §6), plus compaction planning, collapse projection and the /context report (§7). The engine calls `build_context` each turn; lanes only read
 `CONTEXT_COUNT`. It must not do I/O, hold state between turns or decide identity,
 and never imports aiogram, discord, fastapi, sqlmodel, httpx, `bot` or `channels`.
 """
@@ -10,7 +10,34 @@ from __future__ import annotations
 
 from transcript.budget import Budget, Capabilities
 from transcript.build import PersonaLike, build_context
+from transcript.collapse import (
+    COLLAPSE_INSTRUCTIONS,
+    Collapse,
+    Snip,
+    collapsed_row,
+    is_snipped,
+    plan_collapse,
+    project_view,
+)
+from transcript.compaction import (
+    CompactionPlan,
+    Summarise,
+    SummaryFailed,
+    SummaryItem,
+    SummaryRun,
+    adaptive_chunk_ratio,
+    chunk_by_max_tokens,
+    extract_identifiers,
+    keep_recent_cut,
+    max_chunk_tokens,
+    plan_compaction,
+    split_by_token_share,
+    summarise_in_stages,
+    summarise_with_fallback,
+    summary_items,
+)
 from transcript.context import Context, ContextStats, Message, TokensByPart
+from transcript.inspect import ContextOverview, render_context_report
 from transcript.limits import CONTEXT_COUNT, DEFAULT_CHAR_CAP
 from transcript.names import sanitise_name
 from transcript.rows import AttachmentRef, TranscriptRow
@@ -18,22 +45,46 @@ from transcript.tokens import count_message_tokens, count_tokens, truncate_to_to
 from transcript.window import RowLike, window
 
 __all__ = [
+    "COLLAPSE_INSTRUCTIONS",
     "CONTEXT_COUNT",
     "DEFAULT_CHAR_CAP",
     "AttachmentRef",
     "Budget",
     "Capabilities",
+    "Collapse",
+    "CompactionPlan",
     "Context",
+    "ContextOverview",
     "ContextStats",
     "Message",
     "PersonaLike",
     "RowLike",
+    "Snip",
+    "Summarise",
+    "SummaryFailed",
+    "SummaryItem",
+    "SummaryRun",
     "TokensByPart",
     "TranscriptRow",
+    "adaptive_chunk_ratio",
     "build_context",
+    "chunk_by_max_tokens",
+    "collapsed_row",
     "count_message_tokens",
     "count_tokens",
+    "extract_identifiers",
+    "is_snipped",
+    "keep_recent_cut",
+    "max_chunk_tokens",
+    "plan_collapse",
+    "plan_compaction",
+    "project_view",
+    "render_context_report",
     "sanitise_name",
+    "split_by_token_share",
+    "summarise_in_stages",
+    "summarise_with_fallback",
+    "summary_items",
     "truncate_to_tokens",
     "window",
 ]

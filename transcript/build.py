@@ -112,8 +112,8 @@ def build_context(
     newest_user = max((i for i, role in enumerate(roles) if role == "user"), default=len(recent))
     limits: list[tuple[Sequence[int], int]] = []
     if budget.max_tokens is not None:
-        weights, earlier_tokens = _token_weights(recent, rendered, session_documents, rendered_documents)
-        limits.append((weights, budget.max_tokens - fixed_tokens - earlier_tokens))
+        savings, documents_reserve = _token_savings(recent, rendered, session_documents, rendered_documents)
+        limits.append((savings, budget.max_tokens - fixed_tokens - documents_reserve))
     if budget.max_chars is not None:
         limits.append(([len(r.content) for r in rendered], budget.max_chars))
     start = first_user(roles, drop_oldest(limits, keep_from=newest_user))
@@ -247,16 +247,18 @@ def _documents_heading_tokens() -> int:
     return count_tokens(section(DOCUMENTS_HEADING, ""))
 
 
-def _token_weights(
+def _token_savings(
     recent: Sequence[_Turn],
     rendered: Sequence[_Rendered],
     session_documents: Sequence[AttachmentRef],
     rendered_documents: dict[str, RenderedDocument],
 ) -> tuple[list[int], int]:
-    """What dropping each turn saves, and what the preamble's documents cost before any drop.
+    """What dropping each turn saves, and the tokens documents cost wherever they end up.
 
     A dropped turn's documents move to the preamble unless a newer kept turn
-    still carries them, so dropping saves the turn's cost minus those documents.
+    still carries them, so dropping saves the turn's cost minus those documents
+    (and minus the section heading, for the first to move). Documents thus cost
+    the same in a message or in the preamble: a reserve taken off the budget.
     """
     newest_holder: dict[str, int] = {}
     for index, turn in enumerate(recent):
@@ -267,15 +269,15 @@ def _token_weights(
     moved = [0] * len(recent)
     for sha256, index in newest_holder.items():
         moved[index] += rendered_documents[sha256].tokens
-    section_open = bool(earlier)
-    weights = []
+    reserve = _documents_section_tokens(earlier, rendered_documents)
+    savings = []
     for index, cost in enumerate(rendered):
         moving = moved[index]
-        if moving and not section_open:
+        if moving and not reserve:
             moving += _documents_heading_tokens()
-            section_open = True
-        weights.append(cost.history_tokens + cost.attachment_tokens - moving)
-    return weights, _documents_section_tokens(earlier, rendered_documents)
+        reserve += moving
+        savings.append(cost.history_tokens + cost.attachment_tokens - moving)
+    return savings, reserve
 
 
 def _render(

@@ -136,3 +136,29 @@ def test_documents_move_to_the_preamble_when_the_budget_drops_their_message() ->
     assert context.stats.kept_seqs == (3,)
     assert "Quarterly revenue rose" in context.messages[0]["content"]
     assert context.stats.total_tokens <= 200
+
+
+def test_a_dropped_message_s_document_still_counts_against_the_budget() -> None:
+    rows = [
+        user(1, "notes", attachments=(REPORT,)),
+        user(2, "first question"),
+        user(3, "second question"),
+        assistant(4, "an answer"),
+        user(5, "third question"),
+    ]
+    everything = build(rows, documents=(REPORT,)).stats.total_tokens
+    context = build(rows, budget=Budget(max_tokens=everything - 1), documents=(REPORT,))
+    # Dropping message 1 moves its document into the preamble, heading and all,
+    # which costs more than it saves: message 2 must go too.
+    assert context.stats.kept_seqs == (3, 4, 5)
+    assert context.stats.tokens.attachments == 0
+    assert "Quarterly revenue rose" in context.messages[0]["content"]
+    assert context.stats.total_tokens <= everything - 1
+
+
+def test_a_document_is_counted_once_against_the_budget() -> None:
+    rows = [user(1, "notes", attachments=(REPORT,)), assistant(2, "ok"), user(3, "question")]
+    everything = build(rows, documents=(REPORT,)).stats.total_tokens
+    context = build(rows, budget=Budget(max_tokens=everything), documents=(REPORT,))
+    assert context.stats.kept_seqs == (1, 2, 3)
+    assert context.stats.total_tokens == everything

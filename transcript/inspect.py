@@ -1,0 +1,85 @@
+"""The `/context` report: what the model sees now, as plain text (seed 004's inspection)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from transcript.collapse import Collapse, Snip
+from transcript.context import ContextStats
+
+_PREVIEW_CHARS = 80
+
+
+@dataclass(frozen=True)
+class ContextOverview:
+    """Everything the report shows; the caller gathers it from the built context and records."""
+
+    persona: str
+    model: str
+    window_tokens: int
+    reply_reserve_tokens: int
+    stats: ContextStats
+    stored_messages: int  # conversation messages stored (events not counted)
+    view_seqs: Sequence[int]  # seqs of the projected view's entries after the summary
+    summary_last_seq: int | None = None
+    summary_updates: int = 0
+    collapses: Sequence[Collapse] = ()
+    snips: Sequence[Snip] = ()
+    compact_share: float = 0.7
+    collapse_share: float = 0.85
+
+
+def render_context_report(overview: ContextOverview) -> str:
+    stats = overview.stats
+    budget = stats.budget_tokens or overview.window_tokens
+    share = stats.total_tokens / budget if budget else 0.0
+    tokens = stats.tokens
+    kept = list(stats.kept_seqs)
+    waiting = [seq for seq in overview.view_seqs if kept and seq < kept[0]]
+    lines = [
+        f"Context for the next turn — {overview.persona}, model {overview.model}",
+        f"Using {stats.total_tokens:,} of {budget:,} tokens ({share:.0%}); window "
+        f"{overview.window_tokens:,}, {overview.reply_reserve_tokens:,} kept for the reply.",
+        f"  system prompt  {tokens.system:>7,}",
+        f"  summary        {tokens.summary:>7,}",
+        f"  memory         {tokens.memory + tokens.recall:>7,}",
+        f"  history        {tokens.history:>7,}",
+        f"  attachments    {tokens.attachments + tokens.documents:>7,}",
+        f"Messages: {overview.stored_messages} stored; {len(kept)} in the window"
+        + (f" (#{kept[0]}–#{kept[-1]})" if kept else "")
+        + f"; {len(waiting)} out of the window awaiting the summary.",
+    ]
+    if overview.summary_last_seq is not None:
+        lines.append(
+            f"Summary: covers messages up to #{overview.summary_last_seq} "
+            f"({_plural(overview.summary_updates, 'update')})."
+        )
+    else:
+        lines.append("Summary: none yet.")
+    if overview.collapses:
+        lines.append("Collapsed ranges:")
+        lines.extend(
+            f"  #{c.first_seq}–#{c.last_seq}: {_preview(c.summary)}" for c in overview.collapses
+        )
+    if overview.snips:
+        ranges = ", ".join(_range(snip.first_seq, snip.last_seq) for snip in overview.snips)
+        lines.append(f"Snipped (stored, not sent): {ranges}. /unsnip undoes the last snip.")
+    lines.append(
+        f"Auto-compaction above {overview.compact_share:.0%} of the budget, "
+        f"background collapse above {overview.collapse_share:.0%}."
+    )
+    return "\n".join(lines)
+
+
+def _range(first: int, last: int) -> str:
+    return f"#{first}" if first == last else f"#{first}–#{last}"
+
+
+def _preview(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _PREVIEW_CHARS else flat[: _PREVIEW_CHARS - 1] + "…"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
