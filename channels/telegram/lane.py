@@ -1,0 +1,174 @@
+"""`TelegramLane`: the bot, its dispatcher, and how updates arrive (polling or webhook)."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from contextlib import suppress
+from urllib.parse import urlsplit
+
+from aiogram import Bot, Dispatcher
+from aiogram.client.session.aiohttp import AiohttpSession
+from aiogram.client.telegram import PRODUCTION, TelegramAPIServer
+from aiogram.exceptions import TelegramUnauthorizedError
+from aiogram.types import BotCommand, Message, Update, User
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from bot.app import Runtime
+from bot.errors import ConfigError
+from bot.inbound import InboundMessage
+from channels.telegram.albums import AlbumCollector
+from channels.telegram.middlewares import AllowList, SkipSeenUpdates
+from channels.telegram.replies import ReplyTarget, deliver_reply
+from channels.telegram.router import build_router
+from channels.telegram.translate import is_for_another_bot, to_inbound
+
+log = logging.getLogger(__name__)
+
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+DEFAULT_WEBHOOK_PATH = "/telegram/webhook"
+# Telegram's rule for a bot command name.
+COMMAND_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+class TelegramLane:
+    """Serves the Telegram bot for `chorus serve`.
+
+    `edit_interval` throttles draft edits (Telegram allows about one per second);
+    `album_delay` is how long an album may take to arrive in full.
+    """
+
+    name = "telegram"
+
+    def __init__(
+        self, runtime: Runtime, *, edit_interval: float = 1.0, album_delay: float = 0.8
+    ) -> None:
+        settings = runtime.settings.channels.telegram
+        if settings.token is None:
+            raise ConfigError("Set CHORUS_TELEGRAM_TOKEN to the token @BotFather gave you.")
+        if settings.mode == "webhook" and (not settings.webhook_url or not settings.webhook_secret):
+            raise ConfigError(
+                "Telegram webhook mode needs channels.telegram.webhook_url (the public URL "
+                "Telegram posts to) and CHORUS_TELEGRAM_WEBHOOK_SECRET."
+            )
+        self.settings = settings
+        self.engine = runtime.engine
+        self.edit_interval = edit_interval
+        api = TelegramAPIServer.from_base(settings.api_base) if settings.api_base else PRODUCTION
+        self.bot = Bot(settings.token.get_secret_value(), session=AiohttpSession(api=api))
+        self.albums = AlbumCollector(self._take_turn, album_delay)
+        self.dispatcher = Dispatcher(name="chorus-telegram")
+        self.dispatcher.update.outer_middleware(SkipSeenUpdates())
+        self.dispatcher.include_router(
+            build_router(
+                self._take_turn,
+                self.albums,
+                AllowList(settings.allowed_users, settings.allowed_chats),
+            )
+        )
+        self._me: User | None = None
+        self._polling: asyncio.Task[None] | None = None
+        self._webhook_updates: set[asyncio.Task[None]] = set()
+
+    @property
+    def webhook_path(self) -> str:
+        return urlsplit(self.settings.webhook_url or "").path or DEFAULT_WEBHOOK_PATH
+
+    async def start(self) -> None:
+        try:
+            self._me = await self.bot.me()
+        except TelegramUnauthorizedError as error:
+            raise ConfigError(
+                "Telegram rejected the bot token; check CHORUS_TELEGRAM_TOKEN with @BotFather."
+            ) from error
+        await self.bot.set_my_commands(self._commands())
+        updates = self.dispatcher.resolve_used_update_types()
+        if self.settings.mode == "webhook":
+            assert self.settings.webhook_url and self.settings.webhook_secret
+            await self.bot.set_webhook(
+                url=self.settings.webhook_url,
+                secret_token=self.settings.webhook_secret.get_secret_value(),
+                allowed_updates=updates,
+            )
+            return
+        # A webhook left from an earlier deployment would make getUpdates fail.
+        await self.bot.delete_webhook()
+        self._polling = asyncio.create_task(
+            self.dispatcher.start_polling(
+                self.bot, handle_signals=False, close_bot_session=False, allowed_updates=updates
+            )
+        )
+
+    async def stop(self) -> None:
+        if self._polling is not None:
+            with suppress(RuntimeError):  # polling never got going
+                await self.dispatcher.stop_polling()
+            await asyncio.gather(self._polling, return_exceptions=True)
+            self._polling = None
+        await self.albums.close()
+        for task in list(self._webhook_updates):
+            task.cancel()
+        await asyncio.gather(*self._webhook_updates, return_exceptions=True)
+        await self.bot.session.close()
+
+    def mount(self, app: FastAPI) -> None:
+        """In webhook mode, receive updates at the path of `webhook_url` in the web app."""
+        if self.settings.mode == "webhook":
+            app.add_api_route(
+                self.webhook_path, self._receive_webhook, methods=["POST"], include_in_schema=False
+            )
+
+    async def _receive_webhook(self, request: Request) -> Response:
+        secret = self.settings.webhook_secret
+        given = request.headers.get(SECRET_HEADER, "")
+        if secret is None or not hmac.compare_digest(
+            given.encode(), secret.get_secret_value().encode()
+        ):
+            return JSONResponse({"ok": False, "description": "wrong secret token"}, 401)
+        try:
+            update = Update.model_validate(await request.json(), context={"bot": self.bot})
+        except (ValueError, ValidationError):
+            return JSONResponse({"ok": False, "description": "not a Telegram update"}, 400)
+        # Answer at once: Telegram re-sends updates whose request outlasts a long reply.
+        task = asyncio.create_task(self._feed(update))
+        self._webhook_updates.add(task)
+        task.add_done_callback(self._webhook_updates.discard)
+        return JSONResponse({"ok": True})
+
+    async def _feed(self, update: Update) -> None:
+        try:
+            await self.dispatcher.feed_update(self.bot, update)
+        except Exception:
+            log.exception("Telegram update %s failed", update.update_id)
+
+    async def _take_turn(self, messages: list[Message]) -> None:
+        """Hand one message (or one album) to the engine and deliver what it answers."""
+        me = self._me or await self.bot.me()
+        inbound = to_inbound(messages, self.bot, me)
+        first = messages[0]
+        if inbound.chat_kind == "group" and not self._should_answer(inbound, first, me):
+            await self.engine.record(inbound)
+            return
+        target = ReplyTarget(
+            chat_id=first.chat.id,
+            thread_id=first.message_thread_id if inbound.thread_id else None,
+            reply_to_message_id=first.message_id if inbound.chat_kind == "group" else None,
+        )
+        await deliver_reply(
+            self.bot, target, self.engine.stream(inbound), edit_interval=self.edit_interval
+        )
+
+    def _should_answer(self, inbound: InboundMessage, first: Message, me: User) -> bool:
+        if is_for_another_bot(first, me):
+            return False
+        return inbound.was_mentioned or self.settings.activation == "always"
+
+    def _commands(self) -> list[BotCommand]:
+        return [
+            BotCommand(command=name, description=description[:256])
+            for name, description in self.engine.commands.describe()
+            if set(name) <= COMMAND_NAME_CHARS and len(name) <= 32
+        ]
