@@ -19,15 +19,9 @@ from transcript.context import Context, ContextStats, Message, TokensByPart
 from transcript.names import sanitise_name
 from transcript.preamble import DOCUMENTS_HEADING, Preamble, documents_section, preamble, section
 from transcript.rows import AttachmentRef
+from transcript.shorten import shorten
 from transcript.tokens import IMAGE_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, count_tokens
 from transcript.window import RowLike, drop_oldest, first_user, row_field, row_tokens
-
-# How much of an overflowing newest message survives even when the budget has
-# no room at all: the model needs something to answer, and the engine's
-# overflow recovery handles a request that is still too large.
-_MIN_KEPT_CHARS = 100
-# Cutting estimates tokens from characters; a few rounds settle the estimate.
-_CUT_ROUNDS = 4
 
 
 class PersonaLike(Protocol):
@@ -129,24 +123,21 @@ def build_context(
     newest_truncated = False
     if newest_user < len(recent):
         index = newest_user - start
-        total = (
-            fixed_tokens
-            + documents_tokens
-            + sum(r.history_tokens + r.attachment_tokens for r in kept_rendered)
-        )
-        excess_tokens = total - budget.max_tokens if budget.max_tokens is not None else 0
-        chars = sum(len(r.content) for r in kept_rendered)
-        excess_chars = chars - budget.max_chars if budget.max_chars is not None else 0
+        excess_tokens = excess_chars = 0
+        if budget.max_tokens is not None:
+            history_tokens = sum(r.history_tokens + r.attachment_tokens for r in kept_rendered)
+            excess_tokens = fixed_tokens + documents_tokens + history_tokens - budget.max_tokens
+        if budget.max_chars is not None:
+            excess_chars = sum(len(r.content) for r in kept_rendered) - budget.max_chars
         if excess_tokens > 0 or excess_chars > 0:
-            newest = kept[index]
-            text, text_tokens = _shorten(
-                newest.text,
+            text, text_tokens = shorten(
+                kept[index].text,
                 kept_rendered[index].text_tokens,
                 excess_tokens=max(excess_tokens, 0),
                 excess_chars=max(excess_chars, 0),
             )
-            newest_truncated = text != newest.text
-            newest = dataclasses.replace(newest, text=text)
+            newest_truncated = text != kept[index].text
+            newest = dataclasses.replace(kept[index], text=text)
             kept = [*kept[:index], newest, *kept[index + 1 :]]
             kept_rendered = [
                 *kept_rendered[:index],
@@ -331,37 +322,3 @@ def _message(turn: _Turn, rendered: _Rendered) -> Message:
 
 def _system_message(parts: Preamble) -> Message:
     return {"role": "system", "content": parts.text()}
-
-
-def _shorten(text: str, text_tokens: int, *, excess_tokens: int, excess_chars: int) -> tuple[str, int]:
-    """`text` with its middle cut out until it is `excess_*` shorter, and its token count.
-
-    The beginning usually sets the scene and the end holds the actual ask, so
-    both are kept.
-    """
-    if len(text) <= _MIN_KEPT_CHARS:
-        return text, text_tokens
-    token_target = text_tokens - excess_tokens
-    char_target = len(text) - excess_chars
-    keep = min(char_target, len(text) * token_target // max(text_tokens, 1))
-    for _ in range(_CUT_ROUNDS):
-        shortened = cut_middle(text, max(keep, _MIN_KEPT_CHARS))
-        tokens = count_tokens(shortened)
-        if tokens <= token_target or keep <= _MIN_KEPT_CHARS:
-            break
-        keep = keep * token_target // tokens
-    return shortened, tokens
-
-
-def cut_middle(text: str, max_chars: int) -> str:
-    """`text` within `max_chars` characters, its middle replaced by a note of what was cut."""
-    if len(text) <= max_chars:
-        return text
-    kept = max(max_chars - len(_cut_note(len(text))), 0)
-    head = (kept + 1) // 2
-    tail = kept - head
-    return text[:head] + _cut_note(len(text) - kept) + text[len(text) - tail :]
-
-
-def _cut_note(cut: int) -> str:
-    return f"\n[… {cut} characters cut …]\n"
