@@ -241,9 +241,16 @@ class FakeDiscord:
 
     async def wait_until(self, condition: Callable[[], bool], timeout: float = 5.0) -> None:
         """Wait until `condition()` holds; it is checked after every REST call."""
-        async with asyncio.timeout(timeout):
-            async with self._changed:
+        try:
+            async with asyncio.timeout(timeout), self._changed:
                 await self._changed.wait_for(condition)
+        except TimeoutError:
+            sent = [(message.channel_id, message.text) for message in self.sent]
+            raise AssertionError(f"condition not met in {timeout}s; the bot sent {sent}") from None
+
+    async def wait_for_texts(self, channel_id: int, expected: list[str], timeout: float = 5.0) -> None:
+        """Wait until the bot's messages in the channel read exactly `expected` (edits done)."""
+        await self.wait_until(lambda: self.texts_in(channel_id) == expected, timeout)
 
     def sent_in(self, channel_id: int) -> list[SentMessage]:
         return [message for message in self.sent if message.channel_id == channel_id]

@@ -11,7 +11,7 @@ async def test_dm_is_answered_in_the_persons_session(
     _, runtime = await start_lane()
     sent = await fake_discord.post_message(DM_CHANNEL_ID, "hello there")
 
-    await fake_discord.wait_until(lambda: fake_discord.texts_in(DM_CHANNEL_ID) == ["reply to: hello there"])
+    await fake_discord.wait_for_texts(DM_CHANNEL_ID, ["reply to: hello there"])
 
     assert fake_discord.sent_in(DM_CHANNEL_ID)[0].reference_id == int(sent["id"])
     assert fake_discord.calls_to("POST", f"/channels/{DM_CHANNEL_ID}/typing")
