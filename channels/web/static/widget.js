@@ -1,0 +1,560 @@
+/*
+ * Chorus chat widget. Embed with one tag, no build step:
+ *   <script src="https://chat.example.org/widget.js" data-title="Ask us" data-open="false"></script>
+ * It talks to the server it was loaded from. Message text is only ever set as text
+ * (textContent), never parsed as HTML.
+ */
+(function () {
+  "use strict";
+
+  var script = document.currentScript;
+  if (!script || window.__chorusWidget) return;
+  window.__chorusWidget = true;
+
+  var BASE = new URL(".", script.src).href.replace(/\/$/, "");
+  var SAME_ORIGIN = new URL(BASE).origin === window.location.origin;
+  var TOKEN_KEY = "chorus:" + BASE + ":token";
+  var TITLE = script.getAttribute("data-title") || "Chat";
+  var START_OPEN = script.getAttribute("data-open") === "true";
+  var HISTORY_PAGE = 30;
+
+  var CSS = [
+    ":host { all: initial; }",
+    "* { box-sizing: border-box; }",
+    ".launcher { position: fixed; right: 20px; bottom: 20px; z-index: 2147483000; border: 0; border-radius: 28px;",
+    "  padding: 14px 20px; background: #3b4cca; color: #fff; font: 600 15px/1 system-ui, sans-serif;",
+    "  box-shadow: 0 4px 16px rgba(0,0,0,.25); cursor: pointer; }",
+    ".panel { position: fixed; right: 20px; bottom: 20px; z-index: 2147483001; width: 380px; height: 600px;",
+    "  max-height: calc(100vh - 40px); display: flex; flex-direction: column; background: #fff; color: #1d1d1f;",
+    "  border-radius: 14px; box-shadow: 0 8px 32px rgba(0,0,0,.28); overflow: hidden;",
+    "  font: 14px/1.45 system-ui, -apple-system, 'Segoe UI', sans-serif; }",
+    ".panel[hidden], .launcher[hidden], [hidden] { display: none !important; }",
+    "header { display: flex; align-items: center; gap: 8px; padding: 10px 12px; background: #3b4cca; color: #fff; }",
+    "header .title { font-weight: 600; flex: 1; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }",
+    "header select { max-width: 150px; font: inherit; border-radius: 6px; border: 0; padding: 4px; }",
+    "header button { background: transparent; color: #fff; border: 0; font-size: 20px; cursor: pointer; padding: 0 4px; }",
+    ".alert { padding: 8px 12px; background: #fdecea; color: #8a1c12; border-bottom: 1px solid #f5c2bd; font-size: 13px;",
+    "  display: flex; gap: 8px; align-items: center; }",
+    ".alert span { flex: 1; }",
+    ".alert button, .retry, .earlier { font: inherit; font-size: 12px; border: 1px solid currentColor; background: #fff;",
+    "  color: inherit; border-radius: 6px; padding: 2px 8px; cursor: pointer; }",
+    ".log { flex: 1; overflow-y: auto; padding: 12px; display: flex; flex-direction: column; gap: 8px; background: #f6f7fb; }",
+    ".earlier { align-self: center; color: #3b4cca; }",
+    ".msg { max-width: 85%; padding: 8px 11px; border-radius: 12px; white-space: pre-wrap; overflow-wrap: anywhere; }",
+    ".msg.user { align-self: flex-end; background: #3b4cca; color: #fff; border-bottom-right-radius: 4px; }",
+    ".msg.assistant { align-self: flex-start; background: #fff; border: 1px solid #e2e4ee; border-bottom-left-radius: 4px; }",
+    ".msg.notice { align-self: center; max-width: 95%; background: #eef0f8; color: #394060; font-size: 13px; }",
+    ".msg.error { border-color: #f5c2bd; background: #fdecea; color: #8a1c12; }",
+    ".msg .persona { font-size: 11px; font-weight: 700; color: #3b4cca; margin-bottom: 2px; text-transform: uppercase;",
+    "  letter-spacing: .04em; white-space: normal; }",
+    ".msg.streaming .text::after { content: '\\258D'; animation: blink 1s steps(2) infinite; }",
+    "@keyframes blink { 50% { opacity: 0; } }",
+    ".files { display: flex; flex-wrap: wrap; gap: 6px; margin-top: 6px; }",
+    ".files img { max-width: 160px; max-height: 160px; border-radius: 8px; display: block; }",
+    ".chip { display: inline-flex; align-items: center; gap: 4px; font-size: 12px; padding: 3px 8px; border-radius: 10px;",
+    "  background: rgba(0,0,0,.08); color: inherit; border: 0; cursor: pointer; white-space: nowrap; }",
+    ".msg.user .chip { background: rgba(255,255,255,.2); }",
+    ".pending { display: flex; flex-wrap: wrap; gap: 6px; padding: 6px 10px 0; background: #fff; }",
+    ".pending .item { position: relative; }",
+    ".pending img { width: 56px; height: 56px; object-fit: cover; border-radius: 8px; display: block; }",
+    ".pending .remove { position: absolute; top: -6px; right: -6px; width: 20px; height: 20px; border-radius: 10px;",
+    "  border: 0; background: #333; color: #fff; cursor: pointer; font-size: 12px; line-height: 20px; padding: 0; }",
+    "form { display: flex; gap: 6px; align-items: flex-end; padding: 8px 10px 10px; background: #fff; border-top: 1px solid #e2e4ee; }",
+    "textarea { flex: 1; resize: none; font: inherit; padding: 8px; border: 1px solid #cfd3e3; border-radius: 10px;",
+    "  min-height: 38px; max-height: 120px; }",
+    "form button { font: inherit; border: 0; border-radius: 10px; padding: 9px 12px; cursor: pointer; }",
+    ".attach { background: #eef0f8; color: #3b4cca; }",
+    ".send { background: #3b4cca; color: #fff; font-weight: 600; }",
+    ".send:disabled { opacity: .5; cursor: default; }",
+    "@media (max-width: 480px) {",
+    "  .panel { right: 0; bottom: 0; width: 100vw; height: 100%; max-height: none; border-radius: 0; }",
+    "  .launcher { right: 12px; bottom: 12px; }",
+    "  .msg { max-width: 92%; }",
+    "}",
+  ].join("\n");
+
+  // --- tiny DOM helper: attributes and text only, never HTML --------------------
+  function el(tag, attrs, children) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (name) {
+      var value = attrs[name];
+      if (value === null || value === undefined || value === false) return;
+      if (name === "text") node.textContent = value;
+      else if (name.slice(0, 2) === "on") node.addEventListener(name.slice(2), value);
+      else node.setAttribute(name, value === true ? "" : String(value));
+    });
+    (children || []).forEach(function (child) {
+      if (child) node.appendChild(child);
+    });
+    return node;
+  }
+
+  function newId() {
+    if (window.crypto && crypto.randomUUID) return crypto.randomUUID().replace(/-/g, "");
+    return Date.now().toString(36) + Math.random().toString(36).slice(2);
+  }
+
+  // --- server access ------------------------------------------------------------
+  function storedToken() {
+    try {
+      return SAME_ORIGIN ? null : window.localStorage.getItem(TOKEN_KEY);
+    } catch (error) {
+      return null;
+    }
+  }
+
+  function storeToken(token) {
+    // On the server's own pages the HttpOnly cookie carries the token; elsewhere the bearer does.
+    if (SAME_ORIGIN || !token) return;
+    try {
+      window.localStorage.setItem(TOKEN_KEY, token);
+    } catch (error) {
+      /* private mode: the visitor starts over after a reload */
+    }
+  }
+
+  function RequestFailed(message, status) {
+    this.message = message;
+    this.status = status;
+  }
+
+  function request(path, options) {
+    options = options || {};
+    var headers = options.headers || {};
+    var token = storedToken();
+    if (token) headers["Authorization"] = "Bearer " + token;
+    return fetch(BASE + path, {
+      method: options.method || "GET",
+      headers: headers,
+      body: options.body,
+      credentials: SAME_ORIGIN ? "same-origin" : "omit",
+    }).then(
+      function (response) {
+        if (response.ok) return response;
+        return response
+          .json()
+          .catch(function () {
+            return {};
+          })
+          .then(function (body) {
+            var detail = typeof body.detail === "string" ? body.detail : "The request failed (HTTP " + response.status + ").";
+            throw new RequestFailed(detail, response.status);
+          });
+      },
+      function () {
+        throw new RequestFailed("Can't reach the chat server at " + BASE + ". Check your connection and try again.", 0);
+      }
+    );
+  }
+
+  function requestJson(path, options) {
+    return request(path, options).then(function (response) {
+      return response.json();
+    });
+  }
+
+  function postJson(path, body) {
+    return requestJson(path, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
+  }
+
+  // Reads a text/event-stream body, calling onEvent(name, data) for each event.
+  function readEvents(response, onEvent) {
+    var reader = response.body.getReader();
+    var decoder = new TextDecoder();
+    var buffer = "";
+    function dispatch(block) {
+      var name = "message";
+      var data = [];
+      block.split("\n").forEach(function (line) {
+        if (line.indexOf("event:") === 0) name = line.slice(6).trim();
+        else if (line.indexOf("data:") === 0) data.push(line.slice(5).replace(/^ /, ""));
+      });
+      if (data.length) onEvent(name, JSON.parse(data.join("\n")));
+    }
+    function pump() {
+      return reader.read().then(function (chunk) {
+        if (chunk.done) return;
+        buffer += decoder.decode(chunk.value, { stream: true }).replace(/\r\n/g, "\n");
+        var end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          dispatch(buffer.slice(0, end));
+          buffer = buffer.slice(end + 2);
+        }
+        return pump();
+      });
+    }
+    return pump();
+  }
+
+  // --- the widget ---------------------------------------------------------------
+  var state = { sessionId: null, persona: null, personas: [], limits: null, nextBefore: null, pending: [], sending: false };
+
+  var host = el("div", { id: "chorus-widget" });
+  var root = host.attachShadow({ mode: "open" });
+  root.appendChild(el("style", { text: CSS }));
+
+  var launcher = el("button", { class: "launcher", type: "button", "aria-label": "Open chat", text: TITLE, onclick: open });
+  var titleNode = el("span", { class: "title", text: TITLE });
+  var personaPicker = el("select", { class: "persona-picker", "aria-label": "Persona", onchange: switchPersona });
+  var closeButton = el("button", { type: "button", "aria-label": "Close chat", text: "\u00d7", onclick: close });
+  var alertText = el("span");
+  var alertRetry = el("button", { type: "button", text: "Retry", hidden: true });
+  var alertBox = el("div", { class: "alert", role: "alert", hidden: true }, [alertText, alertRetry]);
+  var earlierButton = el("button", { class: "earlier", type: "button", text: "Earlier messages", hidden: true, onclick: loadEarlier });
+  var log = el("div", { class: "log", role: "log", "aria-live": "polite" }, [earlierButton]);
+  var pendingStrip = el("div", { class: "pending", hidden: true });
+  var fileInput = el("input", { type: "file", multiple: true, hidden: true, onchange: addFiles });
+  var attachButton = el("button", { class: "attach", type: "button", "aria-label": "Attach files", text: "+", onclick: function () { fileInput.click(); } });
+  var textarea = el("textarea", { rows: 1, placeholder: "Write a message\u2026", "aria-label": "Message", onkeydown: onKey });
+  var sendButton = el("button", { class: "send", type: "submit", text: "Send" });
+  var form = el("form", { onsubmit: function (event) { event.preventDefault(); send(); } }, [attachButton, fileInput, textarea, sendButton]);
+  var panel = el("section", { class: "panel", role: "dialog", "aria-label": TITLE, hidden: true }, [
+    el("header", {}, [titleNode, personaPicker, closeButton]),
+    alertBox,
+    log,
+    pendingStrip,
+    form,
+  ]);
+  root.appendChild(launcher);
+  root.appendChild(panel);
+
+  function open() {
+    panel.hidden = false;
+    launcher.hidden = true;
+    textarea.focus();
+  }
+
+  function close() {
+    panel.hidden = true;
+    launcher.hidden = false;
+  }
+
+  function showAlert(message, retry) {
+    alertText.textContent = message;
+    alertRetry.hidden = !retry;
+    alertRetry.onclick = retry
+      ? function () {
+          hideAlert();
+          retry();
+        }
+      : null;
+    alertBox.hidden = false;
+  }
+
+  function hideAlert() {
+    alertBox.hidden = true;
+  }
+
+  function nearBottom() {
+    return log.scrollHeight - log.scrollTop - log.clientHeight < 80;
+  }
+
+  function scrollDown() {
+    log.scrollTop = log.scrollHeight;
+  }
+
+  // --- session and history --------------------------------------------------------
+  function start() {
+    return postJson("/api/session", {})
+      .then(function (session) {
+        storeToken(session.token);
+        applySession(session);
+        hideAlert();
+        return loadHistory(true);
+      })
+      .catch(function (error) {
+        showAlert(error.message, start);
+      });
+  }
+
+  function applySession(session) {
+    var changed = state.sessionId !== session.session_id;
+    state.sessionId = session.session_id;
+    state.persona = session.persona;
+    state.personas = session.personas;
+    state.limits = session.limits;
+    fileInput.setAttribute("accept", session.limits.accepted_types.join(","));
+    personaPicker.textContent = "";
+    session.personas.forEach(function (persona) {
+      personaPicker.appendChild(el("option", { value: persona.id, text: persona.name, selected: persona.id === session.persona.id }));
+    });
+    personaPicker.value = session.persona.id;
+    return changed;
+  }
+
+  function refreshSession() {
+    return requestJson("/api/session")
+      .then(function (session) {
+        if (applySession(session)) return loadHistory(true);
+      })
+      .catch(function (error) {
+        showAlert(error.message, refreshSession);
+      });
+  }
+
+  function loadHistory(fresh) {
+    var query = "?limit=" + HISTORY_PAGE + (!fresh && state.nextBefore ? "&before=" + state.nextBefore : "");
+    return requestJson("/api/sessions/" + state.sessionId + "/messages" + query).then(function (page) {
+      if (fresh) {
+        while (log.lastChild !== earlierButton) log.removeChild(log.lastChild);
+      }
+      var anchor = earlierButton.nextSibling;
+      page.messages.forEach(function (message) {
+        log.insertBefore(storedBubble(message), anchor);
+      });
+      if (fresh && !page.messages.length && state.persona.greeting) {
+        log.appendChild(noticeBubble(state.persona.name + ": " + state.persona.greeting));
+      }
+      state.nextBefore = page.next_before;
+      earlierButton.hidden = !page.next_before;
+      if (fresh) scrollDown();
+    });
+  }
+
+  function loadEarlier() {
+    loadHistory(false).catch(function (error) {
+      showAlert(error.message, loadEarlier);
+    });
+  }
+
+  // --- bubbles ------------------------------------------------------------------
+  function bubble(author, personaName) {
+    var text = el("div", { class: "text" });
+    var node = el("div", { class: "msg " + author, "data-role": "message", "data-author": author }, [
+      author === "assistant" ? el("div", { class: "persona", text: personaName || "" }) : null,
+      text,
+    ]);
+    node.textNode = text;
+    return node;
+  }
+
+  function storedBubble(message) {
+    var node = bubble(message.role, message.persona_name);
+    node.textNode.textContent = message.text;
+    node.setAttribute("data-message-id", message.id);
+    if (message.persona_id) node.setAttribute("data-persona-id", message.persona_id);
+    if (message.status !== "complete") node.textNode.textContent += "\n[" + message.status + "]";
+    if (message.attachments.length) {
+      node.appendChild(el("div", { class: "files" }, message.attachments.map(storedFile)));
+    }
+    return node;
+  }
+
+  function noticeBubble(text, isError) {
+    return el("div", { class: "msg notice" + (isError ? " error" : ""), "data-role": "notice", text: text });
+  }
+
+  function storedFile(file) {
+    if (file.kind === "image") {
+      var image = el("img", { alt: file.filename });
+      // Fetched with the visitor's token (an <img src> could not send it), shown as a blob.
+      request(file.url)
+        .then(function (response) {
+          return response.blob();
+        })
+        .then(function (blob) {
+          image.src = URL.createObjectURL(blob);
+        })
+        .catch(function () {
+          image.alt = file.filename + " (could not load)";
+        });
+      return image;
+    }
+    return el("button", {
+      class: "chip",
+      type: "button",
+      text: "\ud83d\udcc4 " + file.filename,
+      onclick: function () {
+        download(file);
+      },
+    });
+  }
+
+  function download(file) {
+    request(file.url)
+      .then(function (response) {
+        return response.blob();
+      })
+      .then(function (blob) {
+        var link = el("a", { href: URL.createObjectURL(blob), download: file.filename });
+        link.click();
+        setTimeout(function () {
+          URL.revokeObjectURL(link.href);
+        }, 10000);
+      })
+      .catch(function (error) {
+        showAlert(error.message);
+      });
+  }
+
+  function pendingFile(file) {
+    if (file.type.indexOf("image/") === 0) return el("img", { src: URL.createObjectURL(file), alt: file.name });
+    return el("span", { class: "chip", text: "\ud83d\udcc4 " + file.name });
+  }
+
+  // --- attachments --------------------------------------------------------------
+  function addFiles() {
+    var limits = state.limits;
+    Array.prototype.forEach.call(fileInput.files, function (file) {
+      if (limits && state.pending.length >= limits.max_files) {
+        showAlert("Attach at most " + limits.max_files + " files to one message.");
+      } else if (limits && file.size > limits.max_file_bytes) {
+        showAlert("'" + file.name + "' is too large; the limit is " + (limits.max_file_bytes / 1048576).toFixed(1) + " MB.");
+      } else {
+        state.pending.push(file);
+      }
+    });
+    fileInput.value = "";
+    renderPending();
+  }
+
+  function renderPending() {
+    pendingStrip.textContent = "";
+    state.pending.forEach(function (file, index) {
+      pendingStrip.appendChild(
+        el("div", { class: "item", "data-role": "pending-file" }, [
+          pendingFile(file),
+          el("button", {
+            class: "remove",
+            type: "button",
+            "aria-label": "Remove " + file.name,
+            text: "\u00d7",
+            onclick: function () {
+              state.pending.splice(index, 1);
+              renderPending();
+            },
+          }),
+        ])
+      );
+    });
+    pendingStrip.hidden = !state.pending.length;
+  }
+
+  // --- sending ------------------------------------------------------------------
+  function onKey(event) {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      send();
+    }
+  }
+
+  function send() {
+    var text = textarea.value;
+    var files = state.pending.slice();
+    if (state.sending || !state.sessionId || (!text.trim() && !files.length)) return;
+    textarea.value = "";
+    state.pending = [];
+    renderPending();
+    var mine = bubble("user");
+    mine.textNode.textContent = text;
+    if (files.length) mine.appendChild(el("div", { class: "files" }, files.map(pendingFile)));
+    log.appendChild(mine);
+    scrollDown();
+    deliver(text, files, newId(), mine);
+  }
+
+  // One attempt to deliver a message; a retry reuses client_id so it is stored once.
+  function deliver(text, files, clientId, mine) {
+    var form = new FormData();
+    form.append("text", text);
+    form.append("client_id", clientId);
+    files.forEach(function (file) {
+      form.append("files", file, file.name);
+    });
+    var reply = bubble("assistant", state.persona && state.persona.name);
+    reply.classList.add("streaming");
+    log.appendChild(reply);
+    scrollDown();
+    setSending(true);
+    var finished = false;
+    function retry() {
+      if (reply.parentNode) reply.parentNode.removeChild(reply);
+      deliver(text, files, clientId, mine);
+    }
+    return request("/api/sessions/" + state.sessionId + "/messages", { method: "POST", body: form })
+      .then(function (response) {
+        hideAlert();
+        return readEvents(response, function (name, data) {
+          var follow = nearBottom();
+          if (name === "delta") {
+            reply.textNode.textContent += data.text;
+          } else {
+            finished = true;
+            finishReply(reply, name, data);
+          }
+          if (follow) scrollDown();
+        });
+      })
+      .then(function () {
+        if (!finished) throw new RequestFailed("The connection dropped before the reply finished.", 0);
+      })
+      .catch(function (error) {
+        reply.classList.remove("streaming");
+        if (error.status === 409) {
+          reply.parentNode.removeChild(reply);
+          showAlert(error.message);
+          return refreshSession();
+        }
+        if (finished) return;
+        var partial = reply.textNode.textContent;
+        reply.classList.add("error");
+        reply.querySelector(".persona").textContent = "";
+        reply.textNode.textContent = (partial ? partial + "\n\n" : "") + error.message;
+        reply.appendChild(el("button", { class: "retry", type: "button", text: "Retry", onclick: retry }));
+        showAlert(error.message, error.status === 429 ? null : retry);
+      })
+      .then(function () {
+        setSending(false);
+      });
+  }
+
+  function finishReply(reply, name, data) {
+    reply.classList.remove("streaming");
+    if (data.message_id) reply.setAttribute("data-message-id", data.message_id);
+    if (data.persona_id) reply.setAttribute("data-persona-id", data.persona_id);
+    reply.querySelector(".persona").textContent = data.persona_name || "";
+    reply.textNode.textContent = data.text;
+    if (name === "error") {
+      reply.classList.add("error");
+    } else if (data.kind === "command") {
+      reply.className = "msg notice";
+      reply.setAttribute("data-role", "notice");
+      reply.removeAttribute("data-author");
+      refreshSession();
+    }
+  }
+
+  function setSending(sending) {
+    state.sending = sending;
+    sendButton.disabled = sending;
+  }
+
+  // --- persona picker -----------------------------------------------------------
+  function switchPersona() {
+    var chosen = personaPicker.value;
+    postJson("/api/sessions/" + state.sessionId + "/persona", { persona_id: chosen })
+      .then(function (result) {
+        state.persona = result.persona;
+        log.appendChild(noticeBubble(result.text));
+        scrollDown();
+      })
+      .catch(function (error) {
+        personaPicker.value = state.persona.id;
+        showAlert(error.message);
+        if (error.status === 409) refreshSession();
+      });
+  }
+
+  function mount() {
+    document.body.appendChild(host);
+    if (START_OPEN) open();
+    start();
+  }
+
+  if (document.body) mount();
+  else document.addEventListener("DOMContentLoaded", mount);
+})();
