@@ -1,0 +1,189 @@
+"""Distillers: filtered transcript text → memory items (decision, constraint, conclusion, fact).
+
+`RuleDistiller` works offline: it scores each sentence on decision, constraint,
+conclusion and personal-fact cues, as the memory service behind the seed does.
+`ModelDistiller` asks the configured model for JSON and falls back to the rules
+when the answer is not usable; a failed call raises, so the cursor stays put.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from bot.memory.filters import mask_paths
+from bot.memory.items import BASE_IMPORTANCE, KINDS, DistilledItem, MemoryKind, clamp_importance
+from bot.memory.tags import CONSTRAINT_WORDS, DECISION_WORDS, is_process_narration
+from bot.memory.tokens import words
+from bot.providers.base import PURPOSE_KEY, ChatProvider, ChatRequest
+
+log = logging.getLogger(__name__)
+
+MEMORY_PURPOSE = "memory"
+
+CONCLUSION_WORDS = re.compile(
+    r"结论|因此|所以|说明|表明|发现|原来|已确认|已验证|已修复"
+    r"|\bturn(?:s|ed) out\b|\bfound (?:out|that)\b|\brealized?\b|\blearned\b|\bthat's why\b"
+    r"|\bwhich means\b|\bthe reason\b|\bin the end\b|\bconclusion\b|\bconfirmed\b|\bfixed\b"
+    r"|\bworks now\b|\bthe (?:problem|issue|cause) (?:is|was)\b|\btherefore\b",
+    re.I,
+)
+FACT_WORDS = re.compile(
+    r"我是|我的|我在|我有|我喜欢|我住|我叫"
+    r"|\bI am\b|\bI'm\b|\bI've\b|\bI have\b|\bI had\b|\bmy\b|\bI (?:work|live|love|like|hate|prefer"
+    r"|started|went|moved|got|joined|bought|made|painted|adopted|studied|finished|signed)\b"
+    r"|\bwe (?:went|moved|got|adopted|bought|started)\b|\byears old\b|\bname is\b|\bbirthday\b",
+    re.I,
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*|\n+")
+_DETAIL = re.compile(r"\d|[A-Z][a-z]+\s+[A-Z]|[\w-]+\.[a-z]{2,4}\b|<path>")
+MIN_WORDS = 4
+
+
+@dataclass(frozen=True)
+class SourceBlock:
+    """One filtered message handed to a distiller."""
+
+    seq: int
+    speaker: str | None  # named in group sessions, None in private ones
+    text: str
+
+
+class Distiller(Protocol):
+    name: str
+
+    async def distill(self, blocks: Sequence[SourceBlock], max_items: int) -> list[DistilledItem]: ...
+
+
+class RuleDistiller:
+    """Offline sentence scoring; deterministic, so tests and the benchmark use it."""
+
+    name = "rules"
+
+    async def distill(self, blocks: Sequence[SourceBlock], max_items: int) -> list[DistilledItem]:
+        return distill_by_rules(blocks, max_items)
+
+
+def distill_by_rules(blocks: Sequence[SourceBlock], max_items: int) -> list[DistilledItem]:
+    scored: list[tuple[int, int, DistilledItem]] = []
+    for block in blocks:
+        for sentence in split_sentences(block.text):
+            classified = classify_sentence(sentence)
+            if classified is None:
+                continue
+            kind, importance = classified
+            content = f"{block.speaker}: {sentence}" if block.speaker else sentence
+            item = DistilledItem(kind, content, importance, "rules", block.seq)
+            scored.append((importance, len(scored), item))
+    # The most important first; ties keep transcript order. Then back to transcript order.
+    best = sorted(scored, key=lambda entry: (-entry[0], entry[1]))[:max_items]
+    return [item for _, _, item in sorted(best, key=lambda entry: entry[1])]
+
+
+def split_sentences(text: str) -> list[str]:
+    return [part.strip(" -*•\t") for part in _SENTENCE_END.split(text) if part.strip(" -*•\t")]
+
+
+def classify_sentence(sentence: str) -> tuple[MemoryKind, int] | None:
+    """(kind, importance) of a sentence worth keeping, or None."""
+    if sentence.endswith(("?", "？")):
+        return None
+    masked = mask_paths(sentence)
+    content_words = words(masked)
+    if len(content_words) < MIN_WORDS:
+        return None
+    cues: dict[MemoryKind, int] = {
+        "constraint": len(CONSTRAINT_WORDS.findall(masked)),
+        "decision": len(DECISION_WORDS.findall(masked)),
+        "conclusion": len(CONCLUSION_WORDS.findall(masked)),
+        "fact": len(FACT_WORDS.findall(masked)),
+    }
+    # Priority on ties follows KINDS: a constraint outranks a decision, and so on.
+    kind = max(KINDS, key=lambda candidate: (cues[candidate], -KINDS.index(candidate)))
+    if cues[kind] == 0:
+        return None
+    if kind == "conclusion" and is_process_narration(masked):
+        kind = "fact"
+    importance = BASE_IMPORTANCE[kind]
+    if _DETAIL.search(masked):
+        importance += 1  # numbers, names and identifiers are what summaries lose
+    if sum(cues.values()) >= 3:
+        importance += 1
+    return kind, clamp_importance(importance)
+
+
+MODEL_INSTRUCTIONS = """\
+You extract durable long-term memory from a conversation excerpt.
+Keep only what stays true and matters later: decisions taken, constraints and
+preferences, conclusions reached, and stable facts about the people. Skip
+greetings, questions, plans that were not settled, and anything inside code.
+Answer with JSON only, no prose:
+{"items": [{"kind": "decision|constraint|conclusion|fact",
+            "content": "one self-contained sentence", "importance": 1-10}]}
+Return {"items": []} when there is nothing worth remembering. At most %d items."""
+
+
+class ModelDistiller:
+    """Asks the configured model; provider errors propagate so nothing is lost."""
+
+    name = "model"
+
+    def __init__(self, provider: ChatProvider, model: str) -> None:
+        self.provider = provider
+        self.model = model
+
+    async def distill(self, blocks: Sequence[SourceBlock], max_items: int) -> list[DistilledItem]:
+        excerpt = "\n".join(
+            f"[{block.seq}] {block.speaker + ': ' if block.speaker else ''}{block.text}" for block in blocks
+        )
+        request = ChatRequest(
+            messages=[
+                {"role": "system", "content": MODEL_INSTRUCTIONS % max_items},
+                {"role": "user", "content": excerpt},
+            ],
+            model=self.model,
+            temperature=0.0,
+            extra={PURPOSE_KEY: MEMORY_PURPOSE},
+        )
+        answer = await self.provider.complete(request)
+        items = parse_model_items(answer, max_items)
+        if items is None:
+            log.warning("memory distillation answer was not usable JSON; using the offline rules")
+            return distill_by_rules(blocks, max_items)
+        return items
+
+
+_JSON_START = re.compile(r"[\[{]")
+
+
+def parse_model_items(answer: str, max_items: int) -> list[DistilledItem] | None:
+    """Items from the model's JSON answer (fenced or bare); None when it is not JSON."""
+    match = _JSON_START.search(answer)
+    if match is None:
+        return None
+    try:
+        parsed: Any = json.JSONDecoder().raw_decode(answer[match.start() :])[0]
+    except ValueError:
+        return None
+    entries = parsed.get("items") if isinstance(parsed, dict) else parsed
+    if not isinstance(entries, list):
+        return None
+    items: list[DistilledItem] = []
+    for entry in entries[:max_items]:
+        if not isinstance(entry, dict):
+            continue
+        content = str(entry.get("content", "")).strip()
+        kind = str(entry.get("kind", "fact")).strip().lower()
+        if not content:
+            continue
+        memory_kind: MemoryKind = kind if kind in KINDS else "fact"  # type: ignore[assignment]
+        try:
+            importance = int(entry.get("importance", BASE_IMPORTANCE[memory_kind]))
+        except (TypeError, ValueError):
+            importance = BASE_IMPORTANCE[memory_kind]
+        items.append(DistilledItem(memory_kind, content, clamp_importance(importance), "model"))
+    return items

@@ -1,0 +1,29 @@
+"""The shape of one distilled memory item, before it is stored."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+MemoryKind = Literal["decision", "constraint", "conclusion", "fact"]
+KINDS: tuple[MemoryKind, ...] = ("decision", "constraint", "conclusion", "fact")
+
+# Where an item came from: a `<memory>` tag the model wrote, the offline rules, or a model call.
+ItemSource = Literal["tag", "rules", "model"]
+
+# Importance on a 1–10 scale, per kind, as the seed assigns it.
+BASE_IMPORTANCE: dict[MemoryKind, int] = {"decision": 7, "constraint": 7, "conclusion": 6, "fact": 5}
+
+
+@dataclass(frozen=True)
+class DistilledItem:
+    kind: MemoryKind
+    content: str
+    importance: int
+    source: ItemSource
+    # The message the item was taken from (its `seq` in the session).
+    seq: int | None = None
+
+
+def clamp_importance(value: int) -> int:
+    return max(1, min(10, value))

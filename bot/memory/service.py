@@ -1,0 +1,101 @@
+"""MemoryService: the offloader, its idle flush and recall, as the engine uses them.
+
+After each turn the engine calls `after_turn`: offload if a trigger is reached,
+and (re)arm an idle timer. The end of a session's activity is `idle_seconds`
+without a turn (which also covers `/new`: the old session simply goes idle) or
+the process shutting down (`aclose`); then anything pending is offloaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from bot.config import MemorySettings
+from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller
+from bot.memory.offload import Offloader, OffloadResult
+from bot.memory.recall import Recall, TurnMemory
+from bot.providers.base import ChatProvider
+from bot.storage.memory_store import MemoryStore
+from bot.storage.models import ChatSession
+from transcript import TranscriptRow
+
+log = logging.getLogger(__name__)
+
+
+def choose_distiller(provider: ChatProvider, model: str) -> Distiller:
+    """The model distils when a real one is configured; the offline rules otherwise."""
+    if provider.name == "demo":
+        return RuleDistiller()
+    return ModelDistiller(provider, model)
+
+
+class MemoryService:
+    def __init__(self, store: MemoryStore, settings: MemorySettings, distiller: Distiller) -> None:
+        self.store = store
+        self.settings = settings
+        self.offloader = Offloader(store, distiller, settings)
+        self.recall = Recall(store, settings)
+        self._idle: dict[str, tuple[asyncio.TimerHandle, ChatSession]] = {}
+        self._flushes: set[asyncio.Task[OffloadResult | None]] = set()
+
+    async def after_turn(self, session: ChatSession) -> None:
+        """An engine after-turn job: offload when due, then wait for the session to go idle."""
+        if not self.settings.enabled:
+            return
+        try:
+            await self.offloader.offload(session)
+        finally:
+            # Armed even when the offload failed: the idle flush retries it.
+            self._arm_idle(session)
+
+    def for_turn(self, session: ChatSession, rows: Sequence[TranscriptRow]) -> TurnMemory:
+        if not self.settings.enabled:
+            return TurnMemory("", ())
+        return self.recall.for_turn(session, rows)
+
+    async def flush(self, session: ChatSession) -> OffloadResult | None:
+        """Offload everything pending for the session, whatever the triggers say."""
+        return await self.offloader.offload(session, force=True)
+
+    async def drain(self) -> None:
+        """Wait for idle flushes already running (tests, shutdown)."""
+        while self._flushes:
+            await asyncio.gather(*list(self._flushes), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Shutdown is the end of every session's activity: flush what is pending."""
+        waiting = [session for _, session in self._idle.values()]
+        for handle, _ in self._idle.values():
+            handle.cancel()
+        self._idle.clear()
+        await self.drain()
+        for session in waiting:
+            try:
+                await self.flush(session)
+            except Exception:
+                log.exception("memory flush of session %s failed at shutdown", session.id)
+
+    def _arm_idle(self, session: ChatSession) -> None:
+        if self.settings.idle_seconds <= 0:
+            return
+        previous = self._idle.pop(session.id, None)
+        if previous is not None:
+            previous[0].cancel()
+        handle = asyncio.get_running_loop().call_later(self.settings.idle_seconds, self._on_idle, session)
+        self._idle[session.id] = (handle, session)
+
+    def _on_idle(self, session: ChatSession) -> None:
+        self._idle.pop(session.id, None)
+        task = asyncio.create_task(self._flush_quietly(session))
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
+
+    async def _flush_quietly(self, session: ChatSession) -> OffloadResult | None:
+        try:
+            return await self.flush(session)
+        except Exception:
+            # Nothing is lost: the cursor stays, the next turn or idle period retries.
+            log.exception("idle memory flush of session %s failed", session.id)
+            return None

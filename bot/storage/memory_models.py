@@ -1,0 +1,63 @@
+"""Long-term memory tables: distilled items per owner, and one offload cursor per session.
+
+Memory belongs to an owner (a person, or a group chat), never to one lane. The
+full-text indexes over items and messages are created by migration 0003.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Column, Index, Text
+from sqlmodel import Field, SQLModel
+
+from bot.storage.models import utcnow
+
+
+class MemoryItem(SQLModel, table=True):
+    """One durable fact: a decision, constraint, conclusion or fact."""
+
+    __tablename__ = "memory_items"
+    __table_args__ = (
+        Index("ix_memory_items_owner", "owner_kind", "owner_id", "updated_at"),
+        Index("ix_memory_items_owner_key", "owner_kind", "owner_id", "content_key"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    owner_kind: str = Field(max_length=16)  # "person" | "group"
+    owner_id: str = Field(max_length=256)
+    # The session and message the item was first taken from.
+    session_id: str = Field(max_length=32)
+    source_seq: int | None = None
+    kind: str = Field(max_length=16)
+    content: str = Field(sa_column=Column(Text, nullable=False))
+    # `content` normalised for the full-text index (CJK split into characters).
+    search_text: str = Field(sa_column=Column(Text, nullable=False))
+    # Hash of the normalised words: equal wording merges into one item.
+    content_key: str = Field(max_length=32)
+    importance: int = 5
+    source: str = Field(max_length=16)  # "tag" | "rules" | "model"
+    # How often the item was stated; repeats merge into the stored item.
+    mentions: int = 1
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class MemoryCursor(SQLModel, table=True):
+    """How far a session's transcript has been offloaded, and what that produced."""
+
+    __tablename__ = "memory_cursors"
+
+    session_id: str = Field(primary_key=True, max_length=32)
+    owner_kind: str = Field(max_length=16)
+    owner_id: str = Field(index=True, max_length=256)
+    # The last message seq whose content is in memory, and a hash of that message
+    # to notice a transcript that changed under the cursor.
+    last_seq: int = 0
+    fingerprint: str = Field(default="", max_length=32)
+    offloads: int = 0
+    written: int = 0
+    merged: int = 0
+    deduped: int = 0
+    resets: int = 0
+    updated_at: datetime = Field(default_factory=utcnow)

@@ -1,0 +1,389 @@
+"""Reads and writes of long-term memory: items, offload cursors and full-text recall.
+
+Every query is scoped by owner (kind and id), so a person's private memory and a
+group's never meet. Items and the cursor that covers them commit in one
+transaction: either both are stored or neither is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import delete, func, text, update
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from bot.storage.database import open_session
+from bot.storage.memory_models import MemoryCursor, MemoryItem
+from bot.storage.models import ChatSession, Message, utcnow
+
+# Distilled items outrank raw messages of similar relevance in recall.
+MEMORY_RANK_WEIGHT = 1.25
+# Enough terms to find what a question is about, few enough to keep one query cheap.
+MAX_QUERY_TERMS = 16
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who memory belongs to: ("person", person id) or ("group", "lane:chat_id")."""
+
+    kind: str
+    id: str
+
+    @classmethod
+    def of(cls, session: ChatSession) -> Owner:
+        return cls(session.owner_kind, session.owner_id)
+
+
+@dataclass(frozen=True)
+class NewMemoryItem:
+    kind: str
+    content: str
+    search_text: str
+    content_key: str
+    importance: int
+    source: str
+    source_seq: int | None
+
+
+@dataclass(frozen=True)
+class CommitCounts:
+    written: int
+    merged: int
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    """One search result: a memory item or a stored message outside the window."""
+
+    source: str  # "memory" | "message"
+    id: int
+    text: str
+    label: str  # the item's kind, or the message's role
+    session_id: str
+    seq: int | None
+    created_at: datetime
+    score: float  # higher is more relevant
+
+
+class CursorMoved(Exception):
+    """Another worker offloaded the same range first; this batch is dropped."""
+
+
+class MemoryStore:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def _session(self) -> Session:
+        return open_session(self.engine)
+
+    # --- the offload cursor ----------------------------------------------------
+
+    def cursor(self, session_id: str) -> MemoryCursor | None:
+        with self._session() as db:
+            return db.get(MemoryCursor, session_id)
+
+    def messages_after(self, session_id: str, after_seq: int) -> list[Message]:
+        """Conversation messages (no `system` events) after `after_seq`, oldest first."""
+        with self._session() as db:
+            return list(
+                db.exec(
+                    select(Message)
+                    .where(
+                        Message.session_id == session_id,
+                        Message.seq > after_seq,
+                        Message.role != "system",
+                    )
+                    .order_by(col(Message.seq))
+                )
+            )
+
+    def message_at(self, session_id: str, seq: int) -> Message | None:
+        with self._session() as db:
+            return db.exec(
+                select(Message).where(Message.session_id == session_id, Message.seq == seq)
+            ).first()
+
+    def commit_offload(
+        self,
+        session: ChatSession,
+        expected_seq: int | None,
+        new_seq: int,
+        fingerprint: str,
+        items: Sequence[NewMemoryItem],
+        *,
+        deduped: int,
+        reset: bool,
+    ) -> CommitCounts:
+        """Store `items` and move the cursor from `expected_seq` to `new_seq`, atomically.
+
+        `expected_seq` is None when the session has no cursor yet. Raises
+        `CursorMoved` (and stores nothing) if the cursor is no longer there.
+        """
+        owner = Owner.of(session)
+        now = utcnow()
+        written = merged = 0
+        with self._session() as db:
+            for item in items:
+                existing = db.exec(
+                    select(MemoryItem).where(
+                        MemoryItem.owner_kind == owner.kind,
+                        MemoryItem.owner_id == owner.id,
+                        MemoryItem.content_key == item.content_key,
+                    )
+                ).first()
+                if existing is not None:
+                    existing.mentions += 1
+                    existing.importance = max(existing.importance, item.importance)
+                    existing.updated_at = now
+                    db.add(existing)
+                    merged += 1
+                    continue
+                db.add(
+                    MemoryItem(
+                        owner_kind=owner.kind,
+                        owner_id=owner.id,
+                        session_id=session.id,
+                        source_seq=item.source_seq,
+                        kind=item.kind,
+                        content=item.content,
+                        search_text=item.search_text,
+                        content_key=item.content_key,
+                        importance=item.importance,
+                        source=item.source,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+                written += 1
+                # Later items of the same batch must see this one for merging.
+                db.flush()
+            self._advance(db, session, owner, expected_seq, new_seq, fingerprint, now)
+            db.execute(
+                update(MemoryCursor)
+                .where(col(MemoryCursor.session_id) == session.id)
+                .values(
+                    offloads=MemoryCursor.offloads + 1,
+                    written=MemoryCursor.written + written,
+                    merged=MemoryCursor.merged + merged,
+                    deduped=MemoryCursor.deduped + deduped,
+                    resets=MemoryCursor.resets + (1 if reset else 0),
+                )
+            )
+            db.commit()
+        return CommitCounts(written=written, merged=merged)
+
+    def _advance(
+        self,
+        db: Session,
+        session: ChatSession,
+        owner: Owner,
+        expected_seq: int | None,
+        new_seq: int,
+        fingerprint: str,
+        now: datetime,
+    ) -> None:
+        if expected_seq is None:
+            if db.get(MemoryCursor, session.id) is not None:
+                db.rollback()
+                raise CursorMoved(session.id)
+            db.add(
+                MemoryCursor(
+                    session_id=session.id,
+                    owner_kind=owner.kind,
+                    owner_id=owner.id,
+                    last_seq=new_seq,
+                    fingerprint=fingerprint,
+                    updated_at=now,
+                )
+            )
+            db.flush()
+            return
+        # Compare-and-set: with several processes, only one moves the cursor.
+        moved = db.execute(
+            update(MemoryCursor)
+            .where(
+                col(MemoryCursor.session_id) == session.id,
+                col(MemoryCursor.last_seq) == expected_seq,
+            )
+            .values(last_seq=new_seq, fingerprint=fingerprint, updated_at=now)
+        )
+        if moved.rowcount == 0:  # type: ignore[attr-defined]
+            db.rollback()
+            raise CursorMoved(session.id)
+
+    # --- items ---------------------------------------------------------------
+
+    def recent_items(self, owner: Owner, limit: int) -> list[MemoryItem]:
+        """The owner's most recently written or reinforced items, newest first."""
+        with self._session() as db:
+            return list(
+                db.exec(
+                    select(MemoryItem)
+                    .where(MemoryItem.owner_kind == owner.kind, MemoryItem.owner_id == owner.id)
+                    .order_by(col(MemoryItem.updated_at).desc(), col(MemoryItem.id).desc())
+                    .limit(limit)
+                )
+            )
+
+    def all_items(self, owner: Owner) -> list[MemoryItem]:
+        """Every item of the owner, oldest first (for export)."""
+        with self._session() as db:
+            return list(
+                db.exec(
+                    select(MemoryItem)
+                    .where(MemoryItem.owner_kind == owner.kind, MemoryItem.owner_id == owner.id)
+                    .order_by(col(MemoryItem.id))
+                )
+            )
+
+    def count_items(self, owner: Owner) -> int:
+        with self._session() as db:
+            return int(
+                db.exec(
+                    select(func.count())
+                    .select_from(MemoryItem)
+                    .where(MemoryItem.owner_kind == owner.kind, MemoryItem.owner_id == owner.id)
+                ).one()
+            )
+
+    def delete_item(self, owner: Owner, item_id: int) -> bool:
+        """Remove one item; False when the owner has no item with that id."""
+        with self._session() as db:
+            removed = db.execute(
+                delete(MemoryItem).where(
+                    col(MemoryItem.id) == item_id,
+                    col(MemoryItem.owner_kind) == owner.kind,
+                    col(MemoryItem.owner_id) == owner.id,
+                )
+            )
+            db.commit()
+            return bool(removed.rowcount)  # type: ignore[attr-defined]
+
+    def totals(self, owner: Owner) -> dict[str, int]:
+        """Offload counters summed over the owner's sessions."""
+        with self._session() as db:
+            row = db.exec(
+                select(
+                    func.coalesce(func.sum(MemoryCursor.offloads), 0),
+                    func.coalesce(func.sum(MemoryCursor.written), 0),
+                    func.coalesce(func.sum(MemoryCursor.merged), 0),
+                    func.coalesce(func.sum(MemoryCursor.deduped), 0),
+                ).where(MemoryCursor.owner_kind == owner.kind, MemoryCursor.owner_id == owner.id)
+            ).one()
+            return dict(zip(("offloads", "written", "merged", "deduped"), map(int, row), strict=True))
+
+    # --- recall ----------------------------------------------------------------
+
+    def search(
+        self,
+        owner: Owner,
+        terms: Sequence[str],
+        limit: int,
+        *,
+        window_session_id: str | None = None,
+        window_from_seq: int | None = None,
+        include_messages: bool = True,
+    ) -> list[RecallHit]:
+        """Memory items and stored messages of `owner` matching any of `terms`, best first.
+
+        Messages of `window_session_id` from `window_from_seq` on are the model's
+        current window and are left out.
+        """
+        unique_terms = list(dict.fromkeys(term for term in terms if term))[:MAX_QUERY_TERMS]
+        if not unique_terms or limit <= 0:
+            return []
+        params: dict[str, Any] = {
+            "owner_kind": owner.kind,
+            "owner_id": owner.id,
+            "window_session": window_session_id or "",
+            "window_from": window_from_seq if window_from_seq is not None else 2**62,
+            "limit": limit,
+        }
+        if self.engine.dialect.name == "postgresql":
+            params["query"] = " | ".join(unique_terms)
+            statement = _POSTGRES_SEARCH
+        else:
+            params["query"] = " OR ".join(f'"{term}"' for term in unique_terms)
+            statement = _SQLITE_SEARCH
+        # One statement: the best `limit` of each source. Scores of two indexes are
+        # not on one scale, so each is divided by its source's best before merging.
+        parts = [statement["memory"]] + ([statement["messages"]] if include_messages else [])
+        sql = " UNION ALL ".join(
+            f"SELECT * FROM ({part} ORDER BY score DESC LIMIT :limit) AS part_{n}"
+            for n, part in enumerate(parts)
+        )
+        with self.engine.connect() as connection:
+            rows = connection.execute(text(sql), params).all()
+        best: dict[str, float] = {}
+        for row in rows:
+            best[row.source] = max(best.get(row.source, 0.0), float(row.score))
+        hits = [
+            RecallHit(
+                source=row.source,
+                id=int(row.id),
+                text=row.content,
+                label=row.label,
+                session_id=row.session_id,
+                seq=row.seq,
+                created_at=_as_datetime(row.created_at),
+                score=_relative(float(row.score), best[row.source])
+                * (MEMORY_RANK_WEIGHT if row.source == "memory" else 1.0),
+            )
+            for row in rows
+        ]
+        hits.sort(key=lambda hit: hit.score, reverse=True)
+        return hits[:limit]
+
+
+# bm25() is lower-is-better; it is negated so both backends rank by a higher score.
+_SQLITE_SEARCH = {
+    "memory": (
+        "SELECT 'memory' AS source, m.id AS id, m.content AS content, m.kind AS label, "
+        "m.session_id AS session_id, m.source_seq AS seq, m.created_at AS created_at, "
+        "-bm25(memory_items_fts) AS score "
+        "FROM memory_items_fts JOIN memory_items m ON m.id = memory_items_fts.rowid "
+        "WHERE memory_items_fts MATCH :query AND m.owner_kind = :owner_kind "
+        "AND m.owner_id = :owner_id"
+    ),
+    "messages": (
+        "SELECT 'message' AS source, g.id AS id, g.content AS content, g.role AS label, "
+        "g.session_id AS session_id, g.seq AS seq, g.created_at AS created_at, "
+        "-bm25(messages_fts) AS score "
+        "FROM messages_fts JOIN messages g ON g.id = messages_fts.rowid "
+        "JOIN sessions s ON s.id = g.session_id "
+        "WHERE messages_fts MATCH :query AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id "
+        "AND g.role != 'system' AND NOT (g.session_id = :window_session AND g.seq >= :window_from)"
+    ),
+}
+_POSTGRES_SEARCH = {
+    "memory": (
+        "SELECT 'memory' AS source, m.id AS id, m.content AS content, m.kind AS label, "
+        "m.session_id AS session_id, m.source_seq AS seq, m.created_at AS created_at, "
+        "ts_rank(to_tsvector('simple', m.search_text), to_tsquery('simple', :query)) AS score "
+        "FROM memory_items m WHERE to_tsvector('simple', m.search_text) @@ to_tsquery('simple', :query) "
+        "AND m.owner_kind = :owner_kind AND m.owner_id = :owner_id"
+    ),
+    "messages": (
+        "SELECT 'message' AS source, g.id AS id, g.content AS content, g.role AS label, "
+        "g.session_id AS session_id, g.seq AS seq, g.created_at AS created_at, "
+        "ts_rank(to_tsvector('simple', g.content), to_tsquery('simple', :query)) AS score "
+        "FROM messages g JOIN sessions s ON s.id = g.session_id "
+        "WHERE to_tsvector('simple', g.content) @@ to_tsquery('simple', :query) "
+        "AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND g.role != 'system' "
+        "AND NOT (g.session_id = :window_session AND g.seq >= :window_from)"
+    ),
+}
+
+
+def _relative(score: float, best: float) -> float:
+    return score / best if best > 0 else 0.0
+
+
+def _as_datetime(value: Any) -> datetime:
+    # Raw SQL on SQLite returns the stored text; PostgreSQL returns a datetime.
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
