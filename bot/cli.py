@@ -64,6 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
     importer.add_argument("file", type=Path)
     importer.set_defaults(handler=cmd_import)
 
+    recall = commands.add_parser("recall", help="search a session owner's memory and messages")
+    recall.add_argument("session", help="session id (or a unique prefix)")
+    recall.add_argument("query", help="what to look for")
+    recall.add_argument("-k", type=int, default=5, help="how many results (default 5)")
+    recall.add_argument("--json", action="store_true", help="print JSON")
+    recall.set_defaults(handler=cmd_recall)
+
     database = commands.add_parser("db", help="database maintenance")
     database_commands = database.add_subparsers(dest="db_command", required=True)
     upgrade = database_commands.add_parser("upgrade", help="apply pending migrations")
@@ -136,6 +143,26 @@ def cmd_import(args: argparse.Namespace) -> int:
     chat = import_json(runtime.store, runtime.engine.attachments, load_document(args.file))
     print(f"Imported as session {chat.id} ({chat.last_seq} messages).")
     _close(runtime)
+    return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    from bot.memory.cli import recall_output
+
+    runtime = build_runtime(args.settings)
+    try:
+        print(
+            recall_output(
+                runtime.database,
+                args.settings.memory,
+                args.session,
+                args.query,
+                limit=args.k,
+                as_json=args.json,
+            )
+        )
+    finally:
+        _close(runtime)
     return 0
 
 
