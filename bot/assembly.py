@@ -7,9 +7,11 @@ show is exactly what the model gets.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from bot.attachments import AttachmentStore
 from bot.config import Settings
+from bot.storage.context_records import ContextRecords, ContextView
 from bot.storage.models import ChatSession
 from bot.storage.store import Store
 from persona import Persona
@@ -22,12 +24,18 @@ from transcript import (
     build_context,
 )
 
+if TYPE_CHECKING:
+    from bot.memory import MemoryService
+
 
 class ContextAssembler:
     def __init__(self, settings: Settings, store: Store, attachments: AttachmentStore) -> None:
         self.settings = settings
         self.store = store
         self.attachments = attachments
+        self.records = ContextRecords(store.engine)
+        # Set by the app when long-term memory is on: snapshot and recall for each turn.
+        self.memory: MemoryService | None = None
 
     def budget_for(self, persona: Persona) -> Budget:
         model = self.settings.model
@@ -40,8 +48,20 @@ class ContextAssembler:
             documents_total_tokens=self.settings.context.documents_total_tokens,
         )
 
-    async def assemble(self, session: ChatSession, persona: Persona) -> Context:
-        rows = self.store.recent_rows(session.id, CONTEXT_COUNT)
+    def view(self, session_id: str) -> ContextView:
+        """The rows after the latest summary, with collapses and snips applied."""
+        context = self.settings.context
+        # Enough rows for a window whose every entry is a collapsed range, plus
+        # the messages that left it and wait for compaction.
+        load = CONTEXT_COUNT * max(context.collapse_range_messages, 1) + context.compact_dropped_messages
+        return self.records.view(self.store, session_id, load)
+
+    async def assemble(
+        self, session: ChatSession, persona: Persona, view: ContextView | None = None
+    ) -> Context:
+        view = view or self.view(session.id)
+        rows = view.projected
+        remembered = self.memory.for_turn(session, rows) if self.memory is not None else None
         vision = self.settings.model.vision
         if vision:
             rows = [self._with_image_data(row) for row in rows]
@@ -51,7 +71,10 @@ class ContextAssembler:
             budget=self.budget_for(persona),
             capabilities=Capabilities(vision=vision),
             group=session.kind == "group",
-            documents=self.store.session_documents(session.id),
+            documents=self.store.session_documents(session.id) if session.document_count else (),
+            summary=view.summary_text,
+            memory=remembered.snapshot if remembered is not None else None,
+            recall=remembered.recall if remembered is not None else (),
         )
 
     def _with_image_data(self, row: TranscriptRow) -> TranscriptRow:

@@ -71,6 +71,8 @@ class ChatSession(SQLModel, table=True):
     title: str = Field(default="", max_length=256)
     # Last allocated message sequence; bumped in the same transaction as each insert.
     last_seq: int = Field(default=0)
+    # Lets a turn skip the documents query for the many sessions that have none.
+    document_count: int = Field(default=0)
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 
@@ -98,6 +100,8 @@ class Message(SQLModel, table=True):
     # For assistant rows: the user message this reply answers.
     reply_to_id: int | None = Field(default=None, index=True)
     token_count: int = 0
+    # Lets the window load skip the attachments query for messages without files.
+    attachment_count: int = 0
     status: str = Field(default="complete", max_length=16)
     created_at: datetime = Field(default_factory=utcnow)
 

@@ -12,9 +12,10 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
-from sqlalchemy import func, update
-from sqlalchemy.engine import Engine
+from sqlalchemy import Table, func, insert, update
+from sqlalchemy.engine import Engine, Row
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -32,6 +33,23 @@ from bot.storage.models import (
     utcnow,
 )
 from transcript import AttachmentRef, TranscriptRow
+
+SESSIONS = cast(Table, ChatSession.__table__)
+MESSAGES = cast(Table, Message.__table__)
+ATTACHMENTS = cast(Table, Attachment.__table__)
+ROW_COLUMNS = (
+    MESSAGES.c.id,
+    MESSAGES.c.seq,
+    MESSAGES.c.role,
+    MESSAGES.c.content,
+    MESSAGES.c.persona_id,
+    MESSAGES.c.sender_id,
+    MESSAGES.c.sender_name,
+    MESSAGES.c.status,
+    MESSAGES.c.token_count,
+    MESSAGES.c.attachment_count,
+    MESSAGES.c.created_at,
+)
 
 # Link codes avoid look-alike characters so they survive being read aloud or retyped.
 LINK_CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
@@ -361,63 +379,77 @@ class Store:
         """Append one message (and its attachments) with the next sequence number.
 
         The sequence bump, the message and its attachments commit together, so a
-        failure never leaves a half-written message. A platform message that was
-        already stored raises `DuplicateMessage` with the stored row.
+        failure never leaves a half-written message; on PostgreSQL the bump also
+        row-locks the session, serialising appends across processes. A platform
+        message that was already stored raises `DuplicateMessage` with the stored row.
+        This is the hottest write of a turn, so it uses Core statements, not the ORM.
         """
-        with self._session() as db:
-            seq = db.execute(
-                update(ChatSession)
-                .where(col(ChatSession.id) == session_id)
-                .values(last_seq=ChatSession.last_seq + 1, updated_at=utcnow())
-                .returning(ChatSession.last_seq)
-            ).scalar_one()
-            row = Message(
-                session_id=session_id,
-                seq=seq,
-                role=message.role,
-                content=message.content,
-                persona_id=message.persona_id,
-                sender_id=message.sender_id,
-                sender_name=message.sender_name,
-                lane=message.lane,
-                platform_chat_id=message.platform_chat_id,
-                platform_message_id=message.platform_message_id,
-                ingest_key=ingest_key(message.lane, message.platform_chat_id, message.platform_message_id)
-                if message.live
-                else None,
-                reply_to_id=message.reply_to_id,
-                token_count=message.token_count,
-                status=message.status,
-                created_at=message.created_at or utcnow(),
-            )
-            db.add(row)
-            try:
-                db.flush()
-            except IntegrityError:
-                db.rollback()
-                existing = self.find_platform_message(
-                    message.lane, message.platform_chat_id, message.platform_message_id
-                )
-                if existing is None:
-                    raise
-                raise DuplicateMessage(existing) from None
-            assert row.id is not None
-            for attachment in message.attachments:
-                db.add(
-                    Attachment(
-                        message_id=row.id,
-                        session_id=session_id,
-                        kind=attachment.kind,
-                        filename=attachment.filename,
-                        mime_type=attachment.mime_type,
-                        size=attachment.size,
-                        sha256=attachment.sha256,
-                        path=attachment.path,
-                        text=attachment.text,
+        created_at = message.created_at or utcnow()
+        key = (
+            ingest_key(message.lane, message.platform_chat_id, message.platform_message_id)
+            if message.live
+            else None
+        )
+        documents = sum(1 for attachment in message.attachments if attachment.kind == "document")
+        values = {
+            "session_id": session_id,
+            "role": message.role,
+            "content": message.content,
+            "persona_id": message.persona_id,
+            "sender_id": message.sender_id,
+            "sender_name": message.sender_name,
+            "lane": message.lane,
+            "platform_chat_id": message.platform_chat_id,
+            "platform_message_id": message.platform_message_id,
+            "ingest_key": key,
+            "reply_to_id": message.reply_to_id,
+            "token_count": message.token_count,
+            "attachment_count": len(message.attachments),
+            "status": message.status,
+            "created_at": created_at,
+        }
+        try:
+            with self.engine.begin() as connection:
+                seq = connection.execute(
+                    update(SESSIONS)
+                    .where(SESSIONS.c.id == session_id)
+                    .values(
+                        last_seq=SESSIONS.c.last_seq + 1,
+                        document_count=SESSIONS.c.document_count + documents,
+                        updated_at=created_at,
                     )
-                )
-            db.commit()
-            return row
+                    .returning(SESSIONS.c.last_seq)
+                ).scalar_one()
+                message_id = connection.execute(
+                    insert(MESSAGES).values(seq=seq, **values).returning(MESSAGES.c.id)
+                ).scalar_one()
+                if message.attachments:
+                    connection.execute(
+                        insert(ATTACHMENTS),
+                        [
+                            {
+                                "message_id": message_id,
+                                "session_id": session_id,
+                                "kind": attachment.kind,
+                                "filename": attachment.filename,
+                                "mime_type": attachment.mime_type,
+                                "size": attachment.size,
+                                "sha256": attachment.sha256,
+                                "path": attachment.path,
+                                "text": attachment.text,
+                                "created_at": created_at,
+                            }
+                            for attachment in message.attachments
+                        ],
+                    )
+        except IntegrityError:
+            existing = self.find_platform_message(
+                message.lane, message.platform_chat_id, message.platform_message_id
+            )
+            if existing is None or not message.live:
+                raise
+            raise DuplicateMessage(existing) from None
+        return Message(id=message_id, seq=seq, **values)
 
     def find_platform_message(
         self, lane: str | None, chat_id: str | None, platform_message_id: str | None
@@ -438,18 +470,43 @@ class Store:
             ).first()
 
     def recent_rows(self, session_id: str, limit: int) -> list[TranscriptRow]:
-        """The newest `limit` conversation rows (no `system` events), oldest first."""
-        with self._session() as db:
-            messages = list(
-                db.exec(
-                    select(Message)
-                    .where(Message.session_id == session_id, Message.role != "system")
-                    .order_by(col(Message.seq).desc())
-                    .limit(limit)
-                )
+        """The newest `limit` conversation rows (no `system` events), oldest first.
+
+        Read on every turn, so it costs one indexed query (two when some of the
+        rows carry attachments), whatever the length of the history.
+        """
+        with self.engine.connect() as connection:
+            found = connection.execute(
+                select(*ROW_COLUMNS)
+                .where(MESSAGES.c.session_id == session_id, MESSAGES.c.role != "system")
+                .order_by(MESSAGES.c.seq.desc())
+                .limit(limit)
+            ).all()
+            found.reverse()
+            with_files = [row.id for row in found if row.attachment_count]
+            files: dict[int, list[AttachmentRef]] = {}
+            if with_files:
+                for attachment in connection.execute(
+                    select(ATTACHMENTS)
+                    .where(ATTACHMENTS.c.message_id.in_(with_files))
+                    .order_by(ATTACHMENTS.c.id)
+                ):
+                    files.setdefault(attachment.message_id, []).append(attachment_ref(attachment))
+        return [
+            TranscriptRow(
+                seq=row.seq,
+                role=row.role,
+                content=row.content,
+                persona_id=row.persona_id,
+                sender_id=row.sender_id,
+                sender_name=row.sender_name,
+                attachments=tuple(files.get(row.id, ())),
+                status=row.status,
+                token_count=row.token_count,
+                created_at=_aware(row.created_at).isoformat(),
             )
-            messages.reverse()
-            return self._rows(db, messages)
+            for row in found
+        ]
 
     def rows_between(self, session_id: str, first_seq: int, last_seq: int) -> list[TranscriptRow]:
         """Conversation rows with first_seq <= seq <= last_seq, oldest first."""
@@ -553,7 +610,7 @@ def transcript_row(message: Message, attachments: Sequence[Attachment]) -> Trans
     )
 
 
-def attachment_ref(attachment: Attachment) -> AttachmentRef:
+def attachment_ref(attachment: Attachment | Row[Any]) -> AttachmentRef:
     return AttachmentRef(
         kind="image" if attachment.kind == "image" else "document",
         filename=attachment.filename,

@@ -1,0 +1,75 @@
+"""Shared helpers for the benchmarks: timing percentiles, peak RSS, tables, LoCoMo data."""
+
+from __future__ import annotations
+
+import json
+import resource
+import statistics
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+LOCOMO_DIR = REPO.parent / "shared" / "data" / "locomo"
+
+
+def percentile(samples: Sequence[float], share: float) -> float:
+    if not samples:
+        return float("nan")
+    ordered = sorted(samples)
+    index = min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def median(samples: Sequence[float]) -> float:
+    return statistics.median(samples) if samples else float("nan")
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far, in MiB.
+
+    VmHWM rather than ru_maxrss: Linux carries ru_maxrss across exec, so a
+    subprocess would report its parent's peak.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "(no rows)"
+    headers = list(rows[0])
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(_cell(row.get(header)) for header in headers) + " |")
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.0f}"
+    return str(value)
+
+
+def locomo_files() -> list[Path]:
+    return sorted(LOCOMO_DIR.glob("*.json"))
+
+
+def locomo_turns(path: Path) -> Iterator[dict[str, Any]]:
+    """Every turn of one LoCoMo conversation in order: speaker, text, session index, caption."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    index = 1
+    while f"session_{index}" in data:
+        for turn in data[f"session_{index}"]:
+            yield {
+                "speaker": turn["speaker"],
+                "text": turn.get("text", ""),
+                "session": index,
+                "caption": turn.get("blip_caption"),
+            }
+        index += 1
