@@ -10,6 +10,8 @@ from sqlalchemy.engine import Engine as DatabaseEngine
 from bot.attachments import AttachmentStore
 from bot.commands import CommandRegistry
 from bot.config import Settings
+from bot.context_commands import register_context_commands
+from bot.context_manager import ContextManager
 from bot.core_commands import register_core_commands
 from bot.engine import Engine
 from bot.providers import make_provider
@@ -30,6 +32,7 @@ class Runtime:
     database: DatabaseEngine
     store: Store
     engine: Engine
+    context: ContextManager | None = None
 
     async def aclose(self) -> None:
         await self.engine.drain()
@@ -85,4 +88,8 @@ def build_runtime(
         ),
         commands=commands,
     )
-    return Runtime(settings=settings, database=database, store=store, engine=engine)
+    context = ContextManager(engine)
+    register_context_commands(commands, context)
+    engine.after_turn_jobs.append(context.after_turn)
+    engine.overflow_handler = context.recover_from_overflow
+    return Runtime(settings=settings, database=database, store=store, engine=engine, context=context)

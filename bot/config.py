@@ -82,6 +82,16 @@ class ContextSettings(BaseModel):
     collapse_share: float = 0.85
     collapse_range_messages: int = 8
     overflow_retries: int = 3
+    # Messages that left the window (CONTEXT_COUNT or the token budget) wait
+    # uncovered until this many have piled up; compaction then folds them into
+    # the summary, so nothing silently vanishes from the model's view for long.
+    compact_dropped_messages: int = 8
+    # The length a summary is asked to stay within, in tokens.
+    summary_tokens: int = 600
+    # Attempts per summariser call, and calls per compaction at most; past
+    # them the summary falls back to a plain statement of what was folded.
+    summary_attempts: int = 2
+    summary_max_calls: int = 24
 
 
 class MemorySettings(BaseModel):

@@ -105,7 +105,9 @@ def plan_collapse(
     """
     eligible = set(candidates)
     conversation = [row for row in rows if row.role != "system" and not is_snipped(row.seq, snips)]
-    protected = {row.seq for row in conversation[len(conversation) - keep_recent :]} if keep_recent > 0 else set()
+    protected = (
+        {row.seq for row in conversation[len(conversation) - keep_recent :]} if keep_recent > 0 else set()
+    )
     chosen: list[TranscriptRow] = []
     for row in conversation:
         free = row.seq in eligible and row.seq not in protected and _covering(row.seq, collapses) is None

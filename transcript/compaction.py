@@ -297,7 +297,12 @@ async def summarise_with_fallback(
         run.fallbacks.append("left out oversized messages")
         try:
             partial = await summarise_progressively(
-                run, small, chunk_tokens=chunk_tokens, previous=previous, instructions=instructions, focus=focus
+                run,
+                small,
+                chunk_tokens=chunk_tokens,
+                previous=previous,
+                instructions=instructions,
+                focus=focus,
             )
             notes = [
                 f"[#{item.seq}: a very large message (~{round(item.tokens * SAFETY_MARGIN / 1000)}K tokens) "
@@ -328,7 +333,12 @@ async def summarise_in_stages(
     parts = min(max(1, parts), len(items))
     if parts <= 1 or len(items) < 4 or total_tokens(items) <= chunk_tokens:
         return await summarise_with_fallback(
-            run, items, chunk_tokens=chunk_tokens, context_window=context_window, previous=previous, focus=focus
+            run,
+            items,
+            chunk_tokens=chunk_tokens,
+            context_window=context_window,
+            previous=previous,
+            focus=focus,
         )
     partials = [
         await summarise_with_fallback(
@@ -342,8 +352,12 @@ async def summarise_in_stages(
     ]
     try:
         return await summarise_progressively(
-            run, labelled, chunk_tokens=max(chunk_tokens, total_tokens(labelled) + 1),
-            previous=previous, instructions=MERGE_INSTRUCTIONS + "\n\n" + SUMMARY_INSTRUCTIONS, focus=focus,
+            run,
+            labelled,
+            chunk_tokens=max(chunk_tokens, total_tokens(labelled) + 1),
+            previous=previous,
+            instructions=MERGE_INSTRUCTIONS + "\n\n" + SUMMARY_INSTRUCTIONS,
+            focus=focus,
         )
     except SummaryFailed:
         # The stages are summaries already: keeping them side by side loses nothing.
@@ -392,7 +406,9 @@ def plan_compaction(
     chosen = tuple(
         row
         for row in rows
-        if previous_last_seq < row.seq <= cut_seq and summary_line(row) is not None and not is_snipped(row.seq, snips)
+        if previous_last_seq < row.seq <= cut_seq
+        and summary_line(row) is not None
+        and not is_snipped(row.seq, snips)
     )
     if not chosen:
         return None

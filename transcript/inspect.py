@@ -59,9 +59,7 @@ def render_context_report(overview: ContextOverview) -> str:
         lines.append("Summary: none yet.")
     if overview.collapses:
         lines.append("Collapsed ranges:")
-        lines.extend(
-            f"  #{c.first_seq}–#{c.last_seq}: {_preview(c.summary)}" for c in overview.collapses
-        )
+        lines.extend(f"  #{c.first_seq}–#{c.last_seq}: {_preview(c.summary)}" for c in overview.collapses)
     if overview.snips:
         ranges = ", ".join(_range(snip.first_seq, snip.last_seq) for snip in overview.snips)
         lines.append(f"Snipped (stored, not sent): {ranges}. /unsnip undoes the last snip.")

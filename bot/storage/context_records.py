@@ -1,0 +1,193 @@
+"""Reads and writes of context records (summaries, collapses) and snips.
+
+Inserts never overlap: a summary only extends the newest one, a collapse only
+takes a range no other collapse touches; a process that loses a race gets
+None back and nothing is stored twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import func, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from bot.storage.context_models import COLLAPSE, SUMMARY, ContextRecord, ContextSnip
+from bot.storage.database import open_session
+from bot.storage.models import utcnow
+from bot.storage.store import Store
+from transcript import Collapse, Snip, TranscriptRow, count_tokens, project_view
+
+
+@dataclass(frozen=True)
+class ContextView:
+    """A session's context state: the latest summary, what follows it, and its projection."""
+
+    summary: ContextRecord | None
+    collapses: list[Collapse]  # ranges after the summary, oldest first
+    snips: list[Snip]
+    rows: list[TranscriptRow]  # stored rows after the summary, oldest first
+    projected: list[TranscriptRow]  # `rows` as the model sees them
+
+    @property
+    def summary_last_seq(self) -> int:
+        return self.summary.last_seq if self.summary is not None else 0
+
+    @property
+    def summary_text(self) -> str | None:
+        return self.summary.text if self.summary is not None else None
+
+
+class ContextRecords:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def _session(self) -> Session:
+        return open_session(self.engine)
+
+    # --- reading --------------------------------------------------------------
+
+    def latest_summary(self, session_id: str) -> ContextRecord | None:
+        with self._session() as db:
+            return db.exec(
+                select(ContextRecord)
+                .where(ContextRecord.session_id == session_id, ContextRecord.kind == SUMMARY)
+                .order_by(col(ContextRecord.last_seq).desc())
+                .limit(1)
+            ).first()
+
+    def summary_updates(self, session_id: str) -> int:
+        with self._session() as db:
+            return db.exec(
+                select(func.count())
+                .select_from(ContextRecord)
+                .where(ContextRecord.session_id == session_id, ContextRecord.kind == SUMMARY)
+            ).one()
+
+    def collapses(self, session_id: str, after_seq: int = 0) -> list[Collapse]:
+        """Collapsed ranges starting after `after_seq`, oldest first."""
+        with self._session() as db:
+            return [
+                Collapse(record.first_seq, record.last_seq, record.text)
+                for record in db.exec(
+                    select(ContextRecord)
+                    .where(
+                        ContextRecord.session_id == session_id,
+                        ContextRecord.kind == COLLAPSE,
+                        ContextRecord.first_seq > after_seq,
+                    )
+                    .order_by(col(ContextRecord.first_seq))
+                )
+            ]
+
+    def snips(self, session_id: str) -> list[Snip]:
+        """Snips in force, oldest first."""
+        with self._session() as db:
+            return [
+                Snip(snip.first_seq, snip.last_seq)
+                for snip in db.exec(
+                    select(ContextSnip)
+                    .where(ContextSnip.session_id == session_id, col(ContextSnip.undone_at).is_(None))
+                    .order_by(col(ContextSnip.id))
+                )
+            ]
+
+    def view(self, store: Store, session_id: str, load_rows: int) -> ContextView:
+        """The context state, reading at most the newest `load_rows` stored rows."""
+        summary = self.latest_summary(session_id)
+        after = summary.last_seq if summary is not None else 0
+        collapses = self.collapses(session_id, after)
+        snips = self.snips(session_id)
+        rows = [row for row in store.recent_rows(session_id, load_rows) if row.seq > after]
+        return ContextView(
+            summary=summary,
+            collapses=collapses,
+            snips=snips,
+            rows=rows,
+            projected=project_view(rows, collapses=collapses, snips=snips),
+        )
+
+    # --- writing --------------------------------------------------------------
+
+    def add_summary(
+        self, session_id: str, first_seq: int, last_seq: int, text: str, focus: str | None = None
+    ) -> ContextRecord | None:
+        """Store a summary that extends the newest one; None if another got there first."""
+        record = ContextRecord(
+            session_id=session_id,
+            kind=SUMMARY,
+            first_seq=first_seq,
+            last_seq=last_seq,
+            text=text,
+            token_count=count_tokens(text),
+            focus=focus[:500] if focus else None,
+        )
+        with self._session() as db:
+            newer = db.exec(
+                select(ContextRecord.id).where(
+                    ContextRecord.session_id == session_id,
+                    ContextRecord.kind == SUMMARY,
+                    ContextRecord.last_seq >= first_seq,
+                )
+            ).first()
+            return None if newer is not None else _insert(db, record)
+
+    def add_collapse(self, session_id: str, first_seq: int, last_seq: int, text: str) -> ContextRecord | None:
+        """Store a collapse unless its range overlaps a stored one (then None)."""
+        record = ContextRecord(
+            session_id=session_id,
+            kind=COLLAPSE,
+            first_seq=first_seq,
+            last_seq=last_seq,
+            text=text,
+            token_count=count_tokens(text),
+        )
+        with self._session() as db:
+            overlapping = db.exec(
+                select(ContextRecord.id).where(
+                    ContextRecord.session_id == session_id,
+                    ContextRecord.kind == COLLAPSE,
+                    ContextRecord.first_seq <= last_seq,
+                    ContextRecord.last_seq >= first_seq,
+                )
+            ).first()
+            return None if overlapping is not None else _insert(db, record)
+
+    def add_snip(self, session_id: str, first_seq: int, last_seq: int) -> ContextSnip:
+        snip = ContextSnip(session_id=session_id, first_seq=first_seq, last_seq=last_seq)
+        with self._session() as db:
+            db.add(snip)
+            db.commit()
+            return snip
+
+    def undo_snips(self, session_id: str, *, every: bool = False) -> Sequence[ContextSnip]:
+        """Undo the newest snip in force (or all of them); returns what was undone."""
+        with self._session() as db:
+            query = (
+                select(ContextSnip)
+                .where(ContextSnip.session_id == session_id, col(ContextSnip.undone_at).is_(None))
+                .order_by(col(ContextSnip.id).desc())
+            )
+            undone = list(db.exec(query if every else query.limit(1)))
+            if undone:
+                db.execute(
+                    update(ContextSnip)
+                    .where(col(ContextSnip.id).in_([snip.id for snip in undone]))
+                    .values(undone_at=utcnow())
+                )
+                db.commit()
+            return undone
+
+
+def _insert(db: Session, record: ContextRecord) -> ContextRecord | None:
+    db.add(record)
+    try:
+        db.commit()
+    except IntegrityError:
+        # Another process stored the same step (same session, kind and first_seq).
+        db.rollback()
+        return None
+    return record

@@ -1,0 +1,1 @@
+from tests.fakes.openai_server import fake_openai_fixture  # noqa: F401
