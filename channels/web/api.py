@@ -166,11 +166,11 @@ async def post_message(session_id: str, request: Request, visitor: CurrentVisito
         client_id = form.get("client_id")
         if not isinstance(text, str | None) or not isinstance(client_id, str | None):
             raise HTTPException(
-                status.HTTP_422_UNPROCESSABLE_ENTITY, "`text` and `client_id` are text fields."
+                status.HTTP_422_UNPROCESSABLE_CONTENT, "`text` and `client_id` are text fields."
             )
         if client_id is not None and not CLIENT_ID.match(client_id):
             raise HTTPException(
-                status.HTTP_422_UNPROCESSABLE_ENTITY, "`client_id` must be 1–100 letters, digits, - or _."
+                status.HTTP_422_UNPROCESSABLE_CONTENT, "`client_id` must be 1–100 letters, digits, - or _."
             )
         uploads = [item for item in form.getlist("files") if isinstance(item, UploadFile)]
         attachments = await read_uploads(uploads, lane.attachments)
@@ -192,7 +192,7 @@ async def switch_persona(
     command = f"/persona {body.persona_id.strip()}"
     reply = await lane.engine.respond(lane.visitors.inbound(visitor.id, visitor.name, text=command))
     if reply.kind == "error":
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, reply.text)
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, reply.text)
     session = lane.store.get_session(reply.session_id or session_id) or visitor.session
     return CommandResult(
         kind=reply.kind, text=reply.text, session_id=session.id, persona=lane.persona_of(session)

@@ -22,7 +22,7 @@ def check_request_size(request: Request, max_file_bytes: int) -> None:
     limit = MAX_FILES * max_file_bytes + FORM_OVERHEAD_BYTES
     if int(declared) > limit:
         raise HTTPException(
-            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            status.HTTP_413_CONTENT_TOO_LARGE,
             f"The upload is too large: at most {MAX_FILES} files "
             f"of {max_file_bytes / 1_048_576:.1f} MB each.",
         )
@@ -32,7 +32,7 @@ async def read_uploads(files: list[UploadFile], store: AttachmentStore) -> tuple
     """Read and check every file now, so a bad one fails the request with a clear status."""
     if len(files) > MAX_FILES:
         raise HTTPException(
-            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, f"Attach at most {MAX_FILES} files to one message."
+            status.HTTP_413_CONTENT_TOO_LARGE, f"Attach at most {MAX_FILES} files to one message."
         )
     attachments = []
     for upload in files:
@@ -45,7 +45,7 @@ async def read_uploads(files: list[UploadFile], store: AttachmentStore) -> tuple
         except UnsupportedAttachment as error:
             raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, str(error)) from error
         except AttachmentTooLarge as error:
-            raise HTTPException(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, str(error)) from error
+            raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, str(error)) from error
         attachments.append(attachment)
     return tuple(attachments)
 

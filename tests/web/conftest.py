@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest_asyncio
+
+from bot.app import Runtime
+from channels.web import create_app
+from tests.support.runtime import make_runtime
+
+ClientFactory = Callable[..., Awaitable[httpx.AsyncClient]]
+
+
+@dataclass(frozen=True)
+class Event:
+    name: str
+    data: dict[str, Any]
+
+
+def parse_events(body: str) -> list[Event]:
+    events = []
+    for block in body.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        events.append(Event(lines["event"], json.loads(lines["data"])))
+    return events
+
+
+@pytest_asyncio.fixture
+async def runtimes(tmp_path: Path) -> AsyncIterator[list[Runtime]]:
+    built: list[Runtime] = []
+    yield built
+    for runtime in built:
+        await runtime.aclose()
+
+
+@pytest_asyncio.fixture
+async def make_client(tmp_path: Path, runtimes: list[Runtime]) -> AsyncIterator[ClientFactory]:
+    """A factory of httpx clients talking to the app of a fresh runtime (settings overridable)."""
+    clients: list[httpx.AsyncClient] = []
+
+    async def make(**overrides: Any) -> httpx.AsyncClient:
+        runtime = make_runtime(tmp_path / f"runtime{len(runtimes)}", **overrides)
+        runtimes.append(runtime)
+        client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=create_app(runtime)), base_url="http://chat.test"
+        )
+        client.runtime = runtime  # type: ignore[attr-defined]
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        await client.aclose()
+
+
+@pytest_asyncio.fixture
+async def client(make_client: ClientFactory) -> httpx.AsyncClient:
+    return await make_client()
