@@ -18,6 +18,8 @@ from channels.text import split_message
 log = logging.getLogger(__name__)
 
 NOT_ALLOWED = "This bot is not available here."
+# Joins, pins, thread notices and the like are Discord's system messages, not a person's.
+PERSON_MESSAGE_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 
 
 def chorus_intents() -> discord.Intents:
@@ -47,7 +49,7 @@ class ChorusClient(discord.Client):
 
     async def on_message(self, message: discord.Message) -> None:
         # Bots (this one included) never start a turn: no loops between bots.
-        if message.author.bot or self.user is None:
+        if message.author.bot or self.user is None or message.type not in PERSON_MESSAGE_TYPES:
             return
         if not self.access.allows(message.author, message.guild, message.channel):
             return

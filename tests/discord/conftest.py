@@ -43,6 +43,7 @@ async def start_lane(
         )
         lane = DiscordLane(runtime, edit_interval=0.05)
         started.append((lane, runtime))
+        fake_discord.connected.clear()
         await lane.start()
         await fake_discord.connected.wait()
         return lane, runtime

@@ -67,7 +67,7 @@ async def test_a_thread_is_its_own_group_session(
     assert fake_discord.texts_in(CHANNEL_ID) == []
 
 
-async def test_bots_are_ignored_entirely(
+async def test_bots_and_system_messages_are_ignored(
     start_lane: LaneFactory, fake_discord: FakeDiscord, fake_openai: FakeOpenAI
 ) -> None:
     await start_lane(channels_discord_activation="always")
@@ -75,6 +75,8 @@ async def test_bots_are_ignored_entirely(
         CHANNEL_ID, f"{MENTION} beep from a bot", author=OTHER_BOT, mentions=(BOT,)
     )
     await fake_discord.post_message(DM_CHANNEL_ID, "my own echo", author=BOT)
+    pin_notice = fake_discord.message_payload(CHANNEL_ID, "", author=ALICE) | {"type": 6}
+    await fake_discord.dispatch("MESSAGE_CREATE", pin_notice)
     await fake_discord.post_message(CHANNEL_ID, "a person speaks")
 
     await fake_discord.wait_for_texts(CHANNEL_ID, ["reply to: Alice: a person speaks"])
