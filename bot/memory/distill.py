@@ -40,7 +40,8 @@ FACT_WORDS = re.compile(
     re.I,
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*|\n+")
-_DETAIL = re.compile(r"\d|[A-Z][a-z]+\s+[A-Z]|[\w-]+\.[a-z]{2,4}\b|<path>")
+# Numbers, names inside a sentence, file names and paths.
+_DETAIL = re.compile(r"\d|(?<=\s)[A-Z][\w-]+|[\w-]+\.[a-z]{2,4}\b|<path>")
 MIN_WORDS = 4
 
 

@@ -15,7 +15,7 @@ from bot.memory.snapshot import build_snapshot, shorten
 from bot.memory.tokens import words
 from bot.storage.memory_store import MemoryStore, Owner, RecallHit
 from bot.storage.models import ChatSession
-from transcript import TranscriptRow
+from transcript import CONTEXT_COUNT, TranscriptRow
 
 RECALL_SNIPPET_CHARS = 300
 
@@ -47,8 +47,8 @@ class Recall:
     def for_turn(self, session: ChatSession, rows: Sequence[TranscriptRow]) -> TurnMemory:
         """The snapshot of the newest items, and hits for the newest user message.
 
-        `rows` are the rows the turn's window is built from; messages among them
-        are already in context and are not recalled again.
+        `rows` are the rows the turn's window is built from (oldest first); the
+        newest `CONTEXT_COUNT` of them are in context and are not recalled again.
         """
         owner = Owner.of(session)
         newest = self.store.recent_items(owner, self.settings.snapshot_items)
@@ -57,12 +57,13 @@ class Recall:
         if not query or self.settings.recall_items <= 0:
             return TurnMemory(snapshot, ())
         in_snapshot = {item.id for item in newest}
+        window = rows[-CONTEXT_COUNT:]
         hits = self.store.search(
             owner,
             words(query),
             self.settings.recall_items + len(in_snapshot),
             window_session_id=session.id,
-            window_from_seq=rows[0].seq if rows else None,
+            window_from_seq=window[0].seq if window else None,
         )
         fresh = [hit for hit in hits if not (hit.source == "memory" and hit.id in in_snapshot)]
         return TurnMemory(snapshot, tuple(format_hit(hit) for hit in fresh[: self.settings.recall_items]))

@@ -1,0 +1,100 @@
+"""The model distiller against a real OpenAI-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from bot.memory.distill import MEMORY_PURPOSE, MODEL_INSTRUCTIONS
+from bot.providers.openai import PURPOSE_HEADER
+from bot.storage.memory_store import MemoryStore, Owner
+from tests.fakes.openai_server import FakeOpenAI, echo_reply, server_error
+from tests.support.runtime import inbound, make_runtime
+
+INSTRUCTIONS_START = MODEL_INSTRUCTIONS.splitlines()[0]
+
+
+def is_memory_call(body: dict[str, Any]) -> bool:
+    messages = body.get("messages", [])
+    return bool(messages) and str(messages[0].get("content", "")).startswith(INSTRUCTIONS_START)
+
+
+def distilled_json(body: dict[str, Any]) -> str:
+    """One fact per message line of the excerpt, so the test can see what was sent."""
+    excerpt = body["messages"][1]["content"]
+    items = [
+        {"kind": "fact", "content": f"seen {seq}", "importance": 4}
+        for seq in re.findall(r"^\[(\d+)\]", excerpt, re.M)
+    ]
+    return "```json\n" + json.dumps({"items": items}) + "\n```"
+
+
+async def test_a_model_that_fails_then_succeeds_offloads_every_turn_exactly_once(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    failures = {"left": 1}
+
+    def respond(body: dict[str, Any]) -> str:
+        if not is_memory_call(body):
+            return echo_reply(body)
+        return distilled_json(body)
+
+    fake_openai.default = respond
+    runtime = make_runtime(
+        tmp_path,
+        model_base_url=fake_openai.base_url,
+        model_max_retries=0,
+        memory_turns_threshold=2,
+        memory_idle_seconds=0,
+        memory_dedup_threshold=1.0,
+    )
+    try:
+        for n in range(1, 7):
+            if n == 2 and failures["left"]:
+                # The memory call after turn 2 comes right after its chat reply.
+                fake_openai.script(f"reply to: turn {n}", server_error(503))
+                failures["left"] = 0
+            await runtime.engine.respond(inbound(f"turn {n}"))
+            await runtime.engine.drain()
+        # Turn 6 alone is below the threshold; the end of the session's activity flushes it.
+        session = runtime.store.list_sessions()[0][0]
+        assert runtime.memory is not None
+        await runtime.memory.flush(session)
+        memory_calls = [r for r in fake_openai.requests if r.json and is_memory_call(r.json)]
+        assert all(r.headers[PURPOSE_HEADER.lower()] == MEMORY_PURPOSE for r in memory_calls)
+        sent = [re.findall(r"^\[(\d+)\]", r.json["messages"][1]["content"], re.M) for r in memory_calls]
+        # Turn n stores seqs 2n-1 and 2n. After turn 2 the call fails with 1–4; after turn 3
+        # 1–6 are sent again and stored; turn 4 is below the threshold; 7–10 after turn 5.
+        assert sent == [
+            ["1", "2", "3", "4"],
+            ["1", "2", "3", "4", "5", "6"],
+            ["7", "8", "9", "10"],
+            ["11", "12"],
+        ]
+        items = MemoryStore(runtime.database).all_items(Owner.of(session))
+        assert [item.content for item in items] == [f"seen {n}" for n in range(1, 13)]
+        assert {item.source for item in items} == {"model"}
+    finally:
+        await runtime.aclose()
+
+
+async def test_an_unusable_model_answer_falls_back_to_the_rules(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.default = lambda body: "I'd rather not." if is_memory_call(body) else "Noted."
+    runtime = make_runtime(
+        tmp_path, model_base_url=fake_openai.base_url, memory_turns_threshold=1, memory_idle_seconds=0
+    )
+    try:
+        reply = await runtime.engine.respond(inbound("We decided to use PostgreSQL for billing."))
+        await runtime.engine.drain()
+        session = runtime.store.get_session(reply.session_id or "")
+        assert session is not None
+        items = MemoryStore(runtime.database).all_items(Owner.of(session))
+        assert [(item.kind, item.source, item.content) for item in items] == [
+            ("decision", "rules", "Alice: We decided to use PostgreSQL for billing.")
+        ]
+    finally:
+        await runtime.aclose()
