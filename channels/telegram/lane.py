@@ -43,9 +43,7 @@ class TelegramLane:
 
     name = "telegram"
 
-    def __init__(
-        self, runtime: Runtime, *, edit_interval: float = 1.0, album_delay: float = 0.8
-    ) -> None:
+    def __init__(self, runtime: Runtime, *, edit_interval: float = 1.0, album_delay: float = 0.8) -> None:
         settings = runtime.settings.channels.telegram
         if settings.token is None:
             raise ConfigError("Set CHORUS_TELEGRAM_TOKEN to the token @BotFather gave you.")
@@ -124,9 +122,7 @@ class TelegramLane:
     async def _receive_webhook(self, request: Request) -> Response:
         secret = self.settings.webhook_secret
         given = request.headers.get(SECRET_HEADER, "")
-        if secret is None or not hmac.compare_digest(
-            given.encode(), secret.get_secret_value().encode()
-        ):
+        if secret is None or not hmac.compare_digest(given.encode(), secret.get_secret_value().encode()):
             return JSONResponse({"ok": False, "description": "wrong secret token"}, 401)
         try:
             update = Update.model_validate(await request.json(), context={"bot": self.bot})
@@ -157,9 +153,7 @@ class TelegramLane:
             thread_id=first.message_thread_id if inbound.thread_id else None,
             reply_to_message_id=first.message_id if inbound.chat_kind == "group" else None,
         )
-        await deliver_reply(
-            self.bot, target, self.engine.stream(inbound), edit_interval=self.edit_interval
-        )
+        await deliver_reply(self.bot, target, self.engine.stream(inbound), edit_interval=self.edit_interval)
 
     def _should_answer(self, inbound: InboundMessage, first: Message, me: User) -> bool:
         if is_for_another_bot(first, me):

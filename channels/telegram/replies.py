@@ -48,9 +48,7 @@ async def deliver_reply(
 ) -> Reply | None:
     """Stream the turn into a draft while typing shows, then deliver the final text."""
     writer = MessageWriter(bot, target)
-    draft = DraftStream(
-        send=writer.send, edit=writer.edit, limit=MESSAGE_LIMIT, interval=edit_interval
-    )
+    draft = DraftStream(send=writer.send, edit=writer.edit, limit=MESSAGE_LIMIT, interval=edit_interval)
     reply: Reply | None = None
     streamed = ""
     async with ChatActionSender.typing(

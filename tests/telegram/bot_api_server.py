@@ -22,6 +22,7 @@ import json
 import socket
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -141,6 +142,8 @@ class FakeBotAPI:
         method = request.match_info["method"]
         params = _params(await request.post())
         self.calls.append(Call(method, params, time.monotonic()))
+        if method == "getUpdates":
+            return await self._get_updates(request, params)
         failures = self._failures.get(method)
         if failures:
             body = failures.pop(0)
@@ -163,14 +166,15 @@ class FakeBotAPI:
             }
         )
 
-    async def _api_getUpdates(self, params: dict[str, Any]) -> web.Response:
+    async def _get_updates(self, request: web.Request, params: dict[str, Any]) -> web.Response:
         if not self._updates:
             self._updates_ready.clear()
             timeout = float(params.get("timeout", 0))
-            try:
+            with suppress(TimeoutError):
                 await asyncio.wait_for(self._updates_ready.wait(), timeout)
-            except TimeoutError:
-                pass
+        if request.transport is None or request.transport.is_closing():
+            # The poller went away (a stopped lane): the updates wait for the next one.
+            return _ok([])
         updates, self._updates = self._updates, []
         return _ok(updates)
 
@@ -380,6 +384,4 @@ def _ok(result: Any) -> web.Response:
 
 
 def _error(status: int, description: str) -> web.Response:
-    return web.json_response(
-        {"ok": False, "error_code": status, "description": description}, status=status
-    )
+    return web.json_response({"ok": False, "error_code": status, "description": description}, status=status)

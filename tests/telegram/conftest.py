@@ -45,9 +45,7 @@ async def start_lane(runtime: Runtime) -> AsyncIterator[LaneFactory]:
     lanes: list[TelegramLane] = []
 
     async def start(**settings: Any) -> TelegramLane:
-        runtime.settings.channels.telegram = runtime.settings.channels.telegram.model_copy(
-            update=settings
-        )
+        runtime.settings.channels.telegram = runtime.settings.channels.telegram.model_copy(update=settings)
         lane = TelegramLane(runtime, edit_interval=EDIT_INTERVAL, album_delay=ALBUM_DELAY)
         await lane.start()
         lanes.append(lane)

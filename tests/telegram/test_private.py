@@ -35,9 +35,7 @@ async def test_commands_come_from_the_engine_and_are_registered(
     lane: TelegramLane, runtime: Runtime, bot_api: FakeBotAPI
 ) -> None:
     registered = bot_api.calls_to("setMyCommands")[0].params["commands"]
-    assert [(c["command"], c["description"]) for c in registered] == (
-        runtime.engine.commands.describe()
-    )
+    assert [(c["command"], c["description"]) for c in registered] == (runtime.engine.commands.describe())
     assert "persona" in [c["command"] for c in registered]
     bot_api.push(private_text(502, "/help"))
 
@@ -66,9 +64,7 @@ async def test_photo_is_fetched_at_its_largest_size(
 ) -> None:
     sizes = photo_sizes("ph1", [(90, 60, 900), (800, 600, 8000), (320, 240, 3000)])
     bot_api.add_file("ph1-800", jpeg(80, 60), "photos/file_1.jpg")
-    update = message(
-        private_chat(504), user(504), photo=sizes, caption="what is this?", message_id=71
-    )
+    update = message(private_chat(504), user(504), photo=sizes, caption="what is this?", message_id=71)
     bot_api.push(update)
 
     await bot_api.wait_for(lambda: bot_api.sent_texts(504))
