@@ -1,0 +1,193 @@
+"""The widget in headless Chromium against a real uvicorn server on 127.0.0.1."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from playwright.async_api import Browser, Page, async_playwright
+
+from bot.providers.openai import OpenAICompatibleProvider
+from channels.web import LiveServer, create_app
+from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.files import png_image
+from tests.support.runtime import make_runtime
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+ASSISTANT = "[data-author=assistant]"
+FINISHED_ASSISTANT = "[data-author=assistant][data-message-id]"
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium")
+
+
+@pytest_asyncio.fixture
+async def browser() -> AsyncIterator[Browser]:
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        await launched.close()
+
+
+@pytest_asyncio.fixture
+async def server(tmp_path: Path) -> AsyncIterator[LiveServer]:
+    runtime = make_runtime(tmp_path)
+    async with LiveServer(create_app(runtime)) as live:
+        yield live
+    await runtime.aclose()
+
+
+async def open_demo(browser: Browser, base_url: str, **context_options: object) -> Page:
+    context = await browser.new_context(**context_options)  # type: ignore[arg-type]
+    page = await context.new_page()
+    await page.goto(base_url + "/")
+    await page.wait_for_selector("select.persona-picker option", state="attached")
+    return page
+
+
+async def send(page: Page, text: str) -> None:
+    before = await page.locator(FINISHED_ASSISTANT).count()
+    await page.fill("textarea", text)
+    await page.press("textarea", "Enter")
+    await page.wait_for_function(
+        "n => document.querySelector('#chorus-widget').shadowRoot"
+        ".querySelectorAll('[data-author=assistant][data-message-id]').length > n",
+        arg=before,
+    )
+
+
+async def test_reply_streams_into_the_bubble_as_it_arrives(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    words = ["Streams ", "arrive ", "one ", "piece ", "at ", "a ", "time."]
+    fake_openai.script(Reply("".join(words), chunks=words, delay=0.12))
+    runtime = make_runtime(tmp_path, provider=OpenAICompatibleProvider(fake_openai.base_url))
+    async with LiveServer(create_app(runtime)) as live:
+        page = await open_demo(browser, live.base_url)
+        # Record every text the assistant bubble shows while the reply streams in.
+        await page.evaluate(
+            """() => {
+              window.__seen = [];
+              const log = document.querySelector('#chorus-widget').shadowRoot.querySelector('.log');
+              new MutationObserver(() => {
+                const bubble = log.querySelector('[data-author=assistant] .text');
+                if (bubble) window.__seen.push(bubble.textContent);
+              }).observe(log, {childList: true, subtree: true, characterData: true});
+            }"""
+        )
+        await send(page, "hello")
+        seen: list[str] = await page.evaluate("window.__seen")
+    await runtime.aclose()
+    partial = [text for text in seen if text and text != "Streams arrive one piece at a time."]
+    assert "Streams arrive " in partial and "Streams arrive one piece at a " in partial
+    bubble = page.locator(ASSISTANT).last
+    assert await bubble.locator(".text").inner_text() == "Streams arrive one piece at a time."
+    assert await bubble.locator(".persona").inner_text() == "ADA"  # shown in capitals by CSS
+
+
+async def test_switching_persona_tags_the_next_bubble(browser: Browser, server: LiveServer) -> None:
+    page = await open_demo(browser, server.base_url)
+    await send(page, "first")
+    await page.select_option("select.persona-picker", "captain")
+    await page.wait_for_selector("[data-role=notice]:has-text('Switched to Captain Reed')")
+    await send(page, "second")
+    bubbles = page.locator(ASSISTANT)
+    assert await bubbles.nth(0).get_attribute("data-persona-id") == "ada"
+    assert await bubbles.nth(1).get_attribute("data-persona-id") == "captain"
+    assert await bubbles.nth(1).locator(".persona").text_content() == "Captain Reed"
+    assert "Captain Reed (persona captain)" in await bubbles.nth(1).locator(".text").inner_text()
+
+
+async def test_image_attachment_previews_sends_and_comes_back_after_reload(
+    browser: Browser, server: LiveServer, tmp_path: Path
+) -> None:
+    image = tmp_path / "chart.png"
+    image.write_bytes(png_image(80, 60))
+    page = await open_demo(browser, server.base_url)
+    await page.set_input_files("input[type=file]", str(image))
+    preview = page.locator("[data-role=pending-file] img")
+    await preview.wait_for()
+    assert await preview.evaluate("img => img.naturalWidth") == 80
+    await send(page, "what is in this chart?")
+    assert "1 attachment" in await page.locator(ASSISTANT).last.inner_text()
+    assert await page.locator("[data-role=pending-file]").count() == 0
+
+    await page.reload()
+    stored = page.locator("[data-author=user] .files img")
+    await stored.wait_for()
+    await page.wait_for_function(
+        "() => document.querySelector('#chorus-widget').shadowRoot"
+        ".querySelector('[data-author=user] .files img').naturalWidth === 80"
+    )
+
+
+async def test_conversation_is_restored_after_a_reload(browser: Browser, server: LiveServer) -> None:
+    page = await open_demo(browser, server.base_url)
+    await send(page, "remember the number 42")
+    await page.reload()
+    await page.wait_for_selector(FINISHED_ASSISTANT)
+    messages = page.locator("[data-role=message]")
+    assert await messages.count() == 2
+    assert await messages.nth(0).inner_text() == "remember the number 42"
+    assert "remember the number 42" in await messages.nth(1).inner_text()
+
+
+async def test_markup_in_messages_is_shown_as_text_and_never_runs(
+    browser: Browser, server: LiveServer
+) -> None:
+    attack = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
+    page = await open_demo(browser, server.base_url)
+    await send(page, attack)
+    for _ in range(2):
+        user = page.locator("[data-author=user]").first
+        assert await user.inner_text() == attack
+        assert await page.locator("[data-role=message] img, [data-role=message] script").count() == 0
+        assert await page.evaluate("window.__xss") is None
+        await page.reload()
+        await page.wait_for_selector(FINISHED_ASSISTANT)
+
+
+async def test_unreachable_server_and_failed_requests_show_a_clear_message(
+    browser: Browser, server: LiveServer
+) -> None:
+    page = await open_demo(browser, server.base_url)
+    await page.context.set_offline(True)
+    await page.fill("textarea", "are you there?")
+    await page.press("textarea", "Enter")
+    alert = page.locator("[role=alert]")
+    await alert.wait_for()
+    assert "Can't reach the chat server" in await alert.inner_text()
+    assert await page.locator(".msg.error .retry").count() == 1
+
+    await page.context.set_offline(False)
+    await page.click(".msg.error .retry")
+    await page.wait_for_selector(FINISHED_ASSISTANT)
+    assert await alert.is_hidden()
+    await page.route(
+        "**/api/sessions/*/messages",
+        lambda route: route.fulfill(
+            status=429, json={"detail": "You are sending messages too fast (limit: 30 a minute)."}
+        ),
+    )
+    await page.fill("textarea", "again")
+    await page.press("textarea", "Enter")
+    await page.wait_for_selector("[role=alert]:has-text('too fast')")
+
+
+async def test_panel_fills_a_phone_width_screen(browser: Browser, server: LiveServer) -> None:
+    page = await open_demo(browser, server.base_url, viewport={"width": 375, "height": 667}, is_mobile=True)
+    box = await page.locator("section.panel").bounding_box()
+    assert box is not None and box["width"] == 375 and box["height"] == 667
+    await send(page, "hi from a phone")
+    composer = await page.locator("textarea").bounding_box()
+    assert composer is not None and composer["y"] + composer["height"] <= 667
