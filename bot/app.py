@@ -14,10 +14,12 @@ from bot.context_commands import register_context_commands
 from bot.context_manager import ContextManager
 from bot.core_commands import register_core_commands
 from bot.engine import Engine
+from bot.memory import MemoryService, choose_distiller, register_memory_commands
 from bot.providers import make_provider
 from bot.providers.base import ChatProvider
 from bot.storage import migrate
 from bot.storage.database import create_database_engine
+from bot.storage.memory_store import MemoryStore
 from bot.storage.store import Store
 from persona import Persona, PersonaRegistry
 
@@ -32,10 +34,13 @@ class Runtime:
     database: DatabaseEngine
     store: Store
     engine: Engine
+    memory: MemoryService | None = None
     context: ContextManager | None = None
 
     async def aclose(self) -> None:
         await self.engine.drain()
+        if self.memory is not None:
+            await self.memory.aclose()
         await self.engine.provider.aclose()
         self.database.dispose()
 
@@ -92,4 +97,13 @@ def build_runtime(
     register_context_commands(commands, context)
     engine.after_turn_jobs.append(context.after_turn)
     engine.overflow_handler = context.recover_from_overflow
-    return Runtime(settings=settings, database=database, store=store, engine=engine, context=context)
+    memory = MemoryService(
+        MemoryStore(database), settings.memory, choose_distiller(provider, settings.model.name)
+    )
+    register_memory_commands(commands, memory)
+    if settings.memory.enabled:
+        engine.assembler.memory = memory
+        engine.after_turn_jobs.append(memory.after_turn)
+    return Runtime(
+        settings=settings, database=database, store=store, engine=engine, memory=memory, context=context
+    )
