@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, suppress
+from contextlib import AsyncExitStack, aclosing, suppress
 
 import discord
 
@@ -40,10 +40,12 @@ async def deliver_reply(
 
         drafts = DraftStream(send=send, edit=edit, limit=MESSAGE_LIMIT, interval=edit_interval)
         streamed = ""
-        async for event in events:
-            if isinstance(event, Delta):
-                streamed += event.text
-                with suppress(discord.HTTPException):
-                    await drafts.update(streamed)
-            elif event.should_send:
-                await drafts.finish(event.text)
+        # aclosing: if Discord fails for good, the engine stores the partial reply at once.
+        async with aclosing(events) as turn:
+            async for event in turn:
+                if isinstance(event, Delta):
+                    streamed += event.text
+                    with suppress(discord.HTTPException):
+                        await drafts.update(streamed)
+                elif event.should_send:
+                    await drafts.finish(event.text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import discord
 from discord import app_commands
@@ -20,7 +21,7 @@ def add_engine_commands(
         tree.add_command(_slash_command(name, description, run))
 
 
-def _slash_command(name: str, description: str, run: SlashRunner) -> app_commands.Command:
+def _slash_command(name: str, description: str, run: SlashRunner) -> app_commands.Command[Any, ..., None]:
     @app_commands.describe(args="what you would type after the command, e.g. a persona id")
     async def invoke(interaction: discord.Interaction, args: str | None = None) -> None:
         await run(interaction, f"/{name} {args}" if args else f"/{name}")

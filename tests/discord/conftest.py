@@ -12,7 +12,7 @@ from discord.gateway import DiscordWebSocket
 
 from bot.app import Runtime
 from channels.discord import DiscordLane
-from tests.discord.fake_discord import FakeDiscord
+from tests.discord.fake_discord import VALID_TOKEN, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.runtime import make_runtime
 
@@ -38,8 +38,7 @@ async def start_lane(
         runtime = make_runtime(
             tmp_path / f"runtime{len(started)}",
             model_base_url=fake_openai.base_url,
-            discord_token="test-token",
-            **overrides,
+            **{"discord_token": VALID_TOKEN, **overrides},
         )
         lane = DiscordLane(runtime, edit_interval=0.05)
         started.append((lane, runtime))

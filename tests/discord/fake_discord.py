@@ -34,6 +34,7 @@ CHANNEL_ID = 1100000000000000020
 THREAD_ID = 1100000000000000030
 DM_CHANNEL_ID = 1100000000000000040
 TIMESTAMP = "2025-01-01T00:00:00.000000+00:00"
+VALID_TOKEN = "test-token"
 
 BOT = {
     "id": "1100000000000000100",
@@ -425,6 +426,10 @@ class FakeDiscord:
         call = RestCall(request.method, path, dict(request.query), parsed)
         self.calls.append(call)
         try:
+            # Interaction callbacks and followups are authorised by the token in their URL.
+            by_url = path.startswith(("/interactions/", "/webhooks/"))
+            if not by_url and request.headers.get("Authorization") != f"Bot {VALID_TOKEN}":
+                return _json({"message": "401: Unauthorized", "code": 0}, status=401)
             return self._answer(call)
         finally:
             async with self._changed:

@@ -2,14 +2,19 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
+import pytest
 from PIL import Image
 
+from bot.errors import ConfigError
+from channels.discord import DiscordLane
 from channels.text import split_message
 from tests.discord.conftest import LaneFactory
 from tests.discord.fake_discord import ALICE, DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, message_text
 from tests.fakes.openai_server import Reply as OpenAIReply
+from tests.support.runtime import make_runtime
 
 
 async def test_dm_is_answered_in_the_persons_session(
@@ -111,3 +116,17 @@ def _png() -> bytes:
     buffer = io.BytesIO()
     Image.new("RGB", (8, 8), (200, 30, 30)).save(buffer, format="PNG")
     return buffer.getvalue()
+
+
+async def test_a_rejected_token_fails_at_startup_with_advice(
+    tmp_path: Path, fake_discord: FakeDiscord
+) -> None:
+    runtime = make_runtime(tmp_path, discord_token="not-the-token")
+    lane = DiscordLane(runtime)
+    try:
+        with pytest.raises(ConfigError, match="Discord rejected the bot token. Check CHORUS_DISCORD_TOKEN"):
+            await lane.start()
+    finally:
+        await lane.stop()
+        await runtime.aclose()
+    assert fake_discord.identify is None
