@@ -30,8 +30,10 @@ async def deliver_reply(
         async def send(text: str) -> discord.Message:
             # The first visible message replaces the typing indicator.
             await typing.aclose()
-            reference = None if sent else message.to_reference(fail_if_not_exists=False)
-            posted = await channel.send(text, reference=reference)  # type: ignore[arg-type]
+            if sent:
+                posted = await channel.send(text)
+            else:
+                posted = await channel.send(text, reference=message.to_reference(fail_if_not_exists=False))
             sent.append(posted)
             return posted
 

@@ -95,6 +95,7 @@ class SentMessage:
 class Interaction:
     id: int
     token: str
+    channel_id: int
     callbacks: list[dict[str, Any]] = field(default_factory=list)
     followups: list[str] = field(default_factory=list)
 
@@ -207,7 +208,9 @@ class FakeDiscord:
         self, name: str, args: str | None, *, channel_id: int = CHANNEL_ID, user: dict[str, Any] = ALICE
     ) -> Interaction:
         """A user invoking `/name args` as an application command (INTERACTION_CREATE)."""
-        interaction = Interaction(id=next(self._ids), token=f"interaction-token-{next(self._ids)}")
+        interaction = Interaction(
+            id=next(self._ids), token=f"interaction-token-{next(self._ids)}", channel_id=channel_id
+        )
         self.interactions[interaction.token] = interaction
         registered = next(c for c in self.registered_commands if c["name"] == name)
         options = [{"name": "args", "type": 3, "value": args}] if args is not None else []
@@ -480,7 +483,7 @@ class FakeDiscord:
                 interaction = self.interactions[token]
                 interaction.followups.append(call.json["content"])
                 return _json(
-                    self.message_payload(DM_CHANNEL_ID, call.json["content"], author=BOT)
+                    self.message_payload(interaction.channel_id, call.json["content"], author=BOT)
                     | {"webhook_id": str(APPLICATION_ID)}
                 )
             case "DELETE", ["webhooks", _, _, "messages", "@original"]:
