@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Install Chorus with its test tools into .venv, make sure the peers the tests
+# talk to are there (Debian's Chromium for the browser tests, a local PostgreSQL
+# for the PostgreSQL storage tests), then run the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[test,bench,postgres]'
+
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v pg_lsclusters >/dev/null || missing+=(postgresql)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "Installing with apt: ${missing[*]}"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# A local PostgreSQL cluster on 127.0.0.1 with a role that may create test databases.
+read -r pg_version pg_cluster pg_port _ < <(pg_lsclusters --no-header | head -n 1)
+as_root pg_ctlcluster "$pg_version" "$pg_cluster" start 2>/dev/null || true
+as_root su postgres -c "psql -p $pg_port -tAc \"SELECT 1 FROM pg_roles WHERE rolname = 'chorus'\"" | grep -q 1 \
+    || as_root su postgres -c "psql -p $pg_port -qc \"CREATE ROLE chorus LOGIN SUPERUSER PASSWORD 'chorus'\""
+export CHORUS_TEST_POSTGRES_URL="postgresql://chorus:chorus@127.0.0.1:${pg_port}/postgres"
+
+exec .venv/bin/python -m pytest "$@"
