@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 
@@ -92,7 +92,7 @@ class Engine:
         assert reply is not None
         return reply
 
-    async def stream(self, inbound: InboundMessage) -> AsyncIterator[TurnEvent]:
+    async def stream(self, inbound: InboundMessage) -> AsyncGenerator[TurnEvent, None]:
         """Run a turn: zero or more `Delta`s, then exactly one `Reply`."""
         text = clean_text(inbound.text)
         try:
@@ -148,7 +148,7 @@ class Engine:
 
     # --- one turn ----------------------------------------------------------------
 
-    async def _turn(self, inbound: InboundMessage, route: Route, text: str) -> AsyncIterator[TurnEvent]:
+    async def _turn(self, inbound: InboundMessage, route: Route, text: str) -> AsyncGenerator[TurnEvent, None]:
         session = self.store.get_session(route.session.id) or route.session
         persona = self.persona_for(session)
         try:
@@ -201,7 +201,7 @@ class Engine:
             ),
         )
 
-    async def _generate(self, plan: TurnPlan) -> AsyncIterator[TurnEvent]:
+    async def _generate(self, plan: TurnPlan) -> AsyncGenerator[TurnEvent, None]:
         session, persona = plan.session, plan.persona
         pieces: list[str] = []
         finished = False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -37,7 +37,7 @@ class ChatProvider(Protocol):
 
     name: str
 
-    def stream(self, request: ChatRequest) -> AsyncIterator[str]: ...
+    def stream(self, request: ChatRequest) -> AsyncGenerator[str, None]: ...
 
     async def complete(self, request: ChatRequest) -> str: ...
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from bot.providers.base import SUMMARY_PURPOSE, ChatRequest, collect_text
@@ -24,7 +24,7 @@ class DemoProvider:
 
     name = "demo"
 
-    async def stream(self, request: ChatRequest) -> AsyncIterator[str]:
+    async def stream(self, request: ChatRequest) -> AsyncGenerator[str, None]:
         is_summary = request.purpose == SUMMARY_PURPOSE
         text = summarise(request.messages) if is_summary else describe(request)
         # Word by word, so lanes exercise their streaming paths without real delays.

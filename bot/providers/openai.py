@@ -6,7 +6,7 @@ import asyncio
 import json
 import math
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -94,7 +94,7 @@ class OpenAICompatibleProvider:
             transport=transport,
         )
 
-    async def stream(self, request: ChatRequest) -> AsyncIterator[str]:
+    async def stream(self, request: ChatRequest) -> AsyncGenerator[str, None]:
         body = encode_body(request)
         headers = self._headers(request)
         received: list[str] = []
@@ -131,7 +131,7 @@ class OpenAICompatibleProvider:
             headers[PURPOSE_HEADER] = request.purpose
         return headers
 
-    async def _read_stream(self, body: bytes, headers: dict[str, str]) -> AsyncIterator[str]:
+    async def _read_stream(self, body: bytes, headers: dict[str, str]) -> AsyncGenerator[str, None]:
         """One attempt; raises `_RetryableFailure` for anything another attempt could fix."""
         finished = False
         try:

@@ -476,13 +476,13 @@ class Store:
         rows carry attachments), whatever the length of the history.
         """
         with self.engine.connect() as connection:
-            found = connection.execute(
+            newest_first = connection.execute(
                 select(*ROW_COLUMNS)
                 .where(MESSAGES.c.session_id == session_id, MESSAGES.c.role != "system")
                 .order_by(MESSAGES.c.seq.desc())
                 .limit(limit)
             ).all()
-            found.reverse()
+            found = list(reversed(newest_first))
             with_files = [row.id for row in found if row.attachment_count]
             files: dict[int, list[AttachmentRef]] = {}
             if with_files:
