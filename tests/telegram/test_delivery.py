@@ -6,12 +6,12 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from fastapi import FastAPI
 from pydantic import SecretStr
 
 from bot.app import Runtime
 from bot.errors import ConfigError
 from channels.telegram import TelegramLane
+from channels.web import create_app
 from tests.fakes.openai_server import FakeOpenAI
 from tests.telegram.bot_api_server import FakeBotAPI, private_text
 from tests.telegram.conftest import LaneFactory
@@ -21,9 +21,10 @@ WEBHOOK_URL = "https://bot.example.org/hooks/telegram"
 
 
 @pytest.fixture
-async def webhook(start_lane: LaneFactory) -> AsyncIterator[httpx.AsyncClient]:
+async def webhook(runtime: Runtime, start_lane: LaneFactory) -> AsyncIterator[httpx.AsyncClient]:
+    """The web app `chorus serve` runs, with the lane's webhook mounted in it."""
     lane = await start_lane(mode="webhook", webhook_url=WEBHOOK_URL, webhook_secret=SecretStr(SECRET))
-    app = FastAPI()
+    app = create_app(runtime)
     lane.mount(app)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://chorus.test") as client:
@@ -36,6 +37,7 @@ async def test_webhook_is_registered_with_the_secret(webhook: httpx.AsyncClient,
     assert registered["secret_token"] == SECRET
     assert registered["allowed_updates"] == ["message"]
     assert not bot_api.calls_to("getUpdates")
+    assert (await webhook.get("/healthz")).status_code == 200  # the same app serves the web lane
 
 
 async def test_webhook_rejects_a_wrong_or_missing_secret(
