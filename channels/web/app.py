@@ -7,6 +7,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from bot.app import Runtime
 from channels.web import api, pages
+from channels.web.docs import mount_docs
 from channels.web.lane import WebLane
 from channels.web.schemas import Health
 
@@ -17,8 +18,9 @@ def create_app(runtime: Runtime) -> FastAPI:
     app = FastAPI(
         title="Chorus",
         summary="One conversation, many lanes, many voices: the web chat API.",
-        docs_url="/docs",
+        docs_url=None,
     )
+    mount_docs(app)
 
     @app.get("/healthz", response_model=Health, tags=["service"])
     async def healthz() -> Health:

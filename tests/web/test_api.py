@@ -11,7 +11,12 @@ from tests.web.helpers import WebVisitor
 
 async def test_healthz_and_openapi_docs(client: httpx.AsyncClient) -> None:
     assert (await client.get("/healthz")).json() == {"status": "ok", "model": "demo"}
-    assert (await client.get("/docs")).status_code == 200
+    docs = await client.get("/docs")
+    assert docs.status_code == 200
+    # The docs page works offline: its Swagger UI comes from this server, not a CDN.
+    assert "cdn." not in docs.text
+    assert "/docs-assets/swagger-ui-bundle.js" in docs.text
+    assert (await client.get("/docs-assets/swagger-ui-bundle.js")).status_code == 200
     paths = (await client.get("/openapi.json")).json()["paths"]
     assert "/api/sessions/{session_id}/messages" in paths
     assert "text/event-stream" in str(paths["/api/sessions/{session_id}/messages"]["post"]["responses"])
