@@ -20,7 +20,7 @@ class ContextOverview:
     window_tokens: int
     reply_reserve_tokens: int
     stats: ContextStats
-    stored_messages: int  # conversation messages stored (events not counted)
+    stored_messages: int  # stored rows, events included (the session's last seq)
     view_seqs: Sequence[int]  # seqs of the projected view's entries after the summary
     summary_last_seq: int | None = None
     summary_updates: int = 0
@@ -46,8 +46,8 @@ def render_context_report(overview: ContextOverview) -> str:
         f"  memory         {tokens.memory + tokens.recall:>7,}",
         f"  history        {tokens.history:>7,}",
         f"  attachments    {tokens.attachments + tokens.documents:>7,}",
-        f"Messages: {overview.stored_messages} stored; {len(kept)} in the window"
-        + (f" (#{kept[0]}–#{kept[-1]})" if kept else "")
+        f"Messages: {overview.stored_messages} stored (events included); {len(kept)} in the window"
+        + (f" ({_ranges(kept)})" if kept else "")
         + f"; {len(waiting)} out of the window awaiting the summary.",
     ]
     if overview.summary_last_seq is not None:
@@ -68,6 +68,17 @@ def render_context_report(overview: ContextOverview) -> str:
         f"background collapse above {overview.collapse_share:.0%}."
     )
     return "\n".join(lines)
+
+
+def _ranges(seqs: Sequence[int]) -> str:
+    """`#1, #4–#6` for [1, 4, 5, 6]: gaps (snips, events) stay visible."""
+    spans: list[tuple[int, int]] = []
+    for seq in seqs:
+        if spans and seq == spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], seq)
+        else:
+            spans.append((seq, seq))
+    return ", ".join(_range(first, last) for first, last in spans)
 
 
 def _range(first: int, last: int) -> str:

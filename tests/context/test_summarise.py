@@ -13,7 +13,10 @@ from transcript.context import Message
 
 
 def items(*lines: str, tokens: int = 10) -> list[SummaryItem]:
-    return [SummaryItem(seq=i, line=f"#{i} Alice (user): {line}", tokens=tokens) for i, line in enumerate(lines, 1)]
+    return [
+        SummaryItem(seq=i, line=f"#{i} Alice (user): {line}", tokens=tokens)
+        for i, line in enumerate(lines, 1)
+    ]
 
 
 class Recorder:
@@ -54,7 +57,9 @@ async def test_a_failing_summariser_ends_in_a_statement_that_keeps_identifiers()
         context_window=4000,
         previous="Earlier: Bob chose Postgres.",
     )
-    assert text.startswith("Earlier: Bob chose Postgres.\n\n[Messages #1–#2 (2 messages) could not be summarised")
+    assert text.startswith(
+        "Earlier: Bob chose Postgres.\n\n[Messages #1–#2 (2 messages) could not be summarised"
+    )
     for identifier in ("https://example.org/a?b=1", "/srv/app/config.yaml", "OPS-4512", "1,250.00"):
         assert identifier in text
     assert run.calls == 2 and run.failures == 2
@@ -77,7 +82,10 @@ async def test_summariser_returning_nothing_never_gives_an_empty_summary() -> No
 
 async def test_oversized_messages_are_left_out_with_a_note_when_the_full_summary_fails() -> None:
     huge = SummaryItem(seq=2, line="#2 Bob (user): " + "log " * 5000, tokens=5000)
-    small = [SummaryItem(seq=1, line="#1 Alice (user): hi", tokens=5), SummaryItem(3, "#3 Alice (user): ok", 5)]
+    small = [
+        SummaryItem(seq=1, line="#1 Alice (user): hi", tokens=5),
+        SummaryItem(3, "#3 Alice (user): ok", 5),
+    ]
     # First pass: the chunk with the huge message fails twice; then the small ones succeed.
     summariser = Recorder(RuntimeError("too big"), RuntimeError("too big"), "small summary")
     run = SummaryRun(summariser, attempts=2)
@@ -129,5 +137,7 @@ async def test_focus_and_neutrality_are_in_the_prompt() -> None:
 
 
 def test_identifiers_are_found_once_in_order() -> None:
-    found = extract_identifiers(["Open https://x.io/a, then ~/notes/todo.md", "again https://x.io/a; id user_42"])
+    found = extract_identifiers(
+        ["Open https://x.io/a, then ~/notes/todo.md", "again https://x.io/a; id user_42"]
+    )
     assert found == ["https://x.io/a", "~/notes/todo.md", "user_42"]

@@ -1,0 +1,39 @@
+"""A runtime on a temporary database talking to the fake OpenAI server, memory off."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bot.app import Runtime
+from bot.storage.models import ChatSession
+from tests.fakes.openai_server import FakeOpenAI
+from tests.support.runtime import inbound, make_runtime
+
+
+def runtime(tmp_path: Path, server: FakeOpenAI, **overrides: Any) -> Runtime:
+    settings: dict[str, Any] = {
+        "model_base_url": server.base_url,
+        "model_max_retries": 0,
+        "memory_enabled": False,
+    }
+    settings.update(overrides)
+    return make_runtime(tmp_path, **settings)
+
+
+async def say(rt: Runtime, text: str, **fields: Any) -> str:
+    """One turn, background work included; returns the reply text."""
+    reply = await rt.engine.respond(inbound(text, **fields))
+    await rt.engine.drain()
+    return reply.text
+
+
+def session_of(rt: Runtime, user_id: str = "u1") -> ChatSession:
+    account = rt.store.find_account("web", user_id)
+    assert account is not None
+    session = rt.store.private_session(account.person_id, "ada")
+    return rt.store.get_session(session.id) or session
+
+
+def chat_requests(server: FakeOpenAI) -> list[dict[str, Any]]:
+    return [request.json for request in server.requests if not request.is_summary]
