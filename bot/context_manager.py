@@ -31,6 +31,7 @@ from transcript import (
     Message,
     Summarise,
     SummaryRun,
+    fit_summary,
     is_snipped,
     keep_recent_cut,
     max_chunk_tokens,
@@ -52,6 +53,11 @@ T = TypeVar("T")
 MAX_COLLAPSES_PER_TURN = 3
 # A collapse note is kept short, or folding would not free room.
 MIN_COLLAPSE_TOKENS = 40
+# A summary may use at most this share of the model's window ...
+SUMMARY_WINDOW_SHARE = 8
+# ... and the summariser's instructions take about this many tokens.
+PROMPT_TOKENS = 300
+MIN_CHUNK_ROOM = 256
 
 
 @dataclass
@@ -162,17 +168,22 @@ class ContextManager:
             return None
         persona = self.engine.persona_for(session)
         window = self._window(persona)
+        target = min(self.settings.summary_tokens, window // SUMMARY_WINDOW_SHARE)
         items = summary_items(plan.rows)
-        run = self._run(persona, self.settings.summary_tokens)
+        run = self._run(persona, target)
+        # A summariser call holds the instructions, the previous summary (at most
+        # 2 × target), a chunk and the reply (target): the chunk gets the rest.
+        room = max(window - 3 * target - PROMPT_TOKENS, MIN_CHUNK_ROOM)
         text = await summarise_in_stages(
             run,
             items,
-            chunk_tokens=max_chunk_tokens(items, window),
+            chunk_tokens=max_chunk_tokens(items, room),
             context_window=window,
             previous=view.summary_text,
             focus=focus,
         )
         self._count(run)
+        text = fit_summary(text, 2 * target)
         record = self.records.add_summary(session.id, plan.first_seq, plan.last_seq, text, focus)
         if record is None:
             log.info("session %s: a newer summary was stored meanwhile; dropped this one", session.id)
@@ -241,7 +252,7 @@ class ContextManager:
             request = ChatRequest(
                 messages=messages,
                 model=model,
-                max_tokens=target_tokens * 2,
+                max_tokens=target_tokens,
                 extra={PURPOSE_KEY: SUMMARY_PURPOSE},
             )
             return await self.engine.provider.complete(request)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from transcript.collapse import Collapse, Snip, is_snipped
 from transcript.context import Message
 from transcript.rows import TranscriptRow
-from transcript.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
+from transcript.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens, truncate_to_tokens
 
 # The model's window when none is configured for it.
 DEFAULT_CONTEXT_TOKENS = 128_000
@@ -199,6 +199,21 @@ def summary_request(
     body += "Conversation to fold in:\n" + "\n".join(item.line for item in items)
     body += "\n\nWrite the updated complete summary."
     return [{"role": "system", "content": system}, {"role": "user", "content": body}]
+
+
+def fit_summary(text: str, max_tokens: int) -> str:
+    """`text` within `max_tokens`: its beginning and end kept, the middle marked as cut.
+
+    Repeated fallbacks append to the previous summary; without a cap it would
+    eventually crowd the conversation out of the window.
+    """
+    total = count_tokens(text)
+    if total <= max_tokens:
+        return text
+    note = "\n[… part of the earlier summary was cut to fit …]\n"
+    half = max((max_tokens - count_tokens(note)) // 2, 1)
+    tail = text[len(text) - len(text) * half // total :]
+    return truncate_to_tokens(truncate_to_tokens(text, half) + note + tail, max_tokens)
 
 
 def extract_identifiers(texts: Sequence[str]) -> list[str]:
