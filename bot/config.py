@@ -104,6 +104,9 @@ class MemorySettings(BaseModel):
     dedup_threshold: float = 0.8
     recent_window: int = 50
     recall_items: int = 3
+    # The end of a session's activity: this many seconds without a turn (or the
+    # process shutting down) offloads whatever is pending; 0 turns the timer off.
+    idle_seconds: float = 600.0
 
 
 class WebSettings(BaseModel):
@@ -114,9 +117,6 @@ class WebSettings(BaseModel):
     rate_limit_per_minute: int = 30
     public_url: str | None = None
 
-    # The end of a session's activity: this many seconds without a turn (or the
-    # process shutting down) offloads whatever is pending; 0 turns the timer off.
-    idle_seconds: float = 600.0
 
 class TelegramSettings(BaseModel):
     token: SecretStr | None = None

@@ -103,6 +103,11 @@ class Engine:
         command = parse_command(text)
         if command is not None:
             async with self.locks.hold(route.session.id):
+                try:
+                    self._store_command(inbound, route, text)
+                except DuplicateMessage:
+                    yield Reply(kind="duplicate", text="", session_id=route.session.id)
+                    return
                 answer = await self.commands.run(
                     command, CommandContext(engine=self, inbound=inbound, route=route)
                 )
@@ -148,7 +153,9 @@ class Engine:
 
     # --- one turn ----------------------------------------------------------------
 
-    async def _turn(self, inbound: InboundMessage, route: Route, text: str) -> AsyncGenerator[TurnEvent, None]:
+    async def _turn(
+        self, inbound: InboundMessage, route: Route, text: str
+    ) -> AsyncGenerator[TurnEvent, None]:
         session = self.store.get_session(route.session.id) or route.session
         persona = self.persona_for(session)
         try:
@@ -273,6 +280,23 @@ class Engine:
                 sender_name=plan.persona.name,
                 reply_to_id=plan.user_message.id,
                 status=status,
+            ),
+        )
+
+    def _store_command(self, inbound: InboundMessage, route: Route, text: str) -> None:
+        """Record a command as an event; its platform id makes a re-delivery a duplicate."""
+        self.store.append(
+            route.session.id,
+            NewMessage(
+                role="system",
+                content=f"command: {text}",
+                token_count=0,
+                sender_id=route.sender_id,
+                sender_name=inbound.actor.display_name,
+                lane=inbound.lane,
+                platform_chat_id=inbound.chat_id,
+                platform_message_id=inbound.platform_message_id,
+                created_at=inbound.received_at,
             ),
         )
 

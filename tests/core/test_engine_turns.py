@@ -173,3 +173,14 @@ async def test_different_sessions_run_concurrently(tmp_path, fake_openai):
     # Both requests reached the model before either reply finished.
     assert requests_seen_when_first_finished[0] == 2
     await runtime.aclose()
+
+
+async def test_a_redelivered_command_is_run_once(tmp_path):
+    runtime = make_runtime(tmp_path)
+    first = await runtime.engine.respond(inbound("/persona sage", message_id="cmd-1"))
+    again = await runtime.engine.respond(inbound("/persona sage", message_id="cmd-1"))
+    assert first.kind == "command" and "Switched to Sage" in first.text
+    assert again.kind == "duplicate" and not again.should_send
+    events = [m.content for m in runtime.store.messages(first.session_id)]
+    assert events == ["command: /persona sage", "persona switched from ada to sage"]
+    await runtime.aclose()

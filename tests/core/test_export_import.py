@@ -35,7 +35,14 @@ def test_export_import_export_is_lossless(tmp_path, monkeypatch, capsys):
     first_file = tmp_path / "first.json"
     assert main(["export", session_id[:8], "--format", "json", "-o", str(first_file)]) == 0
     first = json.loads(first_file.read_text())
-    assert [m["role"] for m in first["messages"]] == ["user", "assistant", "system", "user", "assistant"]
+    assert [m["role"] for m in first["messages"]] == [
+        "user",
+        "assistant",
+        "system",
+        "system",
+        "user",
+        "assistant",
+    ]
     assert [m["persona_id"] for m in first["messages"] if m["role"] == "assistant"] == ["ada", "sage"]
     assert first["messages"][0]["attachments"][1]["text"] == "Ünïcode notes: ship Friday"
 

@@ -19,10 +19,11 @@ async def test_persona_switch_tags_the_next_turn_and_keeps_earlier_tags(tmp_path
     second = await engine.respond(inbound("and now?"))
     assert (first.persona_id, second.persona_id) == ("ada", "captain")
     stored = runtime.store.messages(second.session_id)
-    assert [(m.role, m.persona_id) for m in stored if m.role != "user"] == [
-        ("assistant", "ada"),
-        ("system", "captain"),
-        ("assistant", "captain"),
+    assert [(m.role, m.persona_id, m.content) for m in stored if m.role != "user"] == [
+        ("assistant", "ada", "reply to: hello"),
+        ("system", None, "command: /persona captain"),
+        ("system", "captain", "persona switched from ada to captain"),
+        ("assistant", "captain", "reply to: and now?"),
     ]
     sent = fake_openai.requests[-1].json["messages"]
     assert sent[0]["role"] == "system" and "Captain Reed" in sent[0]["content"]
