@@ -87,3 +87,27 @@ async def test_link_and_export_import_on_postgres(tmp_path, postgres_url):
         document["session"].pop("created_at")
     assert again == exported
     await runtime.aclose()
+
+
+async def test_memory_offload_snapshot_and_recall_on_postgres(tmp_path, postgres_url):
+    runtime = make_runtime(
+        tmp_path, database_url=postgres_url, memory_turns_threshold="1", memory_idle_seconds="0"
+    )
+    engine = runtime.engine
+
+    async def say(text: str, **where) -> str:
+        reply = await engine.respond(inbound(text, **where))
+        await engine.drain()
+        return reply.text
+
+    await say("We decided the blue database server hosts billing.")
+    await say("We decided to paint the office blue.")
+    await say("It turns out the database server ran out of disk.")
+    await say("We decided the group picnic is on Sunday.", chat_id="g1", chat_kind="group", user_id="u2")
+    recalled = await say("/recall database server disk")
+    assert recalled.splitlines()[0].startswith("1. [conclusion, ")
+    assert "ran out of disk" in recalled.splitlines()[0]
+    assert "picnic" not in recalled
+    listing = await say("/memory")
+    assert "3 remembered items" in listing.splitlines()[0]
+    await runtime.aclose()
