@@ -46,7 +46,6 @@ def settings_for(directory: Path):
         {
             "CHORUS_DATABASE_URL": f"sqlite:///{directory / 'bench.db'}",
             "CHORUS_DATA_DIR": str(directory / "data"),
-            "CHORUS_MEMORY_ENABLED": "false",
         },
     )
 
@@ -154,7 +153,7 @@ async def _engine_turns(turns: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as directory:
         runtime = build_runtime(settings_for(Path(directory)))
         engine = runtime.engine
-        samples = []
+        samples, background = [], []
         started_all = time.perf_counter()
         for index in range(turns):
             inbound = InboundMessage(
@@ -167,17 +166,24 @@ async def _engine_turns(turns: int) -> dict[str, Any]:
             )
             started = time.perf_counter()
             reply = await engine.respond(inbound)
-            samples.append((time.perf_counter() - started) * 1000)
+            replied = time.perf_counter()
+            # After-turn work (memory offload, compaction) runs once the reply is out;
+            # it is timed on its own so the user's wait is not mixed with it.
+            await engine.drain()
+            samples.append((replied - started) * 1000)
+            background.append((time.perf_counter() - replied) * 1000)
             assert reply.kind == "assistant", reply
         elapsed = time.perf_counter() - started_all
         await runtime.aclose()
     return {
         "turns": turns,
-        "turns/s": turns / elapsed,
-        "p50 ms": median(samples),
-        "p99 ms": percentile(samples, 0.99),
+        "turns/s (with after-turn work)": turns / elapsed,
+        "reply p50 ms": median(samples),
+        "reply p99 ms": percentile(samples, 0.99),
+        "after-turn p50 ms": median(background),
+        "after-turn p99 ms": percentile(background, 0.99),
         "peak RSS MB": peak_rss_mb(),
-        "targets": "p50 < 5 ms, RSS < 150 MB",
+        "targets": "reply p50 < 5 ms, RSS < 150 MB",
     }
 
 

@@ -50,11 +50,7 @@ class ContextAssembler:
 
     def view(self, session_id: str) -> ContextView:
         """The rows after the latest summary, with collapses and snips applied."""
-        context = self.settings.context
-        # Enough rows for a window whose every entry is a collapsed range, plus
-        # the messages that left it and wait for compaction.
-        load = CONTEXT_COUNT * max(context.collapse_range_messages, 1) + context.compact_dropped_messages
-        return self.records.view(self.store, session_id, load)
+        return self.records.view(self.store, session_id, CONTEXT_COUNT)
 
     async def assemble(
         self, session: ChatSession, persona: Persona, view: ContextView | None = None

@@ -22,9 +22,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # "/name", "/name@BotName", then arguments after whitespace. "/etc/hosts" is not a command.
-COMMAND_PATTERN = re.compile(
-    r"^/([A-Za-z][A-Za-z0-9_]{0,31})(?:@[A-Za-z0-9_]+)?(?:\s+(.*))?$", re.S
-)
+COMMAND_PATTERN = re.compile(r"^/([A-Za-z][A-Za-z0-9_]{0,31})(?:@[A-Za-z0-9_]+)?(?:\s+(.*))?$", re.S)
 
 
 @dataclass(frozen=True)

@@ -170,9 +170,7 @@ class Settings(BaseSettings):
         return (init_settings,)
 
 
-def load_settings(
-    path: str | Path | None = None, environ: dict[str, str] | None = None
-) -> Settings:
+def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
     """Read the YAML file (if any), apply environment overrides, validate."""
     env = dict(os.environ if environ is None else environ)
     config_path = Path(path or env.get(CONFIG_PATH_ENV, "config.yaml"))
@@ -190,8 +188,7 @@ def load_settings(
         return Settings(**data)
     except ValidationError as error:
         problems = "; ".join(
-            f"{'.'.join(str(part) for part in issue['loc'])}: {issue['msg']}"
-            for issue in error.errors()
+            f"{'.'.join(str(part) for part in issue['loc'])}: {issue['msg']}" for issue in error.errors()
         )
         raise ConfigError(f"Invalid configuration — {problems}") from error
 

@@ -32,7 +32,6 @@ from transcript import (
     Summarise,
     SummaryRun,
     fit_summary,
-    is_snipped,
     keep_recent_cut,
     max_chunk_tokens,
     plan_collapse,
@@ -94,9 +93,9 @@ class ContextManager:
 
     # --- the engine's hooks ------------------------------------------------------
 
-    async def after_turn(self, session: ChatSession) -> None:
+    async def after_turn(self, session: ChatSession, context: Context | None = None) -> None:
         """Collapse and compact as needed; skipped while another job runs for the session."""
-        if session.id in self._busy:
+        if session.id in self._busy or (context is not None and not self._may_need_work(session, context)):
             return
         self._busy.add(session.id)
         try:
@@ -142,7 +141,7 @@ class ContextManager:
             cut = keep_recent_cut(view.rows, self.settings.keep_recent_messages, view.snips)
         elif (
             context.stats.kept_seqs
-            and dropped_messages(view, context) >= self.settings.compact_dropped_messages
+            and self._dropped_messages(session, view, context) >= self.settings.compact_dropped_messages
         ):
             # Only what left the window: the window itself stays verbatim.
             cut = min(context.stats.kept_seqs) - 1
@@ -233,6 +232,31 @@ class ContextManager:
 
     # --- helpers -----------------------------------------------------------------
 
+    def _may_need_work(self, session: ChatSession, context: Context) -> bool:
+        """A cheap check on the turn's own context before rebuilding one after it.
+
+        The reply stored since adds at most `reply_reserve_tokens`; messages that
+        left the window are counted with one indexed query.
+        """
+        budget = context.stats.budget_tokens or 1
+        reply = self.engine.settings.model.reply_reserve_tokens / budget
+        if _share(context) + reply >= min(self.settings.collapse_share, self.settings.compact_share):
+            return True
+        if not context.stats.kept_seqs:
+            return False
+        summarised = self.records.latest_summary_seq(session.id)
+        dropped = self.engine.store.count_conversation(session.id, summarised, min(context.stats.kept_seqs))
+        return dropped >= self.settings.compact_dropped_messages
+
+    def _dropped_messages(self, session: ChatSession, view: ContextView, context: Context) -> int:
+        """Conversation messages after the summary that are older than the window (not snipped)."""
+        return self.engine.store.count_conversation(
+            session.id,
+            view.summary_last_seq,
+            min(context.stats.kept_seqs),
+            skip=[(snip.first_seq, snip.last_seq) for snip in view.snips],
+        )
+
     def _window(self, persona: Persona) -> int:
         return self.engine.settings.model.window_for(self.engine.model_for(persona))
 
@@ -274,18 +298,6 @@ class ContextManager:
             return await work
         finally:
             self.counters.seconds += time.perf_counter() - started
-
-
-def dropped_messages(view: ContextView, context: Context) -> int:
-    """Conversation messages after the summary that are older than the window."""
-    if not context.stats.kept_seqs:
-        return 0
-    first_kept = min(context.stats.kept_seqs)
-    return sum(
-        1
-        for row in view.rows
-        if row.seq < first_kept and row.role != "system" and not is_snipped(row.seq, view.snips)
-    )
 
 
 def _share(context: Context) -> float:

@@ -125,9 +125,7 @@ async def new_command(context: CommandContext, _args: str) -> CommandAnswer:
 def register_core_commands(registry: CommandRegistry) -> None:
     registry.add(Command("help", "show the commands", help_command))
     registry.add(Command("start", "greet and show how to begin", start_command))
-    registry.add(
-        Command("persona", "list personas or switch: /persona <id>", persona_command, usage="[id]")
-    )
+    registry.add(Command("persona", "list personas or switch: /persona <id>", persona_command, usage="[id]"))
     registry.add(Command("status", "show persona, model and context use", status_command))
     registry.add(
         Command(
@@ -138,6 +136,4 @@ def register_core_commands(registry: CommandRegistry) -> None:
         )
     )
     registry.add(Command("unlink", "detach this account from linked ones", unlink_command))
-    registry.add(
-        Command("new", "start a fresh conversation (the old one stays saved)", new_command)
-    )
+    registry.add(Command("new", "start a fresh conversation (the old one stays saved)", new_command))

@@ -39,7 +39,9 @@ from transcript import Context, count_tokens
 
 log = logging.getLogger(__name__)
 
-AfterTurnJob = Callable[[ChatSession], Awaitable[None]]
+# After-turn work gets the session and the context the model saw this turn (None
+# when the turn ended before a context was built), so it can skip rebuilding one.
+AfterTurnJob = Callable[[ChatSession, "Context | None"], Awaitable[None]]
 # Called when the provider rejects a context as too large; returns True when it
 # freed room (collapsed a range), so the engine rebuilds and retries.
 OverflowHandler = Callable[[ChatSession, Context], Awaitable[bool]]
@@ -51,11 +53,13 @@ OVERFLOW_MESSAGE = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass
 class TurnPlan:
     session: ChatSession
     persona: Persona
     user_message: Message
+    # The last context sent to the model, handed on to after-turn work.
+    context: Context | None = None
 
 
 class Engine:
@@ -178,7 +182,7 @@ class Engine:
         async with aclosing(self._generate(plan)) as events:
             async for event in events:
                 yield event
-        self._schedule_after_turn(session)
+        self._schedule_after_turn(session, plan.context)
 
     async def _store_user_message(self, inbound: InboundMessage, route: Route, text: str) -> Message:
         if not text.strip() and not inbound.attachments:
@@ -215,6 +219,7 @@ class Engine:
         try:
             for attempt in range(self.settings.context.overflow_retries + 1):
                 context = await self.assembler.assemble(session, persona)
+                plan.context = context
                 request = ChatRequest(
                     messages=context.messages,
                     model=self.model_for(persona),
@@ -325,16 +330,16 @@ class Engine:
             persona_name=plan.persona.name,
         )
 
-    def _schedule_after_turn(self, session: ChatSession) -> None:
+    def _schedule_after_turn(self, session: ChatSession, context: Context | None) -> None:
         for job in self.after_turn_jobs:
-            task = asyncio.create_task(self._run_job(job, session))
+            task = asyncio.create_task(self._run_job(job, session, context))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
 
     @staticmethod
-    async def _run_job(job: AfterTurnJob, session: ChatSession) -> None:
+    async def _run_job(job: AfterTurnJob, session: ChatSession, context: Context | None) -> None:
         try:
-            await job(session)
+            await job(session, context)
         except Exception:
             # After-turn work must never break a chat; it retries on the next turn.
             log.exception(

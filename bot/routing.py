@@ -28,7 +28,5 @@ def resolve_route(store: Store, inbound: InboundMessage, default_persona: str) -
     if inbound.chat_kind == "private":
         session = store.private_session(account.person_id, default_persona)
     else:
-        session = store.group_session(
-            inbound.lane, inbound.chat_id, inbound.thread_id, default_persona
-        )
+        session = store.group_session(inbound.lane, inbound.chat_id, inbound.thread_id, default_persona)
     return Route(account=account, session=session)

@@ -107,14 +107,10 @@ def _markdown_heading(message: Message) -> str:
     return f"### {message.sender_name or 'user'}{lane} · #{message.seq} · {when}"
 
 
-def import_json(
-    store: Store, attachments: AttachmentStore, document: dict[str, Any]
-) -> ChatSession:
+def import_json(store: Store, attachments: AttachmentStore, document: dict[str, Any]) -> ChatSession:
     """Store an exported transcript as a new session (no route points at it)."""
     if document.get("format") != EXPORT_FORMAT or document.get("version") != EXPORT_VERSION:
-        raise TranscriptFileError(
-            "This file is not a Chorus transcript export (format/version missing)."
-        )
+        raise TranscriptFileError("This file is not a Chorus transcript export (format/version missing).")
     meta = document.get("session") or {}
     session = store.create_session(
         kind=meta.get("kind", "private"),
@@ -125,9 +121,7 @@ def import_json(
     )
     id_by_seq: dict[int, int] = {}
     for item in sorted(document.get("messages", []), key=lambda entry: entry["seq"]):
-        stored_files = tuple(
-            _restore_file(attachments, entry) for entry in item.get("attachments", [])
-        )
+        stored_files = tuple(_restore_file(attachments, entry) for entry in item.get("attachments", []))
         reply_seq = item.get("reply_to_seq")
         stored = store.append(
             session.id,
@@ -149,9 +143,7 @@ def import_json(
             ),
         )
         if stored.seq != item["seq"]:
-            raise TranscriptFileError(
-                f"Message sequence {item['seq']} is out of order in the export."
-            )
+            raise TranscriptFileError(f"Message sequence {item['seq']} is out of order in the export.")
         id_by_seq[stored.seq] = stored.id or 0
     return store.get_session(session.id) or session
 

@@ -19,7 +19,7 @@ from bot.memory.recall import Recall, TurnMemory
 from bot.providers.base import ChatProvider
 from bot.storage.memory_store import MemoryStore
 from bot.storage.models import ChatSession
-from transcript import TranscriptRow
+from transcript import Context, TranscriptRow
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class MemoryService:
         self._idle: dict[str, tuple[asyncio.TimerHandle, ChatSession]] = {}
         self._flushes: set[asyncio.Task[OffloadResult | None]] = set()
 
-    async def after_turn(self, session: ChatSession) -> None:
+    async def after_turn(self, session: ChatSession, _context: Context | None = None) -> None:
         """An engine after-turn job: offload when due, then wait for the session to go idle."""
         if not self.settings.enabled:
             return

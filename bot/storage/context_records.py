@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
-from sqlalchemy import func, update
+from sqlalchemy import ScalarSelect, Table, func, or_, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -20,6 +21,9 @@ from bot.storage.database import open_session
 from bot.storage.models import utcnow
 from bot.storage.store import Store
 from transcript import Collapse, Snip, TranscriptRow, count_tokens, project_view
+
+RECORDS = cast(Table, ContextRecord.__table__)
+SNIPS = cast(Table, ContextSnip.__table__)
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,13 @@ class ContextRecords:
                 .limit(1)
             ).first()
 
+    def latest_summary_seq(self, session_id: str) -> int:
+        """The last message seq the newest summary covers (0 without a summary)."""
+        with self.engine.connect() as connection:
+            return int(
+                connection.execute(select(func.coalesce(_latest_summary_seq(session_id), 0))).scalar_one()
+            )
+
     def summary_updates(self, session_id: str) -> int:
         with self._session() as db:
             return db.exec(
@@ -95,13 +106,45 @@ class ContextRecords:
                 )
             ]
 
-    def view(self, store: Store, session_id: str, load_rows: int) -> ContextView:
-        """The context state, reading at most the newest `load_rows` stored rows."""
-        summary = self.latest_summary(session_id)
+    def view(self, store: Store, session_id: str, window_entries: int) -> ContextView:
+        """The context state, with just enough stored rows for `window_entries` projected entries.
+
+        Built on every turn: two small indexed queries for the records, then the
+        rows after the summary — each collapsed range shows as one entry and a
+        snipped message as none, so those ranges add to what is loaded.
+        """
+        with self.engine.connect() as connection:
+            records = connection.execute(
+                select(*RECORDS.c)
+                .where(
+                    RECORDS.c.session_id == session_id,
+                    or_(
+                        RECORDS.c.kind == COLLAPSE,
+                        RECORDS.c.last_seq == _latest_summary_seq(session_id),
+                    ),
+                )
+                .order_by(RECORDS.c.first_seq)
+            ).all()
+            snips = [
+                Snip(row.first_seq, row.last_seq)
+                for row in connection.execute(
+                    select(SNIPS.c.first_seq, SNIPS.c.last_seq)
+                    .where(SNIPS.c.session_id == session_id, SNIPS.c.undone_at.is_(None))
+                    .order_by(SNIPS.c.id)
+                )
+            ]
+        summaries = [record for record in records if record.kind == SUMMARY]
+        summary = ContextRecord(**summaries[-1]._mapping) if summaries else None
         after = summary.last_seq if summary is not None else 0
-        collapses = self.collapses(session_id, after)
-        snips = self.snips(session_id)
-        rows = [row for row in store.recent_rows(session_id, load_rows) if row.seq > after]
+        collapses = [
+            Collapse(record.first_seq, record.last_seq, record.text)
+            for record in records
+            if record.kind == COLLAPSE and record.first_seq > after
+        ]
+        hidden = sum(c.last_seq - c.first_seq for c in collapses) + sum(
+            snip.last_seq - max(snip.first_seq, after + 1) + 1 for snip in snips if snip.last_seq > after
+        )
+        rows = store.recent_rows(session_id, window_entries + hidden, after_seq=after)
         return ContextView(
             summary=summary,
             collapses=collapses,
@@ -191,3 +234,11 @@ def _insert(db: Session, record: ContextRecord) -> ContextRecord | None:
         db.rollback()
         return None
     return record
+
+
+def _latest_summary_seq(session_id: str) -> ScalarSelect[Any]:
+    return (
+        select(func.max(RECORDS.c.last_seq))
+        .where(RECORDS.c.session_id == session_id, RECORDS.c.kind == SUMMARY)
+        .scalar_subquery()
+    )

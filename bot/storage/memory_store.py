@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, func, text, update
+from sqlalchemy import Table, delete, func, text, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from bot.memory.ranking import relevance_scores
 from bot.storage.database import open_session
 from bot.storage.memory_models import MemoryCursor, MemoryItem
 from bot.storage.models import ChatSession, Message, utcnow
@@ -23,7 +24,11 @@ from bot.storage.models import ChatSession, Message, utcnow
 # Distilled items outrank raw messages of similar relevance in recall.
 MEMORY_RANK_WEIGHT = 1.25
 # Enough terms to find what a question is about, few enough to keep one query cheap.
+ITEMS = cast(Table, MemoryItem.__table__)
 MAX_QUERY_TERMS = 16
+# Recall ranks the newest matches of each source by relevance; bounding them keeps
+# a turn's search cost flat however long the history grows.
+RECALL_CANDIDATES = 50
 
 
 @dataclass(frozen=True)
@@ -219,15 +224,15 @@ class MemoryStore:
 
     def recent_items(self, owner: Owner, limit: int) -> list[MemoryItem]:
         """The owner's most recently written or reinforced items, newest first."""
-        with self._session() as db:
-            return list(
-                db.exec(
-                    select(MemoryItem)
-                    .where(MemoryItem.owner_kind == owner.kind, MemoryItem.owner_id == owner.id)
-                    .order_by(col(MemoryItem.updated_at).desc(), col(MemoryItem.id).desc())
-                    .limit(limit)
-                )
-            )
+        # Read on every turn for the snapshot: a Core statement, not the ORM.
+        with self.engine.connect() as connection:
+            rows = connection.execute(
+                select(ITEMS)
+                .where(ITEMS.c.owner_kind == owner.kind, ITEMS.c.owner_id == owner.id)
+                .order_by(ITEMS.c.updated_at.desc(), ITEMS.c.id.desc())
+                .limit(limit)
+            ).all()
+        return [MemoryItem(**row._mapping) for row in rows]
 
     def all_items(self, owner: Owner) -> list[MemoryItem]:
         """Every item of the owner, oldest first (for export)."""
@@ -303,24 +308,29 @@ class MemoryStore:
             "window_from": window_from_seq if window_from_seq is not None else 2**62,
             "limit": limit,
         }
+        params["candidates"] = RECALL_CANDIDATES
         if self.engine.dialect.name == "postgresql":
             params["query"] = " | ".join(unique_terms)
             statement = _POSTGRES_SEARCH
         else:
-            params["query"] = " OR ".join(f'"{term}"' for term in unique_terms)
+            # The owner token narrows the match inside the index (see migration 0003).
+            owner_token = f"{owner.kind}:{owner.id}".encode().hex().upper()
+            any_term = " OR ".join(f'"{term}"' for term in unique_terms)
+            params["memory_query"] = f'owner:"{owner_token}" AND search_text:({any_term})'
+            params["message_query"] = f'owner:"{owner_token}" AND content:({any_term})'
             statement = _SQLITE_SEARCH
-        # One statement: the best `limit` of each source. Scores of two indexes are
-        # not on one scale, so each is divided by its source's best before merging.
         parts = [statement["memory"]] + ([statement["messages"]] if include_messages else [])
-        sql = " UNION ALL ".join(
-            f"SELECT * FROM ({part} ORDER BY score DESC LIMIT :limit) AS part_{n}"
-            for n, part in enumerate(parts)
-        )
         with self.engine.connect() as connection:
-            rows = connection.execute(text(sql), params).all()
+            rows = connection.execute(text(" UNION ALL ".join(parts)), params).all()
+        if self.engine.dialect.name == "postgresql":
+            scores = [float(row.score) for row in rows]
+        else:
+            scores = relevance_scores([row.content for row in rows], unique_terms)
+        # Scores of two sources are not on one scale, so each is divided by its
+        # source's best before merging.
         best: dict[str, float] = {}
-        for row in rows:
-            best[row.source] = max(best.get(row.source, 0.0), float(row.score))
+        for row, score in zip(rows, scores, strict=True):
+            best[row.source] = max(best.get(row.source, 0.0), score)
         hits = [
             RecallHit(
                 source=row.source,
@@ -330,52 +340,57 @@ class MemoryStore:
                 session_id=row.session_id,
                 seq=row.seq,
                 created_at=_as_datetime(row.created_at),
-                score=_relative(float(row.score), best[row.source])
+                score=_relative(score, best[row.source])
                 * (MEMORY_RANK_WEIGHT if row.source == "memory" else 1.0),
             )
-            for row in rows
+            for row, score in zip(rows, scores, strict=True)
+            if score > 0
         ]
         hits.sort(key=lambda hit: hit.score, reverse=True)
         return hits[:limit]
 
 
-# bm25() is lower-is-better; it is negated so both backends rank by a higher score.
+# The newest matches of each source; `relevance_scores` ranks them (see bot/memory/ranking.py).
 _SQLITE_SEARCH = {
     "memory": (
         "SELECT 'memory' AS source, m.id AS id, m.content AS content, m.kind AS label, "
-        "m.session_id AS session_id, m.source_seq AS seq, m.created_at AS created_at, "
-        "-bm25(memory_items_fts) AS score "
-        "FROM memory_items_fts JOIN memory_items m ON m.id = memory_items_fts.rowid "
-        "WHERE memory_items_fts MATCH :query AND m.owner_kind = :owner_kind "
-        "AND m.owner_id = :owner_id"
+        "m.session_id AS session_id, m.source_seq AS seq, m.created_at AS created_at "
+        "FROM (SELECT rowid FROM memory_items_fts "
+        "WHERE memory_items_fts MATCH :memory_query ORDER BY rowid DESC LIMIT :candidates) AS hits "
+        "JOIN memory_items m ON m.id = hits.rowid "
+        "WHERE m.owner_kind = :owner_kind AND m.owner_id = :owner_id"
     ),
     "messages": (
         "SELECT 'message' AS source, g.id AS id, g.content AS content, g.role AS label, "
-        "g.session_id AS session_id, g.seq AS seq, g.created_at AS created_at, "
-        "-bm25(messages_fts) AS score "
-        "FROM messages_fts JOIN messages g ON g.id = messages_fts.rowid "
-        "JOIN sessions s ON s.id = g.session_id "
-        "WHERE messages_fts MATCH :query AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id "
-        "AND g.role != 'system' AND NOT (g.session_id = :window_session AND g.seq >= :window_from)"
+        "g.session_id AS session_id, g.seq AS seq, g.created_at AS created_at "
+        "FROM (SELECT rowid FROM messages_fts "
+        "WHERE messages_fts MATCH :message_query ORDER BY rowid DESC LIMIT :candidates) AS hits "
+        "JOIN messages g ON g.id = hits.rowid JOIN sessions s ON s.id = g.session_id "
+        "WHERE s.owner_kind = :owner_kind AND s.owner_id = :owner_id "
+        "AND NOT (g.session_id = :window_session AND g.seq >= :window_from)"
     ),
 }
 _POSTGRES_SEARCH = {
-    "memory": (
-        "SELECT 'memory' AS source, m.id AS id, m.content AS content, m.kind AS label, "
-        "m.session_id AS session_id, m.source_seq AS seq, m.created_at AS created_at, "
-        "ts_rank(to_tsvector('simple', m.search_text), to_tsquery('simple', :query)) AS score "
-        "FROM memory_items m WHERE to_tsvector('simple', m.search_text) @@ to_tsquery('simple', :query) "
-        "AND m.owner_kind = :owner_kind AND m.owner_id = :owner_id"
-    ),
-    "messages": (
-        "SELECT 'message' AS source, g.id AS id, g.content AS content, g.role AS label, "
-        "g.session_id AS session_id, g.seq AS seq, g.created_at AS created_at, "
-        "ts_rank(to_tsvector('simple', g.content), to_tsquery('simple', :query)) AS score "
-        "FROM messages g JOIN sessions s ON s.id = g.session_id "
-        "WHERE to_tsvector('simple', g.content) @@ to_tsquery('simple', :query) "
-        "AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND g.role != 'system' "
-        "AND NOT (g.session_id = :window_session AND g.seq >= :window_from)"
-    ),
+    source: f"SELECT * FROM ({query}) AS newest_matches"
+    for source, query in {
+        "memory": (
+            "SELECT 'memory' AS source, m.id AS id, m.content AS content, m.kind AS label, "
+            "m.session_id AS session_id, m.source_seq AS seq, m.created_at AS created_at, "
+            "ts_rank(to_tsvector('simple', m.search_text), to_tsquery('simple', :query)) AS score "
+            "FROM memory_items m WHERE to_tsvector('simple', m.search_text) @@ to_tsquery('simple', :query) "
+            "AND m.owner_kind = :owner_kind AND m.owner_id = :owner_id ORDER BY m.id DESC LIMIT :candidates"
+        ),
+        "messages": (
+            "SELECT 'message' AS source, g.id AS id, g.content AS content, g.role AS label, "
+            "g.session_id AS session_id, g.seq AS seq, g.created_at AS created_at, "
+            "ts_rank(to_tsvector('simple', g.content), to_tsquery('simple', :query)) AS score "
+            "FROM messages g JOIN sessions s ON s.id = g.session_id "
+            "WHERE to_tsvector('simple', g.content) @@ to_tsquery('simple', :query) "
+            "AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND g.role != 'system' "
+            "AND NOT (g.session_id = :window_session AND g.seq >= :window_from) "
+            "ORDER BY g.id DESC LIMIT :candidates"
+        ),
+    }.items()
 }
 
 

@@ -35,6 +35,8 @@ from bot.storage.models import (
 from transcript import AttachmentRef, TranscriptRow
 
 SESSIONS = cast(Table, ChatSession.__table__)
+PERSONS = cast(Table, Person.__table__)
+ACCOUNTS = cast(Table, Account.__table__)
 MESSAGES = cast(Table, Message.__table__)
 ATTACHMENTS = cast(Table, Attachment.__table__)
 ROW_COLUMNS = (
@@ -115,6 +117,15 @@ class Store:
 
     def account(self, lane: str, platform_user_id: str, display_name: str, username: str | None) -> Account:
         """The account for this platform user, created with a new person if unseen."""
+        # Every message looks its sender up: the common case (known, unchanged) is one Core read.
+        with self.engine.connect() as connection:
+            known = connection.execute(
+                select(ACCOUNTS).where(
+                    ACCOUNTS.c.lane == lane, ACCOUNTS.c.platform_user_id == platform_user_id
+                )
+            ).first()
+        if known is not None and (known.display_name, known.username) == (display_name, username):
+            return Account(**known._mapping)
         with self._session() as db:
             found = db.exec(
                 select(Account).where(Account.lane == lane, Account.platform_user_id == platform_user_id)
@@ -145,6 +156,14 @@ class Store:
 
     def private_session(self, person_id: str, default_persona: str) -> ChatSession:
         """The person's active private session, created on first use."""
+        with self.engine.connect() as connection:
+            active = connection.execute(
+                select(SESSIONS)
+                .join(PERSONS, PERSONS.c.active_session_id == SESSIONS.c.id)
+                .where(PERSONS.c.id == person_id)
+            ).first()
+        if active is not None:
+            return ChatSession(**active._mapping)
         with self._session() as db:
             person = db.get(Person, person_id)
             if person is None:
@@ -321,8 +340,9 @@ class Store:
     # --- sessions ------------------------------------------------------------
 
     def get_session(self, session_id: str) -> ChatSession | None:
-        with self._session() as db:
-            return db.get(ChatSession, session_id)
+        with self.engine.connect() as connection:
+            found = connection.execute(select(SESSIONS).where(SESSIONS.c.id == session_id)).first()
+        return ChatSession(**found._mapping) if found is not None else None
 
     def find_session(self, prefix: str) -> ChatSession | None:
         """A session by id or unambiguous id prefix (as typed on a command line)."""
@@ -469,8 +489,8 @@ class Store:
                 .order_by(col(Message.id).desc())
             ).first()
 
-    def recent_rows(self, session_id: str, limit: int) -> list[TranscriptRow]:
-        """The newest `limit` conversation rows (no `system` events), oldest first.
+    def recent_rows(self, session_id: str, limit: int, after_seq: int = 0) -> list[TranscriptRow]:
+        """The newest `limit` conversation rows after `after_seq` (no `system` events), oldest first.
 
         Read on every turn, so it costs one indexed query (two when some of the
         rows carry attachments), whatever the length of the history.
@@ -478,7 +498,11 @@ class Store:
         with self.engine.connect() as connection:
             newest_first = connection.execute(
                 select(*ROW_COLUMNS)
-                .where(MESSAGES.c.session_id == session_id, MESSAGES.c.role != "system")
+                .where(
+                    MESSAGES.c.session_id == session_id,
+                    MESSAGES.c.seq > after_seq,
+                    MESSAGES.c.role != "system",
+                )
                 .order_by(MESSAGES.c.seq.desc())
                 .limit(limit)
             ).all()
@@ -507,6 +531,25 @@ class Store:
             )
             for row in found
         ]
+
+    def count_conversation(
+        self, session_id: str, after_seq: int, before_seq: int, skip: Sequence[tuple[int, int]] = ()
+    ) -> int:
+        """Conversation messages with after_seq < seq < before_seq, outside the `skip` ranges."""
+        query = (
+            select(func.count())
+            .select_from(MESSAGES)
+            .where(
+                MESSAGES.c.session_id == session_id,
+                MESSAGES.c.seq > after_seq,
+                MESSAGES.c.seq < before_seq,
+                MESSAGES.c.role != "system",
+            )
+        )
+        for first, last in skip:
+            query = query.where(~MESSAGES.c.seq.between(first, last))
+        with self.engine.connect() as connection:
+            return int(connection.execute(query).scalar_one())
 
     def rows_between(self, session_id: str, first_seq: int, last_seq: int) -> list[TranscriptRow]:
         """Conversation rows with first_seq <= seq <= last_seq, oldest first."""

@@ -51,7 +51,7 @@ async def open_demo(browser: Browser, base_url: str, **context_options: object) 
     context = await browser.new_context(**context_options)  # type: ignore[arg-type]
     page = await context.new_page()
     await page.goto(base_url + "/")
-    await page.wait_for_selector("select.persona-picker option", state="attached")
+    await page.wait_for_selector("#chorus-widget[data-ready]", state="attached")
     return page
 
 
@@ -135,7 +135,7 @@ async def test_conversation_is_restored_after_a_reload(browser: Browser, server:
     page = await open_demo(browser, server.base_url)
     await send(page, "remember the number 42")
     await page.reload()
-    await page.wait_for_selector(FINISHED_ASSISTANT)
+    await page.wait_for_selector("#chorus-widget[data-ready]", state="attached")
     messages = page.locator("[data-role=message]")
     assert await messages.count() == 2
     assert await messages.nth(0).inner_text() == "remember the number 42"

@@ -191,7 +191,7 @@
   }
 
   // --- the widget ---------------------------------------------------------------
-  var state = { sessionId: null, persona: null, personas: [], limits: null, nextBefore: null, pending: [], sending: false };
+  var state = { sessionId: null, persona: null, personas: [], limits: null, nextBefore: null, pending: [], sending: false, loading: false };
 
   var host = el("div", { id: "chorus-widget" });
   var root = host.attachShadow({ mode: "open" });
@@ -298,6 +298,9 @@
 
   function loadHistory(fresh) {
     var query = "?limit=" + HISTORY_PAGE + (!fresh && state.nextBefore ? "&before=" + state.nextBefore : "");
+    // A fresh load replaces the whole log: sending waits for it, or the reply being
+    // streamed would be wiped when the history arrives.
+    if (fresh) setLoading(true);
     return requestJson("/api/sessions/" + state.sessionId + "/messages" + query).then(function (page) {
       if (fresh) {
         while (log.lastChild !== earlierButton) log.removeChild(log.lastChild);
@@ -312,6 +315,8 @@
       state.nextBefore = page.next_before;
       earlierButton.hidden = !page.next_before;
       if (fresh) scrollDown();
+    }).finally(function () {
+      if (fresh) setLoading(false);
     });
   }
 
@@ -445,7 +450,7 @@
   function send() {
     var text = textarea.value;
     var files = state.pending.slice();
-    if (state.sending || !state.sessionId || (!text.trim() && !files.length)) return;
+    if (state.sending || state.loading || !state.sessionId || (!text.trim() && !files.length)) return;
     textarea.value = "";
     state.pending = [];
     renderPending();
@@ -530,7 +535,15 @@
 
   function setSending(sending) {
     state.sending = sending;
-    sendButton.disabled = sending;
+    sendButton.disabled = sending || state.loading;
+  }
+
+  function setLoading(loading) {
+    state.loading = loading;
+    sendButton.disabled = loading || state.sending;
+    // Lets embedding pages (and tests) know the conversation is on screen.
+    if (loading) host.removeAttribute("data-ready");
+    else host.setAttribute("data-ready", "");
   }
 
   // --- persona picker -----------------------------------------------------------

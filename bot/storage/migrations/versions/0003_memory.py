@@ -4,7 +4,8 @@ Revision ID: 0003_memory
 Revises: 0002_context
 
 Full-text search: on SQLite, FTS5 tables kept in step with `memory_items` and
-`messages` by triggers (the porter stemmer over unicode61 words); on PostgreSQL,
+`messages` by triggers (the porter stemmer over unicode61 words, each row tagged
+with its owner); on PostgreSQL,
 GIN indexes over the same `to_tsvector('simple', ...)` expressions the recall
 queries use.
 """
@@ -22,22 +23,36 @@ depends_on = None
 
 _FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 
+# Each indexed row carries its owner as one token (the hex of "kind:id"), so a
+# search matches the owner's rows inside the index instead of filtering every
+# owner's matches afterwards: recall stays fast however many people use the bot.
+_OWNER_TOKEN = "hex({kind} || ':' || {id})"
 
-def _fts_statements(table: str, column: str) -> list[str]:
-    index = f"{table}_fts"
-    return [
-        f"CREATE VIRTUAL TABLE {index} USING fts5({column}, content='{table}', "
-        f"content_rowid='id', tokenize='{_FTS_TOKENIZER}')",
-        f"CREATE TRIGGER {index}_insert AFTER INSERT ON {table} BEGIN "
-        f"INSERT INTO {index}(rowid, {column}) VALUES (new.id, new.{column}); END",
-        f"CREATE TRIGGER {index}_delete AFTER DELETE ON {table} BEGIN "
-        f"INSERT INTO {index}({index}, rowid, {column}) VALUES ('delete', old.id, old.{column}); END",
-        f"CREATE TRIGGER {index}_update AFTER UPDATE OF {column} ON {table} BEGIN "
-        f"INSERT INTO {index}({index}, rowid, {column}) VALUES ('delete', old.id, old.{column}); "
-        f"INSERT INTO {index}(rowid, {column}) VALUES (new.id, new.{column}); END",
-        # Messages stored before this migration become searchable too.
-        f"INSERT INTO {index}({index}) VALUES ('rebuild')",
-    ]
+_SQLITE_FTS = [
+    # Memory items are few and may be forgotten: a plain FTS5 table that supports deletes.
+    f"CREATE VIRTUAL TABLE memory_items_fts USING fts5(owner, search_text, tokenize='{_FTS_TOKENIZER}')",
+    "CREATE TRIGGER memory_items_fts_insert AFTER INSERT ON memory_items BEGIN "
+    "INSERT INTO memory_items_fts(rowid, owner, search_text) VALUES (new.id, "
+    + _OWNER_TOKEN.format(kind="new.owner_kind", id="new.owner_id")
+    + ", new.search_text); END",
+    "CREATE TRIGGER memory_items_fts_delete AFTER DELETE ON memory_items BEGIN "
+    "DELETE FROM memory_items_fts WHERE rowid = old.id; END",
+    "CREATE TRIGGER memory_items_fts_update AFTER UPDATE OF search_text ON memory_items BEGIN "
+    "DELETE FROM memory_items_fts WHERE rowid = old.id; "
+    "INSERT INTO memory_items_fts(rowid, owner, search_text) VALUES (new.id, "
+    + _OWNER_TOKEN.format(kind="new.owner_kind", id="new.owner_id")
+    + ", new.search_text); END",
+    # Messages are append-only and many: a contentless index (no second copy of the text).
+    f"CREATE VIRTUAL TABLE messages_fts USING fts5(owner, content, content='', tokenize='{_FTS_TOKENIZER}')",
+    "CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages WHEN new.role != 'system' BEGIN "
+    "INSERT INTO messages_fts(rowid, owner, content) SELECT new.id, "
+    + _OWNER_TOKEN.format(kind="s.owner_kind", id="s.owner_id")
+    + ", new.content FROM sessions s WHERE s.id = new.session_id; END",
+    # Messages stored before this migration become searchable too.
+    "INSERT INTO messages_fts(rowid, owner, content) SELECT m.id, "
+    + _OWNER_TOKEN.format(kind="s.owner_kind", id="s.owner_id")
+    + ", m.content FROM messages m JOIN sessions s ON s.id = m.session_id WHERE m.role != 'system'",
+]
 
 
 def upgrade() -> None:
@@ -85,9 +100,7 @@ def upgrade() -> None:
 
     dialect = op.get_bind().dialect.name
     if dialect == "sqlite":
-        for statement in _fts_statements("memory_items", "search_text") + _fts_statements(
-            "messages", "content"
-        ):
+        for statement in _SQLITE_FTS:
             op.execute(statement)
     elif dialect == "postgresql":
         op.execute(
@@ -99,9 +112,14 @@ def upgrade() -> None:
 def downgrade() -> None:
     dialect = op.get_bind().dialect.name
     if dialect == "sqlite":
+        for trigger in (
+            "memory_items_fts_insert",
+            "memory_items_fts_delete",
+            "memory_items_fts_update",
+            "messages_fts_insert",
+        ):
+            op.execute(f"DROP TRIGGER IF EXISTS {trigger}")
         for index in ("memory_items_fts", "messages_fts"):
-            for suffix in ("insert", "delete", "update"):
-                op.execute(f"DROP TRIGGER IF EXISTS {index}_{suffix}")
             op.execute(f"DROP TABLE IF EXISTS {index}")
     elif dialect == "postgresql":
         op.execute("DROP INDEX IF EXISTS ix_messages_fts")
