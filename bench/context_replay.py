@@ -10,6 +10,7 @@ the window, compactions, collapses, overflow recoveries, errors reaching users,
 and context-management time per turn (background work included).
 
 Run: .venv/bin/python bench/context_replay.py [--conversations N] [--turns N] [--window 4000]
+         [--compact-share 0.95 --collapse-share 0.6]
 """
 
 from __future__ import annotations
@@ -99,7 +100,14 @@ def turn_text(turn: dict[str, Any]) -> str:
     return text
 
 
-async def replay(path: Path, *, window: int, max_turns: int | None) -> dict[str, Any]:
+async def replay(
+    path: Path,
+    *,
+    window: int,
+    max_turns: int | None,
+    shares: dict[str, str] | None = None,
+    model_window: int | None = None,
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(
             REPO_CONFIG,
@@ -108,9 +116,12 @@ async def replay(path: Path, *, window: int, max_turns: int | None) -> dict[str,
                 "CHORUS_DATA_DIR": f"{tmp}/data",
                 "CHORUS_MODEL_CONTEXT_WINDOW": str(window),
                 "CHORUS_MEMORY_ENABLED": "false",
+                **(shares or {}),
             },
         )
-        model = WindowedModel(window)
+        # A model whose real window is smaller than the configured one rejects requests
+        # the budget let through: the overflow-recovery path.
+        model = WindowedModel(model_window or window)
         runtime = build_runtime(settings, provider=model)
         assert runtime.context is not None
         counters = runtime.context.counters
@@ -184,10 +195,33 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--conversations", type=int, default=None, help="replay only the first N files")
     parser.add_argument("--turns", type=int, default=None, help="replay only the first N turns of each")
     parser.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="model context window, tokens")
+    parser.add_argument("--compact-share", help="override context.compact_share")
+    parser.add_argument("--collapse-share", help="override context.collapse_share")
+    parser.add_argument(
+        "--model-window", type=int, help="the model's real window, when smaller than the configured one"
+    )
     args = parser.parse_args(argv if argv is not None else [])
     logging.basicConfig(level=logging.ERROR)
     files = locomo_files()[: args.conversations]
-    rows = [asyncio.run(replay(path, window=args.window, max_turns=args.turns)) for path in files]
+    # Collapse runs when the context nears the limit; with the shipped shares,
+    # compaction (70%) keeps it below the collapse threshold (85%), so exercising
+    # collapse in a replay takes a lower collapse share than compaction share.
+    shares = {
+        name: value
+        for name, value in (
+            ("CHORUS_CONTEXT_COMPACT_SHARE", args.compact_share),
+            ("CHORUS_CONTEXT_COLLAPSE_SHARE", args.collapse_share),
+        )
+        if value is not None
+    }
+    rows = [
+        asyncio.run(
+            replay(
+                path, window=args.window, max_turns=args.turns, shares=shares, model_window=args.model_window
+            )
+        )
+        for path in files
+    ]
     rows.append(total_row(rows))
     print(markdown_table(rows))
     return rows
