@@ -16,7 +16,6 @@ from sqlalchemy import Table, delete, func, text, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from bot.memory.ranking import relevance_scores
 from bot.storage.database import open_session
 from bot.storage.memory_models import MemoryCursor, MemoryItem
 from bot.storage.models import ChatSession, Message, utcnow
@@ -25,10 +24,11 @@ from bot.storage.models import ChatSession, Message, utcnow
 MEMORY_RANK_WEIGHT = 1.25
 # Enough terms to find what a question is about, few enough to keep one query cheap.
 ITEMS = cast(Table, MemoryItem.__table__)
-MAX_QUERY_TERMS = 16
-# Recall ranks the newest matches of each source by relevance; bounding them keeps
-# a turn's search cost flat however long the history grows.
-RECALL_CANDIDATES = 50
+# Ranking costs grow with how many rows match a term, so a query keeps only its
+# most distinctive words: longer words are rarer, the cheapest proxy for IDF.
+MAX_QUERY_TERMS = 8
+# Rows of the current window that may be ranked before being left out.
+WINDOW_ALLOWANCE = 40
 
 
 @dataclass(frozen=True)
@@ -298,7 +298,7 @@ class MemoryStore:
         Messages of `window_session_id` from `window_from_seq` on are the model's
         current window and are left out.
         """
-        unique_terms = list(dict.fromkeys(term for term in terms if term))[:MAX_QUERY_TERMS]
+        unique_terms = distinctive_terms(terms)
         if not unique_terms or limit <= 0:
             return []
         params: dict[str, Any] = {
@@ -307,8 +307,10 @@ class MemoryStore:
             "window_session": window_session_id or "",
             "window_from": window_from_seq if window_from_seq is not None else 2**62,
             "limit": limit,
+            # The window's own messages match their query best; they are taken out
+            # after ranking, so rank enough to still have `limit` left.
+            "candidates": limit + WINDOW_ALLOWANCE,
         }
-        params["candidates"] = RECALL_CANDIDATES
         if self.engine.dialect.name == "postgresql":
             params["query"] = " | ".join(unique_terms)
             statement = _POSTGRES_SEARCH
@@ -320,12 +322,10 @@ class MemoryStore:
             params["message_query"] = f'owner:"{owner_token}" AND content:({any_term})'
             statement = _SQLITE_SEARCH
         parts = [statement["memory"]] + ([statement["messages"]] if include_messages else [])
+        sql = " UNION ALL ".join(f"SELECT * FROM ({part}) AS part_{n}" for n, part in enumerate(parts))
         with self.engine.connect() as connection:
-            rows = connection.execute(text(" UNION ALL ".join(parts)), params).all()
-        if self.engine.dialect.name == "postgresql":
-            scores = [float(row.score) for row in rows]
-        else:
-            scores = relevance_scores([row.content for row in rows], unique_terms)
+            rows = connection.execute(text(sql), params).all()
+        scores = [float(row.score) for row in rows]
         # Scores of two sources are not on one scale, so each is divided by its
         # source's best before merging.
         best: dict[str, float] = {}
@@ -350,35 +350,36 @@ class MemoryStore:
         return hits[:limit]
 
 
-# The newest matches of each source; `relevance_scores` ranks them (see bot/memory/ranking.py).
+# bm25() is lower-is-better; it is negated so both backends rank by a higher score.
+# The owner column gets weight 0: it narrows the match and takes no part in ranking.
 _SQLITE_SEARCH = {
     "memory": (
         "SELECT 'memory' AS source, m.id AS id, m.content AS content, m.kind AS label, "
-        "m.session_id AS session_id, m.source_seq AS seq, m.created_at AS created_at "
-        "FROM (SELECT rowid FROM memory_items_fts "
-        "WHERE memory_items_fts MATCH :memory_query ORDER BY rowid DESC LIMIT :candidates) AS hits "
+        "m.session_id AS session_id, m.source_seq AS seq, m.created_at AS created_at, hits.score AS score "
+        "FROM (SELECT rowid, -bm25(memory_items_fts, 0.0, 1.0) AS score FROM memory_items_fts "
+        "WHERE memory_items_fts MATCH :memory_query ORDER BY score DESC LIMIT :candidates) AS hits "
         "JOIN memory_items m ON m.id = hits.rowid "
         "WHERE m.owner_kind = :owner_kind AND m.owner_id = :owner_id"
     ),
     "messages": (
         "SELECT 'message' AS source, g.id AS id, g.content AS content, g.role AS label, "
-        "g.session_id AS session_id, g.seq AS seq, g.created_at AS created_at "
-        "FROM (SELECT rowid FROM messages_fts "
-        "WHERE messages_fts MATCH :message_query ORDER BY rowid DESC LIMIT :candidates) AS hits "
+        "g.session_id AS session_id, g.seq AS seq, g.created_at AS created_at, hits.score AS score "
+        "FROM (SELECT rowid, -bm25(messages_fts, 0.0, 1.0) AS score FROM messages_fts "
+        "WHERE messages_fts MATCH :message_query ORDER BY score DESC LIMIT :candidates) AS hits "
         "JOIN messages g ON g.id = hits.rowid JOIN sessions s ON s.id = g.session_id "
         "WHERE s.owner_kind = :owner_kind AND s.owner_id = :owner_id "
         "AND NOT (g.session_id = :window_session AND g.seq >= :window_from)"
     ),
 }
 _POSTGRES_SEARCH = {
-    source: f"SELECT * FROM ({query}) AS newest_matches"
+    source: f"SELECT * FROM ({query}) AS best_matches"
     for source, query in {
         "memory": (
             "SELECT 'memory' AS source, m.id AS id, m.content AS content, m.kind AS label, "
             "m.session_id AS session_id, m.source_seq AS seq, m.created_at AS created_at, "
             "ts_rank(to_tsvector('simple', m.search_text), to_tsquery('simple', :query)) AS score "
             "FROM memory_items m WHERE to_tsvector('simple', m.search_text) @@ to_tsquery('simple', :query) "
-            "AND m.owner_kind = :owner_kind AND m.owner_id = :owner_id ORDER BY m.id DESC LIMIT :candidates"
+            "AND m.owner_kind = :owner_kind AND m.owner_id = :owner_id ORDER BY score DESC LIMIT :candidates"
         ),
         "messages": (
             "SELECT 'message' AS source, g.id AS id, g.content AS content, g.role AS label, "
@@ -388,10 +389,16 @@ _POSTGRES_SEARCH = {
             "WHERE to_tsvector('simple', g.content) @@ to_tsquery('simple', :query) "
             "AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND g.role != 'system' "
             "AND NOT (g.session_id = :window_session AND g.seq >= :window_from) "
-            "ORDER BY g.id DESC LIMIT :candidates"
+            "ORDER BY score DESC LIMIT :candidates"
         ),
     }.items()
 }
+
+
+def distinctive_terms(terms: Sequence[str]) -> list[str]:
+    """At most MAX_QUERY_TERMS distinct terms, the longest first (ties keep query order)."""
+    unique = list(dict.fromkeys(term for term in terms if term))
+    return sorted(unique, key=len, reverse=True)[:MAX_QUERY_TERMS]
 
 
 def _relative(score: float, best: float) -> float:

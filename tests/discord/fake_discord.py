@@ -20,13 +20,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 from aiohttp import WSMsgType, web
+
+from tests.support.local_server import LocalServer
 
 APPLICATION_ID = 1100000000000000001
 GUILD_ID = 1100000000000000010
@@ -100,8 +100,9 @@ class Interaction:
     followups: list[str] = field(default_factory=list)
 
 
-class FakeDiscord:
+class FakeDiscord(LocalServer):
     def __init__(self) -> None:
+        super().__init__()
         self.calls: list[RestCall] = []
         self.sent: list[SentMessage] = []
         self.interactions: dict[str, Interaction] = {}
@@ -109,11 +110,9 @@ class FakeDiscord:
         self.identify: dict[str, Any] | None = None
         self.connected = asyncio.Event()
         self.files: dict[str, tuple[str, bytes]] = {}
-        self.base_url = ""
         self._ids = itertools.count(1200000000000000000)
         self._sequence = itertools.count(1)
         self._socket: web.WebSocketResponse | None = None
-        self._runner: web.AppRunner | None = None
         self._changed = asyncio.Condition()
         self._rate_limit_edits: list[float] = []
 
@@ -127,36 +126,14 @@ class FakeDiscord:
     def gateway_url(self) -> str:
         return f"{self.base_url.replace('http://', 'ws://')}/gateway"
 
-    async def start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_get("/gateway", self._gateway)
         app.router.add_get("/files/{name}", self._file)
         app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        await web.SockSite(self._runner, sock).start()
-        self.base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
 
-    async def stop(self) -> None:
+    async def before_stop(self) -> None:
         if self._socket is not None:
             await self._socket.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeDiscord:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     # --- what tests do -------------------------------------------------------------
 

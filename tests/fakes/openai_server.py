@@ -18,12 +18,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 import pytest_asyncio
@@ -31,6 +29,7 @@ from aiohttp import web
 
 from bot.providers.base import SUMMARY_PURPOSE
 from bot.providers.openai import PURPOSE_HEADER
+from tests.support.local_server import LocalServer
 
 Responder = Callable[[dict[str, Any]], str]
 
@@ -152,18 +151,19 @@ def first_lines_summary(body: dict[str, Any]) -> str:
     return "summary: " + " | ".join(pieces)
 
 
-class FakeOpenAI:
+class FakeOpenAI(LocalServer):
     """The server; `base_url` ends with `/v1`, as providers expect."""
 
+    url_path = "/v1"
+
     def __init__(self, model: str = "fake-model") -> None:
+        super().__init__()
         self.model = model
         self.requests: list[RecordedRequest] = []
         self.default: Responder = echo_reply
         self.summary: Responder = first_lines_summary
         self._script: deque[Scripted] = deque()
         self._stopping = asyncio.Event()
-        self._runner: web.AppRunner | None = None
-        self.base_url = ""
 
     def script(self, *responses: Scripted | str) -> None:
         """Queues responses for the next requests, in order; a str is a `Reply`."""
@@ -174,35 +174,12 @@ class FakeOpenAI:
         """Scripted responses no request has taken yet."""
         return len(self._script)
 
-    async def start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
-        # Hanging handlers end when `_stopping` is set, so shutdown never waits long.
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        await web.SockSite(self._runner, sock).start()
-        self.base_url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
 
-    async def stop(self) -> None:
+    async def before_stop(self) -> None:
         self._stopping.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeOpenAI:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     async def _record(self, request: web.Request) -> RecordedRequest:
         body = await request.read()

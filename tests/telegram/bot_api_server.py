@@ -19,15 +19,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import socket
 import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 from aiohttp import web
+
+from tests.support.local_server import LocalServer
 
 TOKEN = "123456:TEST-token-for-chorus"
 BOT_ID = 123456
@@ -56,19 +56,20 @@ class StoredFile:
 
 
 @dataclass
-class FakeBotAPI:
+class FakeBotAPI(LocalServer):
     token: str = TOKEN
     calls: list[Call] = field(default_factory=list)
-    base_url: str = ""
+
+    shutdown_timeout = 0.5
 
     def __post_init__(self) -> None:
+        super().__init__()
         self._updates: list[dict[str, Any]] = []
         self._updates_ready = asyncio.Event()
         self._failures: dict[str, list[dict[str, Any]]] = {}
         self._files: dict[str, StoredFile] = {}
         self._texts: dict[tuple[str, int], str] = {}
         self._sent_ids = itertools.count(5000)
-        self._runner: web.AppRunner | None = None
 
     # --- what tests call -------------------------------------------------------
 
@@ -105,34 +106,12 @@ class FakeBotAPI:
 
     # --- lifecycle -------------------------------------------------------------
 
-    async def start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/bot{token}/{method}", self._method)
         app.router.add_get("/file/bot{token}/{path:.+}", self._download)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        await web.SockSite(self._runner, sock).start()
-        self.base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
 
-    async def stop(self) -> None:
+    async def before_stop(self) -> None:
         self._updates_ready.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeBotAPI:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     # --- the Bot API -----------------------------------------------------------
 
