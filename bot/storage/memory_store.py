@@ -19,6 +19,7 @@ from sqlmodel import Session, col, select
 from bot.storage.database import open_session
 from bot.storage.memory_models import MemoryCursor, MemoryItem
 from bot.storage.models import ChatSession, Message, utcnow
+from bot.storage.store import owner_token
 
 # Distilled items outrank raw messages of similar relevance in recall.
 MEMORY_RANK_WEIGHT = 1.25
@@ -316,10 +317,10 @@ class MemoryStore:
             statement = _POSTGRES_SEARCH
         else:
             # The owner token narrows the match inside the index (see migration 0003).
-            owner_token = f"{owner.kind}:{owner.id}".encode().hex().upper()
+            owner = owner_token(owner.kind, owner.id)
             any_term = " OR ".join(f'"{term}"' for term in unique_terms)
-            params["memory_query"] = f'owner:"{owner_token}" AND search_text:({any_term})'
-            params["message_query"] = f'owner:"{owner_token}" AND content:({any_term})'
+            params["memory_query"] = f'owner:"{owner}" AND search_text:({any_term})'
+            params["message_query"] = f'owner:"{owner}" AND content:({any_term})'
             statement = _SQLITE_SEARCH
         parts = [statement["memory"]] + ([statement["messages"]] if include_messages else [])
         sql = " UNION ALL ".join(f"SELECT * FROM ({part}) AS part_{n}" for n, part in enumerate(parts))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, func, insert, update
+from sqlalchemy import Table, func, insert, text, update
 from sqlalchemy.engine import Engine, Row
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -32,6 +32,7 @@ from bot.storage.models import (
     VisitorToken,
     utcnow,
 )
+from bot.text_tokens import search_text
 from transcript import AttachmentRef, TranscriptRow
 
 SESSIONS = cast(Table, ChatSession.__table__)
@@ -52,6 +53,9 @@ ROW_COLUMNS = (
     MESSAGES.c.attachment_count,
     MESSAGES.c.created_at,
 )
+
+# The full-text row of a message (SQLite; see migration 0003_memory).
+INDEX_MESSAGE = text("INSERT INTO messages_fts(rowid, owner, content) VALUES (:id, :owner, :content)")
 
 # Link codes avoid look-alike characters so they survive being read aloud or retyped.
 LINK_CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
@@ -430,7 +434,7 @@ class Store:
         }
         try:
             with self.engine.begin() as connection:
-                seq = connection.execute(
+                seq, owner_kind, owner_id = connection.execute(
                     update(SESSIONS)
                     .where(SESSIONS.c.id == session_id)
                     .values(
@@ -438,11 +442,20 @@ class Store:
                         document_count=SESSIONS.c.document_count + documents,
                         updated_at=created_at,
                     )
-                    .returning(SESSIONS.c.last_seq)
-                ).scalar_one()
+                    .returning(SESSIONS.c.last_seq, SESSIONS.c.owner_kind, SESSIONS.c.owner_id)
+                ).one()
                 message_id = connection.execute(
                     insert(MESSAGES).values(seq=seq, **values).returning(MESSAGES.c.id)
                 ).scalar_one()
+                if message.role != "system" and connection.dialect.name == "sqlite":
+                    connection.execute(
+                        INDEX_MESSAGE,
+                        {
+                            "id": message_id,
+                            "owner": owner_token(owner_kind, owner_id),
+                            "content": search_text(message.content),
+                        },
+                    )
                 if message.attachments:
                     connection.execute(
                         insert(ATTACHMENTS),
@@ -620,6 +633,11 @@ class Store:
             ):
                 grouped.setdefault(attachment.message_id, []).append(attachment)
         return [transcript_row(message, grouped.get(message.id or 0, [])) for message in messages]
+
+
+def owner_token(owner_kind: str, owner_id: str) -> str:
+    """One index token naming a memory owner: the hex of "kind:id" (as the migration's SQL builds it)."""
+    return f"{owner_kind}:{owner_id}".encode().hex().upper()
 
 
 def _token_hash(token: str) -> str:

@@ -43,11 +43,9 @@ _SQLITE_FTS = [
     + _OWNER_TOKEN.format(kind="new.owner_kind", id="new.owner_id")
     + ", new.search_text); END",
     # Messages are append-only and many: a contentless index (no second copy of the text).
+    # `Store.append` writes each message's row in the same transaction, with CJK text
+    # split into characters (FTS5's unicode61 would take a whole unspaced run as one word).
     f"CREATE VIRTUAL TABLE messages_fts USING fts5(owner, content, content='', tokenize='{_FTS_TOKENIZER}')",
-    "CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages WHEN new.role != 'system' BEGIN "
-    "INSERT INTO messages_fts(rowid, owner, content) SELECT new.id, "
-    + _OWNER_TOKEN.format(kind="s.owner_kind", id="s.owner_id")
-    + ", new.content FROM sessions s WHERE s.id = new.session_id; END",
     # Messages stored before this migration become searchable too.
     "INSERT INTO messages_fts(rowid, owner, content) SELECT m.id, "
     + _OWNER_TOKEN.format(kind="s.owner_kind", id="s.owner_id")
