@@ -166,6 +166,7 @@ def bench_window_vs_langchain(repeats: int = 200) -> list[dict[str, Any]]:
 
 
 async def _engine_turns(turns: int) -> dict[str, Any]:
+    texts = realistic_texts()
     with tempfile.TemporaryDirectory() as directory:
         runtime = build_runtime(settings_for(Path(directory)))
         engine = runtime.engine
@@ -178,7 +179,7 @@ async def _engine_turns(turns: int) -> dict[str, Any]:
                 chat_id=f"user{index % 10}",
                 chat_kind="private",
                 actor=Actor(user_id=f"user{index % 10}", display_name="Bench"),
-                text=SAMPLE_TEXTS[index % len(SAMPLE_TEXTS)],
+                text=texts[index % len(texts)],
             )
             started = time.perf_counter()
             reply = await engine.respond(inbound)

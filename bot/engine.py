@@ -31,8 +31,8 @@ from bot.inbound import InboundMessage
 from bot.locks import SessionLocks
 from bot.providers.base import ChatProvider, ChatRequest
 from bot.routing import Route, resolve_route
-from bot.storage.models import ChatSession, Message
-from bot.storage.store import DuplicateMessage, NewAttachment, NewMessage, Store
+from bot.storage.models import ChatSession
+from bot.storage.store import DuplicateMessage, NewAttachment, NewMessage, Store, StoredMessage
 from bot.turns import Delta, Reply, TurnEvent
 from persona import Persona, PersonaRegistry
 from transcript import Context, count_tokens
@@ -57,7 +57,7 @@ OVERFLOW_MESSAGE = (
 class TurnPlan:
     session: ChatSession
     persona: Persona
-    user_message: Message
+    user_message_id: int
     # The last context sent to the model, handed on to after-turn work.
     context: Context | None = None
 
@@ -163,7 +163,7 @@ class Engine:
         session = self.store.get_session(route.session.id) or route.session
         persona = self.persona_for(session)
         try:
-            user_message = await self._store_user_message(inbound, route, text)
+            user_message_id = (await self._store_user_message(inbound, route, text)).id
         except DuplicateMessage as duplicate:
             if self.store.reply_to(duplicate.existing.id or 0) is not None:
                 yield Reply(
@@ -174,17 +174,17 @@ class Engine:
                 )
                 return
             # Stored before but never answered (a failed turn): answer it now.
-            user_message = duplicate.existing
+            user_message_id = duplicate.existing.id or 0
         except ChorusError as error:
             yield Reply(kind="error", text=str(error), session_id=session.id)
             return
-        plan = TurnPlan(session=session, persona=persona, user_message=user_message)
+        plan = TurnPlan(session=session, persona=persona, user_message_id=user_message_id)
         async with aclosing(self._generate(plan)) as events:
             async for event in events:
                 yield event
         self._schedule_after_turn(session, plan.context)
 
-    async def _store_user_message(self, inbound: InboundMessage, route: Route, text: str) -> Message:
+    async def _store_user_message(self, inbound: InboundMessage, route: Route, text: str) -> StoredMessage:
         if not text.strip() and not inbound.attachments:
             raise EmptyMessage()
         limit = self.settings.limits.max_message_chars
@@ -259,7 +259,7 @@ class Engine:
                 text=notice,
                 session_id=session.id,
                 message_id=stored.id,
-                user_message_id=plan.user_message.id,
+                user_message_id=plan.user_message_id,
                 persona_id=persona.id,
                 persona_name=persona.name,
                 status="interrupted",
@@ -274,7 +274,7 @@ class Engine:
                 # cancelled task): keep what arrived, marked as interrupted.
                 self._store_reply(plan, "".join(pieces), "interrupted")
 
-    def _store_reply(self, plan: TurnPlan, text: str, status: str) -> Message:
+    def _store_reply(self, plan: TurnPlan, text: str, status: str) -> StoredMessage:
         return self.store.append(
             plan.session.id,
             NewMessage(
@@ -283,7 +283,7 @@ class Engine:
                 token_count=count_tokens(text),
                 persona_id=plan.persona.id,
                 sender_name=plan.persona.name,
-                reply_to_id=plan.user_message.id,
+                reply_to_id=plan.user_message_id,
                 status=status,
             ),
         )
@@ -309,13 +309,13 @@ class Engine:
         # Events are `system` rows: exported with the transcript, never sent to the model.
         self.store.append(session.id, NewMessage(role="system", content=text, token_count=0))
 
-    def _assistant_reply(self, plan: TurnPlan, stored: Message) -> Reply:
+    def _assistant_reply(self, plan: TurnPlan, stored: StoredMessage) -> Reply:
         return Reply(
             kind="assistant",
             text=stored.content,
             session_id=plan.session.id,
             message_id=stored.id,
-            user_message_id=plan.user_message.id,
+            user_message_id=plan.user_message_id,
             persona_id=plan.persona.id,
             persona_name=plan.persona.name,
         )
@@ -325,7 +325,7 @@ class Engine:
             kind="error",
             text=text,
             session_id=plan.session.id,
-            user_message_id=plan.user_message.id,
+            user_message_id=plan.user_message_id,
             persona_id=plan.persona.id,
             persona_name=plan.persona.name,
         )

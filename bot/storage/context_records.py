@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
-from sqlalchemy import ScalarSelect, Table, func, or_, update
+from sqlalchemy import Table, bindparam, func, or_, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -24,6 +24,28 @@ from transcript import Collapse, Snip, TranscriptRow, count_tokens, project_view
 
 RECORDS = cast(Table, ContextRecord.__table__)
 SNIPS = cast(Table, ContextSnip.__table__)
+
+
+# Read on every turn, so built once (see bot/storage/store.py).
+_SUMMARY_SEQ = (
+    select(func.max(RECORDS.c.last_seq))
+    .where(RECORDS.c.session_id == bindparam("session_id"), RECORDS.c.kind == SUMMARY)
+    .scalar_subquery()
+)
+LATEST_SUMMARY_SEQ = select(func.coalesce(_SUMMARY_SEQ, 0))
+VIEW_RECORDS = (
+    select(*RECORDS.c)
+    .where(
+        RECORDS.c.session_id == bindparam("session_id"),
+        or_(RECORDS.c.kind == COLLAPSE, RECORDS.c.last_seq == _SUMMARY_SEQ),
+    )
+    .order_by(RECORDS.c.first_seq)
+)
+ACTIVE_SNIPS = (
+    select(SNIPS.c.first_seq, SNIPS.c.last_seq)
+    .where(SNIPS.c.session_id == bindparam("session_id"), SNIPS.c.undone_at.is_(None))
+    .order_by(SNIPS.c.id)
+)
 
 
 @dataclass(frozen=True)
@@ -66,9 +88,7 @@ class ContextRecords:
     def latest_summary_seq(self, session_id: str) -> int:
         """The last message seq the newest summary covers (0 without a summary)."""
         with self.engine.connect() as connection:
-            return int(
-                connection.execute(select(func.coalesce(_latest_summary_seq(session_id), 0))).scalar_one()
-            )
+            return int(connection.execute(LATEST_SUMMARY_SEQ, {"session_id": session_id}).scalar_one())
 
     def summary_updates(self, session_id: str) -> int:
         with self._session() as db:
@@ -114,24 +134,10 @@ class ContextRecords:
         snipped message as none, so those ranges add to what is loaded.
         """
         with self.engine.connect() as connection:
-            records = connection.execute(
-                select(*RECORDS.c)
-                .where(
-                    RECORDS.c.session_id == session_id,
-                    or_(
-                        RECORDS.c.kind == COLLAPSE,
-                        RECORDS.c.last_seq == _latest_summary_seq(session_id),
-                    ),
-                )
-                .order_by(RECORDS.c.first_seq)
-            ).all()
+            records = connection.execute(VIEW_RECORDS, {"session_id": session_id}).all()
             snips = [
                 Snip(row.first_seq, row.last_seq)
-                for row in connection.execute(
-                    select(SNIPS.c.first_seq, SNIPS.c.last_seq)
-                    .where(SNIPS.c.session_id == session_id, SNIPS.c.undone_at.is_(None))
-                    .order_by(SNIPS.c.id)
-                )
+                for row in connection.execute(ACTIVE_SNIPS, {"session_id": session_id})
             ]
         summaries = [record for record in records if record.kind == SUMMARY]
         summary = ContextRecord(**summaries[-1]._mapping) if summaries else None
@@ -234,11 +240,3 @@ def _insert(db: Session, record: ContextRecord) -> ContextRecord | None:
         db.rollback()
         return None
     return record
-
-
-def _latest_summary_seq(session_id: str) -> ScalarSelect[Any]:
-    return (
-        select(func.max(RECORDS.c.last_seq))
-        .where(RECORDS.c.session_id == session_id, RECORDS.c.kind == SUMMARY)
-        .scalar_subquery()
-    )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, delete, func, text, update
+from sqlalchemy import Table, bindparam, delete, func, text, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -25,6 +25,12 @@ from bot.storage.store import owner_token
 MEMORY_RANK_WEIGHT = 1.25
 # Enough terms to find what a question is about, few enough to keep one query cheap.
 ITEMS = cast(Table, MemoryItem.__table__)
+NEWEST_ITEMS = (
+    select(ITEMS)
+    .where(ITEMS.c.owner_kind == bindparam("owner_kind"), ITEMS.c.owner_id == bindparam("owner_id"))
+    .order_by(ITEMS.c.updated_at.desc(), ITEMS.c.id.desc())
+    .limit(bindparam("limit"))
+)
 # Ranking costs grow with how many rows match a term, so a query keeps only its
 # most distinctive words: longer words are rarer, the cheapest proxy for IDF.
 MAX_QUERY_TERMS = 8
@@ -228,10 +234,7 @@ class MemoryStore:
         # Read on every turn for the snapshot: a Core statement, not the ORM.
         with self.engine.connect() as connection:
             rows = connection.execute(
-                select(ITEMS)
-                .where(ITEMS.c.owner_kind == owner.kind, ITEMS.c.owner_id == owner.id)
-                .order_by(ITEMS.c.updated_at.desc(), ITEMS.c.id.desc())
-                .limit(limit)
+                NEWEST_ITEMS, {"owner_kind": owner.kind, "owner_id": owner.id, "limit": limit}
             ).all()
         return [MemoryItem(**row._mapping) for row in rows]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, func, insert, text, update
+from sqlalchemy import Table, bindparam, func, insert, text, update
 from sqlalchemy.engine import Engine, Row
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -56,6 +56,40 @@ ROW_COLUMNS = (
 
 # The full-text row of a message (SQLite; see migration 0003_memory).
 INDEX_MESSAGE = text("INSERT INTO messages_fts(rowid, owner, content) VALUES (:id, :owner, :content)")
+
+# The statements of every turn are built once: SQLAlchemy then only binds values,
+# which costs a fraction of building a statement per call.
+BUMP_SEQUENCE = (
+    update(SESSIONS)
+    .where(SESSIONS.c.id == bindparam("target_session"))
+    .values(
+        last_seq=SESSIONS.c.last_seq + 1,
+        document_count=SESSIONS.c.document_count + bindparam("new_documents"),
+        updated_at=bindparam("touched_at"),
+    )
+    .returning(SESSIONS.c.last_seq, SESSIONS.c.owner_kind, SESSIONS.c.owner_id)
+)
+INSERT_MESSAGE = insert(MESSAGES).returning(MESSAGES.c.id)
+INSERT_ATTACHMENT = insert(ATTACHMENTS)
+RECENT_ROWS = (
+    select(*ROW_COLUMNS)
+    .where(
+        MESSAGES.c.session_id == bindparam("session_id"),
+        MESSAGES.c.seq > bindparam("after_seq"),
+        MESSAGES.c.role != "system",
+    )
+    .order_by(MESSAGES.c.seq.desc())
+    .limit(bindparam("limit"))
+)
+ACCOUNT_BY_PLATFORM_ID = select(ACCOUNTS).where(
+    ACCOUNTS.c.lane == bindparam("lane"), ACCOUNTS.c.platform_user_id == bindparam("platform_user_id")
+)
+ACTIVE_PRIVATE_SESSION = (
+    select(SESSIONS)
+    .join(PERSONS, PERSONS.c.active_session_id == SESSIONS.c.id)
+    .where(PERSONS.c.id == bindparam("person_id"))
+)
+SESSION_BY_ID = select(SESSIONS).where(SESSIONS.c.id == bindparam("session_id"))
 
 # Link codes avoid look-alike characters so they survive being read aloud or retyped.
 LINK_CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
@@ -100,6 +134,19 @@ class NewMessage:
     live: bool = True
 
 
+@dataclass(frozen=True)
+class StoredMessage:
+    """What `append` hands back: the new row's identity and what callers read of it."""
+
+    id: int
+    seq: int
+    session_id: str
+    role: str
+    content: str
+    persona_id: str | None
+    status: str
+
+
 class DuplicateMessage(Exception):
     """The platform message was already stored (idempotent ingestion)."""
 
@@ -124,9 +171,7 @@ class Store:
         # Every message looks its sender up: the common case (known, unchanged) is one Core read.
         with self.engine.connect() as connection:
             known = connection.execute(
-                select(ACCOUNTS).where(
-                    ACCOUNTS.c.lane == lane, ACCOUNTS.c.platform_user_id == platform_user_id
-                )
+                ACCOUNT_BY_PLATFORM_ID, {"lane": lane, "platform_user_id": platform_user_id}
             ).first()
         if known is not None and (known.display_name, known.username) == (display_name, username):
             return Account(**known._mapping)
@@ -161,11 +206,7 @@ class Store:
     def private_session(self, person_id: str, default_persona: str) -> ChatSession:
         """The person's active private session, created on first use."""
         with self.engine.connect() as connection:
-            active = connection.execute(
-                select(SESSIONS)
-                .join(PERSONS, PERSONS.c.active_session_id == SESSIONS.c.id)
-                .where(PERSONS.c.id == person_id)
-            ).first()
+            active = connection.execute(ACTIVE_PRIVATE_SESSION, {"person_id": person_id}).first()
         if active is not None:
             return ChatSession(**active._mapping)
         with self._session() as db:
@@ -345,7 +386,7 @@ class Store:
 
     def get_session(self, session_id: str) -> ChatSession | None:
         with self.engine.connect() as connection:
-            found = connection.execute(select(SESSIONS).where(SESSIONS.c.id == session_id)).first()
+            found = connection.execute(SESSION_BY_ID, {"session_id": session_id}).first()
         return ChatSession(**found._mapping) if found is not None else None
 
     def find_session(self, prefix: str) -> ChatSession | None:
@@ -399,7 +440,7 @@ class Store:
 
     # --- messages --------------------------------------------------------------
 
-    def append(self, session_id: str, message: NewMessage) -> Message:
+    def append(self, session_id: str, message: NewMessage) -> StoredMessage:
         """Append one message (and its attachments) with the next sequence number.
 
         The sequence bump, the message and its attachments commit together, so a
@@ -435,18 +476,10 @@ class Store:
         try:
             with self.engine.begin() as connection:
                 seq, owner_kind, owner_id = connection.execute(
-                    update(SESSIONS)
-                    .where(SESSIONS.c.id == session_id)
-                    .values(
-                        last_seq=SESSIONS.c.last_seq + 1,
-                        document_count=SESSIONS.c.document_count + documents,
-                        updated_at=created_at,
-                    )
-                    .returning(SESSIONS.c.last_seq, SESSIONS.c.owner_kind, SESSIONS.c.owner_id)
+                    BUMP_SEQUENCE,
+                    {"target_session": session_id, "new_documents": documents, "touched_at": created_at},
                 ).one()
-                message_id = connection.execute(
-                    insert(MESSAGES).values(seq=seq, **values).returning(MESSAGES.c.id)
-                ).scalar_one()
+                message_id = connection.execute(INSERT_MESSAGE, {"seq": seq, **values}).scalar_one()
                 if message.role != "system" and connection.dialect.name == "sqlite":
                     connection.execute(
                         INDEX_MESSAGE,
@@ -458,7 +491,7 @@ class Store:
                     )
                 if message.attachments:
                     connection.execute(
-                        insert(ATTACHMENTS),
+                        INSERT_ATTACHMENT,
                         [
                             {
                                 "message_id": message_id,
@@ -482,7 +515,15 @@ class Store:
             if existing is None or not message.live:
                 raise
             raise DuplicateMessage(existing) from None
-        return Message(id=message_id, seq=seq, **values)
+        return StoredMessage(
+            id=message_id,
+            seq=seq,
+            session_id=session_id,
+            role=message.role,
+            content=message.content,
+            persona_id=message.persona_id,
+            status=message.status,
+        )
 
     def find_platform_message(
         self, lane: str | None, chat_id: str | None, platform_message_id: str | None
@@ -510,14 +551,7 @@ class Store:
         """
         with self.engine.connect() as connection:
             newest_first = connection.execute(
-                select(*ROW_COLUMNS)
-                .where(
-                    MESSAGES.c.session_id == session_id,
-                    MESSAGES.c.seq > after_seq,
-                    MESSAGES.c.role != "system",
-                )
-                .order_by(MESSAGES.c.seq.desc())
-                .limit(limit)
+                RECENT_ROWS, {"session_id": session_id, "after_seq": after_seq, "limit": limit}
             ).all()
             found = list(reversed(newest_first))
             with_files = [row.id for row in found if row.attachment_count]
