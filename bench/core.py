@@ -36,6 +36,8 @@ from bot.config import load_settings  # noqa: E402
 from bot.inbound import Actor, InboundMessage  # noqa: E402
 from bot.storage.database import open_session  # noqa: E402
 from bot.storage.models import ChatSession, Message  # noqa: E402
+from bot.storage.store import INDEX_MESSAGE, owner_token  # noqa: E402
+from bot.text_tokens import search_text  # noqa: E402
 from transcript import count_tokens, window  # noqa: E402
 
 HISTORY_SIZES = (100, 10_000, 100_000)
@@ -88,6 +90,13 @@ def populate(runtime, size: int, texts: list[str], owner: str) -> ChatSession:
         stored = db.get(ChatSession, session.id)
         stored.last_seq = size
         db.add(stored)
+        db.commit()
+        # Bulk rows bypass Store.append, which also writes each message's search row.
+        token = owner_token("person", owner)
+        db.connection().execute(
+            INDEX_MESSAGE,
+            [{"id": row.id, "owner": token, "content": search_text(row.content)} for row in rows],
+        )
         db.commit()
     return runtime.store.get_session(session.id)
 
