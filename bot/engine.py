@@ -121,9 +121,14 @@ class Engine:
                 session_id=answer.session_id or route.session.id,
             )
             return
+        # A turn that had to wait re-reads the session: the one before may have switched persona.
+        waited = self.locks.busy(route.session.id)
         # aclosing: a lane that stops listening closes the whole chain at once, so
         # the partial reply is stored now rather than whenever the GC finalises it.
-        async with self.locks.hold(route.session.id), aclosing(self._turn(inbound, route, text)) as turn:
+        async with (
+            self.locks.hold(route.session.id),
+            aclosing(self._turn(inbound, route, text, reread=waited)) as turn,
+        ):
             async for event in turn:
                 yield event
 
@@ -158,9 +163,9 @@ class Engine:
     # --- one turn ----------------------------------------------------------------
 
     async def _turn(
-        self, inbound: InboundMessage, route: Route, text: str
+        self, inbound: InboundMessage, route: Route, text: str, *, reread: bool
     ) -> AsyncGenerator[TurnEvent, None]:
-        session = self.store.get_session(route.session.id) or route.session
+        session = (self.store.get_session(route.session.id) if reread else None) or route.session
         persona = self.persona_for(session)
         try:
             user_message_id = (await self._store_user_message(inbound, route, text)).id

@@ -33,5 +33,9 @@ class SessionLocks:
                 del self._users[session_id]
                 del self._locks[session_id]
 
+    def busy(self, session_id: str) -> bool:
+        """Whether a turn of this session is running or waiting in this process."""
+        return session_id in self._locks
+
     def active(self) -> int:
         return len(self._locks)

@@ -24,6 +24,10 @@ class Route:
 def resolve_route(store: Store, inbound: InboundMessage, default_persona: str) -> Route:
     """Private chats go to the person's session; groups to the chat's (or thread's)."""
     actor = inbound.actor
+    if inbound.chat_kind == "private":
+        known = store.known_private_route(inbound.lane, actor.user_id, actor.display_name, actor.username)
+        if known is not None:
+            return Route(account=known[0], session=known[1])
     account = store.account(inbound.lane, actor.user_id, actor.display_name, actor.username)
     if inbound.chat_kind == "private":
         session = store.private_session(account.person_id, default_persona)

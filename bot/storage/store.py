@@ -90,6 +90,17 @@ ACTIVE_PRIVATE_SESSION = (
     .where(PERSONS.c.id == bindparam("person_id"))
 )
 SESSION_BY_ID = select(SESSIONS).where(SESSIONS.c.id == bindparam("session_id"))
+# A known sender's account and active private session in one read (the common case).
+KNOWN_PRIVATE_ROUTE = (
+    select(
+        *(column.label(f"account_{column.name}") for column in ACCOUNTS.c),
+        *(column.label(f"session_{column.name}") for column in SESSIONS.c),
+    )
+    .select_from(ACCOUNTS)
+    .join(PERSONS, PERSONS.c.id == ACCOUNTS.c.person_id)
+    .join(SESSIONS, SESSIONS.c.id == PERSONS.c.active_session_id)
+    .where(ACCOUNTS.c.lane == bindparam("lane"), ACCOUNTS.c.platform_user_id == bindparam("platform_user_id"))
+)
 
 # Link codes avoid look-alike characters so they survive being read aloud or retyped.
 LINK_CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
@@ -202,6 +213,21 @@ class Store:
                 db.rollback()
                 return self.account(lane, platform_user_id, display_name, username)
             return account
+
+    def known_private_route(
+        self, lane: str, platform_user_id: str, display_name: str, username: str | None
+    ) -> tuple[Account, ChatSession] | None:
+        """The account and active private session of a known, unrenamed sender; else None."""
+        with self.engine.connect() as connection:
+            row = connection.execute(
+                KNOWN_PRIVATE_ROUTE, {"lane": lane, "platform_user_id": platform_user_id}
+            ).first()
+        if row is None or (row.account_display_name, row.account_username) != (display_name, username):
+            return None
+        fields = row._mapping
+        account = Account(**{column.name: fields[f"account_{column.name}"] for column in ACCOUNTS.c})
+        session = ChatSession(**{column.name: fields[f"session_{column.name}"] for column in SESSIONS.c})
+        return account, session
 
     def private_session(self, person_id: str, default_persona: str) -> ChatSession:
         """The person's active private session, created on first use."""
