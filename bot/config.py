@@ -149,6 +149,8 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///./data/chorus.db"
     data_dir: Path = Path("./data")
     log_level: str = "INFO"
+    # On SIGTERM/SIGINT, how long running turns may take to finish before they are cut.
+    shutdown_grace_seconds: float = 20.0
     default_persona: str = "assistant"
     personas: list[PersonaSettings] = Field(default_factory=lambda: [FALLBACK_PERSONA])
     model: ModelSettings = Field(default_factory=ModelSettings)

@@ -28,6 +28,7 @@ from bot.errors import (
     StreamInterrupted,
 )
 from bot.inbound import InboundMessage
+from bot.inflight import InFlight, RunningTurn, TurnCut
 from bot.locks import SessionLocks
 from bot.providers.base import ChatProvider, ChatRequest
 from bot.routing import Route, resolve_route
@@ -47,6 +48,11 @@ AfterTurnJob = Callable[[ChatSession, "Context | None"], Awaitable[None]]
 OverflowHandler = Callable[[ChatSession, Context], Awaitable[bool]]
 
 QUOTE_CHARS = 200
+CUT_NOTICES = {
+    "stop": "[Stopped.]",
+    "shutdown": "[Cut off: the server was restarting. Send your message again to get a full answer.]",
+}
+RESTARTING_MESSAGE = "Chorus is restarting, so this message was not answered. Please send it again soon."
 OVERFLOW_MESSAGE = (
     "This conversation has grown too large for the model, even after folding older "
     "messages. Your message is saved; try /compact, /snip some messages, or /new."
@@ -58,6 +64,7 @@ class TurnPlan:
     session: ChatSession
     persona: Persona
     user_message_id: int
+    running: RunningTurn
     # The last context sent to the model, handed on to after-turn work.
     context: Context | None = None
 
@@ -81,6 +88,7 @@ class Engine:
         self.commands = commands
         self.assembler = ContextAssembler(settings, store, attachments)
         self.locks = SessionLocks()
+        self.inflight = InFlight()
         self.after_turn_jobs: list[AfterTurnJob] = []
         self.overflow_handler: OverflowHandler | None = None
         self._background: set[asyncio.Task[None]] = set()
@@ -110,8 +118,10 @@ class Engine:
                 try:
                     self._store_command(inbound, route, text)
                 except DuplicateMessage:
+                    stored_already(inbound)
                     yield Reply(kind="duplicate", text="", session_id=route.session.id)
                     return
+                stored_already(inbound)
                 answer = await self.commands.run(
                     command, CommandContext(engine=self, inbound=inbound, route=route)
                 )
@@ -121,16 +131,27 @@ class Engine:
                 session_id=answer.session_id or route.session.id,
             )
             return
+        if self.inflight.closing:
+            yield Reply(kind="error", text=RESTARTING_MESSAGE, session_id=route.session.id)
+            return
         # A turn that had to wait re-reads the session: the one before may have switched persona.
         waited = self.locks.busy(route.session.id)
-        # aclosing: a lane that stops listening closes the whole chain at once, so
-        # the partial reply is stored now rather than whenever the GC finalises it.
-        async with (
-            self.locks.hold(route.session.id),
-            aclosing(self._turn(inbound, route, text, reread=waited)) as turn,
-        ):
-            async for event in turn:
-                yield event
+        running = self.inflight.begin(route.session.id)
+        try:
+            # aclosing: a lane that stops listening closes the whole chain at once, so
+            # the partial reply is stored now rather than whenever the GC finalises it.
+            async with (
+                self.locks.hold(route.session.id),
+                aclosing(self._turn(inbound, route, text, running, reread=waited)) as turn,
+            ):
+                async for event in turn:
+                    yield event
+        finally:
+            self.inflight.end(running)
+
+    def stop_turn(self, session_id: str) -> bool:
+        """Ask the turn running for this session in this process to stop; False when idle."""
+        return self.inflight.stop_session(session_id)
 
     async def record(self, inbound: InboundMessage) -> Reply:
         """Store a group message the bot was not addressed in, as context only."""
@@ -143,6 +164,8 @@ class Engine:
                 stored = duplicate.existing
             except ChorusError as error:
                 return Reply(kind="error", text=str(error), session_id=route.session.id)
+            finally:
+                stored_already(inbound)
         return Reply(kind="recorded", text="", session_id=route.session.id, user_message_id=stored.id)
 
     async def drain(self) -> None:
@@ -163,13 +186,15 @@ class Engine:
     # --- one turn ----------------------------------------------------------------
 
     async def _turn(
-        self, inbound: InboundMessage, route: Route, text: str, *, reread: bool
+        self, inbound: InboundMessage, route: Route, text: str, running: RunningTurn, *, reread: bool
     ) -> AsyncGenerator[TurnEvent, None]:
         session = (self.store.get_session(route.session.id) if reread else None) or route.session
         persona = self.persona_for(session)
         try:
             user_message_id = (await self._store_user_message(inbound, route, text)).id
+            stored_already(inbound)
         except DuplicateMessage as duplicate:
+            stored_already(inbound)
             if self.store.reply_to(duplicate.existing.id or 0) is not None:
                 yield Reply(
                     kind="duplicate",
@@ -183,7 +208,7 @@ class Engine:
         except ChorusError as error:
             yield Reply(kind="error", text=str(error), session_id=session.id)
             return
-        plan = TurnPlan(session=session, persona=persona, user_message_id=user_message_id)
+        plan = TurnPlan(session=session, persona=persona, user_message_id=user_message_id, running=running)
         async with aclosing(self._generate(plan)) as events:
             async for event in events:
                 yield event
@@ -235,7 +260,7 @@ class Engine:
                     persona_name=persona.name,
                 )
                 try:
-                    async with aclosing(self.provider.stream(request)) as deltas:
+                    async with aclosing(plan.running.pump(self.provider.stream(request))) as deltas:
                         async for piece in deltas:
                             pieces.append(piece)
                             yield Delta(piece)
@@ -254,6 +279,27 @@ class Engine:
             finished = True
             stored = self._store_reply(plan, "".join(pieces), "complete")
             yield self._assistant_reply(plan, stored)
+        except TurnCut as cut:
+            finished = True
+            text = "".join(pieces)
+            stored = self._store_reply(plan, text, "interrupted")
+            log.warning(
+                "turn cut (%s): session %s, message %d, %d characters kept",
+                cut.reason,
+                session.id,
+                plan.user_message_id,
+                len(text),
+            )
+            yield Reply(
+                kind="assistant",
+                text=f"{text}\n\n{CUT_NOTICES[cut.reason]}" if text else CUT_NOTICES[cut.reason],
+                session_id=session.id,
+                message_id=stored.id,
+                user_message_id=plan.user_message_id,
+                persona_id=persona.id,
+                persona_name=persona.name,
+                status="stopped" if cut.reason == "stop" else "interrupted",
+            )
         except StreamInterrupted as error:
             finished = True
             text = "".join(pieces) or error.partial_text
@@ -366,6 +412,11 @@ def clean_text(text: str) -> str:
     # UTF-16 round trip: valid surrogate pairs survive, lone ones become U+FFFD.
     repaired = text.encode("utf-16", errors="surrogatepass").decode("utf-16", errors="replace")
     return _CONTROL_CHARACTERS.sub("", repaired)
+
+
+def stored_already(inbound: InboundMessage) -> None:
+    if inbound.on_stored is not None:
+        inbound.on_stored()
 
 
 def with_quote(text: str, inbound: InboundMessage) -> str:

@@ -1,17 +1,33 @@
-"""`chorus serve`: every configured lane in one process, around one engine."""
+"""`chorus serve`: every configured lane in one process, around one engine.
+
+The process owns its end: SIGTERM and SIGINT start a drain (no new work, running
+turns get `shutdown_grace_seconds` to finish), then whatever still runs is cut —
+stored as interrupted, its visible draft turned into the stored text plus a
+cut-off notice — lanes close properly and the memory flush runs. uvicorn's own
+signal handling is switched off, since it re-raises the signal after its
+shutdown and the process would die before any of this ran.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from typing import Protocol
 
 import uvicorn
 
-from bot.app import build_runtime
+from bot.app import Runtime, build_runtime
 from bot.config import Settings
 
 log = logging.getLogger(__name__)
+
+# How long cut turns get to show their final text (one edit or SSE event each).
+CUT_DELIVERY_SECONDS = 10.0
+# uvicorn's wait for open connections (streams of cut turns) before it cancels them.
+HTTP_CLOSE_SECONDS = 5
 
 
 class Lane(Protocol):
@@ -22,7 +38,70 @@ class Lane(Protocol):
     async def stop(self) -> None: ...
 
 
-async def serve(settings: Settings) -> None:
+class Server(uvicorn.Server):
+    """uvicorn without its signal handlers: `Service` decides when it stops."""
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class Service:
+    """The lanes of one `chorus serve` process and the order they start and end in."""
+
+    def __init__(self, runtime: Runtime, lanes: list[Lane], server: uvicorn.Server) -> None:
+        self.runtime = runtime
+        self.lanes = lanes
+        self.server = server
+        self._stop = asyncio.Event()
+
+    def request_stop(self) -> None:
+        if not self._stop.is_set():
+            log.info("shutting down: %d turns running", len(self.runtime.engine.inflight))
+        self._stop.set()
+
+    async def run(self) -> None:
+        started: list[Lane] = []
+        try:
+            for lane in self.lanes:
+                await lane.start()
+                started.append(lane)
+                log.info("%s lane started", lane.name)
+            web = self.runtime.settings.channels.web
+            log.info("web lane at http://%s:%d/", web.host, web.port)
+            http = asyncio.create_task(self.server.serve(), name="http")
+            stop = asyncio.create_task(self._stop.wait())
+            await asyncio.wait({http, stop}, return_when=asyncio.FIRST_COMPLETED)
+            await self.drain(started)
+            self.server.should_exit = True
+            await http
+            stop.cancel()
+        finally:
+            for lane in reversed(started):
+                await lane.stop()
+            await self.runtime.aclose()
+
+    async def drain(self, lanes: list[Lane]) -> None:
+        """No new work; running turns finish within the grace, the rest are cut."""
+        engine = self.runtime.engine
+        engine.inflight.closing = True
+        for lane in lanes:
+            stop_intake = getattr(lane, "stop_intake", None)
+            if stop_intake is not None:
+                await stop_intake()
+        grace = self.runtime.settings.shutdown_grace_seconds
+        if not await engine.inflight.wait_idle(grace):
+            cut = engine.inflight.cut_all()
+            log.warning("%d turns still running after %.0f s: cut", cut, grace)
+            await engine.inflight.wait_idle(CUT_DELIVERY_SECONDS)
+        # Cut turns end in the engine first; lanes then still edit their drafts.
+        for lane in lanes:
+            drain = getattr(lane, "drain", None)
+            if drain is not None:
+                await drain(CUT_DELIVERY_SECONDS)
+
+
+def build_service(settings: Settings) -> Service:
     # Lanes are imported here, not at module level: `bot` holds no platform code.
     from channels.web import create_app
 
@@ -40,17 +119,26 @@ async def serve(settings: Settings) -> None:
 
         lanes.append(DiscordLane(runtime))
     web = settings.channels.web
-    server = uvicorn.Server(
-        uvicorn.Config(app, host=web.host, port=web.port, log_level=settings.log_level.lower())
+    server = Server(
+        uvicorn.Config(
+            app,
+            host=web.host,
+            port=web.port,
+            log_level=settings.log_level.lower(),
+            timeout_graceful_shutdown=HTTP_CLOSE_SECONDS,
+        )
     )
-    for lane in lanes:
-        await lane.start()
-        log.info("%s lane started", lane.name)
-    log.info("web lane at http://%s:%d/", web.host, web.port)
+    return Service(runtime, lanes, server)
+
+
+async def serve(settings: Settings) -> None:
+    service = build_service(settings)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, service.request_stop)
     try:
-        await server.serve()
+        await service.run()
     finally:
-        for lane in reversed(lanes):
-            await lane.stop()
-        await runtime.aclose()
-        await asyncio.sleep(0)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            with suppress(ValueError):
+                loop.remove_signal_handler(signum)

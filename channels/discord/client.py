@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import discord
@@ -38,6 +39,8 @@ class ChorusClient(discord.Client):
         self.access = AccessPolicy(settings)
         self.edit_interval = edit_interval
         self.tree = app_commands.CommandTree(self)
+        # Turns being answered, so a shutdown can let their last edits land.
+        self.replying: set[asyncio.Task[object]] = set()
 
     async def setup_hook(self) -> None:
         add_engine_commands(self.tree, self.engine.commands.describe(), self.run_slash_command)
@@ -57,7 +60,13 @@ class ChorusClient(discord.Client):
         if inbound.chat_kind == "group" and self.activation == "mention" and not inbound.was_mentioned:
             await self.engine.record(inbound)
             return
-        await deliver_reply(message, self.engine.stream(inbound), edit_interval=self.edit_interval)
+        task = asyncio.current_task()
+        assert task is not None
+        self.replying.add(task)
+        try:
+            await deliver_reply(message, self.engine.stream(inbound), edit_interval=self.edit_interval)
+        finally:
+            self.replying.discard(task)
 
     async def run_slash_command(self, interaction: discord.Interaction, text: str) -> None:
         if not self.access.allows(interaction.user, interaction.guild, interaction.channel):

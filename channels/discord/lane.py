@@ -43,11 +43,20 @@ class DiscordLane:
         self._gateway = asyncio.create_task(self.client.connect(), name="discord-gateway")
         self._gateway.add_done_callback(_report_gateway_end)
 
+    async def drain(self, timeout: float) -> None:
+        """Wait up to `timeout` for replies being delivered (a shutdown's last edits)."""
+        if self.client.replying:
+            await asyncio.wait(list(self.client.replying), timeout=timeout)
+
     async def stop(self) -> None:
-        await self.client.close()
+        # The gateway reader goes first: with it still waiting on the socket, aiohttp
+        # hands it the close and discord.py answers 4000 (resume later) instead of
+        # 1000, and Discord would keep the bot's session open for a resume that never comes.
         if self._gateway is not None:
+            self._gateway.cancel()
             await asyncio.gather(self._gateway, return_exceptions=True)
             self._gateway = None
+        await self.client.close()
 
 
 def _report_gateway_end(task: asyncio.Task[None]) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-from contextlib import suppress
+from dataclasses import replace
+from functools import partial
 from urllib.parse import urlsplit
 
 from aiogram import Bot, Dispatcher
@@ -22,6 +23,7 @@ from bot.errors import ConfigError
 from bot.inbound import InboundMessage
 from channels.telegram.albums import AlbumCollector
 from channels.telegram.middlewares import AllowList, SkipSeenUpdates
+from channels.telegram.polling import UpdatePoller
 from channels.telegram.replies import ReplyTarget, deliver_reply
 from channels.telegram.router import build_router
 from channels.telegram.translate import is_for_another_bot, to_inbound
@@ -68,7 +70,7 @@ class TelegramLane:
             )
         )
         self._me: User | None = None
-        self._polling: asyncio.Task[None] | None = None
+        self._poller: UpdatePoller | None = None
         self._webhook_updates: set[asyncio.Task[None]] = set()
 
     @property
@@ -94,18 +96,27 @@ class TelegramLane:
             return
         # A webhook left from an earlier deployment would make getUpdates fail.
         await self.bot.delete_webhook()
-        self._polling = asyncio.create_task(
-            self.dispatcher.start_polling(
-                self.bot, handle_signals=False, close_bot_session=False, allowed_updates=updates
-            )
-        )
+        self._poller = UpdatePoller(self.bot, self.dispatcher, updates)
+        self._poller.start()
+
+    async def stop_intake(self) -> None:
+        """Take no more updates; those taken are stored, then confirmed to Telegram."""
+        if self._poller is not None:
+            await self._poller.stop()
+
+    async def drain(self, timeout: float) -> None:
+        """Wait up to `timeout` for replies being delivered (a shutdown's last edits)."""
+        running = list(self._webhook_updates)
+        if self._poller is not None:
+            await self._poller.wait_handlers(timeout)
+        if running:
+            await asyncio.wait(running, timeout=timeout)
 
     async def stop(self) -> None:
-        if self._polling is not None:
-            with suppress(RuntimeError):  # polling never got going
-                await self.dispatcher.stop_polling()
-            await asyncio.gather(self._polling, return_exceptions=True)
-            self._polling = None
+        await self.stop_intake()
+        if self._poller is not None:
+            await self._poller.wait_handlers(0)
+            self._poller = None
         await self.albums.close()
         for task in list(self._webhook_updates):
             task.cancel()
@@ -142,18 +153,28 @@ class TelegramLane:
 
     async def _take_turn(self, messages: list[Message]) -> None:
         """Hand one message (or one album) to the engine and deliver what it answers."""
-        me = self._me or await self.bot.me()
-        inbound = to_inbound(messages, self.bot, me)
-        first = messages[0]
-        if inbound.chat_kind == "group" and not self._should_answer(inbound, first, me):
-            await self.engine.record(inbound)
-            return
-        target = ReplyTarget(
-            chat_id=first.chat.id,
-            thread_id=first.message_thread_id if inbound.thread_id else None,
-            reply_to_message_id=first.message_id if inbound.chat_kind == "group" else None,
-        )
-        await deliver_reply(self.bot, target, self.engine.stream(inbound), edit_interval=self.edit_interval)
+        try:
+            me = self._me or await self.bot.me()
+            inbound = replace(to_inbound(messages, self.bot, me), on_stored=partial(self._stored, messages))
+            first = messages[0]
+            if inbound.chat_kind == "group" and not self._should_answer(inbound, first, me):
+                await self.engine.record(inbound)
+                return
+            target = ReplyTarget(
+                chat_id=first.chat.id,
+                thread_id=first.message_thread_id if inbound.thread_id else None,
+                reply_to_message_id=first.message_id if inbound.chat_kind == "group" else None,
+            )
+            await deliver_reply(
+                self.bot, target, self.engine.stream(inbound), edit_interval=self.edit_interval
+            )
+        finally:
+            # Whatever happened, these updates need nothing more from Telegram.
+            self._stored(messages)
+
+    def _stored(self, messages: list[Message]) -> None:
+        if self._poller is not None:
+            self._poller.stored(messages)
 
     def _should_answer(self, inbound: InboundMessage, first: Message, me: User) -> bool:
         if is_for_another_bot(first, me):

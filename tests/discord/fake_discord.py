@@ -109,6 +109,8 @@ class FakeDiscord(LocalServer):
         self.registered_commands: list[dict[str, Any]] = []
         self.identify: dict[str, Any] | None = None
         self.connected = asyncio.Event()
+        # The close code of each gateway connection the client ended (1000: a clean close).
+        self.close_codes: list[int | None] = []
         self.files: dict[str, tuple[str, bytes]] = {}
         self._ids = itertools.count(1200000000000000000)
         self._sequence = itertools.count(1)
@@ -379,6 +381,7 @@ class FakeDiscord(LocalServer):
                 await self.dispatch("READY", self._ready_payload())
                 await self.dispatch("GUILD_CREATE", self._guild_payload())
                 self.connected.set()
+        self.close_codes.append(socket_response.close_code)
         return socket_response
 
     def _ready_payload(self) -> dict[str, Any]:

@@ -10,8 +10,8 @@ It answers the methods the Telegram lane uses (getMe, getUpdates, sendMessage,
 editMessageText, sendChatAction, getFile, setMyCommands, setWebhook, deleteWebhook)
 and serves file downloads, with Telegram's own rules where tests need them: 4096
 characters per message, legacy Markdown that must parse, "message is not modified".
-`getUpdates` hands out whatever was pushed, even an update id it served before, so
-tests can re-deliver an update the way a restarted poller sees it.
+`getUpdates` serves every pushed update until a later call's `offset` confirms it, as
+Telegram does; pushing an update again re-delivers it unless it was confirmed.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ class FakeBotAPI(LocalServer):
     def __post_init__(self) -> None:
         super().__init__()
         self._updates: list[dict[str, Any]] = []
+        self.confirmed_offset = 0
         self._updates_ready = asyncio.Event()
         self._failures: dict[str, list[dict[str, Any]]] = {}
         self._files: dict[str, StoredFile] = {}
@@ -75,7 +76,7 @@ class FakeBotAPI(LocalServer):
 
     def push(self, *updates: dict[str, Any]) -> None:
         """Queue updates for the next getUpdates."""
-        self._updates.extend(updates)
+        self._updates.extend(update for update in updates if update not in self._updates)
         self._updates_ready.set()
 
     def fail_next(self, method: str, error: dict[str, Any]) -> None:
@@ -146,6 +147,12 @@ class FakeBotAPI(LocalServer):
         )
 
     async def _get_updates(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        # Like Telegram: an offset confirms every update below it; the rest are served
+        # again and again until a later call confirms them.
+        if "offset" in params:
+            offset = int(params["offset"])
+            self.confirmed_offset = max(self.confirmed_offset, offset)
+        self._updates = [update for update in self._updates if update["update_id"] >= self.confirmed_offset]
         if not self._updates:
             self._updates_ready.clear()
             timeout = float(params.get("timeout", 0))
@@ -154,8 +161,8 @@ class FakeBotAPI(LocalServer):
         if request.transport is None or request.transport.is_closing():
             # The poller went away (a stopped lane): the updates wait for the next one.
             return _ok([])
-        updates, self._updates = self._updates, []
-        return _ok(updates)
+        limit = int(params.get("limit", 100))
+        return _ok(sorted(self._updates, key=lambda update: update["update_id"])[:limit])
 
     async def _api_sendMessage(self, params: dict[str, Any]) -> web.Response:
         rejected = _check_text(params)
