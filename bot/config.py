@@ -109,6 +109,16 @@ class MemorySettings(BaseModel):
     idle_seconds: float = 600.0
 
 
+class RecoverySettings(BaseModel):
+    # What a starting process does with a turn a dead process left unanswered:
+    # answer it on its lane, tell the person it went unanswered, or leave it.
+    mode: Literal["answer", "notice", "off"] = "answer"
+    # Older unanswered messages are left alone: an answer hours late helps nobody.
+    max_age_seconds: float = 3600.0
+    # With several processes on PostgreSQL, how often each looks for turns of one that died.
+    scan_seconds: float = 15.0
+
+
 class WebSettings(BaseModel):
     enabled: bool = True
     host: str = "127.0.0.1"
@@ -157,6 +167,7 @@ class Settings(BaseSettings):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    recovery: RecoverySettings = Field(default_factory=RecoverySettings)
     channels: ChannelSettings = Field(default_factory=ChannelSettings)
 
     @classmethod

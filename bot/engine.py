@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -32,8 +33,18 @@ from bot.inflight import InFlight, RunningTurn, TurnCut
 from bot.locks import SessionLocks
 from bot.providers.base import ChatProvider, ChatRequest
 from bot.routing import Route, resolve_route
+from bot.storage.deliveries import DeliveryStore
+from bot.storage.delivery_models import Delivery
 from bot.storage.models import ChatSession
-from bot.storage.store import DuplicateMessage, NewAttachment, NewMessage, Store, StoredMessage
+from bot.storage.store import (
+    DeliveryTarget,
+    DuplicateMessage,
+    NewAttachment,
+    NewMessage,
+    Store,
+    StoredMessage,
+    ingest_key,
+)
 from bot.turns import Delta, Reply, TurnEvent
 from persona import Persona, PersonaRegistry
 from transcript import Context, count_tokens
@@ -48,6 +59,9 @@ AfterTurnJob = Callable[[ChatSession, "Context | None"], Awaitable[None]]
 OverflowHandler = Callable[[ChatSession, Context], Awaitable[bool]]
 
 QUOTE_CHARS = 200
+# Lanes whose turns a restart can finish: they reach the person without the process
+# that took the message (the terminal's person is gone with it).
+RECOVERABLE_LANES = frozenset({"telegram", "discord", "web"})
 CUT_NOTICES = {
     "stop": "[Stopped.]",
     "shutdown": "[Cut off: the server was restarting. Send your message again to get a full answer.]",
@@ -89,6 +103,11 @@ class Engine:
         self.assembler = ContextAssembler(settings, store, attachments)
         self.locks = SessionLocks()
         self.inflight = InFlight()
+        # Names this process in the delivery state of the turns it answers.
+        self.instance_id = uuid.uuid4().hex
+        self.deliveries = DeliveryStore(store.engine)
+        # User messages this process's recovery is answering: a re-delivered copy waits for it.
+        self.recovering: set[int] = set()
         self.after_turn_jobs: list[AfterTurnJob] = []
         self.overflow_handler: OverflowHandler | None = None
         self._background: set[asyncio.Task[None]] = set()
@@ -149,6 +168,44 @@ class Engine:
         finally:
             self.inflight.end(running)
 
+    async def resume(self, delivery: Delivery) -> AsyncGenerator[TurnEvent, None]:
+        """Answer a stored user message that a process which died left unanswered."""
+        session = self.store.get_session(delivery.session_id)
+        if session is None:
+            yield Reply(kind="error", text="This conversation no longer exists.")
+            return
+        running = self.inflight.begin(session.id)
+        try:
+            async with self.locks.hold(session.id):
+                if self.store.reply_to(delivery.user_message_id) is not None:
+                    yield Reply(kind="duplicate", text="", session_id=session.id)
+                    return
+                session = self.store.get_session(session.id) or session
+                plan = TurnPlan(
+                    session=session,
+                    persona=self.persona_for(session),
+                    user_message_id=delivery.user_message_id,
+                    running=running,
+                )
+                async with aclosing(self._generate(plan)) as events:
+                    async for event in events:
+                        yield event
+                self._schedule_after_turn(session, plan.context)
+        finally:
+            self.inflight.end(running)
+
+    def note_draft(self, inbound: InboundMessage, draft_id: str) -> None:
+        """A lane shows this turn's reply in platform message `draft_id`."""
+        key = ingest_key(inbound.lane, inbound.chat_id, inbound.platform_message_id)
+        if key is not None:
+            self.deliveries.note_draft(key, draft_id)
+
+    def delivered(self, inbound: InboundMessage) -> None:
+        """A lane finished showing this turn's reply: nothing is left for a restart to repair."""
+        key = ingest_key(inbound.lane, inbound.chat_id, inbound.platform_message_id)
+        if key is not None:
+            self.deliveries.delivered(key)
+
     def stop_turn(self, session_id: str) -> bool:
         """Ask the turn running for this session in this process to stop; False when idle."""
         return self.inflight.stop_session(session_id)
@@ -191,11 +248,15 @@ class Engine:
         session = (self.store.get_session(route.session.id) if reread else None) or route.session
         persona = self.persona_for(session)
         try:
-            user_message_id = (await self._store_user_message(inbound, route, text)).id
+            user_message_id = (await self._store_user_message(inbound, route, text, deliver=True)).id
             stored_already(inbound)
         except DuplicateMessage as duplicate:
             stored_already(inbound)
-            if self.store.reply_to(duplicate.existing.id or 0) is not None:
+            existing = duplicate.existing.id or 0
+            answered = self.store.reply_to(existing) is not None
+            # Recovery is answering it, or already told the person it went unanswered.
+            handled = existing in self.recovering or self.deliveries.state_of(existing) == "noticed"
+            if answered or handled:
                 yield Reply(
                     kind="duplicate",
                     text="",
@@ -214,7 +275,9 @@ class Engine:
                 yield event
         self._schedule_after_turn(session, plan.context)
 
-    async def _store_user_message(self, inbound: InboundMessage, route: Route, text: str) -> StoredMessage:
+    async def _store_user_message(
+        self, inbound: InboundMessage, route: Route, text: str, *, deliver: bool = False
+    ) -> StoredMessage:
         if not text.strip() and not inbound.attachments:
             raise EmptyMessage()
         limit = self.settings.limits.max_message_chars
@@ -239,6 +302,11 @@ class Engine:
                 platform_message_id=inbound.platform_message_id,
                 created_at=inbound.received_at,
                 attachments=tuple(stored),
+                delivery=(
+                    DeliveryTarget(inbound.chat_kind, inbound.thread_id, self.instance_id)
+                    if deliver and inbound.lane in RECOVERABLE_LANES
+                    else None
+                ),
             ),
         )
 
@@ -273,6 +341,7 @@ class Engine:
                     )
                     if not recovered:
                         self._store_event(session, "error: context overflow")
+                        self.deliveries.finish(plan.user_message_id, "failed")
                         yield self._error(plan, OVERFLOW_MESSAGE)
                         finished = True
                         return
@@ -318,6 +387,7 @@ class Engine:
         except ProviderError as error:
             finished = True
             self._store_event(session, f"error: {error}")
+            self.deliveries.finish(plan.user_message_id, "failed")
             yield self._error(plan, f"{error} Your message is saved.")
         finally:
             if not finished:

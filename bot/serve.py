@@ -21,6 +21,8 @@ import uvicorn
 
 from bot.app import Runtime, build_runtime
 from bot.config import Settings
+from bot.liveness import Liveness
+from bot.recovery import Recovery, ResumableLane
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +51,20 @@ class Server(uvicorn.Server):
 class Service:
     """The lanes of one `chorus serve` process and the order they start and end in."""
 
-    def __init__(self, runtime: Runtime, lanes: list[Lane], server: uvicorn.Server) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        lanes: list[Lane],
+        server: uvicorn.Server,
+        resumable: dict[str, ResumableLane] | None = None,
+    ) -> None:
         self.runtime = runtime
         self.lanes = lanes
         self.server = server
+        self.liveness = Liveness(runtime.database, runtime.engine.instance_id)
+        if resumable is None:
+            resumable = {lane.name: lane for lane in lanes if isinstance(lane, ResumableLane)}
+        self.recovery = Recovery(runtime.engine, self.liveness, resumable)
         self._stop = asyncio.Event()
 
     def request_stop(self) -> None:
@@ -62,24 +74,35 @@ class Service:
 
     async def run(self) -> None:
         started: list[Lane] = []
+        # A second process on one SQLite file is refused here, before it touches anything.
+        self.liveness.start()
+        recovering: asyncio.Task[None] | None = None
         try:
+            # Claimed before any lane takes a message: a platform re-sending one of
+            # these messages then finds it claimed instead of answering it twice.
+            claimed = self.recovery.claim()
             for lane in self.lanes:
                 await lane.start()
                 started.append(lane)
                 log.info("%s lane started", lane.name)
             web = self.runtime.settings.channels.web
             log.info("web lane at http://%s:%d/", web.host, web.port)
+            recovering = asyncio.create_task(self.recovery.run(claimed), name="recovery")
             http = asyncio.create_task(self.server.serve(), name="http")
             stop = asyncio.create_task(self._stop.wait())
             await asyncio.wait({http, stop}, return_when=asyncio.FIRST_COMPLETED)
+            recovering.cancel()
             await self.drain(started)
             self.server.should_exit = True
             await http
             stop.cancel()
         finally:
+            if recovering is not None:
+                recovering.cancel()
             for lane in reversed(started):
                 await lane.stop()
             await self.runtime.aclose()
+            self.liveness.close()
 
     async def drain(self, lanes: list[Lane]) -> None:
         """No new work; running turns finish within the grace, the rest are cut."""
@@ -95,6 +118,7 @@ class Service:
             log.warning("%d turns still running after %.0f s: cut", cut, grace)
             await engine.inflight.wait_idle(CUT_DELIVERY_SECONDS)
         # Cut turns end in the engine first; lanes then still edit their drafts.
+        await self.recovery.wait(CUT_DELIVERY_SECONDS)
         for lane in lanes:
             drain = getattr(lane, "drain", None)
             if drain is not None:
@@ -128,7 +152,12 @@ def build_service(settings: Settings) -> Service:
             timeout_graceful_shutdown=HTTP_CLOSE_SECONDS,
         )
     )
-    return Service(runtime, lanes, server)
+    resumable: dict[str, ResumableLane] = {
+        lane.name: lane for lane in lanes if isinstance(lane, ResumableLane)
+    }
+    if web.enabled:
+        resumable["web"] = app.state.web_lane
+    return Service(runtime, lanes, server, resumable)
 
 
 async def serve(settings: Settings) -> None:

@@ -28,13 +28,17 @@ class DraftStream(Generic[Handle]):
         limit: int,
         interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        draft: Handle | None = None,
+        on_draft: Callable[[Handle], Awaitable[None]] | None = None,
     ) -> None:
         self._send = send
         self._edit = edit
         self._limit = limit
         self._interval = interval
         self._clock = clock
-        self._draft: Handle | None = None
+        # A draft left by an earlier process (a recovered turn) is edited, not sent again.
+        self._draft: Handle | None = draft
+        self._on_draft = on_draft
         self._shown = ""
         self._last_edit = float("-inf")
 
@@ -69,6 +73,8 @@ class DraftStream(Generic[Handle]):
         self._last_edit = self._clock()
         if self._draft is None:
             self._draft = await self._send(preview)
+            if self._on_draft is not None:
+                await self._on_draft(self._draft)
         else:
             await self._edit(self._draft, preview)
         self._shown = preview

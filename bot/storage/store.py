@@ -21,6 +21,7 @@ from sqlmodel import Session, col, select
 
 from bot.errors import LinkCodeError
 from bot.storage.database import open_session
+from bot.storage.delivery_models import Delivery
 from bot.storage.models import (
     Account,
     Attachment,
@@ -40,6 +41,7 @@ PERSONS = cast(Table, Person.__table__)
 ACCOUNTS = cast(Table, Account.__table__)
 MESSAGES = cast(Table, Message.__table__)
 ATTACHMENTS = cast(Table, Attachment.__table__)
+DELIVERIES = cast(Table, Delivery.__table__)
 ROW_COLUMNS = (
     MESSAGES.c.id,
     MESSAGES.c.seq,
@@ -71,6 +73,12 @@ BUMP_SEQUENCE = (
 )
 INSERT_MESSAGE = insert(MESSAGES).returning(MESSAGES.c.id)
 INSERT_ATTACHMENT = insert(ATTACHMENTS)
+INSERT_DELIVERY = insert(DELIVERIES)
+CLOSE_DELIVERY = (
+    update(DELIVERIES)
+    .where(DELIVERIES.c.user_message_id == bindparam("answered_message"), DELIVERIES.c.state == "open")
+    .values(state="replied", updated_at=bindparam("touched_at"))
+)
 RECENT_ROWS = (
     select(*ROW_COLUMNS)
     .where(
@@ -125,6 +133,16 @@ class NewAttachment:
 
 
 @dataclass(frozen=True)
+class DeliveryTarget:
+    """For a message that asks for an answer: what a lane needs to deliver it later."""
+
+    chat_kind: str
+    thread_id: str | None
+    # The process answering it now.
+    owner: str
+
+
+@dataclass(frozen=True)
 class NewMessage:
     """Everything needed to append one message to a session."""
 
@@ -143,6 +161,8 @@ class NewMessage:
     attachments: tuple[NewAttachment, ...] = ()
     # False for imported copies: they keep their platform ids but no idempotency key.
     live: bool = True
+    # Set on a user message that starts a turn: its delivery state is stored with it.
+    delivery: DeliveryTarget | None = None
 
 
 @dataclass(frozen=True)
@@ -514,6 +534,29 @@ class Store:
                             "owner": owner_token(owner_kind, owner_id),
                             "content": search_text(message.content),
                         },
+                    )
+                if message.delivery is not None and key is not None:
+                    connection.execute(
+                        INSERT_DELIVERY,
+                        {
+                            "user_message_id": message_id,
+                            "session_id": session_id,
+                            "ingest_key": key,
+                            "lane": message.lane,
+                            "chat_id": message.platform_chat_id,
+                            "chat_kind": message.delivery.chat_kind,
+                            "thread_id": message.delivery.thread_id,
+                            "platform_message_id": message.platform_message_id,
+                            "state": "open",
+                            "owner": message.delivery.owner,
+                            "created_at": created_at,
+                            "updated_at": created_at,
+                        },
+                    )
+                elif message.role == "assistant" and message.reply_to_id is not None:
+                    # The reply and the end of its turn's open state commit together.
+                    connection.execute(
+                        CLOSE_DELIVERY, {"answered_message": message.reply_to_id, "touched_at": created_at}
                     )
                 if message.attachments:
                     connection.execute(

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 
 import discord
 from discord import app_commands
 
 from bot.config import DiscordSettings
 from bot.engine import Engine
+from bot.storage.delivery_models import Delivery
+from bot.turns import TurnEvent
 from channels.discord.access import AccessPolicy
-from channels.discord.replies import MESSAGE_LIMIT, deliver_reply
+from channels.discord.replies import MESSAGE_LIMIT, deliver_reply, deliver_to
 from channels.discord.slash import add_engine_commands
 from channels.discord.translate import interaction_inbound, message_inbound
 from channels.text import split_message
@@ -63,10 +66,31 @@ class ChorusClient(discord.Client):
         task = asyncio.current_task()
         assert task is not None
         self.replying.add(task)
+
+        async def note_draft(draft: discord.Message | discord.PartialMessage) -> None:
+            self.engine.note_draft(inbound, str(draft.id))
+
         try:
-            await deliver_reply(message, self.engine.stream(inbound), edit_interval=self.edit_interval)
+            await deliver_reply(
+                message, self.engine.stream(inbound), edit_interval=self.edit_interval, on_draft=note_draft
+            )
+            self.engine.delivered(inbound)
         finally:
             self.replying.discard(task)
+
+    async def resume(self, delivery: Delivery, events: AsyncIterator[TurnEvent]) -> None:
+        """Deliver a turn another process took (recovery), over the draft it left."""
+        channel = self.get_channel(int(delivery.chat_id)) or await self.fetch_channel(int(delivery.chat_id))
+        assert isinstance(channel, discord.abc.Messageable)
+        original = channel.get_partial_message(int(delivery.platform_message_id))
+        draft = channel.get_partial_message(int(delivery.draft_id)) if delivery.draft_id else None
+        await deliver_to(
+            channel,
+            original.to_reference(fail_if_not_exists=False),
+            events,
+            edit_interval=self.edit_interval,
+            draft=draft,
+        )
 
     async def run_slash_command(self, interaction: discord.Interaction, text: str) -> None:
         if not self.access.allows(interaction.user, interaction.guild, interaction.channel):

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 
 import discord
 
 from bot.app import Runtime
 from bot.errors import ConfigError
+from bot.storage.delivery_models import Delivery
+from bot.turns import TurnEvent
 from channels.discord.client import ChorusClient
 
 log = logging.getLogger(__name__)
@@ -42,6 +45,9 @@ class DiscordLane:
             raise ConfigError(f"Discord rejected the bot token. {TOKEN_HELP}") from error
         self._gateway = asyncio.create_task(self.client.connect(), name="discord-gateway")
         self._gateway.add_done_callback(_report_gateway_end)
+
+    async def resume(self, delivery: Delivery, events: AsyncIterator[TurnEvent]) -> None:
+        await self.client.resume(delivery, events)
 
     async def drain(self, timeout: float) -> None:
         """Wait up to `timeout` for replies being delivered (a shutdown's last edits)."""

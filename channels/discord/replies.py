@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, aclosing, suppress
 
 import discord
@@ -14,7 +14,11 @@ MESSAGE_LIMIT = 2000
 
 
 async def deliver_reply(
-    message: discord.Message, events: AsyncIterator[TurnEvent], *, edit_interval: float
+    message: discord.Message,
+    events: AsyncIterator[TurnEvent],
+    *,
+    edit_interval: float,
+    on_draft: Callable[[discord.Message | discord.PartialMessage], Awaitable[None]] | None = None,
 ) -> None:
     """Answer `message` in its channel; the first part references it.
 
@@ -22,8 +26,26 @@ async def deliver_reply(
     429 it still gets. The engine's stream is always read to the end, so the reply
     is stored even when Discord refuses a preview.
     """
-    channel = message.channel
-    sent: list[discord.Message] = []
+    await deliver_to(
+        message.channel,
+        message.to_reference(fail_if_not_exists=False),
+        events,
+        edit_interval=edit_interval,
+        on_draft=on_draft,
+    )
+
+
+async def deliver_to(
+    channel: discord.abc.Messageable,
+    reference: discord.MessageReference,
+    events: AsyncIterator[TurnEvent],
+    *,
+    edit_interval: float,
+    draft: discord.PartialMessage | None = None,
+    on_draft: Callable[[discord.Message | discord.PartialMessage], Awaitable[None]] | None = None,
+) -> None:
+    """Deliver a turn into `channel` as a reply to `reference`, over `draft` if one is left."""
+    sent: list[discord.Message | discord.PartialMessage] = [draft] if draft is not None else []
     async with AsyncExitStack() as typing:
         await typing.enter_async_context(channel.typing())
 
@@ -33,14 +55,16 @@ async def deliver_reply(
             if sent:
                 posted = await channel.send(text)
             else:
-                posted = await channel.send(text, reference=message.to_reference(fail_if_not_exists=False))
+                posted = await channel.send(text, reference=reference)
             sent.append(posted)
             return posted
 
-        async def edit(draft: discord.Message, text: str) -> None:
-            await draft.edit(content=text)
+        async def edit(shown: discord.Message | discord.PartialMessage, text: str) -> None:
+            await shown.edit(content=text)
 
-        drafts = DraftStream(send=send, edit=edit, limit=MESSAGE_LIMIT, interval=edit_interval)
+        drafts: DraftStream[discord.Message | discord.PartialMessage] = DraftStream(
+            send=send, edit=edit, limit=MESSAGE_LIMIT, interval=edit_interval, draft=draft, on_draft=on_draft
+        )
         streamed = ""
         # aclosing: if Discord fails for good, the engine stores the partial reply at once.
         async with aclosing(events) as turn:

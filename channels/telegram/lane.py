@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from functools import partial
 from urllib.parse import urlsplit
@@ -21,6 +22,8 @@ from pydantic import ValidationError
 from bot.app import Runtime
 from bot.errors import ConfigError
 from bot.inbound import InboundMessage
+from bot.storage.delivery_models import Delivery
+from bot.turns import TurnEvent
 from channels.telegram.albums import AlbumCollector
 from channels.telegram.middlewares import AllowList, SkipSeenUpdates
 from channels.telegram.polling import UpdatePoller
@@ -165,12 +168,36 @@ class TelegramLane:
                 thread_id=first.message_thread_id if inbound.thread_id else None,
                 reply_to_message_id=first.message_id if inbound.chat_kind == "group" else None,
             )
+
+            async def note_draft(draft_id: int) -> None:
+                self.engine.note_draft(inbound, str(draft_id))
+
             await deliver_reply(
-                self.bot, target, self.engine.stream(inbound), edit_interval=self.edit_interval
+                self.bot,
+                target,
+                self.engine.stream(inbound),
+                edit_interval=self.edit_interval,
+                on_draft=note_draft,
             )
+            self.engine.delivered(inbound)
         finally:
             # Whatever happened, these updates need nothing more from Telegram.
             self._stored(messages)
+
+    async def resume(self, delivery: Delivery, events: AsyncIterator[TurnEvent]) -> None:
+        """Deliver a turn another process took (recovery), over the draft it left."""
+        target = ReplyTarget(
+            chat_id=int(delivery.chat_id),
+            thread_id=int(delivery.thread_id) if delivery.thread_id else None,
+            reply_to_message_id=int(delivery.platform_message_id) if delivery.chat_kind == "group" else None,
+        )
+        await deliver_reply(
+            self.bot,
+            target,
+            events,
+            edit_interval=self.edit_interval,
+            draft_id=int(delivery.draft_id) if delivery.draft_id else None,
+        )
 
     def _stored(self, messages: list[Message]) -> None:
         if self._poller is not None:

@@ -8,7 +8,7 @@ parse is re-sent as plain text so a reply is never lost to a stray `*`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,10 +45,23 @@ async def deliver_reply(
     events: AsyncIterator[TurnEvent],
     *,
     edit_interval: float = 1.0,
+    draft_id: int | None = None,
+    on_draft: Callable[[int], Awaitable[None]] | None = None,
 ) -> Reply | None:
-    """Stream the turn into a draft while typing shows, then deliver the final text."""
+    """Stream the turn into a draft while typing shows, then deliver the final text.
+
+    `draft_id`: a draft an earlier process left, to be edited into this reply;
+    `on_draft` learns the id of the draft once one is sent.
+    """
     writer = MessageWriter(bot, target)
-    draft = DraftStream(send=writer.send, edit=writer.edit, limit=MESSAGE_LIMIT, interval=edit_interval)
+    draft = DraftStream(
+        send=writer.send,
+        edit=writer.edit,
+        limit=MESSAGE_LIMIT,
+        interval=edit_interval,
+        draft=draft_id,
+        on_draft=on_draft,
+    )
     reply: Reply | None = None
     streamed = ""
     async with ChatActionSender.typing(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from fastapi import HTTPException, Request, status
@@ -9,8 +10,10 @@ from fastapi import HTTPException, Request, status
 from bot.app import Runtime
 from bot.attachments import AttachmentStore
 from bot.engine import Engine
+from bot.storage.delivery_models import Delivery
 from bot.storage.models import ChatSession
 from bot.storage.store import Store
+from bot.turns import TurnEvent
 from channels.web.ratelimit import RateLimiter
 from channels.web.schemas import PersonaView, SessionState, UploadLimits
 from channels.web.uploads import ACCEPTED_TYPES, MAX_FILES
@@ -44,6 +47,12 @@ class WebLane:
     @property
     def attachments(self) -> AttachmentStore:
         return self.runtime.engine.attachments
+
+    async def resume(self, delivery: Delivery, events: AsyncIterator[TurnEvent]) -> None:
+        """A recovered web turn: its stream is gone, so the reply is only stored; the
+        visitor finds it in the conversation's history."""
+        async for _ in events:
+            pass
 
     def check_rate(self, visitor: Visitor) -> None:
         wait = self.limiter.hit(visitor.id)

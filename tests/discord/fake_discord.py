@@ -438,6 +438,8 @@ class FakeDiscord(LocalServer):
                     for command in call.json
                 ]
                 return _json(self.registered_commands)
+            case "GET", ["channels", channel_id]:
+                return _json(self._channel_payload(int(channel_id)))
             case "POST", ["channels", _, "typing"]:
                 return _no_content()
             case "POST", ["channels", channel_id, "messages"]:

@@ -32,6 +32,8 @@ def assistant_rows(database: Path) -> list[tuple[str, str, int]]:
 async def start_web_turn(client: httpx.AsyncClient, base: str, text: str) -> httpx.Response:
     """Opens a streamed web turn and returns the open response."""
     state = (await client.post(f"{base}/api/session", json={})).json()
+    # A new visitor each time: the bearer token alone says who is speaking.
+    client.cookies.clear()
     request = client.build_request(
         "POST",
         f"{base}/api/sessions/{state['session_id']}/messages",
