@@ -155,7 +155,7 @@ function renderEntry(entry) {
   bubble.append(el("div", { text: entry.content }));
   if (entry.attachments.length) bubble.append(renderFiles(entry.attachments));
   if (entry.status === "interrupted") bubble.append(el("span", { class: "cut", text: "interrupted" }));
-  bubble.append(el("div", { class: "meta", text: `#${entry.seq} · ${entry.lane || ""} · ${when(entry.created_at)}` }));
+  bubble.append(el("div", { class: "meta", text: [`#${entry.seq}`, entry.lane, when(entry.created_at)].filter(Boolean).join(" · ") }));
   return bubble;
 }
 
@@ -175,7 +175,7 @@ function renderFiles(attachments) {
         show.remove();
       } catch (error) { showError(error); }
     } });
-    holder.append(el("span", { class: "chip", text: `📄 ${file.filename} · ${Math.ceil(file.size / 1024)} KB` }), " ",
+    holder.append(el("span", { class: "chip", text: `${file.filename} · ${Math.ceil(file.size / 1024)} KB` }), " ",
       file.has_text ? show : el("span", { class: "muted", text: "no text" }));
     files.append(holder);
   }
@@ -250,6 +250,9 @@ function turnChart(data, budget) {
   }
   const budgetY = ys(budget);
   chart.append(svg("line", { x1: left, x2: width - right, y1: budgetY, y2: budgetY, stroke: "#8a1c12", "stroke-dasharray": "5 3" }));
+  const budgetLabel = svg("text", { x: width - right, y: budgetY - 4, "text-anchor": "end" });
+  budgetLabel.textContent = "budget";
+  chart.append(budgetLabel);
   // A record is marked at the first turn that saw it.
   for (const mark of data.marks) {
     const index = turns.findIndex((t) => t.at >= mark.at);
