@@ -171,3 +171,22 @@ async def test_every_account_of_the_joining_person_comes_along(tmp_path: Path) -
     lanes = sorted(account.lane for account in runtime.store.accounts_of(person))
     assert lanes == ["discord", "telegram", "web"]
     await runtime.aclose()
+
+
+async def test_an_offload_that_started_before_the_link_stores_under_the_merged_person(tmp_path: Path) -> None:
+    runtime = make_runtime(tmp_path)
+    assert runtime.memory is not None
+    talked = await say(runtime, "My sister lives in Porto with two cats.", "web", "v")
+    # What an idle offload armed before the link holds on to: the session as it was then.
+    held = runtime.store.get_session(talked.session_id)
+    assert held is not None
+    await say(runtime, "I keep bees on my balcony.", "telegram", "t")
+    await link(runtime, shown_on=("telegram", "t"), entered_on=("web", "v"))
+
+    await runtime.memory.flush(held)
+
+    person = person_of(runtime, "web", "v")
+    assert held.owner_id != person
+    items = runtime.memory.store.all_items(Owner("person", person))
+    assert [item.content for item in items] == ["Alice: My sister lives in Porto with two cats."]
+    await runtime.aclose()
