@@ -261,7 +261,7 @@ class Engine:
                     async with aclosing(plan.running.pieces(self.provider.stream(request))) as deltas:
                         async for piece in deltas:
                             pieces.append(piece)
-                            yield Delta(piece)
+                            yield Delta(piece, persona.id, persona.name)
                     break
                 except ContextOverflowError:
                     recovered = (
