@@ -128,6 +128,12 @@ async def new_command(context: CommandContext, _args: str) -> CommandAnswer:
     )
 
 
+async def stop_command(context: CommandContext, _args: str) -> CommandAnswer:
+    if context.engine.stop_turn(context.route.session.id):
+        return CommandAnswer("Stopped.")
+    return CommandAnswer("Nothing to stop.")
+
+
 def register_core_commands(registry: CommandRegistry) -> None:
     registry.add(Command("help", "show the commands", help_command))
     registry.add(Command("start", "greet and show how to begin", start_command))
@@ -143,3 +149,4 @@ def register_core_commands(registry: CommandRegistry) -> None:
     )
     registry.add(Command("unlink", "detach this account from linked ones", unlink_command))
     registry.add(Command("new", "start a fresh conversation (the old one stays saved)", new_command))
+    registry.add(Command("stop", "stop the reply being written", stop_command, waits_for_turn=False))
