@@ -17,6 +17,7 @@ from bot.engine import Engine
 from bot.memory import MemoryService, choose_distiller, register_memory_commands
 from bot.providers import make_provider
 from bot.providers.base import ChatProvider
+from bot.providers.observed import ObservedProvider
 from bot.storage import migrate
 from bot.storage.database import create_database_engine
 from bot.storage.memory_store import MemoryStore
@@ -55,6 +56,7 @@ def build_personas(settings: Settings) -> PersonaRegistry:
             model=item.model,
             temperature=item.temperature,
             top_p=item.top_p,
+            avatar_url=item.avatar_url,
         )
         for item in settings.personas
     ]
@@ -76,6 +78,8 @@ def build_runtime(
             read_timeout=settings.model.read_timeout,
             max_retries=settings.model.max_retries,
         )
+    # Every model call is counted, and its failures kept for the operator's health page.
+    provider = ObservedProvider(provider)
     if provider.name == "demo":
         log.warning(
             "No model configured: replies come from the offline DEMO model. "
@@ -89,7 +93,10 @@ def build_runtime(
         personas=build_personas(settings),
         provider=provider,
         attachments=AttachmentStore(
-            settings.data_dir, settings.limits.max_upload_bytes, settings.limits.image_max_side
+            settings.data_dir,
+            settings.limits.max_upload_bytes,
+            settings.limits.image_max_side,
+            settings.limits.image_max_pixels,
         ),
         commands=commands,
     )

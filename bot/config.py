@@ -28,6 +28,7 @@ ENV_ALIASES: dict[str, tuple[str, ...]] = {
     "CHORUS_TELEGRAM_TOKEN": ("channels", "telegram", "token"),
     "CHORUS_DISCORD_TOKEN": ("channels", "discord", "token"),
     "CHORUS_TELEGRAM_WEBHOOK_SECRET": ("channels", "telegram", "webhook_secret"),
+    "CHORUS_ADMIN_TOKEN": ("channels", "web", "admin_token"),
 }
 
 
@@ -56,6 +57,8 @@ class PersonaSettings(BaseModel):
     model: str | None = None
     temperature: float | None = None
     top_p: float | None = None
+    # Shown where a platform can show who speaks with a picture (Discord webhooks).
+    avatar_url: str | None = None
 
 
 # Used only when a deployment configures no personas at all.
@@ -68,6 +71,8 @@ class LimitSettings(BaseModel):
     max_message_chars: int = 32_000
     max_upload_bytes: int = 10 * 1024 * 1024
     image_max_side: int = 1024
+    # Larger images are refused from their header, before any pixel is decoded.
+    image_max_pixels: int = 40_000_000
     link_code_ttl_seconds: int = 600
 
 
@@ -126,6 +131,10 @@ class WebSettings(BaseModel):
     cors_origins: list[str] = Field(default_factory=list)
     rate_limit_per_minute: int = 30
     public_url: str | None = None
+    # The operator's console (/admin) and /metrics are served only when this is set.
+    admin_token: SecretStr | None = None
+    # Lets Prometheus scrape /metrics without the admin token (the console still needs it).
+    metrics_public: bool = False
 
 
 class TelegramSettings(BaseModel):
@@ -153,12 +162,18 @@ class ChannelSettings(BaseModel):
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
 
 
+class LoggingSettings(BaseModel):
+    # "json": one JSON object per line, for log shippers.
+    format: Literal["text", "json"] = "text"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(extra="forbid")
 
     database_url: str = "sqlite:///./data/chorus.db"
     data_dir: Path = Path("./data")
     log_level: str = "INFO"
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
     # On SIGTERM/SIGINT, how long running turns may take to finish before they are cut.
     shutdown_grace_seconds: float = 20.0
     default_persona: str = "assistant"

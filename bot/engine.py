@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import aclosing
+from contextlib import aclosing, nullcontext
 from dataclasses import dataclass
 
 from bot.assembly import ContextAssembler
@@ -29,13 +28,16 @@ from bot.errors import (
     StreamInterrupted,
 )
 from bot.inbound import InboundMessage
-from bot.inflight import InFlight, RunningTurn, TurnCut
 from bot.locks import SessionLocks
+from bot.logs import bind_session, turn_scope
+from bot.metrics import observe_turn
 from bot.providers.base import ChatProvider, ChatRequest
 from bot.routing import Route, resolve_route
+from bot.stops import RunningTurn, RunningTurns
 from bot.storage.deliveries import DeliveryStore
 from bot.storage.delivery_models import Delivery
 from bot.storage.models import ChatSession
+from bot.storage.sanitise import clean_text
 from bot.storage.store import (
     DeliveryTarget,
     DuplicateMessage,
@@ -62,10 +64,10 @@ QUOTE_CHARS = 200
 # Lanes whose turns a restart can finish: they reach the person without the process
 # that took the message (the terminal's person is gone with it).
 RECOVERABLE_LANES = frozenset({"telegram", "discord", "web"})
-CUT_NOTICES = {
-    "stop": "[Stopped.]",
-    "shutdown": "[Cut off: the server was restarting. Send your message again to get a full answer.]",
-}
+# Ends the text of a reply the person stopped, so every lane shows it as stopped.
+STOPPED_NOTE = "[Stopped.]"
+# Ends the text of a reply cut because the process was shutting down.
+SHUTDOWN_NOTE = "[Cut off: the server was restarting. Send your message again to get a full answer.]"
 RESTARTING_MESSAGE = "Chorus is restarting, so this message was not answered. Please send it again soon."
 OVERFLOW_MESSAGE = (
     "This conversation has grown too large for the model, even after folding older "
@@ -102,7 +104,7 @@ class Engine:
         self.commands = commands
         self.assembler = ContextAssembler(settings, store, attachments)
         self.locks = SessionLocks()
-        self.inflight = InFlight()
+        self.running = RunningTurns()
         # Names this process in the delivery state of the turns it answers.
         self.instance_id = uuid.uuid4().hex
         self.deliveries = DeliveryStore(store.engine)
@@ -125,15 +127,25 @@ class Engine:
 
     async def stream(self, inbound: InboundMessage) -> AsyncGenerator[TurnEvent, None]:
         """Run a turn: zero or more `Delta`s, then exactly one `Reply`."""
+        # Log records written during the turn (and by its after-turn work) carry its ids.
+        with turn_scope(inbound.lane):
+            async with aclosing(self._stream(inbound)) as events:
+                async for event in events:
+                    yield event
+
+    async def _stream(self, inbound: InboundMessage) -> AsyncGenerator[TurnEvent, None]:
         text = clean_text(inbound.text)
         try:
             route = resolve_route(self.store, inbound, self.personas.default.id)
         except ChorusError as error:
             yield Reply(kind="error", text=str(error))
             return
+        bind_session(route.session.id)
         command = parse_command(text)
         if command is not None:
-            async with self.locks.hold(route.session.id):
+            # A command about the running turn (/stop) must not wait for it to end.
+            waits = self.commands.waits_for_turn(command.name)
+            async with self.locks.hold(route.session.id) if waits else nullcontext():
                 try:
                     self._store_command(inbound, route, text)
                 except DuplicateMessage:
@@ -150,65 +162,19 @@ class Engine:
                 session_id=answer.session_id or route.session.id,
             )
             return
-        if self.inflight.closing:
+        if self.running.closing:
             yield Reply(kind="error", text=RESTARTING_MESSAGE, session_id=route.session.id)
             return
         # A turn that had to wait re-reads the session: the one before may have switched persona.
         waited = self.locks.busy(route.session.id)
-        running = self.inflight.begin(route.session.id)
-        try:
-            # aclosing: a lane that stops listening closes the whole chain at once, so
-            # the partial reply is stored now rather than whenever the GC finalises it.
-            async with (
-                self.locks.hold(route.session.id),
-                aclosing(self._turn(inbound, route, text, running, reread=waited)) as turn,
-            ):
-                async for event in turn:
-                    yield event
-        finally:
-            self.inflight.end(running)
-
-    async def resume(self, delivery: Delivery) -> AsyncGenerator[TurnEvent, None]:
-        """Answer a stored user message that a process which died left unanswered."""
-        session = self.store.get_session(delivery.session_id)
-        if session is None:
-            yield Reply(kind="error", text="This conversation no longer exists.")
-            return
-        running = self.inflight.begin(session.id)
-        try:
-            async with self.locks.hold(session.id):
-                if self.store.reply_to(delivery.user_message_id) is not None:
-                    yield Reply(kind="duplicate", text="", session_id=session.id)
-                    return
-                session = self.store.get_session(session.id) or session
-                plan = TurnPlan(
-                    session=session,
-                    persona=self.persona_for(session),
-                    user_message_id=delivery.user_message_id,
-                    running=running,
-                )
-                async with aclosing(self._generate(plan)) as events:
-                    async for event in events:
-                        yield event
-                self._schedule_after_turn(session, plan.context)
-        finally:
-            self.inflight.end(running)
-
-    def note_draft(self, inbound: InboundMessage, draft_id: str) -> None:
-        """A lane shows this turn's reply in platform message `draft_id`."""
-        key = ingest_key(inbound.lane, inbound.chat_id, inbound.platform_message_id)
-        if key is not None:
-            self.deliveries.note_draft(key, draft_id)
-
-    def delivered(self, inbound: InboundMessage) -> None:
-        """A lane finished showing this turn's reply: nothing is left for a restart to repair."""
-        key = ingest_key(inbound.lane, inbound.chat_id, inbound.platform_message_id)
-        if key is not None:
-            self.deliveries.delivered(key)
-
-    def stop_turn(self, session_id: str) -> bool:
-        """Ask the turn running for this session in this process to stop; False when idle."""
-        return self.inflight.stop_session(session_id)
+        # aclosing: a lane that stops listening closes the whole chain at once, so
+        # the partial reply is stored now rather than whenever the GC finalises it.
+        async with (
+            self.locks.hold(route.session.id),
+            aclosing(observe_turn(self._turn(inbound, route, text, reread=waited), inbound.lane)) as turn,
+        ):
+            async for event in turn:
+                yield event
 
     async def record(self, inbound: InboundMessage) -> Reply:
         """Store a group message the bot was not addressed in, as context only."""
@@ -225,10 +191,60 @@ class Engine:
                 stored_already(inbound)
         return Reply(kind="recorded", text="", session_id=route.session.id, user_message_id=stored.id)
 
+    async def resume(self, delivery: Delivery) -> AsyncGenerator[TurnEvent, None]:
+        """Answer a stored user message that a process which died left unanswered."""
+        session = self.store.get_session(delivery.session_id)
+        if session is None:
+            yield Reply(kind="error", text="This conversation no longer exists.")
+            return
+        async with self.locks.hold(session.id):
+            if self.store.reply_to(delivery.user_message_id) is not None:
+                yield Reply(kind="duplicate", text="", session_id=session.id)
+                return
+            session = self.store.get_session(session.id) or session
+            plan = TurnPlan(
+                session=session,
+                persona=self.persona_for(session),
+                user_message_id=delivery.user_message_id,
+                running=self.running.begin(session.id),
+            )
+            try:
+                async with aclosing(self._generate(plan)) as events:
+                    async for event in events:
+                        yield event
+            finally:
+                self.running.end(session.id, plan.running)
+            self._schedule_after_turn(session, plan.context)
+
+    def note_draft(self, inbound: InboundMessage, draft_id: str) -> None:
+        """A lane shows this turn's reply in platform message `draft_id`."""
+        key = ingest_key(inbound.lane, inbound.chat_id, inbound.platform_message_id)
+        if key is not None:
+            self.deliveries.note_draft(key, draft_id)
+
+    def delivered(self, inbound: InboundMessage) -> None:
+        """A lane finished showing this turn's reply: nothing is left for a restart to repair."""
+        key = ingest_key(inbound.lane, inbound.chat_id, inbound.platform_message_id)
+        if key is not None:
+            self.deliveries.delivered(key)
+
+    def stop_turn(self, session_id: str) -> bool:
+        """Ask the turn running for this session in this process to stop; False when none runs.
+
+        Its stream ends, what arrived is stored `interrupted`, and its final `Reply`
+        has status `stopped`.
+        """
+        return self.running.stop(session_id)
+
     async def drain(self) -> None:
         """Wait for background after-turn work (tests, shutdown)."""
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    @property
+    def pending_jobs(self) -> int:
+        """After-turn jobs of this process not finished yet."""
+        return len(self._background)
 
     def persona_for(self, session: ChatSession) -> Persona:
         return self.personas.resolve(session.persona_id)
@@ -243,7 +259,7 @@ class Engine:
     # --- one turn ----------------------------------------------------------------
 
     async def _turn(
-        self, inbound: InboundMessage, route: Route, text: str, running: RunningTurn, *, reread: bool
+        self, inbound: InboundMessage, route: Route, text: str, *, reread: bool
     ) -> AsyncGenerator[TurnEvent, None]:
         session = (self.store.get_session(route.session.id) if reread else None) or route.session
         persona = self.persona_for(session)
@@ -269,10 +285,18 @@ class Engine:
         except ChorusError as error:
             yield Reply(kind="error", text=str(error), session_id=session.id)
             return
-        plan = TurnPlan(session=session, persona=persona, user_message_id=user_message_id, running=running)
-        async with aclosing(self._generate(plan)) as events:
-            async for event in events:
-                yield event
+        plan = TurnPlan(
+            session=session,
+            persona=persona,
+            user_message_id=user_message_id,
+            running=self.running.begin(session.id),
+        )
+        try:
+            async with aclosing(self._generate(plan)) as events:
+                async for event in events:
+                    yield event
+        finally:
+            self.running.end(session.id, plan.running)
         self._schedule_after_turn(session, plan.context)
 
     async def _store_user_message(
@@ -328,10 +352,10 @@ class Engine:
                     persona_name=persona.name,
                 )
                 try:
-                    async with aclosing(plan.running.pump(self.provider.stream(request))) as deltas:
+                    async with aclosing(plan.running.pieces(self.provider.stream(request))) as deltas:
                         async for piece in deltas:
                             pieces.append(piece)
-                            yield Delta(piece)
+                            yield Delta(piece, persona.id, persona.name)
                     break
                 except ContextOverflowError:
                     recovered = (
@@ -346,29 +370,11 @@ class Engine:
                         finished = True
                         return
             finished = True
+            if plan.running.stopped:
+                yield self._stopped_reply(plan, "".join(pieces))
+                return
             stored = self._store_reply(plan, "".join(pieces), "complete")
             yield self._assistant_reply(plan, stored)
-        except TurnCut as cut:
-            finished = True
-            text = "".join(pieces)
-            stored = self._store_reply(plan, text, "interrupted")
-            log.warning(
-                "turn cut (%s): session %s, message %d, %d characters kept",
-                cut.reason,
-                session.id,
-                plan.user_message_id,
-                len(text),
-            )
-            yield Reply(
-                kind="assistant",
-                text=f"{text}\n\n{CUT_NOTICES[cut.reason]}" if text else CUT_NOTICES[cut.reason],
-                session_id=session.id,
-                message_id=stored.id,
-                user_message_id=plan.user_message_id,
-                persona_id=persona.id,
-                persona_name=persona.name,
-                status="stopped" if cut.reason == "stop" else "interrupted",
-            )
         except StreamInterrupted as error:
             finished = True
             text = "".join(pieces) or error.partial_text
@@ -441,6 +447,28 @@ class Engine:
             persona_name=plan.persona.name,
         )
 
+    def _stopped_reply(self, plan: TurnPlan, text: str) -> Reply:
+        stored = self._store_reply(plan, text, "interrupted")
+        shutdown = plan.running.reason == "shutdown"
+        note = SHUTDOWN_NOTE if shutdown else STOPPED_NOTE
+        if shutdown:
+            log.warning(
+                "turn cut (shutdown): session %s, message %d, %d characters kept",
+                plan.session.id,
+                plan.user_message_id,
+                len(text),
+            )
+        return Reply(
+            kind="assistant",
+            text=f"{text}\n\n{note}" if text.strip() else note,
+            session_id=plan.session.id,
+            message_id=stored.id,
+            user_message_id=plan.user_message_id,
+            persona_id=plan.persona.id,
+            persona_name=plan.persona.name,
+            status="interrupted" if shutdown else "stopped",
+        )
+
     def _error(self, plan: TurnPlan, text: str) -> Reply:
         return Reply(
             kind="error",
@@ -468,20 +496,6 @@ class Engine:
                 getattr(job, "__qualname__", job),
                 session.id,
             )
-
-
-_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
-
-
-def clean_text(text: str) -> str:
-    """Text as the platform sent it, minus what no database or model accepts.
-
-    Lone surrogates (invalid UTF-8 that a platform decoded leniently) become
-    U+FFFD; NUL and other control characters are dropped.
-    """
-    # UTF-16 round trip: valid surrogate pairs survive, lone ones become U+FFFD.
-    repaired = text.encode("utf-16", errors="surrogatepass").decode("utf-16", errors="replace")
-    return _CONTROL_CHARACTERS.sub("", repaired)
 
 
 def stored_already(inbound: InboundMessage) -> None:

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
-from bot.engine import CUT_NOTICES, Engine
+from bot.engine import SHUTDOWN_NOTE, Engine
 from bot.liveness import Liveness
 from bot.storage.delivery_models import Delivery
 from bot.storage.models import utcnow
@@ -118,7 +118,7 @@ class Recovery:
             return Reply(kind="error", text=UNANSWERED_NOTICE)
         text = stored.content
         if stored.status == "interrupted":
-            text = f"{text}\n\n{CUT_NOTICES['shutdown']}" if text else CUT_NOTICES["shutdown"]
+            text = f"{text}\n\n{SHUTDOWN_NOTE}" if text else SHUTDOWN_NOTE
         return Reply(kind="assistant", text=text, status=stored.status)
 
 

@@ -69,7 +69,7 @@ class Service:
 
     def request_stop(self) -> None:
         if not self._stop.is_set():
-            log.info("shutting down: %d turns running", len(self.runtime.engine.inflight))
+            log.info("shutting down: %d turns running", len(self.runtime.engine.running))
         self._stop.set()
 
     async def run(self) -> None:
@@ -107,16 +107,16 @@ class Service:
     async def drain(self, lanes: list[Lane]) -> None:
         """No new work; running turns finish within the grace, the rest are cut."""
         engine = self.runtime.engine
-        engine.inflight.closing = True
+        engine.running.closing = True
         for lane in lanes:
             stop_intake = getattr(lane, "stop_intake", None)
             if stop_intake is not None:
                 await stop_intake()
         grace = self.runtime.settings.shutdown_grace_seconds
-        if not await engine.inflight.wait_idle(grace):
-            cut = engine.inflight.cut_all()
+        if not await engine.running.wait_idle(grace):
+            cut = engine.running.cut_all()
             log.warning("%d turns still running after %.0f s: cut", cut, grace)
-            await engine.inflight.wait_idle(CUT_DELIVERY_SECONDS)
+            await engine.running.wait_idle(CUT_DELIVERY_SECONDS)
         # Cut turns end in the engine first; lanes then still edit their drafts.
         await self.recovery.wait(CUT_DELIVERY_SECONDS)
         for lane in lanes:
@@ -144,11 +144,13 @@ def build_service(settings: Settings) -> Service:
         lanes.append(DiscordLane(runtime))
     web = settings.channels.web
     server = Server(
+        # log_config=None: uvicorn's records go through Chorus's handler (text or JSON).
         uvicorn.Config(
             app,
             host=web.host,
             port=web.port,
             log_level=settings.log_level.lower(),
+            log_config=None,
             timeout_graceful_shutdown=HTTP_CLOSE_SECONDS,
         )
     )

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Table, bindparam, func, insert, text, update
 from sqlalchemy.engine import Engine, Row
@@ -33,8 +33,12 @@ from bot.storage.models import (
     VisitorToken,
     utcnow,
 )
+from bot.storage.sanitise import clean_optional, clean_text
 from bot.text_tokens import search_text
 from transcript import AttachmentRef, TranscriptRow
+
+if TYPE_CHECKING:
+    from bot.storage.person_merge import PersonMerge
 
 SESSIONS = cast(Table, ChatSession.__table__)
 PERSONS = cast(Table, Person.__table__)
@@ -58,6 +62,10 @@ ROW_COLUMNS = (
 
 # The full-text row of a message (SQLite; see migration 0003_memory).
 INDEX_MESSAGE = text("INSERT INTO messages_fts(rowid, owner, content) VALUES (:id, :owner, :content)")
+# The index keeps no copy of the text: a row is removed by repeating exactly what was written.
+UNINDEX_MESSAGE = text(
+    "INSERT INTO messages_fts(messages_fts, rowid, owner, content) VALUES ('delete', :id, :owner, :content)"
+)
 
 # The statements of every turn are built once: SQLAlchemy then only binds values,
 # which costs a fraction of building a statement per call.
@@ -199,6 +207,7 @@ class Store:
 
     def account(self, lane: str, platform_user_id: str, display_name: str, username: str | None) -> Account:
         """The account for this platform user, created with a new person if unseen."""
+        display_name, username = clean_text(display_name), clean_optional(username)
         # Every message looks its sender up: the common case (known, unchanged) is one Core read.
         with self.engine.connect() as connection:
             known = connection.execute(
@@ -238,6 +247,7 @@ class Store:
         self, lane: str, platform_user_id: str, display_name: str, username: str | None
     ) -> tuple[Account, ChatSession] | None:
         """The account and active private session of a known, unrenamed sender; else None."""
+        display_name, username = clean_text(display_name), clean_optional(username)
         with self.engine.connect() as connection:
             row = connection.execute(
                 KNOWN_PRIVATE_ROUTE, {"lane": lane, "platform_user_id": platform_user_id}
@@ -360,8 +370,15 @@ class Store:
             db.commit()
         return link
 
-    def redeem_link_code(self, code: str, account: Account) -> Person:
-        """Join `account` to the person who created `code`; single use, expires."""
+    def redeem_link_code(self, code: str, account: Account, *, dedup_threshold: float) -> PersonMerge:
+        """Join `account`'s person to the person who created `code`; single use, expires.
+
+        Everything of the account's person moves over (see `person_merge`); memory items at
+        least `dedup_threshold` similar to one the code's person has are kept once.
+        """
+        # person_merge builds on this module's index statements, so it is imported here.
+        from bot.storage.person_merge import merge_persons
+
         normalised = code.strip().upper().replace("-", "").replace(" ", "")
         with self._session() as db:
             link = db.get(LinkCode, normalised)
@@ -381,11 +398,9 @@ class Store:
             )
             if claimed.rowcount == 0:  # type: ignore[attr-defined]
                 raise LinkCodeError("That link code was already used. Ask for a new one with /link.")
-            db.execute(update(Account).where(col(Account.id) == account.id).values(person_id=link.person_id))
-            person = db.get(Person, link.person_id)
+            merge = merge_persons(db, account.person_id, link.person_id, dedup_threshold)
             db.commit()
-            assert person is not None
-            return person
+            return merge
 
     def unlink(self, account: Account) -> Person | None:
         """Detach `account` into a person of its own; None if it is the only account."""
@@ -477,7 +492,7 @@ class Store:
             owner_kind=owner_kind,
             owner_id=owner_id,
             persona_id=persona_id,
-            title=title,
+            title=clean_text(title),
         )
         with self._session() as db:
             db.add(chat)
@@ -505,10 +520,10 @@ class Store:
         values = {
             "session_id": session_id,
             "role": message.role,
-            "content": message.content,
+            "content": clean_text(message.content),
             "persona_id": message.persona_id,
             "sender_id": message.sender_id,
-            "sender_name": message.sender_name,
+            "sender_name": clean_optional(message.sender_name),
             "lane": message.lane,
             "platform_chat_id": message.platform_chat_id,
             "platform_message_id": message.platform_message_id,
@@ -532,7 +547,7 @@ class Store:
                         {
                             "id": message_id,
                             "owner": owner_token(owner_kind, owner_id),
-                            "content": search_text(message.content),
+                            "content": search_text(values["content"]),
                         },
                     )
                 if message.delivery is not None and key is not None:
@@ -566,12 +581,12 @@ class Store:
                                 "message_id": message_id,
                                 "session_id": session_id,
                                 "kind": attachment.kind,
-                                "filename": attachment.filename,
+                                "filename": clean_text(attachment.filename),
                                 "mime_type": attachment.mime_type,
                                 "size": attachment.size,
                                 "sha256": attachment.sha256,
                                 "path": attachment.path,
-                                "text": attachment.text,
+                                "text": clean_optional(attachment.text),
                                 "created_at": created_at,
                             }
                             for attachment in message.attachments
@@ -589,7 +604,7 @@ class Store:
             seq=seq,
             session_id=session_id,
             role=message.role,
-            content=message.content,
+            content=values["content"],
             persona_id=message.persona_id,
             status=message.status,
         )

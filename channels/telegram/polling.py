@@ -21,7 +21,8 @@ from aiogram.types import Message, Update
 log = logging.getLogger(__name__)
 
 POLL_TIMEOUT = 25
-# How long a lane that stops waits for updates it took to reach the database.
+# How long a lane that stops waits for updates it took to reach the database,
+# and for Telegram to take the final offset.
 STORE_WAIT_SECONDS = 5.0
 RETRY_DELAY = 1.0
 
@@ -73,7 +74,10 @@ class UpdatePoller:
             # A zero-timeout call whose only purpose is the offset: it confirms, and
             # whatever it returns stays unconfirmed for the next process.
             with suppress(TelegramNetworkError, TelegramServerError):
-                await self._bot(GetUpdates(offset=offset, timeout=0, limit=1, allowed_updates=self._allowed))
+                await self._bot(
+                    GetUpdates(offset=offset, timeout=0, limit=1, allowed_updates=self._allowed),
+                    request_timeout=int(STORE_WAIT_SECONDS),
+                )
                 self.confirmed_offset = offset
         log.info("Telegram polling stopped; confirmed offset %s", self.confirmed_offset)
 

@@ -43,4 +43,4 @@ async def test_shutdown_finishes_the_draft_and_closes_the_gateway_cleanly(
     assert stored.status == "interrupted" and stored.content
     [shown] = fake_discord.texts_in(DM_CHANNEL_ID)
     assert shown.startswith(stored.content + "\n\n[Cut off: the server was restarting.")
-    assert fake_discord.close_codes[-1] == 1000, fake_discord.close_codes
+    assert fake_discord.gateway.client_close_codes == [1000]
