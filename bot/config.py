@@ -120,6 +120,15 @@ class WebSettings(BaseModel):
     cors_origins: list[str] = Field(default_factory=list)
     rate_limit_per_minute: int = 30
     public_url: str | None = None
+    # The client IP comes from X-Forwarded-For only when the connecting peer is one
+    # of these addresses or networks (a reverse proxy); otherwise it is the peer.
+    trusted_proxies: list[str] = Field(default_factory=list)
+    # Per client IP: new visitors and messages a minute, and replies streaming at once (per process).
+    visitors_per_ip_per_minute: int = 10
+    messages_per_ip_per_minute: int = 120
+    streams_per_ip: int = 4
+    # Visitors that never sent a message are forgotten this long after they were created.
+    idle_visitor_hours: float = 24.0
 
 
 class TelegramSettings(BaseModel):
