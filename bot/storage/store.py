@@ -755,17 +755,18 @@ class Store:
             found.reverse()
             return found
 
-    def attachments_for(self, message_ids: Iterable[int]) -> dict[int, list[Attachment]]:
+    def attachments_for(self, message_ids: Iterable[int]) -> dict[int, list[Row[Any]]]:
+        """The attachments of these messages (with their shared document text), by message id."""
         ids = list(message_ids)
         if not ids:
             return {}
-        with self._session() as db:
-            grouped: dict[int, list[Attachment]] = {}
-            for attachment in db.exec(
-                select(Attachment).where(col(Attachment.message_id).in_(ids)).order_by(col(Attachment.id))
+        grouped: dict[int, list[Row[Any]]] = {}
+        with self.engine.connect() as connection:
+            for attachment in connection.execute(
+                select(*ATTACHMENT_COLUMNS).where(ATTACHMENTS.c.message_id.in_(ids)).order_by(ATTACHMENTS.c.id)
             ):
                 grouped.setdefault(attachment.message_id, []).append(attachment)
-            return grouped
+        return grouped
 
     def session_documents(self, session_id: str) -> list[AttachmentRef]:
         """Every document shared in the session, oldest first."""
