@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from bot.commands import Command, CommandAnswer, CommandContext, CommandRegistry
-from bot.context_manager import ContextManager
+from bot.commands.registry import Command, CommandAnswer, CommandContext
+from bot.context.maintenance import ContextMaintainer
 from bot.storage.models import ChatSession
 from transcript import ContextOverview, render_context_report
 
@@ -21,77 +21,81 @@ SNIP_USAGE = (
 )
 
 
-def register_context_commands(registry: CommandRegistry, manager: ContextManager) -> None:
-    async def context_command(context: CommandContext, _args: str) -> CommandAnswer:
-        return CommandAnswer(await context_report(manager, _session(context)))
+async def context_command(context: CommandContext, _args: str) -> CommandAnswer:
+    return CommandAnswer(await context_report(context.require_maintainer(), _session(context)))
 
-    async def compact_command(context: CommandContext, args: str) -> CommandAnswer:
-        session = _session(context)
-        result = await manager.compact_now(session, args or None)
-        keep = manager.settings.keep_recent_messages
-        if result is None:
-            return CommandAnswer(
-                f"Nothing to compact: the last {keep} messages always stay word for word, "
-                "and everything before them is already in the summary."
-            )
-        plan = result.plan
+
+async def compact_command(context: CommandContext, args: str) -> CommandAnswer:
+    maintainer = context.require_maintainer()
+    session = _session(context)
+    result = await maintainer.compact_now(session, args or None)
+    keep = maintainer.settings.keep_recent_messages
+    if result is None:
         return CommandAnswer(
-            f"Compacted messages #{plan.first_seq}–#{plan.last_seq} ({len(plan.rows)} messages, "
-            f"{result.folded_tokens:,} tokens) into the summary ({result.record.token_count:,} tokens). "
-            f"The last {keep} messages stay word for word; the stored transcript is unchanged."
+            f"Nothing to compact: the last {keep} messages always stay word for word, "
+            "and everything before them is already in the summary."
         )
-
-    async def snip_command(context: CommandContext, args: str) -> CommandAnswer:
-        session = _session(context)
-        span = _snip_span(manager, session, args.strip())
-        if span is None:
-            return CommandAnswer(SNIP_USAGE, ok=False)
-        first, last = span
-        manager.records.add_snip(session.id, first, last)
-        summary = manager.records.latest_summary(session.id)
-        note = ""
-        if summary is not None and first <= summary.last_seq:
-            note = f" Messages up to #{summary.last_seq} were summarised already; the summary keeps them."
-        return CommandAnswer(
-            f"Snipped {_span_text(first, last)} from the model's context. They stay in the "
-            f"stored transcript and the export; /unsnip brings them back.{note}"
-        )
-
-    async def unsnip_command(context: CommandContext, args: str) -> CommandAnswer:
-        session = _session(context)
-        undone = manager.records.undo_snips(session.id, every=args.strip().lower() == "all")
-        if not undone:
-            return CommandAnswer("No snipped messages to bring back.", ok=False)
-        spans = ", ".join(_span_text(snip.first_seq, snip.last_seq) for snip in undone)
-        return CommandAnswer(f"Brought back {spans} into the model's context.")
-
-    registry.add(Command("context", "show what the model sees now and its token use", context_command))
-    registry.add(
-        Command(
-            "compact",
-            "summarise older messages now: /compact [what to focus on]",
-            compact_command,
-            usage="[focus]",
-        )
+    plan = result.plan
+    return CommandAnswer(
+        f"Compacted messages #{plan.first_seq}–#{plan.last_seq} ({len(plan.rows)} messages, "
+        f"{result.folded_tokens:,} tokens) into the summary ({result.record.token_count:,} tokens). "
+        f"The last {keep} messages stay word for word; the stored transcript is unchanged."
     )
-    registry.add(
-        Command(
-            "snip",
-            "leave messages out of the model's context: /snip N or /snip A-B",
-            snip_command,
-            usage="N | A-B",
-        )
+
+
+async def snip_command(context: CommandContext, args: str) -> CommandAnswer:
+    maintainer = context.require_maintainer()
+    session = _session(context)
+    span = _snip_span(maintainer, session, args.strip())
+    if span is None:
+        return CommandAnswer(SNIP_USAGE, ok=False)
+    first, last = span
+    maintainer.records.add_snip(session.id, first, last)
+    summary = maintainer.records.latest_summary(session.id)
+    note = ""
+    if summary is not None and first <= summary.last_seq:
+        note = f" Messages up to #{summary.last_seq} were summarised already; the summary keeps them."
+    return CommandAnswer(
+        f"Snipped {_span_text(first, last)} from the model's context. They stay in the "
+        f"stored transcript and the export; /unsnip brings them back.{note}"
     )
-    registry.add(Command("unsnip", "undo the last /snip (or /unsnip all)", unsnip_command, usage="[all]"))
 
 
-async def context_report(manager: ContextManager, session: ChatSession) -> str:
-    engine = manager.engine
+async def unsnip_command(context: CommandContext, args: str) -> CommandAnswer:
+    maintainer = context.require_maintainer()
+    session = _session(context)
+    undone = maintainer.records.undo_snips(session.id, every=args.strip().lower() == "all")
+    if not undone:
+        return CommandAnswer("No snipped messages to bring back.", ok=False)
+    spans = ", ".join(_span_text(snip.first_seq, snip.last_seq) for snip in undone)
+    return CommandAnswer(f"Brought back {spans} into the model's context.")
+
+
+COMMANDS = (
+    Command("context", "show what the model sees now and its token use", context_command),
+    Command(
+        "compact",
+        "summarise older messages now: /compact [what to focus on]",
+        compact_command,
+        usage="[focus]",
+    ),
+    Command(
+        "snip",
+        "leave messages out of the model's context: /snip N or /snip A-B",
+        snip_command,
+        usage="N | A-B",
+    ),
+    Command("unsnip", "undo the last /snip (or /unsnip all)", unsnip_command, usage="[all]"),
+)
+
+
+async def context_report(maintainer: ContextMaintainer, session: ChatSession) -> str:
+    engine = maintainer.engine
     persona = engine.persona_for(session)
     view = engine.assembler.view(session.id)
     built = await engine.assembler.assemble(session, persona, view)
     model = engine.model_for(persona)
-    settings = manager.settings
+    settings = maintainer.settings
     overview = ContextOverview(
         persona=f"{persona.name} ({persona.id})",
         model=model,
@@ -101,7 +105,7 @@ async def context_report(manager: ContextManager, session: ChatSession) -> str:
         stored_messages=session.last_seq,
         view_seqs=[row.seq for row in view.projected],
         summary_last_seq=view.summary.last_seq if view.summary is not None else None,
-        summary_updates=manager.records.summary_updates(session.id) if view.summary is not None else 0,
+        summary_updates=maintainer.records.summary_updates(session.id) if view.summary is not None else 0,
         collapses=view.collapses,
         snips=view.snips,
         compact_share=settings.compact_share,
@@ -114,14 +118,14 @@ def _session(context: CommandContext) -> ChatSession:
     return context.engine.store.get_session(context.route.session.id) or context.route.session
 
 
-def _snip_span(manager: ContextManager, session: ChatSession, args: str) -> tuple[int, int] | None:
+def _snip_span(maintainer: ContextMaintainer, session: ChatSession, args: str) -> tuple[int, int] | None:
     """(first seq, last seq) of what `args` names, or None when it names nothing stored."""
     match = _RANGE.match(args)
     if match is None:
         return None
     if match.group(2) is None and not args.startswith("#"):
         count = int(match.group(1))
-        rows = manager.engine.store.recent_rows(session.id, count) if count > 0 else []
+        rows = maintainer.engine.store.recent_rows(session.id, count) if count > 0 else []
         return (rows[0].seq, rows[-1].seq) if rows else None
     first = int(match.group(1))
     last = int(match.group(2) or first)

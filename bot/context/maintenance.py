@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from bot.config import ContextSettings
-from bot.locks import SessionLocks
 from bot.providers.base import PURPOSE_KEY, SUMMARY_PURPOSE, ChatRequest
 from bot.storage.context_models import ContextRecord
 from bot.storage.context_records import ContextRecords, ContextView
 from bot.storage.models import ChatSession
+from bot.turns.locks import SessionLocks
 from persona import Persona
 from transcript import (
     COLLAPSE_INSTRUCTIONS,
@@ -43,7 +43,7 @@ from transcript import (
 )
 
 if TYPE_CHECKING:
-    from bot.engine import Engine
+    from bot.turns.engine import Engine
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -79,7 +79,7 @@ class CompactionResult:
     folded_tokens: int  # tokens of the messages folded in
 
 
-class ContextManager:
+class ContextMaintainer:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.records: ContextRecords = engine.assembler.records

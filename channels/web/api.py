@@ -27,7 +27,7 @@ from channels.web.visitors import COOKIE_NAME, Visitor
 
 router = APIRouter(prefix="/api", tags=["chat"])
 
-Lane = Annotated[WebLane, Depends(lane_of)]
+CurrentLane = Annotated[WebLane, Depends(lane_of)]
 CLIENT_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 COOKIE_MAX_AGE = 365 * 24 * 3600
 VISIBLE_ROLES = ("user", "assistant")
@@ -65,7 +65,7 @@ MESSAGE_FORM_DOC: dict[str, Any] = {
 }
 
 
-def visitor_of(request: Request, lane: Lane) -> Visitor:
+def visitor_of(request: Request, lane: CurrentLane) -> Visitor:
     return lane.visitors.authenticate(request)
 
 
@@ -74,7 +74,7 @@ CurrentVisitor = Annotated[Visitor, Depends(visitor_of)]
 
 @router.post("/session", response_model=SessionState)
 async def start_session(
-    request: Request, response: Response, lane: Lane, body: StartSession | None = None
+    request: Request, response: Response, lane: CurrentLane, body: StartSession | None = None
 ) -> SessionState:
     """Resume the visitor of the token sent (bearer or cookie), or create a new anonymous one."""
     name = body.name if body is not None else None
@@ -100,13 +100,13 @@ async def start_session(
 
 
 @router.get("/session", response_model=SessionState)
-async def session_state(visitor: CurrentVisitor, lane: Lane) -> SessionState:
+async def session_state(visitor: CurrentVisitor, lane: CurrentLane) -> SessionState:
     """The visitor's current conversation (it changes after /new or /link) and persona."""
     return lane.state_of(visitor)
 
 
 @router.get("/personas", response_model=list[PersonaView])
-async def personas(lane: Lane) -> list[PersonaView]:
+async def personas(lane: CurrentLane) -> list[PersonaView]:
     return [persona_view(persona) for persona in lane.engine.personas]
 
 
@@ -114,7 +114,7 @@ async def personas(lane: Lane) -> list[PersonaView]:
 async def history(
     session_id: str,
     visitor: CurrentVisitor,
-    lane: Lane,
+    lane: CurrentLane,
     before: Annotated[int | None, Query(ge=1, description="Only messages with a lower seq")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> HistoryPage:
@@ -156,7 +156,9 @@ async def history(
 @router.post(
     "/sessions/{session_id}/messages", response_class=StreamingResponse, openapi_extra=MESSAGE_FORM_DOC
 )
-async def post_message(session_id: str, request: Request, visitor: CurrentVisitor, lane: Lane) -> Response:
+async def post_message(
+    session_id: str, request: Request, visitor: CurrentVisitor, lane: CurrentLane
+) -> Response:
     """Send a message (text, a command, and/or files) and stream the reply as Server-Sent Events."""
     lane.visitors.current_session(visitor, session_id)
     check_request_size(request, lane.attachments.max_bytes)
@@ -184,7 +186,7 @@ async def post_message(session_id: str, request: Request, visitor: CurrentVisito
 
 @router.post("/sessions/{session_id}/persona", response_model=CommandResult)
 async def switch_persona(
-    session_id: str, body: SwitchPersona, visitor: CurrentVisitor, lane: Lane
+    session_id: str, body: SwitchPersona, visitor: CurrentVisitor, lane: CurrentLane
 ) -> CommandResult:
     """Switch the persona, exactly as `/persona <id>` does on every lane."""
     lane.visitors.current_session(visitor, session_id)
@@ -200,7 +202,7 @@ async def switch_persona(
 
 
 @router.get("/attachments/{attachment_id}", response_class=FileResponse)
-async def attachment(attachment_id: int, visitor: CurrentVisitor, lane: Lane) -> FileResponse:
+async def attachment(attachment_id: int, visitor: CurrentVisitor, lane: CurrentLane) -> FileResponse:
     """A file from the visitor's own conversation; images inline, documents as downloads."""
     found = lane.store.get_attachment(attachment_id)
     if found is None:
