@@ -72,6 +72,8 @@ class LimitSettings(BaseModel):
     max_message_chars: int = 32_000
     max_upload_bytes: int = 10 * 1024 * 1024
     image_max_side: int = 1024
+    # Larger images are refused from their header, before any pixel is decoded.
+    image_max_pixels: int = 40_000_000
     link_code_ttl_seconds: int = 600
 
 

@@ -91,7 +91,10 @@ def build_runtime(
         personas=build_personas(settings),
         provider=provider,
         attachments=AttachmentStore(
-            settings.data_dir, settings.limits.max_upload_bytes, settings.limits.image_max_side
+            settings.data_dir,
+            settings.limits.max_upload_bytes,
+            settings.limits.image_max_side,
+            settings.limits.image_max_pixels,
         ),
         commands=commands,
     )

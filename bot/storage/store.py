@@ -33,6 +33,7 @@ from bot.storage.models import (
     VisitorToken,
     utcnow,
 )
+from bot.storage.sanitise import clean_optional, clean_text
 from transcript import AttachmentRef, TranscriptRow
 
 SESSIONS = cast(Table, ChatSession.__table__)
@@ -179,6 +180,7 @@ class Store:
 
     def account(self, lane: str, platform_user_id: str, display_name: str, username: str | None) -> Account:
         """The account for this platform user, created with a new person if unseen."""
+        display_name, username = clean_text(display_name), clean_optional(username)
         # Every message looks its sender up: the common case (known, unchanged) is one Core read.
         with self.database.connect() as connection:
             known = connection.execute(
@@ -218,6 +220,7 @@ class Store:
         self, lane: str, platform_user_id: str, display_name: str, username: str | None
     ) -> tuple[Account, ChatSession] | None:
         """The account and active private session of a known, unrenamed sender; else None."""
+        display_name, username = clean_text(display_name), clean_optional(username)
         with self.database.connect() as connection:
             row = connection.execute(
                 KNOWN_PRIVATE_ROUTE, {"lane": lane, "platform_user_id": platform_user_id}
@@ -457,7 +460,7 @@ class Store:
             owner_kind=owner_kind,
             owner_id=owner_id,
             persona_id=persona_id,
-            title=title,
+            title=clean_text(title),
         )
         with self._session() as db:
             db.add(chat)
@@ -485,10 +488,10 @@ class Store:
         values = {
             "session_id": session_id,
             "role": message.role,
-            "content": message.content,
+            "content": clean_text(message.content),
             "persona_id": message.persona_id,
             "sender_id": message.sender_id,
-            "sender_name": message.sender_name,
+            "sender_name": clean_optional(message.sender_name),
             "lane": message.lane,
             "platform_chat_id": message.platform_chat_id,
             "platform_message_id": message.platform_message_id,
@@ -512,7 +515,7 @@ class Store:
                         {
                             "id": message_id,
                             "owner": owner_token(owner_kind, owner_id),
-                            "content": search_text(message.content),
+                            "content": search_text(values["content"]),
                         },
                     )
                 if message.attachments:
@@ -523,12 +526,12 @@ class Store:
                                 "message_id": message_id,
                                 "session_id": session_id,
                                 "kind": attachment.kind,
-                                "filename": attachment.filename,
+                                "filename": clean_text(attachment.filename),
                                 "mime_type": attachment.mime_type,
                                 "size": attachment.size,
                                 "sha256": attachment.sha256,
                                 "path": attachment.path,
-                                "text": attachment.text,
+                                "text": clean_optional(attachment.text),
                                 "created_at": created_at,
                             }
                             for attachment in message.attachments
@@ -546,7 +549,7 @@ class Store:
             seq=seq,
             session_id=session_id,
             role=message.role,
-            content=message.content,
+            content=values["content"],
             persona_id=message.persona_id,
             status=message.status,
         )

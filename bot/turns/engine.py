@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from bot.errors import (
 )
 from bot.providers.base import ChatProvider, ChatRequest
 from bot.storage.models import ChatSession
+from bot.storage.sanitise import clean_text
 from bot.storage.store import DuplicateMessage, NewAttachment, NewMessage, Store, StoredMessage
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
@@ -367,20 +367,6 @@ class Engine:
                 getattr(job, "__qualname__", job),
                 session.id,
             )
-
-
-_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
-
-
-def clean_text(text: str) -> str:
-    """Text as the platform sent it, minus what no database or model accepts.
-
-    Lone surrogates (invalid UTF-8 that a platform decoded leniently) become
-    U+FFFD; NUL and other control characters are dropped.
-    """
-    # UTF-16 round trip: valid surrogate pairs survive, lone ones become U+FFFD.
-    repaired = text.encode("utf-16", errors="surrogatepass").decode("utf-16", errors="replace")
-    return _CONTROL_CHARACTERS.sub("", repaired)
 
 
 def with_quote(text: str, inbound: InboundMessage) -> str:

@@ -11,6 +11,7 @@ from fastapi.responses import FileResponse, StreamingResponse
 from starlette.datastructures import UploadFile
 
 from channels.web.events import turn_events
+from channels.web.forms import message_form
 from channels.web.lane import WebLane, lane_of, persona_view
 from channels.web.schemas import (
     AttachmentView,
@@ -163,7 +164,7 @@ async def post_message(
     lane.visitors.current_session(visitor, session_id)
     check_request_size(request, lane.attachments.max_bytes)
     lane.check_rate(visitor)
-    async with request.form(max_files=MAX_FILES, max_fields=8) as form:
+    async with message_form(request, max_files=MAX_FILES, max_fields=8) as form:
         text = form.get("text")
         client_id = form.get("client_id")
         if not isinstance(text, str | None) or not isinstance(client_id, str | None):

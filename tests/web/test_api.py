@@ -137,8 +137,12 @@ async def test_upload_size_count_and_type_limits(make_client: ClientFactory) -> 
         "x", files=[("files", ("setup.exe", b"MZ", "application/x-msdownload"))]
     )
     assert program.status_code == 415 and "setup.exe" in program.json()["detail"]
+    # The refusal names every accepted format.
+    for name in ("PNG", "JPEG", "GIF", "WebP", "PDF", "TXT", "Markdown", "CSV", "JSON"):
+        assert name in program.json()["detail"]
     many = [("files", (f"n{index}.txt", b"n", "text/plain")) for index in range(6)]
-    assert (await visitor.post_message("x", files=many)).status_code in (400, 413)
+    six = await visitor.post_message("x", files=many)
+    assert six.status_code == 413 and "at most 5 files" in six.json()["detail"]
     assert (await visitor.history())["messages"] == []
 
 
