@@ -19,13 +19,19 @@ async def link_command(context: CommandContext, args: str) -> CommandAnswer:
             f"Your link code: {code.code}\nSend /link {code.code} to me on another app within "
             f"{max(ttl // 60, 1)} minutes to continue this conversation there. It works once."
         )
-    person = engine.store.redeem_link_code(args, account)
-    session = engine.store.private_session(person.id, engine.personas.default.id)
-    lanes = sorted({linked.lane for linked in engine.store.accounts_of(person.id)})
-    return CommandAnswer(
-        f"Linked. Your private chats on {', '.join(lanes)} now share one conversation.",
-        session_id=session.id,
+    merge = engine.store.redeem_link_code(
+        args, account, dedup_threshold=engine.settings.memory.dedup_threshold
     )
+    session = engine.store.private_session(merge.person_id, engine.personas.default.id)
+    lanes = sorted({linked.lane for linked in engine.store.accounts_of(merge.person_id)})
+    lines = [f"Linked. Your private chats on {', '.join(lanes)} now share one conversation."]
+    if merge.set_aside_session_id is not None:
+        earlier = merge.set_aside_session_id[:8]
+        lines.append(
+            f"It continues your most recent one; the other ({earlier}) stays saved: "
+            f"/recall searches it, `chorus export {earlier}` exports it."
+        )
+    return CommandAnswer("\n".join(lines), session_id=session.id)
 
 
 async def unlink_command(context: CommandContext, _args: str) -> CommandAnswer:

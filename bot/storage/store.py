@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Table, bindparam, func, insert, text, update
 from sqlalchemy.engine import Engine, Row
@@ -36,6 +36,9 @@ from bot.storage.models import (
 from bot.storage.sanitise import clean_optional, clean_text
 from transcript import AttachmentRef, TranscriptRow
 
+if TYPE_CHECKING:
+    from bot.storage.person_merge import PersonMerge
+
 SESSIONS = cast(Table, ChatSession.__table__)
 PERSONS = cast(Table, Person.__table__)
 ACCOUNTS = cast(Table, Account.__table__)
@@ -57,6 +60,10 @@ ROW_COLUMNS = (
 
 # The full-text row of a message (SQLite; see migration 0003_memory).
 INDEX_MESSAGE = text("INSERT INTO messages_fts(rowid, owner, content) VALUES (:id, :owner, :content)")
+# The index keeps no copy of the text: a row is removed by repeating exactly what was written.
+UNINDEX_MESSAGE = text(
+    "INSERT INTO messages_fts(messages_fts, rowid, owner, content) VALUES ('delete', :id, :owner, :content)"
+)
 
 # The statements of every turn are built once: SQLAlchemy then only binds values,
 # which costs a fraction of building a statement per call.
@@ -343,8 +350,15 @@ class Store:
             db.commit()
         return link
 
-    def redeem_link_code(self, code: str, account: Account) -> Person:
-        """Join `account` to the person who created `code`; single use, expires."""
+    def redeem_link_code(self, code: str, account: Account, *, dedup_threshold: float) -> PersonMerge:
+        """Join `account`'s person to the person who created `code`; single use, expires.
+
+        Everything of the account's person moves over (see `person_merge`); memory items at
+        least `dedup_threshold` similar to one the code's person has are kept once.
+        """
+        # person_merge builds on this module's index statements, so it is imported here.
+        from bot.storage.person_merge import merge_persons
+
         normalised = code.strip().upper().replace("-", "").replace(" ", "")
         with self._session() as db:
             link = db.get(LinkCode, normalised)
@@ -364,11 +378,9 @@ class Store:
             )
             if claimed.rowcount == 0:  # type: ignore[attr-defined]
                 raise LinkCodeError("That link code was already used. Ask for a new one with /link.")
-            db.execute(update(Account).where(col(Account.id) == account.id).values(person_id=link.person_id))
-            person = db.get(Person, link.person_id)
+            merge = merge_persons(db, account.person_id, link.person_id, dedup_threshold)
             db.commit()
-            assert person is not None
-            return person
+            return merge
 
     def unlink(self, account: Account) -> Person | None:
         """Detach `account` into a person of its own; None if it is the only account."""
