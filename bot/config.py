@@ -60,6 +60,8 @@ class PersonaSettings(BaseModel):
     model: str | None = None
     temperature: float | None = None
     top_p: float | None = None
+    # Shown where a platform can show who speaks with a picture (Discord webhooks).
+    avatar_url: str | None = None
 
 
 # Used only when a deployment configures no personas at all.

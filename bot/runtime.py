@@ -56,6 +56,7 @@ def build_personas(settings: Settings) -> PersonaRegistry:
             model=item.model,
             temperature=item.temperature,
             top_p=item.top_p,
+            avatar_url=item.avatar_url,
         )
         for item in settings.personas
     ]

@@ -1,4 +1,4 @@
-"""General commands: /help, /start and /status."""
+"""General commands: /help, /start, /status and /stop."""
 
 from __future__ import annotations
 
@@ -36,8 +36,15 @@ async def status_command(context: CommandContext, _args: str) -> CommandAnswer:
     return CommandAnswer("\n".join(lines))
 
 
+async def stop_command(context: CommandContext, _args: str) -> CommandAnswer:
+    if context.engine.stop_turn(context.route.session.id):
+        return CommandAnswer("Stopped.")
+    return CommandAnswer("Nothing to stop.")
+
+
 COMMANDS = (
     Command("help", "show the commands", help_command),
     Command("start", "greet and show how to begin", start_command),
     Command("status", "show persona, model and context use", status_command),
+    Command("stop", "stop the reply being written", stop_command, waits_for_turn=False),
 )

@@ -72,6 +72,8 @@ class Command:
     description: str
     handler: CommandHandler
     usage: str = ""
+    # False for commands about the running turn itself (/stop): they run while it holds the lock.
+    waits_for_turn: bool = True
 
 
 def parse_command(text: str) -> ParsedCommand | None:
@@ -96,6 +98,10 @@ class CommandRegistry:
 
     def __contains__(self, name: str) -> bool:
         return name in self._commands
+
+    def waits_for_turn(self, name: str) -> bool:
+        command = self._commands.get(name)
+        return command is None or command.waits_for_turn
 
     def describe(self) -> list[tuple[str, str]]:
         """(name, description) pairs in registration order."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import aclosing
+from contextlib import aclosing, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,6 +35,7 @@ from bot.turns.events import Delta, Reply, TurnEvent
 from bot.turns.inbound import InboundMessage
 from bot.turns.locks import SessionLocks
 from bot.turns.routing import Route, resolve_route
+from bot.turns.stops import RunningTurn, RunningTurns
 from persona import Persona, PersonaRegistry
 from transcript import Context, count_tokens
 
@@ -52,6 +53,8 @@ AfterTurnJob = Callable[[ChatSession, "Context | None"], Awaitable[None]]
 OverflowHandler = Callable[[ChatSession, Context], Awaitable[bool]]
 
 QUOTE_CHARS = 200
+# Ends the text of a reply the person stopped, so every lane shows it as stopped.
+STOPPED_NOTE = "[Stopped.]"
 OVERFLOW_MESSAGE = (
     "This conversation has grown too large for the model, even after folding older "
     "messages. Your message is saved; try /compact, /snip some messages, or /new."
@@ -63,6 +66,7 @@ class TurnPlan:
     session: ChatSession
     persona: Persona
     user_message_id: int
+    running: RunningTurn
     # The last context sent to the model, handed on to after-turn work.
     context: Context | None = None
 
@@ -86,6 +90,7 @@ class Engine:
         self.commands = commands
         self.assembler = ContextAssembler(settings, store, attachments)
         self.locks = SessionLocks()
+        self.running = RunningTurns()
         self.after_turn_jobs: list[AfterTurnJob] = []
         self.overflow_handler: OverflowHandler | None = None
         # What the context and memory commands act on, when this process runs them.
@@ -114,7 +119,9 @@ class Engine:
             return
         command = parse_command(text)
         if command is not None:
-            async with self.locks.hold(route.session.id):
+            # A command about the running turn (/stop) must not wait for it to end.
+            waits = self.commands.waits_for_turn(command.name)
+            async with self.locks.hold(route.session.id) if waits else nullcontext():
                 try:
                     self._store_command(inbound, route, text)
                 except DuplicateMessage:
@@ -160,6 +167,14 @@ class Engine:
                 return Reply(kind="error", text=str(error), session_id=route.session.id)
         return Reply(kind="recorded", text="", session_id=route.session.id, user_message_id=stored.id)
 
+    def stop_turn(self, session_id: str) -> bool:
+        """Ask the turn running for this session in this process to stop; False when none runs.
+
+        Its stream ends, what arrived is stored `interrupted`, and its final `Reply`
+        has status `stopped`.
+        """
+        return self.running.stop(session_id)
+
     async def drain(self) -> None:
         """Wait for background after-turn work (tests, shutdown)."""
         while self._background:
@@ -198,10 +213,18 @@ class Engine:
         except ChorusError as error:
             yield Reply(kind="error", text=str(error), session_id=session.id)
             return
-        plan = TurnPlan(session=session, persona=persona, user_message_id=user_message_id)
-        async with aclosing(self._generate(plan)) as events:
-            async for event in events:
-                yield event
+        plan = TurnPlan(
+            session=session,
+            persona=persona,
+            user_message_id=user_message_id,
+            running=self.running.begin(session.id),
+        )
+        try:
+            async with aclosing(self._generate(plan)) as events:
+                async for event in events:
+                    yield event
+        finally:
+            self.running.end(session.id, plan.running)
         self._schedule_after_turn(session, plan.context)
 
     async def _store_user_message(self, inbound: InboundMessage, route: Route, text: str) -> StoredMessage:
@@ -250,10 +273,10 @@ class Engine:
                     persona_name=persona.name,
                 )
                 try:
-                    async with aclosing(self.provider.stream(request)) as deltas:
+                    async with aclosing(plan.running.pieces(self.provider.stream(request))) as deltas:
                         async for piece in deltas:
                             pieces.append(piece)
-                            yield Delta(piece)
+                            yield Delta(piece, persona.id, persona.name)
                     break
                 except ContextOverflowError:
                     recovered = (
@@ -267,6 +290,9 @@ class Engine:
                         finished = True
                         return
             finished = True
+            if plan.running.stopped:
+                yield self._stopped_reply(plan, "".join(pieces))
+                return
             stored = self._store_reply(plan, "".join(pieces), "complete")
             yield self._assistant_reply(plan, stored)
         except StreamInterrupted as error:
@@ -338,6 +364,19 @@ class Engine:
             user_message_id=plan.user_message_id,
             persona_id=plan.persona.id,
             persona_name=plan.persona.name,
+        )
+
+    def _stopped_reply(self, plan: TurnPlan, text: str) -> Reply:
+        stored = self._store_reply(plan, text, "interrupted")
+        return Reply(
+            kind="assistant",
+            text=f"{text}\n\n{STOPPED_NOTE}" if text.strip() else STOPPED_NOTE,
+            session_id=plan.session.id,
+            message_id=stored.id,
+            user_message_id=plan.user_message_id,
+            persona_id=plan.persona.id,
+            persona_name=plan.persona.name,
+            status="stopped",
         )
 
     def _error(self, plan: TurnPlan, text: str) -> Reply:

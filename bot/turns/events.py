@@ -10,9 +10,11 @@ ReplyKind = Literal["assistant", "command", "error", "duplicate", "recorded"]
 
 @dataclass(frozen=True)
 class Delta:
-    """A piece of the assistant's reply as it streams."""
+    """A piece of the assistant's reply as it streams, and the persona writing it."""
 
     text: str
+    persona_id: str | None = None
+    persona_name: str | None = None
 
 
 @dataclass(frozen=True)
