@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field, SecretStr, ValidationError, create_model
@@ -140,12 +140,18 @@ else:
     ChannelSettings = _channel_settings_model()
 
 
+class LoggingSettings(BaseModel):
+    # "json": one JSON object per line, for log shippers.
+    format: Literal["text", "json"] = "text"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(extra="forbid")
 
     database_url: str = "sqlite:///./data/chorus.db"
     data_dir: Path = Path("./data")
     log_level: str = "INFO"
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
     default_persona: str = "assistant"
     personas: list[PersonaSettings] = Field(default_factory=lambda: [FALLBACK_PERSONA])
     model: ModelSettings = Field(default_factory=ModelSettings)

@@ -101,7 +101,12 @@ def register_all(specs: Iterable[LaneSpec]) -> None:
 
 register_all(
     [
-        LaneSpec("web", "channels.web.settings:WebSettings", "channels.web"),
+        LaneSpec(
+            "web",
+            "channels.web.settings:WebSettings",
+            "channels.web",
+            env_aliases={"CHORUS_ADMIN_TOKEN": "admin_token"},
+        ),
         LaneSpec(
             "telegram",
             "channels.telegram.settings:TelegramSettings",

@@ -13,6 +13,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from bot.runtime import Runtime
 from channels.web import api, pages
+from channels.web.admin import mount_admin
 from channels.web.docs import mount_docs
 from channels.web.errors import install_error_handlers
 from channels.web.lane import WebLane
@@ -33,6 +34,7 @@ def create_host_app(runtime: Runtime) -> FastAPI:
     async def healthz() -> Health:
         return Health(status="ok", model=runtime.engine.provider.name)
 
+    mount_admin(app, runtime)
     return app
 
 
