@@ -475,7 +475,7 @@ class Store:
         cutoff = utcnow() - idle
         forgotten = 0
         while True:
-            with self.engine.begin() as connection:
+            with self.database.begin() as connection:
                 found = connection.execute(IDLE_VISITORS, {"cutoff": cutoff, "batch": batch}).all()
                 if not found:
                     return forgotten
@@ -496,7 +496,7 @@ class Store:
             forgotten += len(found)
 
     def delete_expired_link_codes(self) -> int:
-        with self.engine.begin() as connection:
+        with self.database.begin() as connection:
             result = connection.execute(delete(LINK_CODES).where(LINK_CODES.c.expires_at < utcnow()))
         return int(result.rowcount or 0)
 
@@ -761,16 +761,18 @@ class Store:
         if not ids:
             return {}
         grouped: dict[int, list[Row[Any]]] = {}
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             for attachment in connection.execute(
-                select(*ATTACHMENT_COLUMNS).where(ATTACHMENTS.c.message_id.in_(ids)).order_by(ATTACHMENTS.c.id)
+                select(*ATTACHMENT_COLUMNS)
+                .where(ATTACHMENTS.c.message_id.in_(ids))
+                .order_by(ATTACHMENTS.c.id)
             ):
                 grouped.setdefault(attachment.message_id, []).append(attachment)
         return grouped
 
     def session_documents(self, session_id: str) -> list[AttachmentRef]:
         """Every document shared in the session, oldest first."""
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             return [
                 attachment_ref(attachment)
                 for attachment in connection.execute(

@@ -9,7 +9,8 @@ from pathlib import Path
 import httpx
 
 from bot.storage.models import utcnow
-from channels.web import LiveServer, create_app
+from channels.web.app import create_app
+from channels.web.server import LiveServer
 from tests.fakes.openai_server import FakeOpenAI, Hang
 from tests.support.runtime import make_runtime
 from tests.web.conftest import ClientFactory, parse_events
@@ -121,7 +122,7 @@ async def test_idle_visitors_and_expired_link_codes_are_forgotten(client: httpx.
     assert (await silent.client.get("/api/session", headers=silent.headers)).status_code == 401
     assert (await talker.refresh())["visitor_id"] == talker.visitor_id
     assert store.delete_expired_link_codes() == 1
-    with store.engine.connect() as connection:
+    with store.database.connect() as connection:
         codes = [row[0] for row in connection.exec_driver_sql("select code from link_codes")]
     assert codes == [live_code.code] and code.code not in codes
     assert utcnow() < live_code.expires_at.replace(tzinfo=utcnow().tzinfo)
@@ -134,7 +135,7 @@ async def test_the_same_document_text_is_stored_once(client: httpx.AsyncClient) 
         events = await visitor.say("read", files=[("files", ("report.txt", text, "text/plain"))])
         assert events[-1].name == "done"
     store = client.runtime.store  # type: ignore[attr-defined]
-    with store.engine.connect() as connection:
+    with store.database.connect() as connection:
         stored = connection.exec_driver_sql("select text is not null from attachments order by id").fetchall()
     assert [row[0] for row in stored] == [1, 0, 0]
     for visitor in (first, second):
