@@ -17,11 +17,11 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
-from bot.engine import SHUTDOWN_NOTE, Engine
 from bot.liveness import Liveness
 from bot.storage.delivery_models import Delivery
 from bot.storage.models import utcnow
-from bot.turns import Reply, TurnEvent
+from bot.turns.engine import SHUTDOWN_NOTE, Engine
+from bot.turns.events import Reply, TurnEvent
 
 log = logging.getLogger(__name__)
 

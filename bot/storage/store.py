@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import Table, bindparam, func, insert, text, update
+from sqlalchemy import Table, bindparam, delete, exists, func, insert, text, update
 from sqlalchemy.engine import Engine, Row
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.errors import LinkCodeError
+from bot.search_terms import search_text
 from bot.storage.database import open_session
 from bot.storage.delivery_models import Delivery
 from bot.storage.models import (
@@ -34,7 +35,6 @@ from bot.storage.models import (
     utcnow,
 )
 from bot.storage.sanitise import clean_optional, clean_text
-from bot.text_tokens import search_text
 from transcript import AttachmentRef, TranscriptRow
 
 if TYPE_CHECKING:
@@ -87,6 +87,24 @@ CLOSE_DELIVERY = (
     .where(DELIVERIES.c.user_message_id == bindparam("answered_message"), DELIVERIES.c.state == "open")
     .values(state="replied", updated_at=bindparam("touched_at"))
 )
+# A document's text is stored once per content hash: later uploads of the same file
+# keep NULL and read the text of the first row that has it.
+_SHARED = ATTACHMENTS.alias("shared")
+SHARED_TEXT = (
+    select(_SHARED.c.text)
+    .where(_SHARED.c.sha256 == ATTACHMENTS.c.sha256, _SHARED.c.text.is_not(None))
+    .limit(1)
+    .scalar_subquery()
+)
+ATTACHMENT_COLUMNS = (
+    *(column for column in ATTACHMENTS.c if column.name != "text"),
+    func.coalesce(ATTACHMENTS.c.text, SHARED_TEXT).label("text"),
+)
+TEXT_STORED = (
+    select(ATTACHMENTS.c.id)
+    .where(ATTACHMENTS.c.sha256 == bindparam("sha256"), ATTACHMENTS.c.text.is_not(None))
+    .limit(1)
+)
 RECENT_ROWS = (
     select(*ROW_COLUMNS)
     .where(
@@ -116,6 +134,31 @@ KNOWN_PRIVATE_ROUTE = (
     .join(PERSONS, PERSONS.c.id == ACCOUNTS.c.person_id)
     .join(SESSIONS, SESSIONS.c.id == PERSONS.c.active_session_id)
     .where(ACCOUNTS.c.lane == bindparam("lane"), ACCOUNTS.c.platform_user_id == bindparam("platform_user_id"))
+)
+
+VISITOR_TOKENS = cast(Table, VisitorToken.__table__)
+LINK_CODES = cast(Table, LinkCode.__table__)
+# Web visitors past the cutoff whose person never stored a message anywhere and has
+# no account besides the visitor's own (a linked person is someone's real history).
+_OTHER_ACCOUNTS = ACCOUNTS.alias("other_accounts")
+IDLE_VISITORS = (
+    select(VISITOR_TOKENS.c.visitor_id, ACCOUNTS.c.person_id)
+    .select_from(VISITOR_TOKENS)
+    .outerjoin(
+        ACCOUNTS, (ACCOUNTS.c.lane == "web") & (ACCOUNTS.c.platform_user_id == VISITOR_TOKENS.c.visitor_id)
+    )
+    .where(
+        VISITOR_TOKENS.c.created_at < bindparam("cutoff"),
+        ~exists().where(
+            SESSIONS.c.owner_kind == "person",
+            SESSIONS.c.owner_id == ACCOUNTS.c.person_id,
+            SESSIONS.c.last_seq > 0,
+        ),
+        ~exists().where(
+            _OTHER_ACCOUNTS.c.person_id == ACCOUNTS.c.person_id, _OTHER_ACCOUNTS.c.id != ACCOUNTS.c.id
+        ),
+    )
+    .limit(bindparam("batch"))
 )
 
 # Link codes avoid look-alike characters so they survive being read aloud or retyped.
@@ -197,11 +240,11 @@ class DuplicateMessage(Exception):
 class Store:
     """The storage boundary of Chorus."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, database: Engine) -> None:
+        self.database = database
 
     def _session(self) -> Session:
-        return open_session(self.engine)
+        return open_session(self.database)
 
     # --- identity and routing ------------------------------------------------
 
@@ -209,7 +252,7 @@ class Store:
         """The account for this platform user, created with a new person if unseen."""
         display_name, username = clean_text(display_name), clean_optional(username)
         # Every message looks its sender up: the common case (known, unchanged) is one Core read.
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             known = connection.execute(
                 ACCOUNT_BY_PLATFORM_ID, {"lane": lane, "platform_user_id": platform_user_id}
             ).first()
@@ -248,7 +291,7 @@ class Store:
     ) -> tuple[Account, ChatSession] | None:
         """The account and active private session of a known, unrenamed sender; else None."""
         display_name, username = clean_text(display_name), clean_optional(username)
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             row = connection.execute(
                 KNOWN_PRIVATE_ROUTE, {"lane": lane, "platform_user_id": platform_user_id}
             ).first()
@@ -261,7 +304,7 @@ class Store:
 
     def private_session(self, person_id: str, default_persona: str) -> ChatSession:
         """The person's active private session, created on first use."""
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             active = connection.execute(ACTIVE_PRIVATE_SESSION, {"person_id": person_id}).first()
         if active is not None:
             return ChatSession(**active._mapping)
@@ -443,10 +486,44 @@ class Store:
             found = db.get(VisitorToken, _token_hash(token))
             return found.visitor_id if found is not None else None
 
+    def forget_idle_visitors(self, idle: timedelta, batch: int = 500) -> int:
+        """Delete web visitors created longer than `idle` ago that never stored a message.
+
+        A visitor is its token, its web account, that account's person and the
+        person's empty sessions; one linked to another account is kept.
+        """
+        cutoff = utcnow() - idle
+        forgotten = 0
+        while True:
+            with self.database.begin() as connection:
+                found = connection.execute(IDLE_VISITORS, {"cutoff": cutoff, "batch": batch}).all()
+                if not found:
+                    return forgotten
+                visitor_ids = [row.visitor_id for row in found]
+                person_ids = [row.person_id for row in found if row.person_id is not None]
+                connection.execute(delete(VISITOR_TOKENS).where(VISITOR_TOKENS.c.visitor_id.in_(visitor_ids)))
+                connection.execute(
+                    delete(ACCOUNTS).where(
+                        ACCOUNTS.c.lane == "web", ACCOUNTS.c.platform_user_id.in_(visitor_ids)
+                    )
+                )
+                connection.execute(
+                    delete(SESSIONS).where(
+                        SESSIONS.c.owner_kind == "person", SESSIONS.c.owner_id.in_(person_ids)
+                    )
+                )
+                connection.execute(delete(PERSONS).where(PERSONS.c.id.in_(person_ids)))
+            forgotten += len(found)
+
+    def delete_expired_link_codes(self) -> int:
+        with self.database.begin() as connection:
+            result = connection.execute(delete(LINK_CODES).where(LINK_CODES.c.expires_at < utcnow()))
+        return int(result.rowcount or 0)
+
     # --- sessions ------------------------------------------------------------
 
     def get_session(self, session_id: str) -> ChatSession | None:
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             found = connection.execute(SESSION_BY_ID, {"session_id": session_id}).first()
         return ChatSession(**found._mapping) if found is not None else None
 
@@ -535,7 +612,7 @@ class Store:
             "created_at": created_at,
         }
         try:
-            with self.engine.begin() as connection:
+            with self.database.begin() as connection:
                 seq, owner_kind, owner_id = connection.execute(
                     BUMP_SEQUENCE,
                     {"target_session": session_id, "new_documents": documents, "touched_at": created_at},
@@ -574,6 +651,12 @@ class Store:
                         CLOSE_DELIVERY, {"answered_message": message.reply_to_id, "touched_at": created_at}
                     )
                 if message.attachments:
+                    texts = {
+                        attachment.sha256: clean_text(attachment.text)
+                        for attachment in message.attachments
+                        if attachment.text is not None
+                        and connection.execute(TEXT_STORED, {"sha256": attachment.sha256}).first() is None
+                    }
                     connection.execute(
                         INSERT_ATTACHMENT,
                         [
@@ -586,7 +669,8 @@ class Store:
                                 "size": attachment.size,
                                 "sha256": attachment.sha256,
                                 "path": attachment.path,
-                                "text": clean_optional(attachment.text),
+                                # Only the first of several copies in one message keeps it.
+                                "text": texts.pop(attachment.sha256, None),
                                 "created_at": created_at,
                             }
                             for attachment in message.attachments
@@ -633,7 +717,7 @@ class Store:
         Read on every turn, so it costs one indexed query (two when some of the
         rows carry attachments), whatever the length of the history.
         """
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             newest_first = connection.execute(
                 RECENT_ROWS, {"session_id": session_id, "after_seq": after_seq, "limit": limit}
             ).all()
@@ -642,7 +726,7 @@ class Store:
             files: dict[int, list[AttachmentRef]] = {}
             if with_files:
                 for attachment in connection.execute(
-                    select(ATTACHMENTS)
+                    select(*ATTACHMENT_COLUMNS)
                     .where(ATTACHMENTS.c.message_id.in_(with_files))
                     .order_by(ATTACHMENTS.c.id)
                 ):
@@ -679,7 +763,7 @@ class Store:
         )
         for first, last in skip:
             query = query.where(~MESSAGES.c.seq.between(first, last))
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             return int(connection.execute(query).scalar_one())
 
     def rows_between(self, session_id: str, first_seq: int, last_seq: int) -> list[TranscriptRow]:
@@ -714,27 +798,30 @@ class Store:
             found.reverse()
             return found
 
-    def attachments_for(self, message_ids: Iterable[int]) -> dict[int, list[Attachment]]:
+    def attachments_for(self, message_ids: Iterable[int]) -> dict[int, list[Row[Any]]]:
+        """The attachments of these messages (with their shared document text), by message id."""
         ids = list(message_ids)
         if not ids:
             return {}
-        with self._session() as db:
-            grouped: dict[int, list[Attachment]] = {}
-            for attachment in db.exec(
-                select(Attachment).where(col(Attachment.message_id).in_(ids)).order_by(col(Attachment.id))
+        grouped: dict[int, list[Row[Any]]] = {}
+        with self.database.connect() as connection:
+            for attachment in connection.execute(
+                select(*ATTACHMENT_COLUMNS)
+                .where(ATTACHMENTS.c.message_id.in_(ids))
+                .order_by(ATTACHMENTS.c.id)
             ):
                 grouped.setdefault(attachment.message_id, []).append(attachment)
-            return grouped
+        return grouped
 
     def session_documents(self, session_id: str) -> list[AttachmentRef]:
         """Every document shared in the session, oldest first."""
-        with self._session() as db:
+        with self.database.connect() as connection:
             return [
                 attachment_ref(attachment)
-                for attachment in db.exec(
-                    select(Attachment)
-                    .where(Attachment.session_id == session_id, Attachment.kind == "document")
-                    .order_by(col(Attachment.id))
+                for attachment in connection.execute(
+                    select(*ATTACHMENT_COLUMNS)
+                    .where(ATTACHMENTS.c.session_id == session_id, ATTACHMENTS.c.kind == "document")
+                    .order_by(ATTACHMENTS.c.id)
                 )
             ]
 
@@ -744,10 +831,12 @@ class Store:
 
     def _rows(self, db: Session, messages: Sequence[Message]) -> list[TranscriptRow]:
         ids = [message.id for message in messages if message.id is not None]
-        grouped: dict[int, list[Attachment]] = {}
+        grouped: dict[int, list[Row[Any]]] = {}
         if ids:
-            for attachment in db.exec(
-                select(Attachment).where(col(Attachment.message_id).in_(ids)).order_by(col(Attachment.id))
+            for attachment in db.connection().execute(
+                select(*ATTACHMENT_COLUMNS)
+                .where(ATTACHMENTS.c.message_id.in_(ids))
+                .order_by(ATTACHMENTS.c.id)
             ):
                 grouped.setdefault(attachment.message_id, []).append(attachment)
         return [transcript_row(message, grouped.get(message.id or 0, [])) for message in messages]
@@ -774,7 +863,7 @@ def group_owner_id(lane: str, chat_id: str) -> str:
     return f"{lane}:{chat_id}"
 
 
-def transcript_row(message: Message, attachments: Sequence[Attachment]) -> TranscriptRow:
+def transcript_row(message: Message, attachments: Sequence[Attachment | Row[Any]]) -> TranscriptRow:
     return TranscriptRow(
         seq=message.seq,
         role=message.role,

@@ -9,12 +9,12 @@ from collections.abc import AsyncIterator
 import discord
 from discord import app_commands
 
-from bot.config import DiscordSettings
-from bot.engine import Engine
 from bot.storage.delivery_models import Delivery
-from bot.turns import TurnEvent
+from bot.turns.engine import Engine
+from bot.turns.events import TurnEvent
 from channels.discord.access import AccessPolicy
 from channels.discord.replies import MESSAGE_LIMIT, deliver_reply, deliver_to
+from channels.discord.settings import DiscordSettings
 from channels.discord.slash import add_engine_commands
 from channels.discord.translate import interaction_inbound, message_inbound
 from channels.text import split_message

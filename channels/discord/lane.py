@@ -7,11 +7,12 @@ import logging
 from collections.abc import AsyncIterator
 
 import discord
+from fastapi import FastAPI
 
-from bot.app import Runtime
 from bot.errors import ConfigError
+from bot.runtime import Runtime
 from bot.storage.delivery_models import Delivery
-from bot.turns import TurnEvent
+from bot.turns.events import TurnEvent
 from channels.discord.client import ChorusClient
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,9 @@ class DiscordLane:
             raise ConfigError(f"Discord rejected the bot token. {TOKEN_HELP}") from error
         self._gateway = asyncio.create_task(self.client.connect(), name="discord-gateway")
         self._gateway.add_done_callback(_report_gateway_end)
+
+    def mount(self, app: FastAPI) -> None:
+        """The Discord lane talks over the gateway only: no routes on the web app."""
 
     async def resume(self, delivery: Delivery, events: AsyncIterator[TurnEvent]) -> None:
         await self.client.resume(delivery, events)

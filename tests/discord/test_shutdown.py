@@ -8,10 +8,10 @@ from pathlib import Path
 import uvicorn
 from sqlmodel import Session, select
 
-from bot.serve import Server, Service
+from bot.cli.serve import Server, Service
 from bot.storage.models import Message
-from channels.discord import DiscordLane
-from channels.web import create_app
+from channels.discord.lane import DiscordLane
+from channels.web.app import create_app
 from tests.discord.fake_discord import DM_CHANNEL_ID, VALID_TOKEN, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as ModelReply

@@ -35,6 +35,10 @@ class ServeProcess:
             CHORUS_DATA_DIR=str(workdir / "data"),
             CHORUS_CHANNELS_WEB_PORT=str(self.port),
             CHORUS_CONFIG=str(workdir / "none.yaml"),
+            # Every test visitor comes from 127.0.0.1: the per-address abuse limits would see one crowd.
+            CHORUS_CHANNELS_WEB_STREAMS_PER_IP="1000",
+            CHORUS_CHANNELS_WEB_VISITORS_PER_IP_PER_MINUTE="10000",
+            CHORUS_CHANNELS_WEB_MESSAGES_PER_IP_PER_MINUTE="100000",
         )
         environ.update(environment)
         self._environ = environ

@@ -1,4 +1,4 @@
-"""`chorus serve`: every configured lane in one process, around one engine.
+"""`chorus serve`: every active lane in one process, around one engine and one web app.
 
 The process owns its end: SIGTERM and SIGINT start a drain (no new work, running
 turns get `shutdown_grace_seconds` to finish), then whatever still runs is cut —
@@ -15,14 +15,17 @@ import logging
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import uvicorn
 
-from bot.app import Runtime, build_runtime
 from bot.config import Settings
 from bot.liveness import Liveness
 from bot.recovery import Recovery, ResumableLane
+from bot.runtime import Runtime, build_runtime
+
+if TYPE_CHECKING:
+    from channels.registry import LaneRunner
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +33,6 @@ log = logging.getLogger(__name__)
 CUT_DELIVERY_SECONDS = 10.0
 # uvicorn's wait for open connections (streams of cut turns) before it cancels them.
 HTTP_CLOSE_SECONDS = 5
-
-
-class Lane(Protocol):
-    name: str
-
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
 
 
 class Server(uvicorn.Server):
@@ -54,7 +49,7 @@ class Service:
     def __init__(
         self,
         runtime: Runtime,
-        lanes: list[Lane],
+        lanes: list[LaneRunner],
         server: uvicorn.Server,
         resumable: dict[str, ResumableLane] | None = None,
     ) -> None:
@@ -73,7 +68,7 @@ class Service:
         self._stop.set()
 
     async def run(self) -> None:
-        started: list[Lane] = []
+        started: list[LaneRunner] = []
         # A second process on one SQLite file is refused here, before it touches anything.
         self.liveness.start()
         recovering: asyncio.Task[None] | None = None
@@ -104,7 +99,7 @@ class Service:
             await self.runtime.aclose()
             self.liveness.close()
 
-    async def drain(self, lanes: list[Lane]) -> None:
+    async def drain(self, lanes: list[LaneRunner]) -> None:
         """No new work; running turns finish within the grace, the rest are cut."""
         engine = self.runtime.engine
         engine.running.closing = True
@@ -126,22 +121,16 @@ class Service:
 
 
 def build_service(settings: Settings) -> Service:
-    # Lanes are imported here, not at module level: `bot` holds no platform code.
-    from channels.web import create_app
+    # Lanes are imported here, not at module level: `bot` holds no platform code,
+    # and the registry imports a lane's platform library only when it is built.
+    from channels.registry import active_lanes
+    from channels.web.app import create_host_app
 
     runtime = build_runtime(settings)
-    app = create_app(runtime)
-    lanes: list[Lane] = []
-    if settings.channels.telegram.token:
-        from channels.telegram import TelegramLane
-
-        telegram = TelegramLane(runtime)
-        telegram.mount(app)
-        lanes.append(telegram)
-    if settings.channels.discord.token:
-        from channels.discord import DiscordLane
-
-        lanes.append(DiscordLane(runtime))
+    app = create_host_app(runtime)
+    lanes: list[LaneRunner] = [spec.build(runtime) for spec in active_lanes(settings.channels)]
+    for lane in lanes:
+        lane.mount(app)
     web = settings.channels.web
     server = Server(
         # log_config=None: uvicorn's records go through Chorus's handler (text or JSON).
@@ -154,12 +143,7 @@ def build_service(settings: Settings) -> Service:
             timeout_graceful_shutdown=HTTP_CLOSE_SECONDS,
         )
     )
-    resumable: dict[str, ResumableLane] = {
-        lane.name: lane for lane in lanes if isinstance(lane, ResumableLane)
-    }
-    if web.enabled:
-        resumable["web"] = app.state.web_lane
-    return Service(runtime, lanes, server, resumable)
+    return Service(runtime, lanes, server)
 
 
 async def serve(settings: Settings) -> None:

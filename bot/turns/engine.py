@@ -14,10 +14,9 @@ import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing, nullcontext
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from bot.assembly import ContextAssembler
-from bot.attachments import AttachmentStore
-from bot.commands import CommandContext, CommandRegistry, parse_command
+from bot.commands.registry import CommandContext, CommandRegistry, parse_command
 from bot.config import Settings
 from bot.errors import (
     ChorusError,
@@ -27,13 +26,9 @@ from bot.errors import (
     ProviderError,
     StreamInterrupted,
 )
-from bot.inbound import InboundMessage
-from bot.locks import SessionLocks
 from bot.logs import bind_session, turn_scope
 from bot.metrics import observe_turn
 from bot.providers.base import ChatProvider, ChatRequest
-from bot.routing import Route, resolve_route
-from bot.stops import RunningTurn, RunningTurns
 from bot.storage.deliveries import DeliveryStore
 from bot.storage.delivery_models import Delivery
 from bot.storage.models import ChatSession
@@ -47,9 +42,19 @@ from bot.storage.store import (
     StoredMessage,
     ingest_key,
 )
-from bot.turns import Delta, Reply, TurnEvent
+from bot.turns.assembly import ContextAssembler
+from bot.turns.attachments import AttachmentStore
+from bot.turns.events import Delta, Reply, TurnEvent
+from bot.turns.inbound import InboundMessage
+from bot.turns.locks import SessionLocks
+from bot.turns.routing import Route, resolve_route
+from bot.turns.stops import RunningTurn, RunningTurns
 from persona import Persona, PersonaRegistry
 from transcript import Context, count_tokens
+
+if TYPE_CHECKING:
+    from bot.context.maintenance import ContextMaintainer
+    from bot.memory.service import MemoryService
 
 log = logging.getLogger(__name__)
 
@@ -107,11 +112,14 @@ class Engine:
         self.running = RunningTurns()
         # Names this process in the delivery state of the turns it answers.
         self.instance_id = uuid.uuid4().hex
-        self.deliveries = DeliveryStore(store.engine)
+        self.deliveries = DeliveryStore(store.database)
         # User messages this process's recovery is answering: a re-delivered copy waits for it.
         self.recovering: set[int] = set()
         self.after_turn_jobs: list[AfterTurnJob] = []
         self.overflow_handler: OverflowHandler | None = None
+        # What the context and memory commands act on, when this process runs them.
+        self.maintainer: ContextMaintainer | None = None
+        self.memory: MemoryService | None = None
         self._background: set[asyncio.Task[None]] = set()
 
     # --- the public API lanes call ---------------------------------------------
@@ -154,7 +162,14 @@ class Engine:
                     return
                 stored_already(inbound)
                 answer = await self.commands.run(
-                    command, CommandContext(engine=self, inbound=inbound, route=route)
+                    command,
+                    CommandContext(
+                        engine=self,
+                        inbound=inbound,
+                        route=route,
+                        maintainer=self.maintainer,
+                        memory=self.memory,
+                    ),
                 )
             yield Reply(
                 kind="command" if answer.ok else "error",
