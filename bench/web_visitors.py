@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -54,7 +55,8 @@ def start_server(workdir: Path, port: int, log: IO[bytes]) -> subprocess.Popen[b
         {
             "CHORUS_DATABASE_URL": f"sqlite:///{workdir / 'chorus.db'}",
             "CHORUS_DATA_DIR": str(workdir / "data"),
-            "CHORUS_LOG_LEVEL": "WARNING",
+            # INFO: the server logs its event-loop stalls (p99, max) when it stops.
+            "CHORUS_LOG_LEVEL": "INFO",
             "CHORUS_CHANNELS_WEB_HOST": "127.0.0.1",
             "CHORUS_CHANNELS_WEB_PORT": str(port),
             "PYTHONPATH": str(REPO),
@@ -174,10 +176,11 @@ async def run(visitors: int) -> dict[str, Any]:
         finally:
             server.terminate()
             try:
-                server.wait(timeout=15)
+                server.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 server.kill()
             log.close()
+            stalls = loop_stalls(log_path.read_text(errors="replace"))
     first = [outcome.first_token for outcome in outcomes if outcome.first_token is not None]
     full = [
         outcome.full_reply for outcome in outcomes if outcome.full_reply is not None and not outcome.error
@@ -196,7 +199,15 @@ async def run(visitors: int) -> dict[str, Any]:
         "full p50 ms": median(full) * 1000,
         "full p99 ms": percentile(full, 0.99) * 1000,
         "server peak RSS MiB": rss,
+        "loop stall p99 ms": stalls[0],
+        "loop stall max ms": stalls[1],
     }
+
+
+def loop_stalls(server_log: str) -> tuple[float, float]:
+    """p99 and longest event-loop stall of the server's run, from the line it logs at exit."""
+    found = re.search(r"event loop stalls: p99 ([\d.]+) ms, max ([\d.]+) ms", server_log)
+    return (float(found.group(1)), float(found.group(2))) if found else (float("nan"), float("nan"))
 
 
 def main(visitors: int = DEFAULT_VISITORS) -> list[dict[str, Any]]:

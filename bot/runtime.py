@@ -44,6 +44,8 @@ class Runtime:
         if self.memory is not None:
             await self.memory.aclose()
         await self.engine.provider.aclose()
+        if self.engine.locks.shared is not None:
+            await self.engine.locks.shared.aclose()
         self.database.dispose()
 
 
@@ -102,6 +104,11 @@ def build_runtime(
         ),
         commands=commands,
     )
+    if database.dialect.name == "postgresql":
+        # Several processes may serve this database: a session's turns queue across all of them.
+        from bot.storage.advisory_locks import LOCK_CONNECTIONS, PostgresSessionLocks
+
+        engine.locks.shared = PostgresSessionLocks(settings.database_url, LOCK_CONNECTIONS)
     context = ContextMaintainer(engine)
     engine.maintainer = context
     engine.after_turn_jobs.append(context.after_turn)

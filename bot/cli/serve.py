@@ -21,6 +21,7 @@ import uvicorn
 
 from bot.config import Settings
 from bot.liveness import Liveness
+from bot.loop_lag import LoopLagProbe
 from bot.recovery import Recovery, ResumableLane
 from bot.runtime import Runtime, build_runtime
 
@@ -61,6 +62,7 @@ class Service:
             resumable = {lane.name: lane for lane in lanes if isinstance(lane, ResumableLane)}
         self.recovery = Recovery(runtime.engine, self.liveness, resumable)
         self._stop = asyncio.Event()
+        self.loop_lag = LoopLagProbe()
 
     def request_stop(self) -> None:
         if not self._stop.is_set():
@@ -71,6 +73,7 @@ class Service:
         started: list[LaneRunner] = []
         # A second process on one SQLite file is refused here, before it touches anything.
         self.liveness.start()
+        self.loop_lag.start()
         recovering: asyncio.Task[None] | None = None
         try:
             # Claimed before any lane takes a message: a platform re-sending one of
@@ -98,6 +101,8 @@ class Service:
                 await lane.stop()
             await self.runtime.aclose()
             self.liveness.close()
+            await self.loop_lag.stop()
+            log.info(self.loop_lag.summary())
 
     async def drain(self, lanes: list[LaneRunner]) -> None:
         """No new work; running turns finish within the grace, the rest are cut."""

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parents[2]
-READY_SECONDS = 60.0
+READY_SECONDS = 180.0
 
 
 def free_port() -> int:
@@ -39,6 +39,7 @@ class ServeProcess:
             CHORUS_CHANNELS_WEB_STREAMS_PER_IP="1000",
             CHORUS_CHANNELS_WEB_VISITORS_PER_IP_PER_MINUTE="10000",
             CHORUS_CHANNELS_WEB_MESSAGES_PER_IP_PER_MINUTE="100000",
+            CHORUS_CHANNELS_WEB_RATE_LIMIT_PER_MINUTE="100000",
         )
         environ.update(environment)
         self._environ = environ
