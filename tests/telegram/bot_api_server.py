@@ -459,12 +459,17 @@ def poll(question: str = "Lunch?") -> dict[str, Any]:
     return {
         "id": "poll-1",
         "question": question,
-        "options": [{"text": "yes", "voter_count": 0}, {"text": "no", "voter_count": 0}],
+        "options": [
+            {"persistent_id": "o1", "text": "yes", "voter_count": 0},
+            {"persistent_id": "o2", "text": "no", "voter_count": 0},
+        ],
         "total_voter_count": 0,
         "is_closed": False,
         "is_anonymous": True,
         "type": "regular",
         "allows_multiple_answers": False,
+        "allows_revoting": False,
+        "members_only": False,
     }
 
 

@@ -14,14 +14,24 @@ behaviour of Telegram's servers:
   So `my_helper_function` loses its underscores and turns `helper` italic.
 - The text is trimmed of leading and trailing spaces and newlines; what is left must
   not be empty and must be at most 4096 characters.
+- Telegram finds `/commands`, `@usernames` and URLs in the text itself (outside code,
+  pre and links) and makes them tappable entities.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 MESSAGE_LIMIT = 4096
+# What Telegram turns into tappable entities by itself.
+_FOUND = (
+    ("bot_command", re.compile(r"(?<![\w/<>])/[A-Za-z0-9_]{1,64}(?:@[A-Za-z0-9_]{3,32})?(?![\w/<>])")),
+    ("mention", re.compile(r"(?<!\w)@[A-Za-z0-9_]{2,32}(?!\w)")),
+    ("url", re.compile(r"https?://[^\s<>\"]+[^\s<>\".,;:!?)\]]")),
+)
+_OPAQUE = frozenset({"code", "pre", "text_link", "url", "mention", "bot_command", "email"})
 ENTITY_TYPES = frozenset(
     {
         "mention",
@@ -81,7 +91,7 @@ def formatted_text(params: dict[str, Any], *, allow_empty: bool = False) -> Form
         raise NotImplementedError(f"the stand-in does not implement parse_mode={parse_mode}")
     else:
         result = FormattedText(text, _checked_entities(text, entities or []))
-    result = _trimmed(result)
+    result = _with_found_entities(_trimmed(result))
     if not result.text and not allow_empty:
         raise TextRejected("Bad Request: message text is empty")
     if len(result.text) > MESSAGE_LIMIT:
@@ -233,6 +243,25 @@ def _trimmed(formatted: FormattedText) -> FormattedText:
         if end > start:
             entities.append({**entity, "offset": start, "length": end - start})
     return FormattedText(body, entities)
+
+
+def _with_found_entities(formatted: FormattedText) -> FormattedText:
+    taken = [
+        (entity["offset"], entity["offset"] + entity["length"])
+        for entity in formatted.entities
+        if entity["type"] in _OPAQUE
+    ]
+    found: list[dict[str, Any]] = []
+    for kind, pattern in _FOUND:
+        for match in pattern.finditer(formatted.text):
+            start = utf16_len(formatted.text[: match.start()])
+            end = start + utf16_len(match.group())
+            if any(start < other_end and other_start < end for other_start, other_end in taken):
+                continue
+            taken.append((start, end))
+            found.append({"type": kind, "offset": start, "length": end - start})
+    entities = sorted(formatted.entities + found, key=lambda entity: (entity["offset"], -entity["length"]))
+    return FormattedText(formatted.text, entities)
 
 
 def utf16_units(text: str) -> list[int]:
