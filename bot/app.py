@@ -17,6 +17,7 @@ from bot.engine import Engine
 from bot.memory import MemoryService, choose_distiller, register_memory_commands
 from bot.providers import make_provider
 from bot.providers.base import ChatProvider
+from bot.providers.observed import ObservedProvider
 from bot.storage import migrate
 from bot.storage.database import create_database_engine
 from bot.storage.memory_store import MemoryStore
@@ -77,6 +78,8 @@ def build_runtime(
             read_timeout=settings.model.read_timeout,
             max_retries=settings.model.max_retries,
         )
+    # Every model call is counted, and its failures kept for the operator's health page.
+    provider = ObservedProvider(provider)
     if provider.name == "demo":
         log.warning(
             "No model configured: replies come from the offline DEMO model. "

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 from bot.app import Runtime, build_runtime
 from bot.config import load_settings
 from bot.errors import ChorusError
+from bot.logs import configure_logging
 from bot.storage import migrate
 from bot.storage.database import create_database_engine
 from bot.transfer import export_json, export_markdown, import_json, load_document
@@ -23,12 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = load_settings(args.config)
-        logging.basicConfig(
-            level=settings.log_level.upper(),
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
-        # Migration chatter on every start hides what matters (the demo-model warning).
-        logging.getLogger("alembic").setLevel(logging.WARNING)
+        configure_logging(settings.log_level, settings.logging.format)
         handler: Callable[[argparse.Namespace], int] = args.handler
         args.settings = settings
         return handler(args)

@@ -28,6 +28,7 @@ ENV_ALIASES: dict[str, tuple[str, ...]] = {
     "CHORUS_TELEGRAM_TOKEN": ("channels", "telegram", "token"),
     "CHORUS_DISCORD_TOKEN": ("channels", "discord", "token"),
     "CHORUS_TELEGRAM_WEBHOOK_SECRET": ("channels", "telegram", "webhook_secret"),
+    "CHORUS_ADMIN_TOKEN": ("channels", "web", "admin_token"),
 }
 
 
@@ -120,6 +121,10 @@ class WebSettings(BaseModel):
     cors_origins: list[str] = Field(default_factory=list)
     rate_limit_per_minute: int = 30
     public_url: str | None = None
+    # The operator's console (/admin) and /metrics are served only when this is set.
+    admin_token: SecretStr | None = None
+    # Lets Prometheus scrape /metrics without the admin token (the console still needs it).
+    metrics_public: bool = False
 
 
 class TelegramSettings(BaseModel):
@@ -147,12 +152,18 @@ class ChannelSettings(BaseModel):
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
 
 
+class LoggingSettings(BaseModel):
+    # "json": one JSON object per line, for log shippers.
+    format: Literal["text", "json"] = "text"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(extra="forbid")
 
     database_url: str = "sqlite:///./data/chorus.db"
     data_dir: Path = Path("./data")
     log_level: str = "INFO"
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
     default_persona: str = "assistant"
     personas: list[PersonaSettings] = Field(default_factory=lambda: [FALLBACK_PERSONA])
     model: ModelSettings = Field(default_factory=ModelSettings)

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
+from bot import metrics
 from bot.config import ContextSettings
 from bot.locks import SessionLocks
 from bot.providers.base import PURPOSE_KEY, SUMMARY_PURPOSE, ChatRequest
@@ -114,6 +115,7 @@ class ContextManager:
             )
         if folded:
             self.counters.overflow_recoveries += 1
+            metrics.OVERFLOW_RECOVERIES.inc()
         return folded
 
     # --- commands ------------------------------------------------------------------
@@ -188,6 +190,7 @@ class ContextManager:
             log.info("session %s: a newer summary was stored meanwhile; dropped this one", session.id)
             return None
         self.counters.compactions += 1
+        metrics.COMPACTIONS.inc()
         return CompactionResult(record, plan, sum(item.tokens for item in items))
 
     async def _collapse(
@@ -228,6 +231,7 @@ class ContextManager:
         )
         if record is not None:
             self.counters.collapses += 1
+            metrics.COLLAPSES.inc()
         return True
 
     # --- helpers -----------------------------------------------------------------

@@ -28,6 +28,8 @@ from bot.errors import (
 )
 from bot.inbound import InboundMessage
 from bot.locks import SessionLocks
+from bot.logs import bind_session, turn_scope
+from bot.metrics import observe_turn
 from bot.providers.base import ChatProvider, ChatRequest
 from bot.routing import Route, resolve_route
 from bot.stops import RunningTurn, RunningTurns
@@ -103,12 +105,20 @@ class Engine:
 
     async def stream(self, inbound: InboundMessage) -> AsyncGenerator[TurnEvent, None]:
         """Run a turn: zero or more `Delta`s, then exactly one `Reply`."""
+        # Log records written during the turn (and by its after-turn work) carry its ids.
+        with turn_scope(inbound.lane):
+            async with aclosing(self._stream(inbound)) as events:
+                async for event in events:
+                    yield event
+
+    async def _stream(self, inbound: InboundMessage) -> AsyncGenerator[TurnEvent, None]:
         text = clean_text(inbound.text)
         try:
             route = resolve_route(self.store, inbound, self.personas.default.id)
         except ChorusError as error:
             yield Reply(kind="error", text=str(error))
             return
+        bind_session(route.session.id)
         command = parse_command(text)
         if command is not None:
             # A command about the running turn (/stop) must not wait for it to end.
@@ -134,7 +144,7 @@ class Engine:
         # the partial reply is stored now rather than whenever the GC finalises it.
         async with (
             self.locks.hold(route.session.id),
-            aclosing(self._turn(inbound, route, text, reread=waited)) as turn,
+            aclosing(observe_turn(self._turn(inbound, route, text, reread=waited), inbound.lane)) as turn,
         ):
             async for event in turn:
                 yield event
@@ -164,6 +174,11 @@ class Engine:
         """Wait for background after-turn work (tests, shutdown)."""
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    @property
+    def pending_jobs(self) -> int:
+        """After-turn jobs of this process not finished yet."""
+        return len(self._background)
 
     def persona_for(self, session: ChatSession) -> Persona:
         return self.personas.resolve(session.persona_id)

@@ -41,7 +41,10 @@ async def serve(settings: Settings) -> None:
         lanes.append(DiscordLane(runtime))
     web = settings.channels.web
     server = uvicorn.Server(
-        uvicorn.Config(app, host=web.host, port=web.port, log_level=settings.log_level.lower())
+        # log_config=None: uvicorn's records go through Chorus's handler (text or JSON).
+        uvicorn.Config(
+            app, host=web.host, port=web.port, log_level=settings.log_level.lower(), log_config=None
+        )
     )
     for lane in lanes:
         await lane.start()

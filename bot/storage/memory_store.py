@@ -135,10 +135,12 @@ class MemoryStore:
         `expected_seq` is None when the session has no cursor yet. Raises
         `CursorMoved` (and stores nothing) if the cursor is no longer there.
         """
-        owner = Owner.of(session)
         now = utcnow()
         written = merged = 0
         with self._session() as db:
+            # The owner as stored now: linking may have moved the session to another person
+            # since the caller read it (an idle offload holds its session for minutes).
+            owner = Owner.of(db.get(ChatSession, session.id) or session)
             for item in items:
                 existing = db.exec(
                     select(MemoryItem).where(

@@ -16,9 +16,10 @@ from typing import Any, cast
 
 from sqlalchemy import Table, delete, func, update
 from sqlalchemy import select as sa_select
-from sqlmodel import Session, col, select
+from sqlmodel import Session, SQLModel, col, select
 
-from bot.storage.memory_models import MemoryCursor, MemoryItem
+import bot.storage.tables  # noqa: F401  (every table in the metadata, for _owned_tables)
+from bot.storage.memory_models import MemoryItem
 from bot.storage.models import Account, ChatSession, LinkCode, Message, Person
 from bot.storage.store import INDEX_MESSAGE, UNINDEX_MESSAGE, owner_token
 from bot.text_tokens import jaccard, search_text, similarity_tokens
@@ -57,17 +58,13 @@ def merge_persons(db: Session, source_id: str, target_id: str, dedup_threshold: 
         )
     )
     _reindex_messages(db, sessions, source_id, target_id)
-    db.execute(
-        update(ChatSession)
-        .where(col(ChatSession.owner_kind) == PERSON, col(ChatSession.owner_id) == source_id)
-        .values(owner_id=target_id)
-    )
     moved, merged = _merge_memory(db, source_id, target_id, dedup_threshold)
-    db.execute(
-        update(MemoryCursor)
-        .where(col(MemoryCursor.owner_kind) == PERSON, col(MemoryCursor.owner_id) == source_id)
-        .values(owner_id=target_id)
-    )
+    for table in _owned_tables():
+        db.execute(
+            update(table)
+            .where(table.c.owner_kind == PERSON, table.c.owner_id == source_id)
+            .values(owner_id=target_id)
+        )
     db.execute(update(Account).where(col(Account.person_id) == source_id).values(person_id=target_id))
     # A code the other person showed and nobody used yet now joins accounts to the merged person.
     db.execute(update(LinkCode).where(col(LinkCode.person_id) == source_id).values(person_id=target_id))
@@ -80,6 +77,19 @@ def merge_persons(db: Session, source_id: str, target_id: str, dedup_threshold: 
         items_moved=moved,
         items_merged=merged,
     )
+
+
+def _owned_tables() -> list[Table]:
+    """Every table that records an owner: sessions, offload cursors, and any copy kept for speed.
+
+    Found from the schema rather than listed, so a table that copies the owner next to its rows
+    moves with the person without this module knowing it. Memory items move in `_merge_memory`.
+    """
+    return [
+        table
+        for table in SQLModel.metadata.sorted_tables
+        if {"owner_kind", "owner_id"} <= set(table.c.keys()) and table is not ITEMS
+    ]
 
 
 def _continuing_session(

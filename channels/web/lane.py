@@ -77,7 +77,7 @@ class WebLane:
         )
 
 
-def lane_of(request: Request) -> WebLane:
+async def lane_of(request: Request) -> WebLane:
     lane: WebLane = request.app.state.web_lane
     return lane
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sqlalchemy import text
+
 from bot.app import Runtime
 from bot.storage.memory_store import Owner
+from bot.storage.store import owner_token
 from bot.transfer import export_markdown
 from bot.turns import Reply
 from tests.fakes.openai_server import FakeOpenAI, message_text
@@ -40,6 +43,7 @@ async def test_the_most_recent_conversation_continues_and_the_other_stays_reacha
     runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
     older = await say(runtime, "I keep bees on my balcony.", "telegram", "4242")
     newer = await say(runtime, "I am planning a trip to Lisbon.", "web", "visitor-1")
+    joining = person_of(runtime, "telegram", "4242")
 
     linked = await link(runtime, shown_on=("web", "visitor-1"), entered_on=("telegram", "4242"))
 
@@ -60,7 +64,18 @@ async def test_the_most_recent_conversation_continues_and_the_other_stays_reacha
     assert "I keep bees on my balcony." in export_markdown(runtime.store, set_aside)
     recalled = await say(runtime, "/recall bees balcony", "web", "visitor-1")
     assert "I keep bees on my balcony." in recalled.text
+    # The search rows moved with the messages: none is left under the joined person's tag.
+    assert search_rows(runtime, joining) == 0
+    assert search_rows(runtime, person) == 6  # both conversations, three turns
     await runtime.aclose()
+
+
+def search_rows(runtime: Runtime, person_id: str) -> int:
+    query = text("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH :match")
+    with runtime.store.engine.connect() as connection:
+        return int(
+            connection.execute(query, {"match": f'owner:"{owner_token("person", person_id)}"'}).scalar_one()
+        )
 
 
 async def test_the_code_makers_conversation_continues_when_it_is_newer(
@@ -155,4 +170,23 @@ async def test_every_account_of_the_joining_person_comes_along(tmp_path: Path) -
     assert person_of(runtime, "telegram", "t") == person_of(runtime, "discord", "d") == person
     lanes = sorted(account.lane for account in runtime.store.accounts_of(person))
     assert lanes == ["discord", "telegram", "web"]
+    await runtime.aclose()
+
+
+async def test_an_offload_that_started_before_the_link_stores_under_the_merged_person(tmp_path: Path) -> None:
+    runtime = make_runtime(tmp_path)
+    assert runtime.memory is not None
+    talked = await say(runtime, "My sister lives in Porto with two cats.", "web", "v")
+    # What an idle offload armed before the link holds on to: the session as it was then.
+    held = runtime.store.get_session(talked.session_id)
+    assert held is not None
+    await say(runtime, "I keep bees on my balcony.", "telegram", "t")
+    await link(runtime, shown_on=("telegram", "t"), entered_on=("web", "v"))
+
+    await runtime.memory.flush(held)
+
+    person = person_of(runtime, "web", "v")
+    assert held.owner_id != person
+    items = runtime.memory.store.all_items(Owner("person", person))
+    assert [item.content for item in items] == ["Alice: My sister lives in Porto with two cats."]
     await runtime.aclose()
