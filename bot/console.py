@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from bot.errors import UnknownPersona
+from bot.providers.observed import ObservedProvider
 from bot.storage.context_models import SUMMARY, ContextRecord, ContextSnip
 from bot.storage.memory_store import Owner
 from bot.storage.models import ChatSession
@@ -32,7 +33,7 @@ from transcript import (
 )
 
 if TYPE_CHECKING:
-    from bot.app import Runtime
+    from bot.runtime import Runtime
 
 # The chart replays at most this many of a conversation's latest turns.
 CHART_TURNS = 300
@@ -292,7 +293,7 @@ class Console:
 
     def health(self) -> dict[str, Any]:
         provider = self.engine.provider
-        errors = getattr(provider, "recent_errors", ())
+        errors = provider.recent_errors if isinstance(provider, ObservedProvider) else ()
         return {
             "lanes": self.lanes(),
             "model": {

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from bot.turns import Delta, Reply, TurnEvent
+from bot.turns.events import Delta, Reply, TurnEvent
 
 log = logging.getLogger(__name__)
 

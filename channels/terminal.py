@@ -8,9 +8,9 @@ import sys
 import uuid
 from typing import TextIO
 
-from bot.engine import Engine
-from bot.inbound import Actor, InboundMessage
-from bot.turns import Delta, Reply
+from bot.turns.engine import Engine
+from bot.turns.events import Delta, Reply
+from bot.turns.inbound import Actor, InboundMessage
 
 PROMPT = "you › "
 

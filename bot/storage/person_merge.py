@@ -19,10 +19,10 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, SQLModel, col, select
 
 import bot.storage.tables  # noqa: F401  (every table in the metadata, for _owned_tables)
+from bot.search_terms import jaccard, search_text, similarity_tokens
 from bot.storage.memory_models import MemoryItem
 from bot.storage.models import Account, ChatSession, LinkCode, Message, Person
 from bot.storage.store import INDEX_MESSAGE, UNINDEX_MESSAGE, owner_token
-from bot.text_tokens import jaccard, search_text, similarity_tokens
 
 ITEMS = cast(Table, MemoryItem.__table__)
 PERSON = "person"

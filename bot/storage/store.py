@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.errors import LinkCodeError
+from bot.search_terms import search_text
 from bot.storage.database import open_session
 from bot.storage.models import (
     Account,
@@ -33,7 +34,6 @@ from bot.storage.models import (
     utcnow,
 )
 from bot.storage.sanitise import clean_optional, clean_text
-from bot.text_tokens import search_text
 from transcript import AttachmentRef, TranscriptRow
 
 if TYPE_CHECKING:
@@ -177,11 +177,11 @@ class DuplicateMessage(Exception):
 class Store:
     """The storage boundary of Chorus."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, database: Engine) -> None:
+        self.database = database
 
     def _session(self) -> Session:
-        return open_session(self.engine)
+        return open_session(self.database)
 
     # --- identity and routing ------------------------------------------------
 
@@ -189,7 +189,7 @@ class Store:
         """The account for this platform user, created with a new person if unseen."""
         display_name, username = clean_text(display_name), clean_optional(username)
         # Every message looks its sender up: the common case (known, unchanged) is one Core read.
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             known = connection.execute(
                 ACCOUNT_BY_PLATFORM_ID, {"lane": lane, "platform_user_id": platform_user_id}
             ).first()
@@ -228,7 +228,7 @@ class Store:
     ) -> tuple[Account, ChatSession] | None:
         """The account and active private session of a known, unrenamed sender; else None."""
         display_name, username = clean_text(display_name), clean_optional(username)
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             row = connection.execute(
                 KNOWN_PRIVATE_ROUTE, {"lane": lane, "platform_user_id": platform_user_id}
             ).first()
@@ -241,7 +241,7 @@ class Store:
 
     def private_session(self, person_id: str, default_persona: str) -> ChatSession:
         """The person's active private session, created on first use."""
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             active = connection.execute(ACTIVE_PRIVATE_SESSION, {"person_id": person_id}).first()
         if active is not None:
             return ChatSession(**active._mapping)
@@ -426,7 +426,7 @@ class Store:
     # --- sessions ------------------------------------------------------------
 
     def get_session(self, session_id: str) -> ChatSession | None:
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             found = connection.execute(SESSION_BY_ID, {"session_id": session_id}).first()
         return ChatSession(**found._mapping) if found is not None else None
 
@@ -515,7 +515,7 @@ class Store:
             "created_at": created_at,
         }
         try:
-            with self.engine.begin() as connection:
+            with self.database.begin() as connection:
                 seq, owner_kind, owner_id = connection.execute(
                     BUMP_SEQUENCE,
                     {"target_session": session_id, "new_documents": documents, "touched_at": created_at},
@@ -590,7 +590,7 @@ class Store:
         Read on every turn, so it costs one indexed query (two when some of the
         rows carry attachments), whatever the length of the history.
         """
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             newest_first = connection.execute(
                 RECENT_ROWS, {"session_id": session_id, "after_seq": after_seq, "limit": limit}
             ).all()
@@ -636,7 +636,7 @@ class Store:
         )
         for first, last in skip:
             query = query.where(~MESSAGES.c.seq.between(first, last))
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             return int(connection.execute(query).scalar_one())
 
     def rows_between(self, session_id: str, first_seq: int, last_seq: int) -> list[TranscriptRow]:

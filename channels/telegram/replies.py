@@ -34,7 +34,7 @@ from aiogram.types import ReplyParameters
 from aiogram.utils.chat_action import ChatActionSender
 from aiohttp import ClientError
 
-from bot.turns import Delta, Reply, TurnEvent
+from bot.turns.events import Delta, Reply, TurnEvent
 from channels.telegram.formatting import TelegramText, plain, render, split
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,7 @@ from channels.web.visitors import COOKIE_NAME, Visitor
 
 router = APIRouter(prefix="/api", tags=["chat"])
 
-Lane = Annotated[WebLane, Depends(lane_of)]
+CurrentLane = Annotated[WebLane, Depends(lane_of)]
 # Ids are database integers: anything larger cannot exist (and would overflow a query).
 MAX_ID = 2**31 - 1
 BEARER = HTTPBearer(auto_error=False, description="The visitor token from `POST /api/session`.")
@@ -105,7 +105,7 @@ FILE_CONTENT = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
 
 async def visitor_of(
     request: Request,
-    lane: Lane,
+    lane: CurrentLane,
     bearer: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)],
     cookie: Annotated[str | None, Security(COOKIE)],
 ) -> Visitor:
@@ -118,7 +118,7 @@ CurrentVisitor = Annotated[Visitor, Depends(visitor_of)]
 
 @router.post("/session", response_model=SessionState, responses=error_responses(400, 403, 422, 429))
 async def start_session(
-    request: Request, response: Response, lane: Lane, body: StartSession | None = None
+    request: Request, response: Response, lane: CurrentLane, body: StartSession | None = None
 ) -> SessionState:
     """Resume the visitor of the token sent (bearer or cookie), or create a new anonymous one."""
     name = body.name if body is not None else None
@@ -144,13 +144,13 @@ async def start_session(
 
 
 @router.get("/session", response_model=SessionState, responses=error_responses(401))
-async def session_state(visitor: CurrentVisitor, lane: Lane) -> SessionState:
+async def session_state(visitor: CurrentVisitor, lane: CurrentLane) -> SessionState:
     """The visitor's current conversation (it changes after /new or /link) and persona."""
     return lane.state_of(visitor)
 
 
 @router.get("/personas", response_model=list[PersonaView])
-async def personas(lane: Lane) -> list[PersonaView]:
+async def personas(lane: CurrentLane) -> list[PersonaView]:
     return [persona_view(persona) for persona in lane.engine.personas]
 
 
@@ -162,7 +162,7 @@ async def personas(lane: Lane) -> list[PersonaView]:
 async def history(
     session_id: str,
     visitor: CurrentVisitor,
-    lane: Lane,
+    lane: CurrentLane,
     before: Annotated[
         int | None, Query(ge=1, le=MAX_ID, description="Only messages with a lower seq")
     ] = None,
@@ -209,7 +209,9 @@ async def history(
     openapi_extra=MESSAGE_FORM_DOC,
     responses=error_responses(400, 401, 403, 404, 409, 411, 413, 415, 422, 429),
 )
-async def post_message(session_id: str, request: Request, visitor: CurrentVisitor, lane: Lane) -> Response:
+async def post_message(
+    session_id: str, request: Request, visitor: CurrentVisitor, lane: CurrentLane
+) -> Response:
     """Send a message (text, a command, and/or files) and stream the reply as Server-Sent Events."""
     lane.visitors.current_session(visitor, session_id)
     check_request_size(request, lane.attachments.max_bytes)
@@ -231,7 +233,7 @@ async def post_message(session_id: str, request: Request, visitor: CurrentVisito
     responses=error_responses(400, 401, 403, 404, 409, 422, 429),
 )
 async def switch_persona(
-    session_id: str, body: SwitchPersona, visitor: CurrentVisitor, lane: Lane
+    session_id: str, body: SwitchPersona, visitor: CurrentVisitor, lane: CurrentLane
 ) -> CommandResult:
     """Switch the persona, exactly as `/persona <id>` does on every lane."""
     lane.visitors.current_session(visitor, session_id)
@@ -252,7 +254,7 @@ async def switch_persona(
     responses={200: {"content": FILE_CONTENT}, **error_responses(401, 403, 404, 422)},
 )
 async def attachment(
-    attachment_id: Annotated[int, Path(ge=1, le=MAX_ID)], visitor: CurrentVisitor, lane: Lane
+    attachment_id: Annotated[int, Path(ge=1, le=MAX_ID)], visitor: CurrentVisitor, lane: CurrentLane
 ) -> FileResponse:
     """A file from the visitor's own conversation; images inline, documents as downloads."""
     found = lane.store.get_attachment(attachment_id)

@@ -6,8 +6,8 @@ from pathlib import Path
 import httpx
 import pytest_asyncio
 
-from bot.app import Runtime
-from channels.web import create_app
+from bot.runtime import Runtime
+from channels.web.app import create_app
 from tests.admin.seed import admin_runtime
 from tests.fakes.openai_server import fake_openai_fixture  # noqa: F401
 

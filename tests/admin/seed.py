@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.app import Runtime
 from bot.providers.base import ChatProvider
+from bot.runtime import Runtime
 from tests.support.files import png_image
 from tests.support.runtime import attachment, inbound, make_runtime
 

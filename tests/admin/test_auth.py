@@ -10,10 +10,10 @@ import httpx
 import pytest
 from fastapi.routing import APIRoute
 
-from bot.app import Runtime
-from channels.web import create_app
+from bot.runtime import Runtime
 from channels.web.admin import admin_routers
 from channels.web.admin.auth import AdminAuth
+from channels.web.app import create_app
 from tests.admin.conftest import BASE_URL
 from tests.admin.seed import ADMIN_TOKEN, BEARER, admin_runtime, seed
 from tests.support.runtime import make_runtime

@@ -7,11 +7,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.app import Runtime
 from bot.console import Console
 from bot.providers.openai import OpenAICompatibleProvider
+from bot.runtime import Runtime
 from bot.storage.memory_store import Owner
-from channels.web import create_app
+from channels.web.app import create_app
 from tests.admin.conftest import BASE_URL
 from tests.admin.seed import BEARER, DECISION, DOCUMENT_TEXT, admin_runtime, seed
 from tests.fakes.openai_server import Drop, FakeOpenAI

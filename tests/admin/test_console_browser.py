@@ -15,8 +15,9 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright, expect
 
-from bot.app import Runtime
-from channels.web import LiveServer, create_app
+from bot.runtime import Runtime
+from channels.web.app import create_app
+from channels.web.server import LiveServer
 from tests.admin.seed import ADMIN_TOKEN, DOCUMENT_TEXT, Seeded, admin_runtime, seed
 from tests.support.runtime import inbound
 from tests.web.test_widget_browser import CHROMIUM, CHROMIUM_ARGS

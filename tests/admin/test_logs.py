@@ -16,7 +16,7 @@ import pytest
 
 from bot.logs import ContextFilter, JsonFormatter, LogFormat, make_handler
 from bot.providers.openai import OpenAICompatibleProvider
-from channels.web import create_app
+from channels.web.app import create_app
 from tests.admin.conftest import BASE_URL
 from tests.admin.seed import ADMIN_TOKEN, admin_runtime
 from tests.fakes.openai_server import FakeOpenAI, Reply, server_error
@@ -146,7 +146,7 @@ def test_chorus_command_logs_in_the_configured_format(tmp_path: Path, log_format
         assert turn["lane"] == "terminal" and turn["session_id"] and turn["turn_id"]
     else:
         assert all(not line.startswith("{") for line in lines)
-        assert any(" WARNING bot.app: " in line for line in lines)
+        assert any(" WARNING bot.runtime: " in line for line in lines)
 
 
 def test_formatter_keeps_exceptions_on_one_line() -> None:

@@ -10,13 +10,13 @@ import httpx
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.app import Runtime
 from bot.providers.openai import OpenAICompatibleProvider
-from bot.turns import Delta
-from channels.web import create_app
+from bot.runtime import Runtime
+from bot.turns.events import Delta
+from channels.web.app import create_app
 from tests.admin.conftest import BASE_URL
 from tests.admin.seed import BEARER, admin_runtime, seed
-from tests.fakes.openai_server import FakeOpenAI, Reply, context_overflow, rate_limited, server_error
+from tests.fakes.openai_server import FakeOpenAI, Hang, Reply, context_overflow, rate_limited, server_error
 from tests.support.runtime import inbound
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -163,3 +163,16 @@ async def test_job_queue_depth_is_read_at_scrape_time(runtime: Runtime) -> None:
     release.set()
     await runtime.engine.drain()
     assert value(await scrape(runtime), "chorus_job_queue_depth") == 0
+
+
+async def test_a_stopped_turn_is_counted_as_stopped(model_runtime: Runtime, fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(Hang(seconds=60, after_text="Once upon a time"))
+    before = value(await scrape(model_runtime), "chorus_turns_total", lane="web", outcome="stopped")
+    stream = model_runtime.engine.stream(inbound("tell me a long story", user_id="stopper"))
+    assert isinstance(await anext(stream), Delta)
+    [(chat, _count)] = model_runtime.store.list_sessions()
+    assert model_runtime.engine.stop_turn(chat.id)
+    events = [event async for event in stream]
+    assert events[-1].status == "stopped"  # type: ignore[union-attr]
+    after = value(await scrape(model_runtime), "chorus_turns_total", lane="web", outcome="stopped")
+    assert after == before + 1

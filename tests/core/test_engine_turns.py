@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.turns import Delta, Reply
+from bot.turns.events import Delta, Reply
 from tests.fakes.openai_server import (
     Drop,
     Hang,

@@ -6,11 +6,11 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from bot.app import Runtime
+from bot.cli.transfer import export_markdown
+from bot.runtime import Runtime
 from bot.storage.memory_store import Owner
 from bot.storage.store import owner_token
-from bot.transfer import export_markdown
-from bot.turns import Reply
+from bot.turns.events import Reply
 from tests.fakes.openai_server import FakeOpenAI, message_text
 from tests.support.runtime import inbound, make_runtime
 
@@ -72,7 +72,7 @@ async def test_the_most_recent_conversation_continues_and_the_other_stays_reacha
 
 def search_rows(runtime: Runtime, person_id: str) -> int:
     query = text("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH :match")
-    with runtime.store.engine.connect() as connection:
+    with runtime.store.database.connect() as connection:
         return int(
             connection.execute(query, {"match": f'owner:"{owner_token("person", person_id)}"'}).scalar_one()
         )

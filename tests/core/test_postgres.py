@@ -18,9 +18,9 @@ from sqlalchemy.engine import make_url
 from sqlmodel import SQLModel
 
 import bot.storage.tables  # noqa: F401
+from bot.cli.transfer import export_json, import_json
 from bot.storage import migrate
 from bot.storage.database import create_database_engine
-from bot.transfer import export_json, import_json
 from tests.support.runtime import inbound, make_runtime
 
 ADMIN_URL = os.environ.get("CHORUS_TEST_POSTGRES_URL")

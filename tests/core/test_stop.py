@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from bot.app import Runtime
-from bot.turns import Delta, Reply
+from bot.runtime import Runtime
+from bot.turns.events import Delta, Reply
 from tests.fakes.openai_server import FakeOpenAI, Hang
 from tests.support.runtime import inbound, make_runtime
 

@@ -9,9 +9,9 @@ import re
 
 import httpx
 
-from bot.app import Runtime
 from bot.providers.openai import PURPOSE_HEADER
-from channels.web import create_app
+from bot.runtime import Runtime
+from channels.web.app import create_app
 from tests.discord.conftest import LaneFactory
 from tests.discord.fake_discord import DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, message_text

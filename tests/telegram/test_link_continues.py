@@ -14,11 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.app import Runtime
 from bot.providers.openai import PURPOSE_HEADER
+from bot.runtime import Runtime
 from channels.drafts import CURSOR
-from channels.telegram import TelegramLane
-from channels.web import create_app
+from channels.telegram.lane import TelegramLane
+from channels.web.app import create_app
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, message_text
 from tests.support.runtime import make_runtime
 from tests.telegram.bot_api_server import TOKEN, FakeBotAPI, private_text

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from bot.app import Runtime
-from channels.telegram import TelegramLane
+from bot.runtime import Runtime
+from channels.telegram.lane import TelegramLane
 from tests.fakes.openai_server import FakeOpenAI
 from tests.telegram.bot_api_server import (
     BOT_ID,

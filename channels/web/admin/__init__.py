@@ -12,8 +12,8 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi.responses import Response
 
 from bot import metrics
-from bot.app import Runtime
 from bot.console import Console, job_queue_depth
+from bot.runtime import Runtime
 from channels.web.admin.auth import AdminAuth
 from channels.web.admin.routes import protected_routes, public_routes
 

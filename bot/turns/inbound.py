@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
-Lane = Literal["telegram", "discord", "web", "terminal"]
+# The name a lane registers under in `channels.registry` ("telegram", "web", ...), or
+# "terminal" for `chorus chat`. A plain string, so a new lane needs no change here.
+LaneName = str
 ChatKind = Literal["private", "group"]
 AttachmentKind = Literal["image", "document"]
 
@@ -46,7 +48,7 @@ class InboundAttachment:
 class InboundMessage:
     """A platform event translated into Chorus terms."""
 
-    lane: Lane
+    lane: LaneName
     platform_message_id: str
     chat_id: str
     chat_kind: ChatKind

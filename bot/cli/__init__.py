@@ -9,13 +9,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from bot.app import Runtime, build_runtime
+from bot.cli.transfer import export_json, export_markdown, import_json, load_document
 from bot.config import load_settings
 from bot.errors import ChorusError
 from bot.logs import configure_logging
+from bot.runtime import Runtime, build_runtime
 from bot.storage import migrate
 from bot.storage.database import create_database_engine
-from bot.transfer import export_json, export_markdown, import_json, load_document
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from bot.serve import serve
+    from bot.cli.serve import serve
 
     asyncio.run(serve(args.settings))
     return 0
@@ -171,7 +171,3 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 
 def _close(runtime: Runtime) -> None:
     asyncio.run(runtime.aclose())
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

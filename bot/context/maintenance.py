@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 from bot import metrics
 from bot.config import ContextSettings
-from bot.locks import SessionLocks
 from bot.providers.base import PURPOSE_KEY, SUMMARY_PURPOSE, ChatRequest
 from bot.storage.context_models import ContextRecord
 from bot.storage.context_records import ContextRecords, ContextView
 from bot.storage.models import ChatSession
+from bot.turns.locks import SessionLocks
 from persona import Persona
 from transcript import (
     COLLAPSE_INSTRUCTIONS,
@@ -44,7 +44,7 @@ from transcript import (
 )
 
 if TYPE_CHECKING:
-    from bot.engine import Engine
+    from bot.turns.engine import Engine
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -80,7 +80,7 @@ class CompactionResult:
     folded_tokens: int  # tokens of the messages folded in
 
 
-class ContextManager:
+class ContextMaintainer:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.records: ContextRecords = engine.assembler.records

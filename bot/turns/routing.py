@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.inbound import InboundMessage
 from bot.storage.models import Account, ChatSession
 from bot.storage.store import Store
+from bot.turns.inbound import InboundMessage
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,13 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Engine as DatabaseEngine
 
-from bot.attachments import AttachmentStore
-from bot.commands import CommandRegistry
+from bot.commands import context as context_commands
+from bot.commands import general, identity, personas, sessions
+from bot.commands import memory as memory_commands
+from bot.commands.registry import CommandRegistry
 from bot.config import Settings
-from bot.context_commands import register_context_commands
-from bot.context_manager import ContextManager
-from bot.core_commands import register_core_commands
-from bot.engine import Engine
-from bot.memory import MemoryService, choose_distiller, register_memory_commands
+from bot.context.maintenance import ContextMaintainer
+from bot.memory import MemoryService, choose_distiller
 from bot.providers import make_provider
 from bot.providers.base import ChatProvider
 from bot.providers.observed import ObservedProvider
@@ -22,6 +21,8 @@ from bot.storage import migrate
 from bot.storage.database import create_database_engine
 from bot.storage.memory_store import MemoryStore
 from bot.storage.store import Store
+from bot.turns.attachments import AttachmentStore
+from bot.turns.engine import Engine
 from persona import Persona, PersonaRegistry
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ class Runtime:
     store: Store
     engine: Engine
     memory: MemoryService | None = None
-    context: ContextManager | None = None
+    context: ContextMaintainer | None = None
 
     async def aclose(self) -> None:
         await self.engine.drain()
@@ -86,7 +87,8 @@ def build_runtime(
             "Set CHORUS_MODEL_BASE_URL (and CHORUS_MODEL_API_KEY) to use a real one."
         )
     commands = CommandRegistry()
-    register_core_commands(commands)
+    for family in (general, personas, identity, sessions, context_commands, memory_commands):
+        commands.add_all(family.COMMANDS)
     engine = Engine(
         settings=settings,
         store=store,
@@ -100,14 +102,14 @@ def build_runtime(
         ),
         commands=commands,
     )
-    context = ContextManager(engine)
-    register_context_commands(commands, context)
+    context = ContextMaintainer(engine)
+    engine.maintainer = context
     engine.after_turn_jobs.append(context.after_turn)
     engine.overflow_handler = context.recover_from_overflow
     memory = MemoryService(
         MemoryStore(database), settings.memory, choose_distiller(provider, settings.model.name)
     )
-    register_memory_commands(commands, memory)
+    engine.memory = memory
     if settings.memory.enabled:
         engine.assembler.memory = memory
         engine.after_turn_jobs.append(memory.after_turn)

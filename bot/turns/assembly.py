@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from bot.attachments import AttachmentStore
 from bot.config import Settings
 from bot.storage.context_records import ContextRecords, ContextView
 from bot.storage.models import ChatSession
 from bot.storage.store import Store
+from bot.turns.attachments import AttachmentStore
 from persona import Persona
 from transcript import (
     CONTEXT_COUNT,
@@ -33,7 +33,7 @@ class ContextAssembler:
         self.settings = settings
         self.store = store
         self.attachments = attachments
-        self.records = ContextRecords(store.engine)
+        self.records = ContextRecords(store.database)
         # Set by the app when long-term memory is on: snapshot and recall for each turn.
         self.memory: MemoryService | None = None
 

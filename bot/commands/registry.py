@@ -1,5 +1,8 @@
 """Chat commands: parsed and run once here, for every lane.
 
+Each command family is a module of this package with module-level handlers
+`async def name(context: CommandContext, args: str) -> CommandAnswer` and one
+`COMMANDS` table; `bot.runtime` adds the tables to one `CommandRegistry`.
 Lanes register the names with their platform (Telegram's setMyCommands,
 Discord's slash commands) from `CommandRegistry.describe()`.
 """
@@ -8,16 +11,18 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bot.errors import ChorusError
-from bot.inbound import InboundMessage
-from bot.routing import Route
+from bot.errors import ChorusError, CommandUnavailable
+from bot.turns.inbound import InboundMessage
+from bot.turns.routing import Route
 
 if TYPE_CHECKING:
-    from bot.engine import Engine
+    from bot.context.maintenance import ContextMaintainer
+    from bot.memory.service import MemoryService
+    from bot.turns.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +41,18 @@ class CommandContext:
     engine: Engine
     inbound: InboundMessage
     route: Route
+    maintainer: ContextMaintainer | None = None
+    memory: MemoryService | None = None
+
+    def require_maintainer(self) -> ContextMaintainer:
+        if self.maintainer is None:
+            raise CommandUnavailable("Context maintenance is not running in this process.")
+        return self.maintainer
+
+    def require_memory(self) -> MemoryService:
+        if self.memory is None:
+            raise CommandUnavailable("Long-term memory is not running in this process.")
+        return self.memory
 
 
 @dataclass(frozen=True)
@@ -74,6 +91,10 @@ class CommandRegistry:
         if command.name in self._commands:
             raise ValueError(f"command /{command.name} registered twice")
         self._commands[command.name] = command
+
+    def add_all(self, commands: Iterable[Command]) -> None:
+        for command in commands:
+            self.add(command)
 
     def __contains__(self, name: str) -> bool:
         return name in self._commands

@@ -24,8 +24,8 @@ from pypdf import PdfReader
 from pypdf.errors import PdfReadError
 
 from bot.errors import AttachmentTooLarge, CorruptDocument, ImageTooLarge, UnsupportedAttachment
-from bot.inbound import InboundAttachment
 from bot.storage.store import NewAttachment
+from bot.turns.inbound import InboundAttachment
 
 log = logging.getLogger(__name__)
 

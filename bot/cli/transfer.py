@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bot.attachments import AttachmentStore
 from bot.errors import TranscriptFileError
 from bot.storage.models import ChatSession, Message
 from bot.storage.store import NewAttachment, NewMessage, Store
+from bot.turns.attachments import AttachmentStore
 
 EXPORT_FORMAT = "chorus-transcript"
 EXPORT_VERSION = 1

@@ -13,10 +13,9 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing, nullcontext
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from bot.assembly import ContextAssembler
-from bot.attachments import AttachmentStore
-from bot.commands import CommandContext, CommandRegistry, parse_command
+from bot.commands.registry import CommandContext, CommandRegistry, parse_command
 from bot.config import Settings
 from bot.errors import (
     ChorusError,
@@ -26,19 +25,25 @@ from bot.errors import (
     ProviderError,
     StreamInterrupted,
 )
-from bot.inbound import InboundMessage
-from bot.locks import SessionLocks
 from bot.logs import bind_session, turn_scope
 from bot.metrics import observe_turn
 from bot.providers.base import ChatProvider, ChatRequest
-from bot.routing import Route, resolve_route
-from bot.stops import RunningTurn, RunningTurns
 from bot.storage.models import ChatSession
 from bot.storage.sanitise import clean_text
 from bot.storage.store import DuplicateMessage, NewAttachment, NewMessage, Store, StoredMessage
-from bot.turns import Delta, Reply, TurnEvent
+from bot.turns.assembly import ContextAssembler
+from bot.turns.attachments import AttachmentStore
+from bot.turns.events import Delta, Reply, TurnEvent
+from bot.turns.inbound import InboundMessage
+from bot.turns.locks import SessionLocks
+from bot.turns.routing import Route, resolve_route
+from bot.turns.stops import RunningTurn, RunningTurns
 from persona import Persona, PersonaRegistry
 from transcript import Context, count_tokens
+
+if TYPE_CHECKING:
+    from bot.context.maintenance import ContextMaintainer
+    from bot.memory.service import MemoryService
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +95,9 @@ class Engine:
         self.running = RunningTurns()
         self.after_turn_jobs: list[AfterTurnJob] = []
         self.overflow_handler: OverflowHandler | None = None
+        # What the context and memory commands act on, when this process runs them.
+        self.maintainer: ContextMaintainer | None = None
+        self.memory: MemoryService | None = None
         self._background: set[asyncio.Task[None]] = set()
 
     # --- the public API lanes call ---------------------------------------------
@@ -130,7 +138,14 @@ class Engine:
                     yield Reply(kind="duplicate", text="", session_id=route.session.id)
                     return
                 answer = await self.commands.run(
-                    command, CommandContext(engine=self, inbound=inbound, route=route)
+                    command,
+                    CommandContext(
+                        engine=self,
+                        inbound=inbound,
+                        route=route,
+                        maintainer=self.maintainer,
+                        memory=self.memory,
+                    ),
                 )
             yield Reply(
                 kind="command" if answer.ok else "error",

@@ -1,44 +1,29 @@
-"""`chorus serve`: every configured lane in one process, around one engine."""
+"""`chorus serve`: every active lane in one process, around one engine and one web app."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Protocol
 
 import uvicorn
 
-from bot.app import build_runtime
 from bot.config import Settings
+from bot.runtime import build_runtime
 
 log = logging.getLogger(__name__)
 
 
-class Lane(Protocol):
-    name: str
-
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-
 async def serve(settings: Settings) -> None:
-    # Lanes are imported here, not at module level: `bot` holds no platform code.
-    from channels.web import create_app
+    # Lanes are imported here, not at module level: `bot` holds no platform code,
+    # and the registry imports a lane's platform library only when it is built.
+    from channels.registry import LaneRunner, active_lanes
+    from channels.web.app import create_host_app
 
     runtime = build_runtime(settings)
-    app = create_app(runtime)
-    lanes: list[Lane] = []
-    if settings.channels.telegram.token:
-        from channels.telegram import TelegramLane
-
-        telegram = TelegramLane(runtime)
-        telegram.mount(app)
-        lanes.append(telegram)
-    if settings.channels.discord.token:
-        from channels.discord import DiscordLane
-
-        lanes.append(DiscordLane(runtime))
+    app = create_host_app(runtime)
+    lanes: list[LaneRunner] = [spec.build(runtime) for spec in active_lanes(settings.channels)]
+    for lane in lanes:
+        lane.mount(app)
     web = settings.channels.web
     server = uvicorn.Server(
         # log_config=None: uvicorn's records go through Chorus's handler (text or JSON).
