@@ -15,6 +15,7 @@ from bot.context_manager import ContextManager
 from bot.core_commands import register_core_commands
 from bot.engine import Engine
 from bot.memory import MemoryService, choose_distiller, register_memory_commands
+from bot.memory.dense import load_embedder
 from bot.providers import make_provider
 from bot.providers.base import ChatProvider
 from bot.storage import migrate
@@ -98,7 +99,10 @@ def build_runtime(
     engine.after_turn_jobs.append(context.after_turn)
     engine.overflow_handler = context.recover_from_overflow
     memory = MemoryService(
-        MemoryStore(database), settings.memory, choose_distiller(provider, settings.model.name)
+        MemoryStore(database),
+        settings.memory,
+        choose_distiller(provider, settings.model.name),
+        load_embedder() if settings.memory.dense else None,
     )
     register_memory_commands(commands, memory)
     if settings.memory.enabled:

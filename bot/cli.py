@@ -142,6 +142,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     runtime = build_runtime(args.settings)
     chat = import_json(runtime.store, runtime.engine.attachments, load_document(args.file))
     print(f"Imported as session {chat.id} ({chat.last_seq} messages).")
+    if runtime.settings.memory.enabled and runtime.memory is not None:
+        # An imported conversation is remembered like a live one: distil it all now.
+        result = asyncio.run(runtime.memory.flush(chat))
+        print(f"Distilled {result.written if result else 0} memory items from it.")
     _close(runtime)
     return 0
 

@@ -21,6 +21,7 @@ from sqlmodel import Session, col, select
 
 from bot.errors import LinkCodeError
 from bot.storage.database import open_session
+from bot.storage.index_text import message_index_text
 from bot.storage.models import (
     Account,
     Attachment,
@@ -32,7 +33,6 @@ from bot.storage.models import (
     VisitorToken,
     utcnow,
 )
-from bot.text_tokens import search_text
 from transcript import AttachmentRef, TranscriptRow
 
 SESSIONS = cast(Table, ChatSession.__table__)
@@ -512,7 +512,7 @@ class Store:
                         {
                             "id": message_id,
                             "owner": owner_token(owner_kind, owner_id),
-                            "content": search_text(message.content),
+                            "content": message_index_text(message.sender_name, message.content, created_at),
                         },
                     )
                 if message.attachments:

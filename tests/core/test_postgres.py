@@ -105,7 +105,7 @@ async def test_memory_offload_snapshot_and_recall_on_postgres(tmp_path, postgres
     await say("It turns out the database server ran out of disk.")
     await say("We decided the group picnic is on Sunday.", chat_id="g1", chat_kind="group", user_id="u2")
     recalled = await say("/recall database server disk")
-    assert recalled.splitlines()[0].startswith("1. [conclusion, ")
+    assert recalled.splitlines()[0].startswith("1. [user message #5, ")
     assert "ran out of disk" in recalled.splitlines()[0]
     assert "picnic" not in recalled
     listing = await say("/memory")
