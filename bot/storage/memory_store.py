@@ -28,9 +28,6 @@ NEWEST_ITEMS = (
     .order_by(ITEMS.c.updated_at.desc(), ITEMS.c.id.desc())
     .limit(bindparam("limit"))
 )
-# Ranking costs grow with how many rows match a term, so a query keeps only its
-# most distinctive words: longer words are rarer, the cheapest proxy for IDF.
-MAX_QUERY_TERMS = 8
 # Rows of the current window that may be ranked before being left out.
 WINDOW_ALLOWANCE = 40
 SOURCES = ("memory", "message")
@@ -470,12 +467,6 @@ _MESSAGES_BY_ID = text(
     f"SELECT {_MESSAGE_COLUMNS}, 0.0 AS score FROM messages g JOIN sessions s ON s.id = g.session_id "
     f"WHERE g.id IN :ids AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"
 )
-
-
-def distinctive_terms(terms: Sequence[str]) -> list[str]:
-    """At most MAX_QUERY_TERMS distinct terms, the longest first (ties keep query order)."""
-    unique = list(dict.fromkeys(term for term in terms if term))
-    return sorted(unique, key=len, reverse=True)[:MAX_QUERY_TERMS]
 
 
 def _as_datetime(value: Any) -> datetime:
