@@ -34,10 +34,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import LOCOMO_DIR, markdown_table, percentile  # noqa: E402
-from bot.app import Runtime, build_runtime  # noqa: E402
 from bot.config import load_settings  # noqa: E402
-from bot.inbound import Actor, InboundMessage  # noqa: E402
+from bot.runtime import Runtime, build_runtime  # noqa: E402
 from bot.storage.memory_store import Owner, RecallHit  # noqa: E402
+from bot.turns.inbound import Actor, InboundMessage  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 QUESTIONS = REPO / "bench" / "data" / "recall_questions.json"

@@ -40,10 +40,17 @@ class AttachmentError(InputError):
 
 
 class UnsupportedAttachment(AttachmentError):
-    def __init__(self, filename: str, mime_type: str) -> None:
+    def __init__(self, filename: str, mime_type: str, accepted: str) -> None:
+        super().__init__(f"I can't read '{filename}' ({mime_type}). Send {accepted}.")
+
+
+class ImageTooLarge(AttachmentError):
+    """An image whose pixel count alone would take too much memory to decode."""
+
+    def __init__(self, filename: str, limit: int, size: tuple[int, int] | None) -> None:
+        measured = f"is {size[0]:,}×{size[1]:,} pixels" if size is not None else "has far too many pixels"
         super().__init__(
-            f"I can't read '{filename}' ({mime_type}). "
-            "Send an image (PNG, JPEG, GIF, WebP) or a document (PDF, TXT, Markdown)."
+            f"'{filename}' {measured}; the limit is {limit / 1e6:.0f} megapixels. Send a smaller image."
         )
 
 
@@ -70,6 +77,10 @@ class UnknownPersona(InputError):
 
 class LinkCodeError(InputError):
     """A link code was wrong, expired or already used."""
+
+
+class CommandUnavailable(ChorusError):
+    """A command needs a part of the runtime this process does not run."""
 
 
 # --- the model provider ----------------------------------------------------

@@ -25,6 +25,8 @@ class Persona:
     model: str | None = None
     temperature: float | None = None
     top_p: float | None = None
+    # A picture of the persona for lanes that can show one (an https URL).
+    avatar_url: str | None = None
 
     @property
     def system_prompt(self) -> str:

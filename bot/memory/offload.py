@@ -29,10 +29,10 @@ from bot.memory.items import DistilledItem
 from bot.memory.tags import items_from_tag
 from bot.memory.triggers import Pending, first_chunk, measure, should_offload
 from bot.search_dates import relative_mentions
+from bot.search_terms import content_key, similarity_tokens
 from bot.storage.index_text import item_index_text
 from bot.storage.memory_store import CursorMoved, MemoryStore, NewMemoryItem, Owner
 from bot.storage.models import ChatSession, Message
-from bot.text_tokens import content_key, similarity_tokens
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from bot.config import MemorySettings
 from bot.memory.dense import DenseIndex
 from bot.memory.snapshot import build_snapshot, shorten
 from bot.search_dates import query_date_terms, relative_mentions
+from bot.search_terms import words
 from bot.storage.memory_store import MemoryStore, Owner, RecallHit
 from bot.storage.models import ChatSession
-from bot.text_tokens import words
 from transcript import CONTEXT_COUNT, TranscriptRow, count_tokens
 
 RECALL_SNIPPET_CHARS = 300

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from bot.search_dates import message_date_terms
-from bot.text_tokens import search_text
+from bot.search_terms import search_text
 
 
 def message_index_text(sender_name: str | None, content: str, said_at: datetime | None) -> str:

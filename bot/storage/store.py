@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Table, bindparam, func, insert, text, update
 from sqlalchemy.engine import Engine, Row
@@ -33,7 +33,11 @@ from bot.storage.models import (
     VisitorToken,
     utcnow,
 )
+from bot.storage.sanitise import clean_optional, clean_text
 from transcript import AttachmentRef, TranscriptRow
+
+if TYPE_CHECKING:
+    from bot.storage.person_merge import PersonMerge
 
 SESSIONS = cast(Table, ChatSession.__table__)
 PERSONS = cast(Table, Person.__table__)
@@ -56,6 +60,10 @@ ROW_COLUMNS = (
 
 # The full-text row of a message (SQLite; see migration 0003_memory).
 INDEX_MESSAGE = text("INSERT INTO messages_fts(rowid, owner, content) VALUES (:id, :owner, :content)")
+# The index keeps no copy of the text: a row is removed by repeating exactly what was written.
+UNINDEX_MESSAGE = text(
+    "INSERT INTO messages_fts(messages_fts, rowid, owner, content) VALUES ('delete', :id, :owner, :content)"
+)
 
 # The statements of every turn are built once: SQLAlchemy then only binds values,
 # which costs a fraction of building a statement per call.
@@ -169,18 +177,19 @@ class DuplicateMessage(Exception):
 class Store:
     """The storage boundary of Chorus."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, database: Engine) -> None:
+        self.database = database
 
     def _session(self) -> Session:
-        return open_session(self.engine)
+        return open_session(self.database)
 
     # --- identity and routing ------------------------------------------------
 
     def account(self, lane: str, platform_user_id: str, display_name: str, username: str | None) -> Account:
         """The account for this platform user, created with a new person if unseen."""
+        display_name, username = clean_text(display_name), clean_optional(username)
         # Every message looks its sender up: the common case (known, unchanged) is one Core read.
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             known = connection.execute(
                 ACCOUNT_BY_PLATFORM_ID, {"lane": lane, "platform_user_id": platform_user_id}
             ).first()
@@ -218,7 +227,8 @@ class Store:
         self, lane: str, platform_user_id: str, display_name: str, username: str | None
     ) -> tuple[Account, ChatSession] | None:
         """The account and active private session of a known, unrenamed sender; else None."""
-        with self.engine.connect() as connection:
+        display_name, username = clean_text(display_name), clean_optional(username)
+        with self.database.connect() as connection:
             row = connection.execute(
                 KNOWN_PRIVATE_ROUTE, {"lane": lane, "platform_user_id": platform_user_id}
             ).first()
@@ -231,7 +241,7 @@ class Store:
 
     def private_session(self, person_id: str, default_persona: str) -> ChatSession:
         """The person's active private session, created on first use."""
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             active = connection.execute(ACTIVE_PRIVATE_SESSION, {"person_id": person_id}).first()
         if active is not None:
             return ChatSession(**active._mapping)
@@ -340,8 +350,15 @@ class Store:
             db.commit()
         return link
 
-    def redeem_link_code(self, code: str, account: Account) -> Person:
-        """Join `account` to the person who created `code`; single use, expires."""
+    def redeem_link_code(self, code: str, account: Account, *, dedup_threshold: float) -> PersonMerge:
+        """Join `account`'s person to the person who created `code`; single use, expires.
+
+        Everything of the account's person moves over (see `person_merge`); memory items at
+        least `dedup_threshold` similar to one the code's person has are kept once.
+        """
+        # person_merge builds on this module's index statements, so it is imported here.
+        from bot.storage.person_merge import merge_persons
+
         normalised = code.strip().upper().replace("-", "").replace(" ", "")
         with self._session() as db:
             link = db.get(LinkCode, normalised)
@@ -361,11 +378,9 @@ class Store:
             )
             if claimed.rowcount == 0:  # type: ignore[attr-defined]
                 raise LinkCodeError("That link code was already used. Ask for a new one with /link.")
-            db.execute(update(Account).where(col(Account.id) == account.id).values(person_id=link.person_id))
-            person = db.get(Person, link.person_id)
+            merge = merge_persons(db, account.person_id, link.person_id, dedup_threshold)
             db.commit()
-            assert person is not None
-            return person
+            return merge
 
     def unlink(self, account: Account) -> Person | None:
         """Detach `account` into a person of its own; None if it is the only account."""
@@ -411,7 +426,7 @@ class Store:
     # --- sessions ------------------------------------------------------------
 
     def get_session(self, session_id: str) -> ChatSession | None:
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             found = connection.execute(SESSION_BY_ID, {"session_id": session_id}).first()
         return ChatSession(**found._mapping) if found is not None else None
 
@@ -457,7 +472,7 @@ class Store:
             owner_kind=owner_kind,
             owner_id=owner_id,
             persona_id=persona_id,
-            title=title,
+            title=clean_text(title),
         )
         with self._session() as db:
             db.add(chat)
@@ -485,10 +500,10 @@ class Store:
         values = {
             "session_id": session_id,
             "role": message.role,
-            "content": message.content,
+            "content": clean_text(message.content),
             "persona_id": message.persona_id,
             "sender_id": message.sender_id,
-            "sender_name": message.sender_name,
+            "sender_name": clean_optional(message.sender_name),
             "lane": message.lane,
             "platform_chat_id": message.platform_chat_id,
             "platform_message_id": message.platform_message_id,
@@ -500,7 +515,7 @@ class Store:
             "created_at": created_at,
         }
         try:
-            with self.engine.begin() as connection:
+            with self.database.begin() as connection:
                 seq, owner_kind, owner_id = connection.execute(
                     BUMP_SEQUENCE,
                     {"target_session": session_id, "new_documents": documents, "touched_at": created_at},
@@ -512,7 +527,9 @@ class Store:
                         {
                             "id": message_id,
                             "owner": owner_token(owner_kind, owner_id),
-                            "content": message_index_text(message.sender_name, message.content, created_at),
+                            "content": message_index_text(
+                                values["sender_name"], values["content"], created_at
+                            ),
                         },
                     )
                 if message.attachments:
@@ -523,12 +540,12 @@ class Store:
                                 "message_id": message_id,
                                 "session_id": session_id,
                                 "kind": attachment.kind,
-                                "filename": attachment.filename,
+                                "filename": clean_text(attachment.filename),
                                 "mime_type": attachment.mime_type,
                                 "size": attachment.size,
                                 "sha256": attachment.sha256,
                                 "path": attachment.path,
-                                "text": attachment.text,
+                                "text": clean_optional(attachment.text),
                                 "created_at": created_at,
                             }
                             for attachment in message.attachments
@@ -546,7 +563,7 @@ class Store:
             seq=seq,
             session_id=session_id,
             role=message.role,
-            content=message.content,
+            content=values["content"],
             persona_id=message.persona_id,
             status=message.status,
         )
@@ -575,7 +592,7 @@ class Store:
         Read on every turn, so it costs one indexed query (two when some of the
         rows carry attachments), whatever the length of the history.
         """
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             newest_first = connection.execute(
                 RECENT_ROWS, {"session_id": session_id, "after_seq": after_seq, "limit": limit}
             ).all()
@@ -621,7 +638,7 @@ class Store:
         )
         for first, last in skip:
             query = query.where(~MESSAGES.c.seq.between(first, last))
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             return int(connection.execute(query).scalar_one())
 
     def rows_between(self, session_id: str, first_seq: int, last_seq: int) -> list[TranscriptRow]:

@@ -7,10 +7,10 @@ import logging
 import discord
 from discord import app_commands
 
-from bot.config import DiscordSettings
-from bot.engine import Engine
+from bot.turns.engine import Engine
 from channels.discord.access import AccessPolicy
 from channels.discord.replies import MESSAGE_LIMIT, deliver_reply
+from channels.discord.settings import DiscordSettings
 from channels.discord.slash import add_engine_commands
 from channels.discord.translate import interaction_inbound, message_inbound
 from channels.text import split_message

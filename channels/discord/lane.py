@@ -6,9 +6,10 @@ import asyncio
 import logging
 
 import discord
+from fastapi import FastAPI
 
-from bot.app import Runtime
 from bot.errors import ConfigError
+from bot.runtime import Runtime
 from channels.discord.client import ChorusClient
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,9 @@ class DiscordLane:
             raise ConfigError(f"Discord rejected the bot token. {TOKEN_HELP}") from error
         self._gateway = asyncio.create_task(self.client.connect(), name="discord-gateway")
         self._gateway.add_done_callback(_report_gateway_end)
+
+    def mount(self, app: FastAPI) -> None:
+        """The Discord lane talks over the gateway only: no routes on the web app."""
 
     async def stop(self) -> None:
         await self.client.close()

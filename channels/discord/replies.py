@@ -7,7 +7,7 @@ from contextlib import AsyncExitStack, aclosing, suppress
 
 import discord
 
-from bot.turns import Delta, TurnEvent
+from bot.turns.events import Delta, TurnEvent
 from channels.drafts import DraftStream
 
 MESSAGE_LIMIT = 2000

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import HTTPException, Request, UploadFile, status
 
-from bot.attachments import IMAGE_TYPES, PDF_TYPE, TEXT_TYPES, AttachmentStore, normalise_mime
-from bot.errors import AttachmentTooLarge, UnsupportedAttachment
-from bot.inbound import InboundAttachment
+from bot.errors import AttachmentTooLarge, ImageTooLarge, UnsupportedAttachment
+from bot.turns.attachments import IMAGE_TYPES, PDF_TYPE, TEXT_TYPES, AttachmentStore, normalise_mime
+from bot.turns.inbound import InboundAttachment
 
 MAX_FILES = 5
 # Room for the text field and multipart framing on top of the files themselves.
@@ -29,11 +29,11 @@ def check_request_size(request: Request, max_file_bytes: int) -> None:
 
 
 async def read_uploads(files: list[UploadFile], store: AttachmentStore) -> tuple[InboundAttachment, ...]:
-    """Read and check every file now, so a bad one fails the request with a clear status."""
-    if len(files) > MAX_FILES:
-        raise HTTPException(
-            status.HTTP_413_CONTENT_TOO_LARGE, f"Attach at most {MAX_FILES} files to one message."
-        )
+    """Read and check every file now, so a bad one fails the request with a clear status.
+
+    The form parser already refused more than `MAX_FILES`; an image is checked from its
+    header here (the engine checks again on every lane) so a bomb is a 413, not a stream.
+    """
     attachments = []
     for upload in files:
         filename = upload.filename or "attachment"
@@ -42,9 +42,11 @@ async def read_uploads(files: list[UploadFile], store: AttachmentStore) -> tuple
         attachment = in_memory_attachment(filename, upload.content_type, data, size)
         try:
             store.check_declared(attachment)
+            if attachment.kind == "image":
+                store.check_image(filename, data)
         except UnsupportedAttachment as error:
             raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, str(error)) from error
-        except AttachmentTooLarge as error:
+        except (AttachmentTooLarge, ImageTooLarge) as error:
             raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, str(error)) from error
         attachments.append(attachment)
     return tuple(attachments)

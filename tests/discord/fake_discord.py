@@ -1,18 +1,22 @@
-"""Discord's gateway and REST API on 127.0.0.1, just enough for a real discord.py 2 client.
+"""Discord's gateway and REST API on 127.0.0.1, for a real discord.py 2 client.
 
     async with FakeDiscord() as discord_server:
-        monkeypatch.setattr(discord.http.Route, "BASE", discord_server.api_base)
-        monkeypatch.setattr(DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(discord_server.gateway_url))
-        ... start the lane ...
+        ... start the lane with channels.discord.api_base / gateway_url from the server ...
         await discord_server.connected.wait()
         await discord_server.post_message(CHANNEL_ID, "<@BOT> hi", mentions=[BOT])
         await discord_server.wait_until(lambda: discord_server.texts_in(CHANNEL_ID) == ["..."])
 
-The gateway speaks uncompressed JSON text frames (discord.py only inflates binary frames):
-HELLO, then READY + GUILD_CREATE after IDENTIFY, heartbeats acknowledged, and whatever events
-a test dispatches. REST answers with complete payloads and exactly `Content-Type:
-application/json`, which is what discord.py checks before parsing a body. Every REST call is
-recorded; messages the bot sends keep their edit history.
+Written from Discord's documentation, not from Chorus's code. The gateway (`fake_gateway.py`)
+speaks zlib-stream or zstd-stream, RESUME, op 7/9 and close codes. REST answers with complete
+payloads, exactly `Content-Type: application/json` and the rate-limit headers on every
+response (a 429 carries `retry_after`, `Retry-After` and the `X-RateLimit-*` headers); a
+message that was deleted answers edits with 404 and JSON code 10008 "Unknown Message".
+Channel webhooks need the bot's Manage Webhooks permission (403, code 50013 without it),
+cannot live on threads (a thread is reached through its parent's webhook and `thread_id`),
+and execute with `username` / `avatar_url`; application-owned webhooks may send components.
+Message components (buttons) can be clicked, which sends a MESSAGE_COMPONENT interaction.
+Every REST call is recorded; messages keep their edit history. Messages the bot creates,
+edits or deletes are dispatched back to it, as Discord does.
 """
 
 from __future__ import annotations
@@ -20,21 +24,46 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
+from tests.discord.fake_gateway import FakeGateway, GatewaySession
 from tests.support.local_server import LocalServer
 
 APPLICATION_ID = 1100000000000000001
 GUILD_ID = 1100000000000000010
+BOT_ROLE_ID = 1100000000000000011
 CHANNEL_ID = 1100000000000000020
 THREAD_ID = 1100000000000000030
 DM_CHANNEL_ID = 1100000000000000040
 TIMESTAMP = "2025-01-01T00:00:00.000000+00:00"
 VALID_TOKEN = "test-token"
+DEFAULT_TIMEOUT = 60.0
+
+# Permission bits (https://discord.com/developers/docs/topics/permissions).
+VIEW_CHANNEL = 1 << 10
+SEND_MESSAGES = 1 << 11
+EMBED_LINKS = 1 << 14
+ATTACH_FILES = 1 << 15
+READ_MESSAGE_HISTORY = 1 << 16
+MANAGE_WEBHOOKS = 1 << 29
+SEND_MESSAGES_IN_THREADS = 1 << 38
+EVERYONE_PERMISSIONS = VIEW_CHANNEL | SEND_MESSAGES | EMBED_LINKS | ATTACH_FILES | READ_MESSAGE_HISTORY
+EVERYONE_PERMISSIONS |= SEND_MESSAGES_IN_THREADS
+
+# Discord's JSON error codes used here.
+UNKNOWN_MESSAGE = 10008
+UNKNOWN_WEBHOOK = 10015
+MISSING_PERMISSIONS = 50013
+WRONG_CHANNEL_TYPE = 50024
+INVALID_FORM_BODY = 50035
+# Webhook names and usernames Discord refuses.
+FORBIDDEN_NAME_PARTS = ("clyde", "discord")
 
 BOT = {
     "id": "1100000000000000100",
@@ -75,16 +104,26 @@ class RestCall:
     path: str
     query: dict[str, str]
     json: Any
+    status: int = 0
 
 
 @dataclass
 class SentMessage:
-    """A message the bot created; `versions` holds its content after each create/edit."""
+    """A message the bot created (itself or through a webhook).
+
+    `versions` holds its content after each create/edit; `username`/`avatar_url` are the
+    name and avatar a webhook posted it under.
+    """
 
     id: int
     channel_id: int
     reference_id: int | None
     versions: list[str] = field(default_factory=list)
+    components: list[dict[str, Any]] = field(default_factory=list)
+    webhook_id: int | None = None
+    username: str | None = None
+    avatar_url: str | None = None
+    deleted: bool = False
 
     @property
     def text(self) -> str:
@@ -92,12 +131,32 @@ class SentMessage:
 
 
 @dataclass
+class Webhook:
+    id: int
+    token: str
+    channel_id: int
+    name: str
+    application_id: int | None = APPLICATION_ID
+
+
+@dataclass
 class Interaction:
     id: int
     token: str
     channel_id: int
+    # The message a clicked component is on.
+    message_id: int | None = None
     callbacks: list[dict[str, Any]] = field(default_factory=list)
     followups: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Bucket:
+    """A rate-limit bucket: `limit` requests per `window` seconds."""
+
+    name: str
+    remaining: int
+    resets_at: float
 
 
 class FakeDiscord(LocalServer):
@@ -105,18 +164,32 @@ class FakeDiscord(LocalServer):
         super().__init__()
         self.calls: list[RestCall] = []
         self.sent: list[SentMessage] = []
+        self.webhooks: list[Webhook] = []
         self.interactions: dict[str, Interaction] = {}
         self.registered_commands: list[dict[str, Any]] = []
-        self.identify: dict[str, Any] | None = None
-        self.connected = asyncio.Event()
         self.files: dict[str, tuple[str, bytes]] = {}
+        # The bot's managed role grants Manage Webhooks unless a test takes it away.
+        self.manage_webhooks = True
+        # Requests per bucket and window, as Discord reports in X-RateLimit-*.
+        self.rate_limit = (50, 1.0)
+        self.token = VALID_TOKEN
+        # Status codes the next REST calls get instead of an answer (an outage).
+        self.failures: list[int] = []
         self._ids = itertools.count(1200000000000000000)
-        self._sequence = itertools.count(1)
-        self._socket: web.WebSocketResponse | None = None
         self._changed = asyncio.Condition()
         self._rate_limit_edits: list[float] = []
+        self._buckets: dict[str, Bucket] = {}
+        self.gateway = FakeGateway(
+            token_is_valid=lambda token: token == self.token,
+            ready_payloads=self._ready_events,
+            on_change=self._notify,
+        )
 
     # --- lifecycle ---------------------------------------------------------------
+
+    async def start(self) -> None:
+        await super().start()
+        self.gateway.base_url = self.base_url
 
     @property
     def api_base(self) -> str:
@@ -124,16 +197,23 @@ class FakeDiscord(LocalServer):
 
     @property
     def gateway_url(self) -> str:
-        return f"{self.base_url.replace('http://', 'ws://')}/gateway"
+        return self.gateway.url
+
+    @property
+    def connected(self) -> asyncio.Event:
+        return self.gateway.connected
+
+    @property
+    def identify(self) -> dict[str, Any] | None:
+        return self.gateway.identifies[-1] if self.gateway.identifies else None
 
     def routes(self, app: web.Application) -> None:
-        app.router.add_get("/gateway", self._gateway)
+        self.gateway.routes(app)
         app.router.add_get("/files/{name}", self._file)
         app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
 
     async def before_stop(self) -> None:
-        if self._socket is not None:
-            await self._socket.close()
+        await self.gateway.stop()
 
     # --- what tests do -------------------------------------------------------------
 
@@ -162,6 +242,7 @@ class FakeDiscord(LocalServer):
         author: dict[str, Any] = ALICE,
         nick: str | None = None,
         mentions: tuple[dict[str, Any], ...] = (),
+        mention_roles: tuple[int, ...] = (),
         attachments: tuple[dict[str, Any], ...] = (),
         replying_to: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
@@ -169,6 +250,7 @@ class FakeDiscord(LocalServer):
         payload = self.message_payload(
             channel_id, content, author=author, nick=nick, mentions=mentions, attachments=attachments
         )
+        payload["mention_roles"] = [str(role) for role in mention_roles]
         if replying_to is not None:
             payload["type"] = 19
             payload["message_reference"] = {
@@ -181,47 +263,34 @@ class FakeDiscord(LocalServer):
         await self.dispatch("MESSAGE_CREATE", payload)
         return payload
 
+    async def delete_message(self, message_id: int) -> None:
+        """Someone (a moderator, the author) deletes one of the bot's messages."""
+        message = self.message(message_id)
+        message.deleted = True
+        await self.dispatch("MESSAGE_DELETE", self._located({"id": str(message.id)}, message.channel_id))
+
     async def run_slash_command(
         self, name: str, args: str | None, *, channel_id: int = CHANNEL_ID, user: dict[str, Any] = ALICE
     ) -> Interaction:
         """A user invoking `/name args` as an application command (INTERACTION_CREATE)."""
-        interaction = Interaction(
-            id=next(self._ids), token=f"interaction-token-{next(self._ids)}", channel_id=channel_id
-        )
-        self.interactions[interaction.token] = interaction
         registered = next(c for c in self.registered_commands if c["name"] == name)
         options = [{"name": "args", "type": 3, "value": args}] if args is not None else []
-        payload: dict[str, Any] = {
-            "id": str(interaction.id),
-            "application_id": str(APPLICATION_ID),
-            "type": 2,
-            "token": interaction.token,
-            "version": 1,
-            "channel_id": str(channel_id),
-            "channel": self._channel_payload(channel_id),
-            "data": {"id": registered["id"], "name": name, "type": 1, "options": options},
-            "locale": "en-US",
-            "app_permissions": "0",
-            "entitlements": [],
-            "attachment_size_limit": 10 * 1024 * 1024,
-            "authorizing_integration_owners": {},
-        }
-        if channel_id == DM_CHANNEL_ID:
-            payload["user"] = user
-            payload["context"] = 1
-        else:
-            payload["guild_id"] = str(GUILD_ID)
-            payload["member"] = {**self._member(None), "user": user, "permissions": "0"}
-            payload["context"] = 0
-        await self.dispatch("INTERACTION_CREATE", payload)
-        return interaction
+        data = {"id": registered["id"], "name": name, "type": 1, "options": options}
+        return await self._interact(2, data, channel_id=channel_id, user=user)
+
+    async def click(self, message_id: int, custom_id: str, *, user: dict[str, Any] = ALICE) -> Interaction:
+        """A user presses a button on one of the bot's messages (MESSAGE_COMPONENT)."""
+        message = self.message(message_id)
+        data = {"custom_id": custom_id, "component_type": 2}
+        return await self._interact(
+            3, data, channel_id=message.channel_id, user=user, message=self._message_payload_of(message)
+        )
 
     async def dispatch(self, event: str, data: dict[str, Any]) -> None:
-        assert self._socket is not None, "no client connected to the gateway"
-        await self._socket.send_str(json.dumps({"op": 0, "t": event, "s": next(self._sequence), "d": data}))
+        await self.gateway.dispatch(event, data)
 
-    async def wait_until(self, condition: Callable[[], bool], timeout: float = 5.0) -> None:
-        """Wait until `condition()` holds; it is checked after every REST call."""
+    async def wait_until(self, condition: Callable[[], bool], timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Wait until `condition()` holds; it is checked after every REST call and gateway change."""
         try:
             async with asyncio.timeout(timeout), self._changed:
                 await self._changed.wait_for(condition)
@@ -229,12 +298,17 @@ class FakeDiscord(LocalServer):
             sent = [(message.channel_id, message.text) for message in self.sent]
             raise AssertionError(f"condition not met in {timeout}s; the bot sent {sent}") from None
 
-    async def wait_for_texts(self, channel_id: int, expected: list[str], timeout: float = 5.0) -> None:
+    async def wait_for_texts(
+        self, channel_id: int, expected: list[str], timeout: float = DEFAULT_TIMEOUT
+    ) -> None:
         """Wait until the bot's messages in the channel read exactly `expected` (edits done)."""
         await self.wait_until(lambda: self.texts_in(channel_id) == expected, timeout)
 
+    def message(self, message_id: int) -> SentMessage:
+        return next(m for m in self.sent if m.id == message_id)
+
     def sent_in(self, channel_id: int) -> list[SentMessage]:
-        return [message for message in self.sent if message.channel_id == channel_id]
+        return [message for message in self.sent if message.channel_id == channel_id and not message.deleted]
 
     def texts_in(self, channel_id: int) -> list[str]:
         return [message.text for message in self.sent_in(channel_id)]
@@ -275,11 +349,48 @@ class FakeDiscord(LocalServer):
         }
         if channel_id != DM_CHANNEL_ID:
             payload["guild_id"] = str(GUILD_ID)
-            payload["member"] = self._member(nick)
+            if not author.get("bot"):
+                payload["member"] = self._member(nick)
         return payload
 
-    def _member(self, nick: str | None) -> dict[str, Any]:
-        return {"roles": [], "joined_at": TIMESTAMP, "deaf": False, "mute": False, "flags": 0, "nick": nick}
+    def _message_payload_of(self, message: SentMessage) -> dict[str, Any]:
+        author = BOT
+        if message.webhook_id is not None:
+            author = {
+                "id": str(message.webhook_id),
+                "username": message.username,
+                "avatar": None,
+                "discriminator": "0000",
+                "bot": True,
+            }
+        payload = self.message_payload(message.channel_id, message.text, author=author, message_id=message.id)
+        payload["components"] = message.components
+        if len(message.versions) > 1:
+            payload["edited_timestamp"] = TIMESTAMP
+        if message.webhook_id is not None:
+            payload["webhook_id"] = str(message.webhook_id)
+            payload["application_id"] = str(APPLICATION_ID)
+        if message.reference_id is not None:
+            payload["type"] = 19
+            reference = {"message_id": str(message.reference_id)}
+            payload["message_reference"] = self._located(reference, message.channel_id)
+        return payload
+
+    def _located(self, body: dict[str, Any], channel_id: int) -> dict[str, Any]:
+        located = {**body, "channel_id": str(channel_id)}
+        if channel_id != DM_CHANNEL_ID:
+            located["guild_id"] = str(GUILD_ID)
+        return located
+
+    def _member(self, nick: str | None, roles: tuple[int, ...] = ()) -> dict[str, Any]:
+        return {
+            "roles": [str(role) for role in roles],
+            "joined_at": TIMESTAMP,
+            "deaf": False,
+            "mute": False,
+            "flags": 0,
+            "nick": nick,
+        }
 
     def _channel_payload(self, channel_id: int) -> dict[str, Any]:
         if channel_id == DM_CHANNEL_ID:
@@ -317,6 +428,23 @@ class FakeDiscord(LocalServer):
             "last_message_id": None,
         }
 
+    def _role(self, role_id: int, name: str, permissions: int, **extra: Any) -> dict[str, Any]:
+        return {
+            "id": str(role_id),
+            "name": name,
+            "permissions": str(permissions),
+            "position": 0 if role_id == GUILD_ID else 1,
+            "color": 0,
+            "hoist": False,
+            "managed": False,
+            "mentionable": False,
+            "flags": 0,
+            **extra,
+        }
+
+    def _bot_permissions(self) -> int:
+        return EVERYONE_PERMISSIONS | (MANAGE_WEBHOOKS if self.manage_webhooks else 0)
+
     def _guild_payload(self) -> dict[str, Any]:
         return {
             "id": str(GUILD_ID),
@@ -337,23 +465,21 @@ class FakeDiscord(LocalServer):
             "preferred_locale": "en-US",
             "system_channel_flags": 0,
             "roles": [
-                {
-                    "id": str(GUILD_ID),
-                    "name": "@everyone",
-                    "permissions": str((1 << 41) - 1),
-                    "position": 0,
-                    "color": 0,
-                    "hoist": False,
-                    "managed": False,
-                    "mentionable": False,
-                    "flags": 0,
-                }
+                self._role(GUILD_ID, "@everyone", EVERYONE_PERMISSIONS),
+                # Discord gives every bot a managed role named after it, with its invite permissions.
+                self._role(
+                    BOT_ROLE_ID,
+                    "Chorus",
+                    self._bot_permissions(),
+                    managed=True,
+                    tags={"bot_id": BOT["id"]},
+                ),
             ],
             "emojis": [],
             "stickers": [],
             "channels": [self._channel_payload(CHANNEL_ID)],
             "threads": [self._channel_payload(THREAD_ID)],
-            "members": [{**self._member(None), "user": BOT}],
+            "members": [{**self._member(None, (BOT_ROLE_ID,)), "user": BOT}],
             "voice_states": [],
             "presences": [],
             "stage_instances": [],
@@ -361,39 +487,67 @@ class FakeDiscord(LocalServer):
             "soundboard_sounds": [],
         }
 
-    # --- gateway -------------------------------------------------------------------
-
-    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
-        socket_response = web.WebSocketResponse()
-        await socket_response.prepare(request)
-        self._socket = socket_response
-        await socket_response.send_str(json.dumps({"op": 10, "d": {"heartbeat_interval": 41250}}))
-        async for frame in socket_response:
-            if frame.type != WSMsgType.TEXT:
-                break
-            payload = json.loads(frame.data)
-            if payload["op"] == 1:
-                await socket_response.send_str(json.dumps({"op": 11, "d": None}))
-            elif payload["op"] == 2:
-                self.identify = payload["d"]
-                await self.dispatch("READY", self._ready_payload())
-                await self.dispatch("GUILD_CREATE", self._guild_payload())
-                self.connected.set()
-        return socket_response
-
-    def _ready_payload(self) -> dict[str, Any]:
-        return {
+    def _ready_events(self, session: GatewaySession, resume_url: str) -> list[tuple[str, dict[str, Any]]]:
+        ready = {
             "v": 10,
             "user": BOT,
             "guilds": [{"id": str(GUILD_ID), "unavailable": True}],
-            "session_id": "fake-session",
-            "resume_gateway_url": self.gateway_url,
+            "session_id": session.id,
+            "resume_gateway_url": resume_url,
             "application": {"id": str(APPLICATION_ID), "flags": 0},
             "private_channels": [],
             "relationships": [],
         }
+        return [("READY", ready), ("GUILD_CREATE", self._guild_payload())]
+
+    async def _interact(
+        self,
+        kind: int,
+        data: dict[str, Any],
+        *,
+        channel_id: int,
+        user: dict[str, Any],
+        message: dict[str, Any] | None = None,
+    ) -> Interaction:
+        interaction = Interaction(
+            id=next(self._ids),
+            token=f"interaction-token-{next(self._ids)}",
+            channel_id=channel_id,
+            message_id=int(message["id"]) if message is not None else None,
+        )
+        self.interactions[interaction.token] = interaction
+        payload: dict[str, Any] = {
+            "id": str(interaction.id),
+            "application_id": str(APPLICATION_ID),
+            "type": kind,
+            "token": interaction.token,
+            "version": 1,
+            "channel_id": str(channel_id),
+            "channel": self._channel_payload(channel_id),
+            "data": data,
+            "locale": "en-US",
+            "app_permissions": str(self._bot_permissions()),
+            "entitlements": [],
+            "attachment_size_limit": 10 * 1024 * 1024,
+            "authorizing_integration_owners": {},
+        }
+        if message is not None:
+            payload["message"] = message
+        if channel_id == DM_CHANNEL_ID:
+            payload["user"] = user
+            payload["context"] = 1
+        else:
+            payload["guild_id"] = str(GUILD_ID)
+            payload["member"] = {**self._member(None), "user": user, "permissions": str(EVERYONE_PERMISSIONS)}
+            payload["context"] = 0
+        await self.dispatch("INTERACTION_CREATE", payload)
+        return interaction
 
     # --- REST ----------------------------------------------------------------------
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
 
     async def _file(self, request: web.Request) -> web.Response:
         content_type, data = self.files[request.match_info["name"]]
@@ -402,70 +556,126 @@ class FakeDiscord(LocalServer):
     async def _rest(self, request: web.Request) -> web.Response:
         body = await request.read()
         parsed = json.loads(body) if body and request.content_type == "application/json" else None
+        if request.content_type.startswith("multipart/"):
+            parsed = await _multipart_json(request)
         path = "/" + request.match_info["path"]
         call = RestCall(request.method, path, dict(request.query), parsed)
         self.calls.append(call)
         try:
-            # Interaction callbacks and followups are authorised by the token in their URL.
-            by_url = path.startswith(("/interactions/", "/webhooks/"))
-            if not by_url and request.headers.get("Authorization") != f"Bot {VALID_TOKEN}":
-                return _json({"message": "401: Unauthorized", "code": 0}, status=401)
-            return self._answer(call)
+            response = await self._respond(request, call)
+            call.status = response.status
+            return response
         finally:
-            async with self._changed:
-                self._changed.notify_all()
+            await self._notify()
 
-    def _answer(self, call: RestCall) -> web.Response:
+    async def _respond(self, request: web.Request, call: RestCall) -> web.Response:
+        if self.failures:
+            status = self.failures.pop(0)
+            return _json({"message": f"{status}: Server Error", "code": 0}, status=status)
+        # Interaction callbacks and webhook executions are authorised by the token in their URL.
+        by_url = call.path.startswith(("/interactions/", "/webhooks/"))
+        if not by_url and request.headers.get("Authorization") != f"Bot {self.token}":
+            return _json({"message": "401: Unauthorized", "code": 0}, status=401)
+        bucket = self._bucket(call)
+        if bucket.remaining <= 0:
+            return self._rate_limited(bucket, bucket.resets_at - time.monotonic())
+        if call.method == "PATCH" and self._rate_limit_edits:
+            return self._rate_limited(bucket, self._rate_limit_edits.pop(0))
+        bucket.remaining -= 1
+        response = await self._answer(call)
+        response.headers.update(self._rate_limit_headers(bucket))
+        return response
+
+    def _bucket(self, call: RestCall) -> Bucket:
+        # Discord keys buckets by route and its major parameter (channel, guild, webhook).
+        parts = call.path.strip("/").split("/")
+        key = f"{call.method} {'/'.join(parts[:3])}"
+        limit, window = self.rate_limit
+        now = time.monotonic()
+        bucket = self._buckets.get(key)
+        if bucket is None or now >= bucket.resets_at:
+            bucket = Bucket(name=f"bucket{abs(hash(key)) % 10**8}", remaining=limit, resets_at=now + window)
+            self._buckets[key] = bucket
+        return bucket
+
+    def _rate_limit_headers(self, bucket: Bucket) -> dict[str, str]:
+        reset_after = max(bucket.resets_at - time.monotonic(), 0.0)
+        return {
+            "X-RateLimit-Limit": str(self.rate_limit[0]),
+            "X-RateLimit-Remaining": str(max(bucket.remaining, 0)),
+            "X-RateLimit-Reset": f"{time.time() + reset_after:.3f}",
+            "X-RateLimit-Reset-After": f"{reset_after:.3f}",
+            "X-RateLimit-Bucket": bucket.name,
+        }
+
+    def _rate_limited(self, bucket: Bucket, retry_after: float) -> web.Response:
+        retry_after = max(retry_after, 0.0)
+        body = {"message": "You are being rate limited.", "retry_after": retry_after, "global": False}
+        headers = {
+            **self._rate_limit_headers(bucket),
+            "X-RateLimit-Remaining": "0",
+            "X-RateLimit-Reset-After": f"{retry_after:.3f}",
+            "X-RateLimit-Scope": "user",
+            "Retry-After": str(math.ceil(retry_after)),
+            # Discord's API answers through Google's front end; discord.py reads a 429
+            # without `Via` as a Cloudflare ban.
+            "Via": "1.1 google",
+        }
+        return _json(body, status=429, headers=headers)
+
+    async def _answer(self, call: RestCall) -> web.Response:
         parts = call.path.strip("/").split("/")
         match call.method, parts:
             case "GET", ["users", "@me"]:
                 return _json(BOT)
             case "GET", ["oauth2", "applications", "@me"]:
                 return _json(self._application())
+            case "GET", ["gateway"] | ["gateway", "bot"]:
+                return _json({"url": self.gateway_url})
             case "PUT", ["applications", _, "commands"]:
-                self.registered_commands = [
-                    {
-                        **command,
-                        "id": str(next(self._ids)),
-                        "application_id": str(APPLICATION_ID),
-                        "version": "1",
-                        "default_member_permissions": None,
-                        "type": command.get("type", 1),
-                    }
-                    for command in call.json
-                ]
-                return _json(self.registered_commands)
+                return _json(self._register_commands(call.json))
             case "POST", ["channels", _, "typing"]:
                 return _no_content()
             case "POST", ["channels", channel_id, "messages"]:
-                return _json(self._create(int(channel_id), call.json))
+                return _json(await self._create(int(channel_id), call.json))
             case "PATCH", ["channels", channel_id, "messages", message_id]:
-                if self._rate_limit_edits:
-                    return _rate_limited(self._rate_limit_edits.pop(0))
-                return _json(self._edit(int(channel_id), int(message_id), call.json["content"]))
-            case "POST", ["interactions", interaction_id, token, "callback"]:
-                self.interactions[token].callbacks.append(call.json)
-                return _json(
-                    {
-                        "interaction": {
-                            "id": interaction_id,
-                            "type": 2,
-                            "response_message_loading": call.json["type"] == 5,
-                            "response_message_ephemeral": False,
-                        },
-                        "resource": {"type": call.json["type"]},
-                    }
-                )
-            case "POST", ["webhooks", _, token]:
-                interaction = self.interactions[token]
-                interaction.followups.append(call.json["content"])
-                return _json(
-                    self.message_payload(interaction.channel_id, call.json["content"], author=BOT)
-                    | {"webhook_id": str(APPLICATION_ID)}
-                )
-            case "DELETE", ["webhooks", _, _, "messages", "@original"]:
+                return await self._edit(int(channel_id), int(message_id), call.json)
+            case "DELETE", ["channels", channel_id, "messages", message_id]:
+                return await self._delete(int(channel_id), int(message_id))
+            case "POST", ["channels", channel_id, "webhooks"]:
+                return self._create_webhook(int(channel_id), call.json)
+            case "GET", ["channels", channel_id, "webhooks"]:
+                return self._list_webhooks(int(channel_id))
+            case "POST", ["interactions", _, token, "callback"]:
+                return await self._interaction_callback(token, call.json)
+            case "POST", ["webhooks", _, token] if token in self.interactions:
+                return self._followup(token, call.json)
+            case "DELETE", ["webhooks", _, token, "messages", "@original"] if token in self.interactions:
                 return _no_content()
+            case "POST", ["webhooks", webhook_id, token]:
+                return await self._execute_webhook(int(webhook_id), token, call)
+            case "PATCH", ["webhooks", webhook_id, token, "messages", message_id]:
+                return await self._edit_webhook_message(int(webhook_id), token, int(message_id), call)
+            case "DELETE", ["webhooks", webhook_id, token, "messages", message_id]:
+                webhook = self._webhook(int(webhook_id), token)
+                if webhook is None:
+                    return _error(404, UNKNOWN_WEBHOOK, "Unknown Webhook")
+                return await self._delete(None, int(message_id))
         return _json({"message": "404: Not Found", "code": 0}, status=404)
+
+    def _register_commands(self, commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        self.registered_commands = [
+            {
+                **command,
+                "id": str(next(self._ids)),
+                "application_id": str(APPLICATION_ID),
+                "version": "1",
+                "default_member_permissions": None,
+                "type": command.get("type", 1),
+            }
+            for command in commands
+        ]
+        return self.registered_commands
 
     def _application(self) -> dict[str, Any]:
         return {
@@ -481,22 +691,172 @@ class FakeDiscord(LocalServer):
             "summary": "",
         }
 
-    def _create(self, channel_id: int, body: dict[str, Any]) -> dict[str, Any]:
+    async def _create(
+        self,
+        channel_id: int,
+        body: dict[str, Any],
+        *,
+        webhook: Webhook | None = None,
+        username: str | None = None,
+        avatar_url: str | None = None,
+    ) -> dict[str, Any]:
         reference = body.get("message_reference")
         message = SentMessage(
             id=next(self._ids),
             channel_id=channel_id,
             reference_id=int(reference["message_id"]) if reference else None,
-            versions=[body["content"]],
+            versions=[body.get("content") or ""],
+            components=body.get("components") or [],
+            webhook_id=webhook.id if webhook else None,
+            username=username,
+            avatar_url=avatar_url,
         )
         self.sent.append(message)
-        return self.message_payload(channel_id, body["content"], author=BOT, message_id=message.id)
+        payload = self._message_payload_of(message)
+        await self.dispatch("MESSAGE_CREATE", payload)
+        return payload
 
-    def _edit(self, channel_id: int, message_id: int, content: str) -> dict[str, Any]:
-        message = next(m for m in self.sent if m.id == message_id)
-        message.versions.append(content)
-        payload = self.message_payload(channel_id, content, author=BOT, message_id=message_id)
-        return payload | {"edited_timestamp": TIMESTAMP}
+    def _unknown_message(self, message_id: int, channel_id: int | None) -> bool:
+        message = next((m for m in self.sent if m.id == message_id), None)
+        if message is None or message.deleted:
+            return True
+        return channel_id is not None and message.channel_id != channel_id
+
+    async def _edit(self, channel_id: int, message_id: int, body: dict[str, Any]) -> web.Response:
+        if self._unknown_message(message_id, channel_id):
+            return _error(404, UNKNOWN_MESSAGE, "Unknown Message")
+        return _json(await self._apply_edit(self.message(message_id), body))
+
+    async def _apply_edit(self, message: SentMessage, body: dict[str, Any]) -> dict[str, Any]:
+        message.versions.append(body["content"] if body.get("content") is not None else message.text)
+        if "components" in body:
+            message.components = body["components"] or []
+        payload = self._message_payload_of(message)
+        await self.dispatch("MESSAGE_UPDATE", payload)
+        return payload
+
+    async def _delete(self, channel_id: int | None, message_id: int) -> web.Response:
+        if self._unknown_message(message_id, channel_id):
+            return _error(404, UNKNOWN_MESSAGE, "Unknown Message")
+        await self.delete_message(message_id)
+        return _no_content()
+
+    # --- webhooks --------------------------------------------------------------------
+
+    def _webhook_payload(self, webhook: Webhook) -> dict[str, Any]:
+        return {
+            "id": str(webhook.id),
+            "type": 1,
+            "guild_id": str(GUILD_ID),
+            "channel_id": str(webhook.channel_id),
+            "name": webhook.name,
+            "avatar": None,
+            "token": webhook.token,
+            "application_id": str(webhook.application_id) if webhook.application_id else None,
+            "user": BOT,
+        }
+
+    def _webhook_refusal(self, channel_id: int) -> web.Response | None:
+        if channel_id in (THREAD_ID, DM_CHANNEL_ID):
+            return _error(400, WRONG_CHANNEL_TYPE, "Cannot execute action on this channel type")
+        if not self.manage_webhooks:
+            return _error(403, MISSING_PERMISSIONS, "Missing Permissions")
+        return None
+
+    def _create_webhook(self, channel_id: int, body: dict[str, Any]) -> web.Response:
+        refused = self._webhook_refusal(channel_id)
+        if refused is not None:
+            return refused
+        name = body.get("name") or ""
+        if not 1 <= len(name) <= 80 or any(part in name.lower() for part in FORBIDDEN_NAME_PARTS):
+            return _error(400, INVALID_FORM_BODY, "Invalid Form Body")
+        token = f"webhook-token-{next(self._ids)}"
+        webhook = Webhook(id=next(self._ids), token=token, channel_id=channel_id, name=name)
+        self.webhooks.append(webhook)
+        return _json(self._webhook_payload(webhook))
+
+    def _list_webhooks(self, channel_id: int) -> web.Response:
+        refused = self._webhook_refusal(channel_id)
+        if refused is not None:
+            return refused
+        return _json([self._webhook_payload(w) for w in self.webhooks if w.channel_id == channel_id])
+
+    def _webhook(self, webhook_id: int, token: str) -> Webhook | None:
+        return next((w for w in self.webhooks if w.id == webhook_id and w.token == token), None)
+
+    def _webhook_target(self, webhook: Webhook, query: dict[str, str]) -> int | None:
+        """The channel a webhook call lands in: its channel, or a thread of it (`thread_id`)."""
+        if "thread_id" not in query:
+            return webhook.channel_id
+        thread_id = int(query["thread_id"])
+        return thread_id if thread_id == THREAD_ID and webhook.channel_id == CHANNEL_ID else None
+
+    async def _execute_webhook(self, webhook_id: int, token: str, call: RestCall) -> web.Response:
+        webhook = self._webhook(webhook_id, token)
+        if webhook is None:
+            return _error(404, UNKNOWN_WEBHOOK, "Unknown Webhook")
+        target = self._webhook_target(webhook, call.query)
+        if target is None:
+            return _error(400, INVALID_FORM_BODY, "Invalid Form Body")
+        body = call.json or {}
+        username = body.get("username") or webhook.name
+        if any(part in username.lower() for part in FORBIDDEN_NAME_PARTS) or len(username) > 80:
+            return _error(400, INVALID_FORM_BODY, "Invalid Form Body")
+        if body.get("components") and webhook.application_id is None:
+            return _error(400, INVALID_FORM_BODY, "Invalid Form Body")
+        payload = await self._create(
+            target, body, webhook=webhook, username=username, avatar_url=body.get("avatar_url")
+        )
+        return _json(payload) if call.query.get("wait") == "true" else _no_content()
+
+    async def _edit_webhook_message(
+        self, webhook_id: int, token: str, message_id: int, call: RestCall
+    ) -> web.Response:
+        webhook = self._webhook(webhook_id, token)
+        if webhook is None:
+            return _error(404, UNKNOWN_WEBHOOK, "Unknown Webhook")
+        target = self._webhook_target(webhook, call.query)
+        message = next((m for m in self.sent if m.id == message_id), None)
+        if self._unknown_message(message_id, target) or message is None or message.webhook_id != webhook.id:
+            return _error(404, UNKNOWN_MESSAGE, "Unknown Message")
+        return _json(await self._apply_edit(message, call.json or {}))
+
+    # --- interactions ------------------------------------------------------------------
+
+    async def _interaction_callback(self, token: str, body: dict[str, Any]) -> web.Response:
+        interaction = self.interactions[token]
+        interaction.callbacks.append(body)
+        # 7 (UPDATE_MESSAGE) edits the message the component is on.
+        if body["type"] == 7 and interaction.message_id is not None:
+            await self._apply_edit(self.message(interaction.message_id), body.get("data") or {})
+        return _json(
+            {
+                "interaction": {
+                    "id": str(interaction.id),
+                    "type": 2,
+                    "response_message_loading": body["type"] == 5,
+                    "response_message_ephemeral": False,
+                },
+                "resource": {"type": body["type"]},
+            }
+        )
+
+    def _followup(self, token: str, body: dict[str, Any]) -> web.Response:
+        interaction = self.interactions[token]
+        interaction.followups.append(body["content"])
+        return _json(
+            self.message_payload(interaction.channel_id, body["content"], author=BOT)
+            | {"webhook_id": str(APPLICATION_ID)}
+        )
+
+
+async def _multipart_json(request: web.Request) -> Any:
+    # discord.py sends `payload_json` beside files; the JSON part is what matters here.
+    reader = await request.multipart()
+    while (part := await reader.next()) is not None:
+        if getattr(part, "name", None) == "payload_json":
+            return json.loads(await part.text())  # type: ignore[union-attr]
+    return None
 
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -507,11 +867,9 @@ def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -
     )
 
 
+def _error(status: int, code: int, message: str) -> web.Response:
+    return _json({"message": message, "code": code}, status=status)
+
+
 def _no_content() -> web.Response:
     return web.Response(status=204)
-
-
-def _rate_limited(retry_after: float) -> web.Response:
-    # discord.py treats a 429 without `Via` as a Cloudflare ban and gives up.
-    body = {"message": "You are being rate limited.", "retry_after": retry_after, "global": False}
-    return _json(body, status=429, headers={"Via": "1.1 google", "X-RateLimit-Scope": "user"})

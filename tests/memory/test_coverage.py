@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import Runtime
 from bot.cli import main as chorus
+from bot.runtime import Runtime
 from bot.storage.memory_store import MemoryStore, Owner
 from tests.support.runtime import inbound, make_runtime
 

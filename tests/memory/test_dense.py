@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import Runtime
 from bot.memory.dense import load_embedder
+from bot.runtime import Runtime
 from bot.storage.memory_store import MemoryStore, Owner
 from tests.support.runtime import inbound, make_runtime
 
@@ -26,7 +26,7 @@ OWNER = Owner("group", "web:g5")
 
 def test_the_numpy_encoder_matches_sentence_transformers() -> None:
     sentence_transformers = pytest.importorskip("sentence_transformers")
-    from bot.memory.minilm import bundled_model_dir
+    from bot.memory.dense import bundled_model_dir
 
     texts = ["Melanie: I started taekwondo last week.", "我们决定用新的数据库", "Caroline's art show"]
     ours = load_embedder().embed(texts)  # type: ignore[union-attr]

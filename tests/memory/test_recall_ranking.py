@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import Runtime
 from bot.memory.recall import Ranking, Recall, fuse, query_terms
+from bot.runtime import Runtime
+from bot.search_terms import words
 from bot.storage.memory_store import MemoryStore, Owner, RecallHit
-from bot.text_tokens import words
 from tests.support.runtime import inbound, make_runtime
 
 GROUP = {"chat_id": "g9", "chat_kind": "group"}

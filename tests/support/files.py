@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import struct
+import zlib
 
 from PIL import Image
 
@@ -37,3 +39,28 @@ def png_image(width: int = 64, height: int = 48, color: tuple[int, int, int] = (
     buffer = io.BytesIO()
     Image.new("RGB", (width, height), color).save(buffer, format="PNG")
     return buffer.getvalue()
+
+
+def png_bomb(width: int, height: int) -> bytes:
+    """A valid all-black PNG of `width`×`height` pixels that compresses to a few hundred KB.
+
+    Written row by row (1-bit greyscale), so making it never holds the bitmap in memory;
+    decoding it as RGB would take `width * height * 4` bytes.
+    """
+    row = b"\x00" * (1 + (width + 7) // 8)  # filter byte + packed bits
+    compressor = zlib.compressobj(9)
+    chunks = [compressor.compress(row) for _ in range(height)]
+    chunks.append(compressor.flush())
+    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", header)
+        + _png_chunk(b"IDAT", b"".join(chunks))
+        + _png_chunk(b"IEND", b"")
+    )
+
+
+def _png_chunk(kind: bytes, body: bytes) -> bytes:
+    return (
+        struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+    )

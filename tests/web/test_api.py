@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import httpx
 
-from bot.turns import Reply
+from bot.turns.events import Reply
 from tests.support.files import png_image
 from tests.support.runtime import inbound
 from tests.web.conftest import ClientFactory
@@ -52,7 +52,7 @@ async def test_token_is_stored_only_as_a_hash(client: httpx.AsyncClient) -> None
     visitor = await WebVisitor.start(client)
     store = client.runtime.store  # type: ignore[attr-defined]
     assert store.visitor_for_token(visitor.token) == visitor.visitor_id
-    with store.engine.connect() as connection:
+    with store.database.connect() as connection:
         rows = connection.exec_driver_sql("select token_hash from visitor_tokens").fetchall()
     assert len(rows) == 1 and rows[0][0] != visitor.token and len(rows[0][0]) == 64
 
@@ -137,8 +137,12 @@ async def test_upload_size_count_and_type_limits(make_client: ClientFactory) -> 
         "x", files=[("files", ("setup.exe", b"MZ", "application/x-msdownload"))]
     )
     assert program.status_code == 415 and "setup.exe" in program.json()["detail"]
+    # The refusal names every accepted format.
+    for name in ("PNG", "JPEG", "GIF", "WebP", "PDF", "TXT", "Markdown", "CSV", "JSON"):
+        assert name in program.json()["detail"]
     many = [("files", (f"n{index}.txt", b"n", "text/plain")) for index in range(6)]
-    assert (await visitor.post_message("x", files=many)).status_code in (400, 413)
+    six = await visitor.post_message("x", files=many)
+    assert six.status_code == 413 and "at most 5 files" in six.json()["detail"]
     assert (await visitor.history())["messages"] == []
 
 
