@@ -37,7 +37,7 @@ def test_the_numpy_encoder_matches_sentence_transformers() -> None:
 
 
 async def test_dense_recall_finds_what_word_matching_cannot(tmp_path: Path) -> None:
-    runtime: Runtime = make_runtime(tmp_path, memory_idle_seconds=0)
+    runtime: Runtime = make_runtime(tmp_path, memory_idle_seconds=0, memory_dense=True)
     try:
         lines = [
             ("Melanie", "I signed up for taekwondo classes, the kicks are brutal."),

@@ -19,8 +19,8 @@ OWNER = Owner("group", "web:g9")
 
 @pytest.fixture
 async def runtime(tmp_path: Path) -> Runtime:
-    # Full-text only, so these tests say what the lexical side does on its own.
-    built = make_runtime(tmp_path, memory_idle_seconds=0, memory_dense=False)
+    # Full-text only (the test default), so these tests say what the lexical side does alone.
+    built = make_runtime(tmp_path, memory_idle_seconds=0)
     yield built
     await built.aclose()
 
@@ -99,9 +99,7 @@ async def test_dates_are_the_messages_own_searchable_and_relative_ones_resolved(
 
 
 async def test_a_turns_recall_stays_within_its_share_of_the_context_budget(tmp_path: Path) -> None:
-    runtime = make_runtime(
-        tmp_path, memory_idle_seconds=0, memory_dense=False, memory_recall_items=3, model_context_window=2000
-    )
+    runtime = make_runtime(tmp_path, memory_idle_seconds=0, memory_recall_items=3, model_context_window=2000)
     try:
         for n in range(40):
             await record(runtime, f"Harbor story {n}: " + "the harbor lights were bright " * 12, "Eli")
