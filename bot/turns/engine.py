@@ -55,6 +55,9 @@ AfterTurnJob = Callable[[ChatSession, "Context | None"], Awaitable[None]]
 OverflowHandler = Callable[[ChatSession, Context], Awaitable[bool]]
 
 QUOTE_CHARS = 200
+# Stored `system` rows of a command and of its answer start with these.
+COMMAND_EVENT = "command: "
+COMMAND_REPLY_EVENT = "command reply: "
 # Ends the text of a reply the person stopped, so every lane shows it as stopped.
 STOPPED_NOTE = "[Stopped.]"
 OVERFLOW_MESSAGE = (
@@ -147,6 +150,8 @@ class Engine:
                         memory=self.memory,
                     ),
                 )
+                # The answer is part of the conversation people saw, so a reload shows it again.
+                self._store_event(route.session, f"{COMMAND_REPLY_EVENT}{answer.text}")
             yield Reply(
                 kind="command" if answer.ok else "error",
                 text=answer.text,
@@ -204,6 +209,10 @@ class Engine:
 
     def model_for(self, persona: Persona) -> str:
         return persona.model or self.settings.model.name
+
+    def model_shown(self, persona: Persona) -> str:
+        """The model as /status and /context name it: the offline demo model names itself."""
+        return "demo" if self.provider.name == "demo" else self.model_for(persona)
 
     # --- one turn ----------------------------------------------------------------
 
@@ -356,7 +365,7 @@ class Engine:
             route.session.id,
             NewMessage(
                 role="system",
-                content=f"command: {text}",
+                content=f"{COMMAND_EVENT}{text}",
                 token_count=0,
                 sender_id=route.sender_id,
                 sender_name=inbound.actor.display_name,
