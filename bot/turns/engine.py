@@ -69,6 +69,9 @@ QUOTE_CHARS = 200
 # Lanes whose turns a restart can finish: they reach the person without the process
 # that took the message (the terminal's person is gone with it).
 RECOVERABLE_LANES = frozenset({"telegram", "discord", "web"})
+# Stored `system` rows of a command and of its answer start with these.
+COMMAND_EVENT = "command: "
+COMMAND_REPLY_EVENT = "command reply: "
 # Ends the text of a reply the person stopped, so every lane shows it as stopped.
 STOPPED_NOTE = "[Stopped.]"
 # Ends the text of a reply cut because the process was shutting down.
@@ -171,6 +174,8 @@ class Engine:
                         memory=self.memory,
                     ),
                 )
+                # The answer is part of the conversation people saw, so a reload shows it again.
+                self._store_event(route.session, f"{COMMAND_REPLY_EVENT}{answer.text}")
             yield Reply(
                 kind="command" if answer.ok else "error",
                 text=answer.text,
@@ -192,18 +197,29 @@ class Engine:
                 yield event
 
     async def record(self, inbound: InboundMessage) -> Reply:
-        """Store a group message the bot was not addressed in, as context only."""
+        """Store a group message the bot was not addressed in, as context only.
+
+        It schedules after-turn work like a turn does: recorded messages are steps
+        for memory offload, and the idle timer must cover them too.
+        """
         text = clean_text(inbound.text)
         route = resolve_route(self.store, inbound, self.personas.default.id)
         async with self.locks.hold(route.session.id):
             try:
                 stored = await self._store_user_message(inbound, route, text)
             except DuplicateMessage as duplicate:
-                stored = duplicate.existing
+                return Reply(
+                    kind="recorded",
+                    text="",
+                    session_id=route.session.id,
+                    user_message_id=duplicate.existing.id,
+                )
             except ChorusError as error:
                 return Reply(kind="error", text=str(error), session_id=route.session.id)
             finally:
                 stored_already(inbound)
+        # A recorded message is a step of the conversation: memory offload counts it.
+        self._schedule_after_turn(route.session, None)
         return Reply(kind="recorded", text="", session_id=route.session.id, user_message_id=stored.id)
 
     async def resume(self, delivery: Delivery) -> AsyncGenerator[TurnEvent, None]:
@@ -270,6 +286,10 @@ class Engine:
 
     def model_for(self, persona: Persona) -> str:
         return persona.model or self.settings.model.name
+
+    def model_shown(self, persona: Persona) -> str:
+        """The model as /status and /context name it: the offline demo model names itself."""
+        return "demo" if self.provider.name == "demo" else self.model_for(persona)
 
     # --- one turn ----------------------------------------------------------------
 
@@ -437,7 +457,7 @@ class Engine:
             route.session.id,
             NewMessage(
                 role="system",
-                content=f"command: {text}",
+                content=f"{COMMAND_EVENT}{text}",
                 token_count=0,
                 sender_id=route.sender_id,
                 sender_name=inbound.actor.display_name,

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
+from bot.providers.openai import PURPOSE_HEADER
 from bot.recovery import UNANSWERED_NOTICE
 from tests.durable.conftest import needs_postgres
 from tests.durable.serve_process import ServeProcess, wait_until
@@ -33,7 +34,9 @@ def turn_requests(fake_openai: FakeOpenAI) -> int:
     return sum(
         1
         for request in fake_openai.requests
-        if isinstance(request.json, dict) and QUESTION.fullmatch(last_user_text(request.json))
+        if PURPOSE_HEADER.lower() not in request.headers
+        and isinstance(request.json, dict)
+        and QUESTION.fullmatch(last_user_text(request.json))
     )
 
 

@@ -1,7 +1,7 @@
 """delivery state of each turn (lane, chat, draft, owner) for shutdown and crash recovery
 
-Revision ID: 0004_deliveries
-Revises: 0003_memory
+Revision ID: 0005_deliveries
+Revises: 0004_recall
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision = "0004_deliveries"
-down_revision = "0003_memory"
+revision = "0005_deliveries"
+down_revision = "0004_recall"
 branch_labels = None
 depends_on = None
 
