@@ -134,9 +134,13 @@ async def deliver_reply(
                     reply = event
     finally:
         await streamer.close()
-    if reply is not None and reply.should_send:
+    if reply is not None and reply.should_send and reply.text.strip():
         speaker = reply.persona_name if reply.kind == "assistant" else None
-        await view.finish(split(render(reply.text, speaker=speaker)))
+        parts = split(render(reply.text, speaker=speaker))
+        if not any(part.text.strip() for part in parts):
+            # Markdown that renders to nothing visible: show what the model wrote.
+            parts = split(plain(reply.text.strip()))
+        await view.finish(parts)
     return reply
 
 
