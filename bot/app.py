@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine as DatabaseEngine
 
@@ -14,6 +14,7 @@ from bot.context_commands import register_context_commands
 from bot.context_manager import ContextManager
 from bot.core_commands import register_core_commands
 from bot.engine import Engine
+from bot.health import LaneHealth
 from bot.memory import MemoryService, choose_distiller, register_memory_commands
 from bot.providers import make_provider
 from bot.providers.base import ChatProvider
@@ -36,6 +37,7 @@ class Runtime:
     engine: Engine
     memory: MemoryService | None = None
     context: ContextManager | None = None
+    lanes: LaneHealth = field(default_factory=LaneHealth)
 
     async def aclose(self) -> None:
         await self.engine.drain()
@@ -55,6 +57,7 @@ def build_personas(settings: Settings) -> PersonaRegistry:
             model=item.model,
             temperature=item.temperature,
             top_p=item.top_p,
+            avatar_url=item.avatar_url,
         )
         for item in settings.personas
     ]

@@ -56,6 +56,8 @@ class PersonaSettings(BaseModel):
     model: str | None = None
     temperature: float | None = None
     top_p: float | None = None
+    # An image URL; Discord shows it as the persona's avatar on its replies in servers.
+    avatar_url: str | None = None
 
 
 # Used only when a deployment configures no personas at all.
@@ -133,6 +135,9 @@ class TelegramSettings(BaseModel):
 
 class DiscordSettings(BaseModel):
     token: SecretStr | None = None
+    # Where the client connects; change them for a proxy (or a local stand-in in tests).
+    api_base: str = "https://discord.com/api/v10"
+    gateway_url: str = "wss://gateway.discord.gg"
     activation: Literal["mention", "always"] = "mention"
     allowed_guilds: list[str] = Field(default_factory=list)
     allowed_channels: list[str] = Field(default_factory=list)

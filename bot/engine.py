@@ -238,7 +238,12 @@ class Engine:
                     async with aclosing(self.provider.stream(request)) as deltas:
                         async for piece in deltas:
                             pieces.append(piece)
-                            yield Delta(piece)
+                            yield Delta(
+                                piece,
+                                session_id=plan.session.id,
+                                persona_id=plan.persona.id,
+                                persona_name=plan.persona.name,
+                            )
                     break
                 except ContextOverflowError:
                     recovered = (

@@ -10,9 +10,16 @@ ReplyKind = Literal["assistant", "command", "error", "duplicate", "recorded"]
 
 @dataclass(frozen=True)
 class Delta:
-    """A piece of the assistant's reply as it streams."""
+    """A piece of the assistant's reply as it streams.
+
+    It names the session and the persona that speaks, so a lane can show who is
+    speaking and offer a Stop control while the reply is still streaming.
+    """
 
     text: str
+    session_id: str | None = None
+    persona_id: str | None = None
+    persona_name: str | None = None
 
 
 @dataclass(frozen=True)

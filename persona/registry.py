@@ -25,6 +25,8 @@ class Persona:
     model: str | None = None
     temperature: float | None = None
     top_p: float | None = None
+    # Shown by lanes that can show a picture per speaker (Discord webhooks); never sent to the model.
+    avatar_url: str | None = None
 
     @property
     def system_prompt(self) -> str:

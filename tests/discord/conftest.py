@@ -4,11 +4,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import discord
-import pytest
 import pytest_asyncio
-import yarl
-from discord.gateway import DiscordWebSocket
 
 from bot.app import Runtime
 from channels.discord import DiscordLane
@@ -19,12 +15,24 @@ from tests.support.runtime import make_runtime
 LaneFactory = Callable[..., Awaitable[tuple[DiscordLane, Runtime]]]
 
 
+def spoken(text: str, persona: str = "Ada") -> str:
+    """An assistant reply as a DM shows it: the persona's name in bold, then the text."""
+    return f"**{persona}**\n{text}"
+
+
 @pytest_asyncio.fixture
-async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
+async def fake_discord() -> AsyncIterator[FakeDiscord]:
     async with FakeDiscord() as server:
-        monkeypatch.setattr(discord.http.Route, "BASE", server.api_base)
-        monkeypatch.setattr(DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(server.gateway_url))
         yield server
+
+
+def lane_settings(server: FakeDiscord, token: str = VALID_TOKEN) -> dict[str, str]:
+    """The Discord lane's settings for the stand-in, as environment overrides."""
+    return {
+        "discord_token": token,
+        "channels_discord_api_base": server.api_base,
+        "channels_discord_gateway_url": server.gateway_url,
+    }
 
 
 @pytest_asyncio.fixture
@@ -38,9 +46,9 @@ async def start_lane(
         runtime = make_runtime(
             tmp_path / f"runtime{len(started)}",
             model_base_url=fake_openai.base_url,
-            **{"discord_token": VALID_TOKEN, **overrides},
+            **{**lane_settings(fake_discord), **overrides},
         )
-        lane = DiscordLane(runtime, edit_interval=0.05)
+        lane = DiscordLane(runtime, edit_interval=0.05, retry_first=0.05)
         started.append((lane, runtime))
         fake_discord.connected.clear()
         await lane.start()

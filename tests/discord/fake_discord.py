@@ -204,6 +204,11 @@ class FakeDiscord(LocalServer):
         return self.gateway.connected
 
     @property
+    def close_codes(self) -> list[int | None]:
+        """The close code of each gateway connection the client ended (1000: a clean close)."""
+        return self.gateway.client_close_codes
+
+    @property
     def identify(self) -> dict[str, Any] | None:
         return self.gateway.identifies[-1] if self.gateway.identifies else None
 
@@ -283,7 +288,7 @@ class FakeDiscord(LocalServer):
         message = self.message(message_id)
         data = {"custom_id": custom_id, "component_type": 2}
         return await self._interact(
-            3, data, channel_id=message.channel_id, user=user, message=self._message_payload_of(message)
+            3, data, channel_id=message.channel_id, user=user, message=self.payload_of(message)
         )
 
     async def dispatch(self, event: str, data: dict[str, Any]) -> None:
@@ -353,7 +358,7 @@ class FakeDiscord(LocalServer):
                 payload["member"] = self._member(nick)
         return payload
 
-    def _message_payload_of(self, message: SentMessage) -> dict[str, Any]:
+    def payload_of(self, message: SentMessage) -> dict[str, Any]:
         author = BOT
         if message.webhook_id is not None:
             author = {
@@ -712,7 +717,7 @@ class FakeDiscord(LocalServer):
             avatar_url=avatar_url,
         )
         self.sent.append(message)
-        payload = self._message_payload_of(message)
+        payload = self.payload_of(message)
         await self.dispatch("MESSAGE_CREATE", payload)
         return payload
 
@@ -731,7 +736,7 @@ class FakeDiscord(LocalServer):
         message.versions.append(body["content"] if body.get("content") is not None else message.text)
         if "components" in body:
             message.components = body["components"] or []
-        payload = self._message_payload_of(message)
+        payload = self.payload_of(message)
         await self.dispatch("MESSAGE_UPDATE", payload)
         return payload
 
