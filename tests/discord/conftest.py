@@ -1,9 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
 from bot.app import Runtime
@@ -18,6 +20,15 @@ LaneFactory = Callable[..., Awaitable[tuple[DiscordLane, Runtime]]]
 def spoken(text: str, persona: str = "Ada") -> str:
     """An assistant reply as a DM shows it: the persona's name in bold, then the text."""
     return f"**{persona}**\n{text}"
+
+
+@pytest.fixture(autouse=True)
+def no_unhandled_errors_in_event_handlers(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """discord.py only logs what an event handler raises; such a test must not pass."""
+    yield
+    records = caplog.get_records("call")
+    errors = [r.getMessage() for r in records if r.name == "discord.client" and r.levelno >= logging.ERROR]
+    assert not errors, errors
 
 
 @pytest_asyncio.fixture

@@ -812,7 +812,8 @@ class FakeDiscord(LocalServer):
         payload = await self._create(
             target, body, webhook=webhook, username=username, avatar_url=body.get("avatar_url")
         )
-        return _json(payload) if call.query.get("wait") == "true" else _no_content()
+        # Discord reads query booleans as true/false or 1/0.
+        return _json(payload) if call.query.get("wait", "").lower() in ("true", "1") else _no_content()
 
     async def _edit_webhook_message(
         self, webhook_id: int, token: str, message_id: int, call: RestCall
