@@ -14,6 +14,7 @@ import logging
 
 import aiohttp
 import discord
+from discord.utils import MISSING
 
 from bot.app import Runtime
 from bot.errors import ConfigError
@@ -101,8 +102,9 @@ class DiscordLane:
         while not self.client.is_closed():
             await asyncio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX)
-            # A failed attempt leaves its HTTP session open; the next one opens its own.
+            # A failed attempt leaves its HTTP session (and connector) open; the next opens new ones.
             await self.client.http.close()
+            self.client.http.connector = MISSING
             try:
                 await self.client.login(self._token)
             except discord.LoginFailure:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -15,6 +16,13 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.support.runtime import make_runtime
 
 LaneFactory = Callable[..., Awaitable[tuple[DiscordLane, Runtime]]]
+
+
+async def eventually(condition: Callable[[], bool], timeout: float = 60.0) -> None:
+    """Wait for state the stand-in does not see change (the lane's own), checking often."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.02)
 
 
 def spoken(text: str, persona: str = "Ada") -> str:
