@@ -29,12 +29,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import locomo_files, locomo_turns, markdown_table, percentile  # noqa: E402
-from bot.app import build_runtime  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.errors import ContextOverflowError  # noqa: E402
-from bot.inbound import Actor, InboundMessage  # noqa: E402
 from bot.providers.base import SUMMARY_PURPOSE, ChatRequest  # noqa: E402
-from bot.turns import Reply  # noqa: E402
+from bot.runtime import build_runtime  # noqa: E402
+from bot.turns.events import Reply  # noqa: E402
+from bot.turns.inbound import Actor, InboundMessage  # noqa: E402
 from transcript import count_message_tokens, count_tokens, extract_identifiers, truncate_to_tokens  # noqa: E402
 
 REPO_CONFIG = Path(__file__).resolve().parents[1] / "config.yaml"

@@ -31,13 +31,13 @@ from bench.common import (  # noqa: E402
     peak_rss_mb,
     percentile,
 )
-from bot.app import build_runtime  # noqa: E402
 from bot.config import load_settings  # noqa: E402
-from bot.inbound import Actor, InboundMessage  # noqa: E402
+from bot.runtime import build_runtime  # noqa: E402
+from bot.search_terms import search_text  # noqa: E402
 from bot.storage.database import open_session  # noqa: E402
 from bot.storage.models import ChatSession, Message  # noqa: E402
 from bot.storage.store import INDEX_MESSAGE, owner_token  # noqa: E402
-from bot.text_tokens import search_text  # noqa: E402
+from bot.turns.inbound import Actor, InboundMessage  # noqa: E402
 from transcript import count_tokens, window  # noqa: E402
 
 HISTORY_SIZES = (100, 10_000, 100_000)

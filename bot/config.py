@@ -4,7 +4,8 @@ Every leaf setting has an environment name built from its path, so
 `model.base_url` is `CHORUS_MODEL_BASE_URL` and `channels.telegram.token` is
 `CHORUS_CHANNELS_TELEGRAM_TOKEN`; a few common ones also have a short alias
 (`CHORUS_TELEGRAM_TOKEN`, `CHORUS_DISCORD_TOKEN`). Secrets never have to live
-in the file.
+in the file. The `channels` section is built from the lane registry
+(`channels.registry`): each lane brings its own settings model.
 """
 
 from __future__ import annotations
@@ -12,23 +13,26 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic import BaseModel, Field, SecretStr, ValidationError, create_model
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from bot.errors import ConfigError
+from channels import registry as lane_registry
 
 ENV_PREFIX = "CHORUS_"
 CONFIG_PATH_ENV = "CHORUS_CONFIG"
 
-# Short names operators expect, mapped onto their full setting paths.
-ENV_ALIASES: dict[str, tuple[str, ...]] = {
-    "CHORUS_TELEGRAM_TOKEN": ("channels", "telegram", "token"),
-    "CHORUS_DISCORD_TOKEN": ("channels", "discord", "token"),
-    "CHORUS_TELEGRAM_WEBHOOK_SECRET": ("channels", "telegram", "webhook_secret"),
-}
+
+def env_aliases() -> dict[str, tuple[str, ...]]:
+    """Short names operators expect (each lane declares its own), mapped onto setting paths."""
+    return {
+        alias: ("channels", spec.name, setting)
+        for spec in lane_registry.lanes()
+        for alias, setting in spec.env_aliases.items()
+    }
 
 
 class ModelSettings(BaseModel):
@@ -56,7 +60,7 @@ class PersonaSettings(BaseModel):
     model: str | None = None
     temperature: float | None = None
     top_p: float | None = None
-    # An image URL; Discord shows it as the persona's avatar on its replies in servers.
+    # Shown where a platform can show who speaks with a picture (Discord webhooks).
     avatar_url: str | None = None
 
 
@@ -113,41 +117,32 @@ class MemorySettings(BaseModel):
     idle_seconds: float = 600.0
 
 
-class WebSettings(BaseModel):
-    enabled: bool = True
-    host: str = "127.0.0.1"
-    port: int = 8080
-    cors_origins: list[str] = Field(default_factory=list)
-    rate_limit_per_minute: int = 30
-    public_url: str | None = None
+class ChannelSettingsBase(BaseModel):
+    """The `channels` section: one field per lane in `channels.registry`, named after the lane."""
+
+    if TYPE_CHECKING:
+        # Lane fields are added from the registry at import time; each lane reads its own.
+        def __getattr__(self, name: str) -> Any: ...
 
 
-class TelegramSettings(BaseModel):
-    token: SecretStr | None = None
-    mode: Literal["polling", "webhook"] = "polling"
-    api_base: str | None = None
-    webhook_secret: SecretStr | None = None
-    webhook_url: str | None = None
-    activation: Literal["mention", "always"] = "mention"
-    allowed_users: list[str] = Field(default_factory=list)
-    allowed_chats: list[str] = Field(default_factory=list)
+def _channel_settings_model() -> type[ChannelSettingsBase]:
+    fields: dict[str, Any] = {
+        spec.name: (model, Field(default_factory=model))
+        for spec in lane_registry.lanes()
+        for model in [spec.settings_model()]
+    }
+    return create_model("ChannelSettings", __base__=ChannelSettingsBase, **fields)
 
 
-class DiscordSettings(BaseModel):
-    token: SecretStr | None = None
-    # Where the client connects; change them for a proxy (or a local stand-in in tests).
-    api_base: str = "https://discord.com/api/v10"
-    gateway_url: str = "wss://gateway.discord.gg"
-    activation: Literal["mention", "always"] = "mention"
-    allowed_guilds: list[str] = Field(default_factory=list)
-    allowed_channels: list[str] = Field(default_factory=list)
-    allowed_users: list[str] = Field(default_factory=list)
+if TYPE_CHECKING:
+    ChannelSettings = ChannelSettingsBase
+else:
+    ChannelSettings = _channel_settings_model()
 
 
-class ChannelSettings(BaseModel):
-    web: WebSettings = Field(default_factory=WebSettings)
-    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
-    discord: DiscordSettings = Field(default_factory=DiscordSettings)
+class LoggingSettings(BaseModel):
+    # "json": one JSON object per line, for log shippers.
+    format: Literal["text", "json"] = "text"
 
 
 class Settings(BaseSettings):
@@ -156,6 +151,7 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///./data/chorus.db"
     data_dir: Path = Path("./data")
     log_level: str = "INFO"
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
     default_persona: str = "assistant"
     personas: list[PersonaSettings] = Field(default_factory=lambda: [FALLBACK_PERSONA])
     model: ModelSettings = Field(default_factory=ModelSettings)
@@ -202,7 +198,7 @@ def load_settings(path: str | Path | None = None, environ: dict[str, str] | None
 
 def environment_names() -> dict[str, tuple[str, ...]]:
     """Every environment variable Chorus reads, with the setting path it sets."""
-    names = dict(ENV_ALIASES)
+    names = env_aliases()
     for path in _leaf_paths(Settings, ()):
         names[ENV_PREFIX + "_".join(path).upper()] = path
     return names

@@ -79,6 +79,10 @@ class LinkCodeError(InputError):
     """A link code was wrong, expired or already used."""
 
 
+class CommandUnavailable(ChorusError):
+    """A command needs a part of the runtime this process does not run."""
+
+
 # --- the model provider ----------------------------------------------------
 
 

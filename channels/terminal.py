@@ -8,9 +8,9 @@ import sys
 import uuid
 from typing import TextIO
 
-from bot.engine import Engine
-from bot.inbound import Actor, InboundMessage
-from bot.turns import Delta, Reply
+from bot.turns.engine import Engine
+from bot.turns.events import Delta, Reply
+from bot.turns.inbound import Actor, InboundMessage
 
 PROMPT = "you › "
 
@@ -59,7 +59,9 @@ async def chat_loop(
 def _write_reply(stdout: TextIO, reply: Reply, streamed: bool) -> None:
     if streamed:
         if reply.status != "complete" or reply.kind == "error":
-            stdout.write(f"\n[{reply.text.splitlines()[-1]}]")
+            # Stopped and cut-off replies end with their own bracketed note.
+            last = reply.text.splitlines()[-1]
+            stdout.write(f"\n{last}" if last.startswith("[") else f"\n[{last}]")
         stdout.write(f"\n  — {reply.persona_name}\n" if reply.persona_name else "\n")
     elif reply.text:
         label = reply.persona_name if reply.kind == "assistant" else "chorus"

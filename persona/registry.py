@@ -25,7 +25,7 @@ class Persona:
     model: str | None = None
     temperature: float | None = None
     top_p: float | None = None
-    # Shown by lanes that can show a picture per speaker (Discord webhooks); never sent to the model.
+    # A picture of the persona for lanes that can show one (an https URL).
     avatar_url: str | None = None
 
     @property

@@ -1,15 +1,14 @@
 """Long-term memory: continuous offload of durable facts, and recall (DESIGN §8, seed 003).
 
 Owns offload triggers and the per-session cursor, the hard filter, `<memory>` tag
-parsing, the rule-based and model distillers, de-duplication, the per-turn snapshot,
-recall, and the /memory, /forget, /recall commands. Memory is keyed by owner (a
-person or a group) and must never cross between them; it reads and writes only
-through `bot.storage.memory_store` and never rewrites the transcript.
+parsing, the rule-based and model distillers, de-duplication, the per-turn snapshot
+and recall; its chat commands live in `bot.commands.memory`. Memory is keyed by
+owner (a person or a group) and must never cross between them; it reads and writes
+only through `bot.storage.memory_store` and never rewrites the transcript.
 """
 
 from __future__ import annotations
 
-from bot.memory.commands import register_memory_commands
 from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller, SourceBlock
 from bot.memory.items import DistilledItem, MemoryKind
 from bot.memory.offload import Offloader, OffloadResult
@@ -29,5 +28,4 @@ __all__ = [
     "SourceBlock",
     "TurnMemory",
     "choose_distiller",
-    "register_memory_commands",
 ]

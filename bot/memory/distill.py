@@ -19,7 +19,7 @@ from bot.memory.filters import mask_paths
 from bot.memory.items import BASE_IMPORTANCE, KINDS, DistilledItem, MemoryKind, clamp_importance
 from bot.memory.tags import CONSTRAINT_WORDS, DECISION_WORDS, is_process_narration
 from bot.providers.base import PURPOSE_KEY, ChatProvider, ChatRequest
-from bot.text_tokens import words
+from bot.search_terms import words
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from bot.text_tokens import jaccard, similarity_tokens
+from bot.search_terms import jaccard, similarity_tokens
 
 MEMORY_TAG = re.compile(r"<memory>(.*?)</memory>", re.S | re.I)
 _FENCE = re.compile(r"^\s*(```|~~~)")

@@ -20,9 +20,9 @@ from bot.memory.filters import extract_memory_tag, hard_filter, is_duplicate, is
 from bot.memory.items import DistilledItem
 from bot.memory.tags import items_from_tag
 from bot.memory.triggers import Pending, measure, should_offload
+from bot.search_terms import content_key, search_text, similarity_tokens
 from bot.storage.memory_store import CursorMoved, MemoryStore, NewMemoryItem, Owner
 from bot.storage.models import ChatSession, Message
-from bot.text_tokens import content_key, search_text, similarity_tokens
 
 log = logging.getLogger(__name__)
 

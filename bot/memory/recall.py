@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from bot.config import MemorySettings
 from bot.memory.snapshot import build_snapshot, shorten
+from bot.search_terms import words
 from bot.storage.memory_store import MemoryStore, Owner, RecallHit
 from bot.storage.models import ChatSession
-from bot.text_tokens import words
 from transcript import CONTEXT_COUNT, TranscriptRow
 
 RECALL_SNIPPET_CHARS = 300

@@ -16,6 +16,7 @@ from bot.config import MemorySettings
 from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller
 from bot.memory.offload import Offloader, OffloadResult
 from bot.memory.recall import Recall, TurnMemory
+from bot.metrics import MEMORY_OFFLOADS
 from bot.providers.base import ChatProvider
 from bot.storage.memory_store import MemoryStore
 from bot.storage.models import ChatSession
@@ -29,6 +30,12 @@ def choose_distiller(provider: ChatProvider, model: str) -> Distiller:
     if provider.name == "demo":
         return RuleDistiller()
     return ModelDistiller(provider, model)
+
+
+def count_offload(result: OffloadResult | None) -> OffloadResult | None:
+    if result is not None:
+        MEMORY_OFFLOADS.inc()
+    return result
 
 
 class MemoryService:
@@ -45,7 +52,7 @@ class MemoryService:
         if not self.settings.enabled:
             return
         try:
-            await self.offloader.offload(session)
+            count_offload(await self.offloader.offload(session))
         finally:
             # Armed even when the offload failed: the idle flush retries it.
             self._arm_idle(session)
@@ -57,7 +64,7 @@ class MemoryService:
 
     async def flush(self, session: ChatSession) -> OffloadResult | None:
         """Offload everything pending for the session, whatever the triggers say."""
-        return await self.offloader.offload(session, force=True)
+        return count_offload(await self.offloader.offload(session, force=True))
 
     async def drain(self) -> None:
         """Wait for idle flushes already running (tests, shutdown)."""

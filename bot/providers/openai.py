@@ -22,6 +22,7 @@ from bot.errors import (
     ProviderUnavailable,
     StreamInterrupted,
 )
+from bot.metrics import PROVIDER_RETRIES
 from bot.providers.base import PURPOSE_KEY, ChatRequest, collect_text
 from bot.providers.sse import iter_event_data
 
@@ -114,6 +115,7 @@ class OpenAICompatibleProvider:
                     ) from failure
                 if attempt == self._max_retries:
                     raise ProviderUnavailable(failure.unavailable_message()) from failure
+                PROVIDER_RETRIES.labels("busy" if failure.busy else "unreachable").inc()
                 await asyncio.sleep(self._retry_delay(attempt, failure.retry_after))
                 attempt += 1
 

@@ -68,11 +68,11 @@ class ContextView:
 
 
 class ContextRecords:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, database: Engine) -> None:
+        self.database = database
 
     def _session(self) -> Session:
-        return open_session(self.engine)
+        return open_session(self.database)
 
     # --- reading --------------------------------------------------------------
 
@@ -87,7 +87,7 @@ class ContextRecords:
 
     def latest_summary_seq(self, session_id: str) -> int:
         """The last message seq the newest summary covers (0 without a summary)."""
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             return int(connection.execute(LATEST_SUMMARY_SEQ, {"session_id": session_id}).scalar_one())
 
     def summary_updates(self, session_id: str) -> int:
@@ -133,7 +133,7 @@ class ContextRecords:
         rows after the summary — each collapsed range shows as one entry and a
         snipped message as none, so those ranges add to what is loaded.
         """
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             records = connection.execute(VIEW_RECORDS, {"session_id": session_id}).all()
             snips = [
                 Snip(row.first_seq, row.last_seq)

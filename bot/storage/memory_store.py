@@ -86,11 +86,11 @@ class CursorMoved(Exception):
 
 
 class MemoryStore:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, database: Engine) -> None:
+        self.database = database
 
     def _session(self) -> Session:
-        return open_session(self.engine)
+        return open_session(self.database)
 
     # --- the offload cursor ----------------------------------------------------
 
@@ -135,10 +135,12 @@ class MemoryStore:
         `expected_seq` is None when the session has no cursor yet. Raises
         `CursorMoved` (and stores nothing) if the cursor is no longer there.
         """
-        owner = Owner.of(session)
         now = utcnow()
         written = merged = 0
         with self._session() as db:
+            # The owner as stored now: linking may have moved the session to another person
+            # since the caller read it (an idle offload holds its session for minutes).
+            owner = Owner.of(db.get(ChatSession, session.id) or session)
             for item in items:
                 existing = db.exec(
                     select(MemoryItem).where(
@@ -232,7 +234,7 @@ class MemoryStore:
     def recent_items(self, owner: Owner, limit: int) -> list[MemoryItem]:
         """The owner's most recently written or reinforced items, newest first."""
         # Read on every turn for the snapshot: a Core statement, not the ORM.
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             rows = connection.execute(
                 NEWEST_ITEMS, {"owner_kind": owner.kind, "owner_id": owner.id, "limit": limit}
             ).all()
@@ -315,7 +317,7 @@ class MemoryStore:
             # after ranking, so rank enough to still have `limit` left.
             "candidates": limit + WINDOW_ALLOWANCE,
         }
-        if self.engine.dialect.name == "postgresql":
+        if self.database.dialect.name == "postgresql":
             params["query"] = " | ".join(unique_terms)
             statement = _POSTGRES_SEARCH
         else:
@@ -327,7 +329,7 @@ class MemoryStore:
             statement = _SQLITE_SEARCH
         parts = [statement["memory"]] + ([statement["messages"]] if include_messages else [])
         sql = " UNION ALL ".join(f"SELECT * FROM ({part}) AS part_{n}" for n, part in enumerate(parts))
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             rows = connection.execute(text(sql), params).all()
         scores = [float(row.score) for row in rows]
         # Scores of two sources are not on one scale, so each is divided by its

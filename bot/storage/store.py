@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Table, bindparam, func, insert, text, update
 from sqlalchemy.engine import Engine, Row
@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.errors import LinkCodeError
+from bot.search_terms import search_text
 from bot.storage.database import open_session
 from bot.storage.models import (
     Account,
@@ -33,8 +34,10 @@ from bot.storage.models import (
     utcnow,
 )
 from bot.storage.sanitise import clean_optional, clean_text
-from bot.text_tokens import search_text
 from transcript import AttachmentRef, TranscriptRow
+
+if TYPE_CHECKING:
+    from bot.storage.person_merge import PersonMerge
 
 SESSIONS = cast(Table, ChatSession.__table__)
 PERSONS = cast(Table, Person.__table__)
@@ -57,6 +60,10 @@ ROW_COLUMNS = (
 
 # The full-text row of a message (SQLite; see migration 0003_memory).
 INDEX_MESSAGE = text("INSERT INTO messages_fts(rowid, owner, content) VALUES (:id, :owner, :content)")
+# The index keeps no copy of the text: a row is removed by repeating exactly what was written.
+UNINDEX_MESSAGE = text(
+    "INSERT INTO messages_fts(messages_fts, rowid, owner, content) VALUES ('delete', :id, :owner, :content)"
+)
 
 # The statements of every turn are built once: SQLAlchemy then only binds values,
 # which costs a fraction of building a statement per call.
@@ -170,11 +177,11 @@ class DuplicateMessage(Exception):
 class Store:
     """The storage boundary of Chorus."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, database: Engine) -> None:
+        self.database = database
 
     def _session(self) -> Session:
-        return open_session(self.engine)
+        return open_session(self.database)
 
     # --- identity and routing ------------------------------------------------
 
@@ -182,7 +189,7 @@ class Store:
         """The account for this platform user, created with a new person if unseen."""
         display_name, username = clean_text(display_name), clean_optional(username)
         # Every message looks its sender up: the common case (known, unchanged) is one Core read.
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             known = connection.execute(
                 ACCOUNT_BY_PLATFORM_ID, {"lane": lane, "platform_user_id": platform_user_id}
             ).first()
@@ -221,7 +228,7 @@ class Store:
     ) -> tuple[Account, ChatSession] | None:
         """The account and active private session of a known, unrenamed sender; else None."""
         display_name, username = clean_text(display_name), clean_optional(username)
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             row = connection.execute(
                 KNOWN_PRIVATE_ROUTE, {"lane": lane, "platform_user_id": platform_user_id}
             ).first()
@@ -234,7 +241,7 @@ class Store:
 
     def private_session(self, person_id: str, default_persona: str) -> ChatSession:
         """The person's active private session, created on first use."""
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             active = connection.execute(ACTIVE_PRIVATE_SESSION, {"person_id": person_id}).first()
         if active is not None:
             return ChatSession(**active._mapping)
@@ -343,8 +350,15 @@ class Store:
             db.commit()
         return link
 
-    def redeem_link_code(self, code: str, account: Account) -> Person:
-        """Join `account` to the person who created `code`; single use, expires."""
+    def redeem_link_code(self, code: str, account: Account, *, dedup_threshold: float) -> PersonMerge:
+        """Join `account`'s person to the person who created `code`; single use, expires.
+
+        Everything of the account's person moves over (see `person_merge`); memory items at
+        least `dedup_threshold` similar to one the code's person has are kept once.
+        """
+        # person_merge builds on this module's index statements, so it is imported here.
+        from bot.storage.person_merge import merge_persons
+
         normalised = code.strip().upper().replace("-", "").replace(" ", "")
         with self._session() as db:
             link = db.get(LinkCode, normalised)
@@ -364,11 +378,9 @@ class Store:
             )
             if claimed.rowcount == 0:  # type: ignore[attr-defined]
                 raise LinkCodeError("That link code was already used. Ask for a new one with /link.")
-            db.execute(update(Account).where(col(Account.id) == account.id).values(person_id=link.person_id))
-            person = db.get(Person, link.person_id)
+            merge = merge_persons(db, account.person_id, link.person_id, dedup_threshold)
             db.commit()
-            assert person is not None
-            return person
+            return merge
 
     def unlink(self, account: Account) -> Person | None:
         """Detach `account` into a person of its own; None if it is the only account."""
@@ -414,7 +426,7 @@ class Store:
     # --- sessions ------------------------------------------------------------
 
     def get_session(self, session_id: str) -> ChatSession | None:
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             found = connection.execute(SESSION_BY_ID, {"session_id": session_id}).first()
         return ChatSession(**found._mapping) if found is not None else None
 
@@ -503,7 +515,7 @@ class Store:
             "created_at": created_at,
         }
         try:
-            with self.engine.begin() as connection:
+            with self.database.begin() as connection:
                 seq, owner_kind, owner_id = connection.execute(
                     BUMP_SEQUENCE,
                     {"target_session": session_id, "new_documents": documents, "touched_at": created_at},
@@ -578,7 +590,7 @@ class Store:
         Read on every turn, so it costs one indexed query (two when some of the
         rows carry attachments), whatever the length of the history.
         """
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             newest_first = connection.execute(
                 RECENT_ROWS, {"session_id": session_id, "after_seq": after_seq, "limit": limit}
             ).all()
@@ -624,7 +636,7 @@ class Store:
         )
         for first, last in skip:
             query = query.where(~MESSAGES.c.seq.between(first, last))
-        with self.engine.connect() as connection:
+        with self.database.connect() as connection:
             return int(connection.execute(query).scalar_one())
 
     def rows_between(self, session_id: str, first_seq: int, last_seq: int) -> list[TranscriptRow]:

@@ -4,10 +4,20 @@ Owns Discord's rules — DMs vs guild channels and threads, mention/reply activa
 allow-lists, attachments, slash commands, typing, throttled draft edits and the
 2000-character limit. It hands every message to the engine and must not touch the
 database or the model, build history, or implement commands itself.
+
+Importing this package imports no discord.py: `build` does, when the lane runs.
 """
 
 from __future__ import annotations
 
-from channels.discord.lane import DiscordLane
+from typing import TYPE_CHECKING
 
-__all__ = ["DiscordLane"]
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
+    from channels.discord.lane import DiscordLane
+
+
+def build(runtime: Runtime) -> DiscordLane:
+    from channels.discord.lane import DiscordLane
+
+    return DiscordLane(runtime)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import discord
 
-from bot.config import DiscordSettings
+from channels.discord.settings import DiscordSettings
 
 
 class AccessPolicy:

@@ -8,11 +8,11 @@ import logging
 import discord
 from discord import app_commands
 
-from bot.config import DiscordSettings
-from bot.engine import Engine
+from bot.turns.engine import Engine
 from channels.discord.access import AccessPolicy
 from channels.discord.endpoints import Endpoints, RoutedHTTPClient
 from channels.discord.replies import MESSAGE_LIMIT, STOP_PREFIX, deliver_reply
+from channels.discord.settings import DiscordSettings
 from channels.discord.slash import add_engine_commands
 from channels.discord.translate import interaction_inbound, message_inbound
 from channels.discord.webhooks import PersonaWebhooks

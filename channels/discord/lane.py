@@ -15,9 +15,10 @@ import logging
 import aiohttp
 import discord
 from discord.utils import MISSING
+from fastapi import FastAPI
 
-from bot.app import Runtime
 from bot.errors import ConfigError
+from bot.runtime import Runtime
 from channels.discord.client import ChorusClient
 from channels.discord.endpoints import Endpoints, route_webhooks_in_this_task
 
@@ -71,6 +72,9 @@ class DiscordLane:
             self._unreachable(error, self._retry_first)
             logged_in = False
         self._gateway = asyncio.create_task(self._run(logged_in), name="discord-gateway")
+
+    def mount(self, app: FastAPI) -> None:
+        """The Discord lane talks over the gateway only: no routes on the web app."""
 
     async def stop(self) -> None:
         await self.client.close()

@@ -15,7 +15,7 @@ from typing import Any
 import discord
 from discord.utils import MISSING, escape_markdown
 
-from bot.turns import Delta, Reply, TurnEvent
+from bot.turns.events import Delta, Reply, TurnEvent
 from channels.discord.webhooks import PersonaWebhooks
 from channels.drafts import DraftGone, DraftStream
 from persona import Persona, PersonaRegistry

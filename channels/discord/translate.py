@@ -7,7 +7,7 @@ import re
 
 import discord
 
-from bot.inbound import Actor, AttachmentKind, InboundAttachment, InboundMessage, ReplyTo
+from bot.turns.inbound import Actor, AttachmentKind, InboundAttachment, InboundMessage, ReplyTo
 
 USER_MENTION = re.compile(r"<@!?(\d+)>")
 ROLE_MENTION = re.compile(r"<@&(\d+)>")

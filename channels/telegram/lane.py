@@ -17,9 +17,9 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from bot.app import Runtime
 from bot.errors import ConfigError
-from bot.inbound import InboundMessage
+from bot.runtime import Runtime
+from bot.turns.inbound import InboundMessage
 from channels.telegram.albums import AlbumCollector
 from channels.telegram.middlewares import AllowList, SkipSeenUpdates
 from channels.telegram.replies import ReplyTarget, deliver_reply

@@ -19,7 +19,7 @@ from aiogram.methods import EditMessageText, SendMessage, TelegramMethod
 from aiogram.types import ReplyParameters
 from aiogram.utils.chat_action import ChatActionSender
 
-from bot.turns import Delta, Reply, TurnEvent
+from bot.turns.events import Delta, Reply, TurnEvent
 from channels.drafts import DraftStream
 
 MESSAGE_LIMIT = 4096

@@ -10,7 +10,7 @@ from aiogram.types import Message, User
 from aiohttp import ClientError
 
 from bot.errors import AttachmentError
-from bot.inbound import Actor, InboundAttachment, InboundMessage, ReplyTo
+from bot.turns.inbound import Actor, InboundAttachment, InboundMessage, ReplyTo
 
 PRIVATE = "private"
 GROUP_TYPES = frozenset({"group", "supergroup"})

@@ -4,9 +4,20 @@ Owns visitor tokens (bearer header or HttpOnly cookie), the HTTP routes, Server-
 Events of a turn, upload limits, CORS and per-visitor rate limits. It turns requests
 into `InboundMessage`s for the engine and reads history through `Store`; it never
 builds context, talks to the model or writes to the database itself.
+
+Importing this package imports no web framework: `build` does, when the lane runs.
 """
 
-from channels.web.app import create_app
-from channels.web.server import LiveServer
+from __future__ import annotations
 
-__all__ = ["LiveServer", "create_app"]
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
+    from channels.web.app import WebRunner
+
+
+def build(runtime: Runtime) -> WebRunner:
+    from channels.web.app import WebRunner
+
+    return WebRunner(runtime)

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, Security, status
 from fastapi.responses import FileResponse, StreamingResponse
-from starlette.datastructures import UploadFile
+from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
 
+from channels.web.errors import error_responses
 from channels.web.events import turn_events
-from channels.web.forms import message_form
+from channels.web.forms import CLIENT_ID, message_fields, message_form
 from channels.web.lane import WebLane, lane_of, persona_view
 from channels.web.schemas import (
     AttachmentView,
     CommandResult,
+    DeltaEvent,
+    DoneEvent,
+    ErrorEvent,
     HistoryPage,
     MessageView,
     PersonaView,
@@ -23,16 +27,42 @@ from channels.web.schemas import (
     StartSession,
     SwitchPersona,
 )
-from channels.web.uploads import MAX_FILES, check_request_size, read_uploads
+from channels.web.uploads import ACCEPTED_TYPES, MAX_FILES, check_request_size, read_uploads
 from channels.web.visitors import COOKIE_NAME, Visitor
 
 router = APIRouter(prefix="/api", tags=["chat"])
 
-Lane = Annotated[WebLane, Depends(lane_of)]
-CLIENT_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+CurrentLane = Annotated[WebLane, Depends(lane_of)]
+# Ids are database integers: anything larger cannot exist (and would overflow a query).
+MAX_ID = 2**31 - 1
+BEARER = HTTPBearer(auto_error=False, description="The visitor token from `POST /api/session`.")
+COOKIE = APIKeyCookie(
+    name=COOKIE_NAME, auto_error=False, description="The same token as an HttpOnly cookie (same-site pages)."
+)
 COOKIE_MAX_AGE = 365 * 24 * 3600
 VISIBLE_ROLES = ("user", "assistant")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+# The stream's events, by name; their schemas go into the OpenAPI components (see app.py).
+EVENT_MODELS: dict[str, type[BaseModel]] = {"delta": DeltaEvent, "done": DoneEvent, "error": ErrorEvent}
+EVENT_NAMES = tuple(EVENT_MODELS)
+
+
+def sse_event(name: str) -> dict[str, Any]:
+    """One Server-Sent Event as OpenAPI describes it: its name and a JSON `data` line."""
+    return {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"const": name},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"$ref": f"#/components/schemas/{EVENT_MODELS[name].__name__}"},
+            },
+        },
+    }
+
+
 MESSAGE_FORM_DOC: dict[str, Any] = {
     "requestBody": {
         "required": True,
@@ -40,16 +70,20 @@ MESSAGE_FORM_DOC: dict[str, Any] = {
             "multipart/form-data": {
                 "schema": {
                     "type": "object",
+                    "additionalProperties": False,
                     "properties": {
                         "text": {"type": "string", "description": "The message, or a command like /link"},
                         "client_id": {
                             "type": "string",
+                            "pattern": CLIENT_ID.pattern,
                             "description": "Idempotency id: a retried POST with the same id is stored once",
                         },
                         "files": {
                             "type": "array",
+                            "maxItems": MAX_FILES,
                             "items": {"type": "string", "format": "binary"},
-                            "description": f"Up to {MAX_FILES} images or documents",
+                            "description": f"Up to {MAX_FILES} images or documents "
+                            f"({', '.join(ACCEPTED_TYPES)}); others get 415, oversized ones 413",
                         },
                     },
                 }
@@ -58,24 +92,33 @@ MESSAGE_FORM_DOC: dict[str, Any] = {
     },
     "responses": {
         "200": {
-            "description": "`delta` events ({text}), then one `done` event "
-            "({message_id, persona_id, persona_name, kind, status, text, session_id}) or `error`.",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "description": "Server-Sent Events: `delta` events, then exactly one `done` or `error`; "
+            "each event's `data` is one JSON object (DeltaEvent, DoneEvent, ErrorEvent).",
+            "content": {
+                "text/event-stream": {"schema": {"oneOf": [sse_event(name) for name in EVENT_NAMES]}}
+            },
         }
     },
 }
+FILE_CONTENT = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
 
 
-def visitor_of(request: Request, lane: Lane) -> Visitor:
+async def visitor_of(
+    request: Request,
+    lane: CurrentLane,
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)],
+    cookie: Annotated[str | None, Security(COOKIE)],
+) -> Visitor:
+    # The security parameters document the two ways to authenticate; `authenticate` reads them.
     return lane.visitors.authenticate(request)
 
 
 CurrentVisitor = Annotated[Visitor, Depends(visitor_of)]
 
 
-@router.post("/session", response_model=SessionState)
+@router.post("/session", response_model=SessionState, responses=error_responses(400, 403, 422, 429))
 async def start_session(
-    request: Request, response: Response, lane: Lane, body: StartSession | None = None
+    request: Request, response: Response, lane: CurrentLane, body: StartSession | None = None
 ) -> SessionState:
     """Resume the visitor of the token sent (bearer or cookie), or create a new anonymous one."""
     name = body.name if body is not None else None
@@ -100,23 +143,29 @@ async def start_session(
     return lane.state_of(visitor, token)
 
 
-@router.get("/session", response_model=SessionState)
-async def session_state(visitor: CurrentVisitor, lane: Lane) -> SessionState:
+@router.get("/session", response_model=SessionState, responses=error_responses(401))
+async def session_state(visitor: CurrentVisitor, lane: CurrentLane) -> SessionState:
     """The visitor's current conversation (it changes after /new or /link) and persona."""
     return lane.state_of(visitor)
 
 
 @router.get("/personas", response_model=list[PersonaView])
-async def personas(lane: Lane) -> list[PersonaView]:
+async def personas(lane: CurrentLane) -> list[PersonaView]:
     return [persona_view(persona) for persona in lane.engine.personas]
 
 
-@router.get("/sessions/{session_id}/messages", response_model=HistoryPage)
+@router.get(
+    "/sessions/{session_id}/messages",
+    response_model=HistoryPage,
+    responses=error_responses(401, 403, 404, 422),
+)
 async def history(
     session_id: str,
     visitor: CurrentVisitor,
-    lane: Lane,
-    before: Annotated[int | None, Query(ge=1, description="Only messages with a lower seq")] = None,
+    lane: CurrentLane,
+    before: Annotated[
+        int | None, Query(ge=1, le=MAX_ID, description="Only messages with a lower seq")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> HistoryPage:
     """A page of the conversation, oldest first; page back with `before=next_before`."""
@@ -155,25 +204,20 @@ async def history(
 
 
 @router.post(
-    "/sessions/{session_id}/messages", response_class=StreamingResponse, openapi_extra=MESSAGE_FORM_DOC
+    "/sessions/{session_id}/messages",
+    response_class=StreamingResponse,
+    openapi_extra=MESSAGE_FORM_DOC,
+    responses=error_responses(400, 401, 403, 404, 409, 411, 413, 415, 422, 429),
 )
-async def post_message(session_id: str, request: Request, visitor: CurrentVisitor, lane: Lane) -> Response:
+async def post_message(
+    session_id: str, request: Request, visitor: CurrentVisitor, lane: CurrentLane
+) -> Response:
     """Send a message (text, a command, and/or files) and stream the reply as Server-Sent Events."""
     lane.visitors.current_session(visitor, session_id)
     check_request_size(request, lane.attachments.max_bytes)
     lane.check_rate(visitor)
     async with message_form(request, max_files=MAX_FILES, max_fields=8) as form:
-        text = form.get("text")
-        client_id = form.get("client_id")
-        if not isinstance(text, str | None) or not isinstance(client_id, str | None):
-            raise HTTPException(
-                status.HTTP_422_UNPROCESSABLE_CONTENT, "`text` and `client_id` are text fields."
-            )
-        if client_id is not None and not CLIENT_ID.match(client_id):
-            raise HTTPException(
-                status.HTTP_422_UNPROCESSABLE_CONTENT, "`client_id` must be 1–100 letters, digits, - or _."
-            )
-        uploads = [item for item in form.getlist("files") if isinstance(item, UploadFile)]
+        text, client_id, uploads = message_fields(form)
         attachments = await read_uploads(uploads, lane.attachments)
     inbound = lane.visitors.inbound(
         visitor.id, visitor.name, text=text or "", message_id=client_id, attachments=attachments
@@ -183,9 +227,13 @@ async def post_message(session_id: str, request: Request, visitor: CurrentVisito
     )
 
 
-@router.post("/sessions/{session_id}/persona", response_model=CommandResult)
+@router.post(
+    "/sessions/{session_id}/persona",
+    response_model=CommandResult,
+    responses=error_responses(400, 401, 403, 404, 409, 422, 429),
+)
 async def switch_persona(
-    session_id: str, body: SwitchPersona, visitor: CurrentVisitor, lane: Lane
+    session_id: str, body: SwitchPersona, visitor: CurrentVisitor, lane: CurrentLane
 ) -> CommandResult:
     """Switch the persona, exactly as `/persona <id>` does on every lane."""
     lane.visitors.current_session(visitor, session_id)
@@ -200,8 +248,14 @@ async def switch_persona(
     )
 
 
-@router.get("/attachments/{attachment_id}", response_class=FileResponse)
-async def attachment(attachment_id: int, visitor: CurrentVisitor, lane: Lane) -> FileResponse:
+@router.get(
+    "/attachments/{attachment_id}",
+    response_class=FileResponse,
+    responses={200: {"content": FILE_CONTENT}, **error_responses(401, 403, 404, 422)},
+)
+async def attachment(
+    attachment_id: Annotated[int, Path(ge=1, le=MAX_ID)], visitor: CurrentVisitor, lane: CurrentLane
+) -> FileResponse:
     """A file from the visitor's own conversation; images inline, documents as downloads."""
     found = lane.store.get_attachment(attachment_id)
     if found is None:

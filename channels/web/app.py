@@ -1,26 +1,34 @@
-"""`create_app(runtime)`: the one FastAPI app that `chorus serve` runs with uvicorn."""
+"""The one FastAPI app that `chorus serve` runs with uvicorn, and the web lane mounted on it.
+
+`create_host_app` is the bare app every lane mounts onto (/healthz, API docs);
+`WebRunner.mount` adds the chat API and widget; `create_app` is both at once.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from fastapi import FastAPI, Response
 from fastapi.middleware.cors import CORSMiddleware
 
-from bot.app import Runtime
+from bot.runtime import Runtime
 from channels.web import api, pages
+from channels.web.admin import mount_admin
 from channels.web.docs import mount_docs
+from channels.web.errors import install_error_handlers
 from channels.web.lane import WebLane
 from channels.web.schemas import Health, LaneHealthView
 
 
-def create_app(runtime: Runtime) -> FastAPI:
-    """/healthz always (other lanes mount webhooks here); chat API and widget when enabled."""
-    web = runtime.settings.channels.web
+def create_host_app(runtime: Runtime) -> FastAPI:
+    """/healthz always (lanes mount their webhooks and pages here)."""
     app = FastAPI(
         title="Chorus",
         summary="One conversation, many lanes, many voices: the web chat API.",
         docs_url=None,
     )
     mount_docs(app)
+    install_error_handlers(app)
 
     @app.get(
         "/healthz",
@@ -43,18 +51,65 @@ def create_app(runtime: Runtime) -> FastAPI:
             },
         )
 
-    if not web.enabled:
-        return app
-    app.state.web_lane = WebLane.build(runtime)
-    app.include_router(api.router)
-    app.include_router(pages.router)
-    if web.cors_origins:
-        # Embedding pages authenticate with the bearer token, so no credentials cross origins.
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=web.cors_origins,
-            allow_methods=["GET", "POST"],
-            allow_headers=["Authorization", "Content-Type"],
-            max_age=600,
-        )
+    mount_admin(app, runtime)
     return app
+
+
+def create_app(runtime: Runtime) -> FastAPI:
+    """The host app with the chat API and widget when the web lane is enabled."""
+    app = create_host_app(runtime)
+    if runtime.settings.channels.web.enabled:
+        WebRunner(runtime).mount(app)
+    return app
+
+
+class WebRunner:
+    """The web lane for `chorus serve`: routes on the host app, nothing to start or stop."""
+
+    name = "web"
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def mount(self, app: FastAPI) -> None:
+        web = self.runtime.settings.channels.web
+        app.state.web_lane = WebLane.build(self.runtime)
+        app.include_router(api.router)
+        complete_openapi(app, self.runtime)
+        app.include_router(pages.router)
+        if web.cors_origins:
+            # Embedding pages authenticate with the bearer token, so no credentials cross origins.
+            app.add_middleware(
+                CORSMiddleware,
+                allow_origins=web.cors_origins,
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type"],
+                max_age=600,
+            )
+
+    async def start(self) -> None:
+        """The web lane is served by the host app's server."""
+
+    async def stop(self) -> None:
+        """Nothing of its own to stop: the server stops with `chorus serve`."""
+
+
+def complete_openapi(app: FastAPI, runtime: Runtime) -> None:
+    """What FastAPI cannot infer: the SSE event models (no route returns them as JSON) and persona ids."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for model in api.EVENT_MODELS.values():
+                components[model.__name__] = model.model_json_schema(
+                    ref_template="#/components/schemas/{model}"
+                )
+            # The persona picker's choices are the configured personas.
+            choice = components["SwitchPersona"]["properties"]["persona_id"]
+            choice["enum"] = [persona.id for persona in runtime.engine.personas]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -7,10 +7,10 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from bot.engine import Engine
-from bot.inbound import InboundMessage
 from bot.storage.store import Store
-from bot.turns import Delta, Reply
+from bot.turns.engine import Engine
+from bot.turns.events import Delta, Reply
+from bot.turns.inbound import InboundMessage
 
 log = logging.getLogger(__name__)
 

@@ -7,15 +7,18 @@ mojibake, and too many files is a size problem (413).
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import parse_qsl
 
 from fastapi import HTTPException, Request, status
 from python_multipart.multipart import parse_options_header
-from starlette.datastructures import FormData
+from starlette.datastructures import FormData, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
+CLIENT_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+FIELDS = ("text", "client_id", "files")
 INVALID_TEXT = "The message is not valid UTF-8 text; send it as UTF-8."
 
 
@@ -77,3 +80,24 @@ def parse_urlencoded(body: bytes, max_fields: int) -> list[tuple[str, str]]:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, INVALID_TEXT) from error
     except ValueError as error:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, "The form has too many fields.") from error
+
+
+def message_fields(form: FormData) -> tuple[str | None, str | None, list[UploadFile]]:
+    """`text`, `client_id` and the files of a message form; anything else is a 422."""
+    unknown = sorted({name for name in form if name not in FIELDS})
+    if unknown:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"Unknown form field {unknown[0]!r}; a message has only {', '.join(FIELDS)}.",
+        )
+    text, client_id = form.get("text"), form.get("client_id")
+    files = form.getlist("files")
+    if not isinstance(text, str | None) or not isinstance(client_id, str | None):
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "`text` and `client_id` are text fields.")
+    if not all(isinstance(item, UploadFile) for item in files):
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "`files` must be file uploads.")
+    if client_id is not None and not CLIENT_ID.match(client_id):
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT, "`client_id` must be 1–100 letters, digits, - or _."
+        )
+    return text, client_id, [item for item in files if isinstance(item, UploadFile)]

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 from fastapi import HTTPException, Request, status
 
-from bot.app import Runtime
-from bot.attachments import AttachmentStore
-from bot.engine import Engine
+from bot.runtime import Runtime
 from bot.storage.models import ChatSession
 from bot.storage.store import Store
+from bot.turns.attachments import AttachmentStore
+from bot.turns.engine import Engine
 from channels.web.ratelimit import RateLimiter
 from channels.web.schemas import PersonaView, SessionState, UploadLimits
 from channels.web.uploads import ACCEPTED_TYPES, MAX_FILES
@@ -77,7 +77,7 @@ class WebLane:
         )
 
 
-def lane_of(request: Request) -> WebLane:
+async def lane_of(request: Request) -> WebLane:
     lane: WebLane = request.app.state.web_lane
     return lane
 

@@ -90,3 +90,53 @@ class Health(BaseModel):
     status: str
     model: str
     lanes: dict[str, LaneHealthView] = Field(default_factory=dict)
+
+
+class FieldProblem(BaseModel):
+    location: list[str] = Field(description='Where the problem is, e.g. ["query", "limit"].')
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Every error the API answers with has this shape."""
+
+    detail: str = Field(description="What went wrong, in words a person can act on.")
+    errors: list[FieldProblem] | None = Field(
+        default=None, description="For invalid requests (422): each field that failed validation."
+    )
+
+
+class StopResult(BaseModel):
+    stopped: bool = Field(description="True when a reply was streaming and has been asked to stop.")
+
+
+class DeltaEvent(BaseModel):
+    """`event: delta`: the next piece of the reply's text."""
+
+    text: str
+
+
+class DoneEvent(BaseModel):
+    """`event: done`: the turn ended; `text` is the whole stored reply (or the command's answer)."""
+
+    kind: str = Field(description="`assistant`, `command`, or `duplicate` answered from storage.")
+    text: str
+    status: str = Field(description="`complete`, `interrupted` (cut off) or `stopped` (by the visitor).")
+    message_id: int | None = None
+    user_message_id: int | None = None
+    session_id: str | None = None
+    persona_id: str | None = None
+    persona_name: str | None = None
+
+
+class ErrorEvent(BaseModel):
+    """`event: error`: the turn failed after the stream began; the message is saved."""
+
+    kind: str
+    text: str
+    status: str | None = None
+    message_id: int | None = None
+    user_message_id: int | None = None
+    session_id: str | None = None
+    persona_id: str | None = None
+    persona_name: str | None = None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import HTTPException, Request, UploadFile, status
 
-from bot.attachments import IMAGE_TYPES, PDF_TYPE, TEXT_TYPES, AttachmentStore, normalise_mime
 from bot.errors import AttachmentTooLarge, ImageTooLarge, UnsupportedAttachment
-from bot.inbound import InboundAttachment
+from bot.turns.attachments import IMAGE_TYPES, PDF_TYPE, TEXT_TYPES, AttachmentStore, normalise_mime
+from bot.turns.inbound import InboundAttachment
 
 MAX_FILES = 5
 # Room for the text field and multipart framing on top of the files themselves.

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 from fastapi import HTTPException, Request, status
 
-from bot.engine import Engine
-from bot.inbound import Actor, InboundAttachment, InboundMessage
-from bot.routing import Route, resolve_route
 from bot.storage.models import ChatSession
 from bot.storage.store import Store
+from bot.turns.engine import Engine
+from bot.turns.inbound import Actor, InboundAttachment, InboundMessage
+from bot.turns.routing import Route, resolve_route
 
 COOKIE_NAME = "chorus_visitor"
 DEFAULT_NAME = "Visitor"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bot.app import Runtime
+from bot.runtime import Runtime
 from bot.storage.models import ChatSession
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.runtime import inbound, make_runtime

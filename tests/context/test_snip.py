@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.transfer import export_json
+from bot.cli.transfer import export_json
 from tests.context.helpers import chat_requests, runtime, say, session_of
 from tests.fakes.openai_server import FakeOpenAI
 

@@ -56,7 +56,7 @@ async def test_file_over_the_size_limit_is_refused_before_download(tmp_path):
         fetched.append(True)
         return b"x" * 5000
 
-    from bot.inbound import InboundAttachment
+    from bot.turns.inbound import InboundAttachment
 
     big = InboundAttachment(
         kind="document", filename="big.txt", mime_type="text/plain", size=5000, fetch=fetch

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.turns import Delta, Reply
+from bot.turns.events import Delta, Reply
 from tests.fakes.openai_server import (
     Drop,
     Hang,
@@ -113,7 +113,7 @@ async def test_consumer_leaving_mid_stream_keeps_the_partial_reply(tmp_path, fak
     runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
     stream = runtime.engine.stream(inbound("count"))
     first = await anext(stream)
-    assert first == Delta("one ")
+    assert first == Delta("one ", "ada", "Ada")  # each piece names the persona writing it
     await stream.aclose()
     session_id = runtime.store.list_sessions()[0][0].id
     assistant = [m for m in runtime.store.messages(session_id) if m.role == "assistant"]

@@ -18,9 +18,9 @@ from sqlalchemy.engine import make_url
 from sqlmodel import SQLModel
 
 import bot.storage.tables  # noqa: F401
+from bot.cli.transfer import export_json, import_json
 from bot.storage import migrate
 from bot.storage.database import create_database_engine
-from bot.transfer import export_json, import_json
 from tests.support.runtime import inbound, make_runtime
 
 ADMIN_URL = os.environ.get("CHORUS_TEST_POSTGRES_URL")
@@ -110,4 +110,27 @@ async def test_memory_offload_snapshot_and_recall_on_postgres(tmp_path, postgres
     assert "picnic" not in recalled
     listing = await say("/memory")
     assert "3 remembered items" in listing.splitlines()[0]
+    await runtime.aclose()
+
+
+async def test_linking_merges_two_persons_on_postgres(tmp_path, postgres_url):
+    runtime = make_runtime(tmp_path, database_url=postgres_url)
+    engine = runtime.engine
+    older = await engine.respond(
+        inbound("My sister lives in Porto with two cats.", lane="telegram", user_id="t")
+    )
+    newer = await engine.respond(
+        inbound("We decided to use PostgreSQL for billing.", lane="web", user_id="v")
+    )
+    for reply in (older, newer):
+        await runtime.memory.flush(runtime.store.get_session(reply.session_id))
+    code = (
+        (await engine.respond(inbound("/link", lane="telegram", user_id="t"))).text.split(": ")[1].split()[0]
+    )
+    linked = await engine.respond(inbound(f"/link {code}", lane="web", user_id="v"))
+    assert linked.session_id == newer.session_id and older.session_id[:8] in linked.text
+    recalled = await engine.respond(inbound("/recall sister Porto", lane="web", user_id="v"))
+    assert "My sister lives in Porto" in recalled.text
+    listed = await engine.respond(inbound("/memory", lane="telegram", user_id="t"))
+    assert "Porto" in listed.text and "PostgreSQL" in listed.text
     await runtime.aclose()

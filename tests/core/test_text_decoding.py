@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.attachments import decode_text
 from bot.storage.sanitise import clean_text
+from bot.turns.attachments import decode_text
 
 SAMPLES = [
     ("Chère cliente, merci pour votre message. Nous étudions votre demande.", "latin-1"),

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from bot.app import Runtime
-from channels.discord import DiscordLane
+from bot.runtime import Runtime
+from channels.discord.lane import DiscordLane
 from tests.discord.fake_discord import VALID_TOKEN, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.runtime import make_runtime

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import itertools
 
-from bot.app import Runtime
-from bot.inbound import Actor, InboundMessage
+from bot.runtime import Runtime
+from bot.turns.inbound import Actor, InboundMessage
 from tests.discord.conftest import LaneFactory, spoken
 from tests.discord.fake_discord import DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI

@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from bot.errors import ConfigError
-from channels.discord import DiscordLane
+from channels.discord.lane import DiscordLane
 from channels.text import split_message
 from tests.discord.conftest import LaneFactory, lane_settings, spoken
 from tests.discord.fake_discord import ALICE, DM_CHANNEL_ID, FakeDiscord

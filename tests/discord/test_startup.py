@@ -12,9 +12,9 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from bot.app import Runtime
-from channels.discord import DiscordLane
-from channels.web import create_app
+from bot.runtime import Runtime
+from channels.discord.lane import DiscordLane
+from channels.web.app import create_app
 from tests.discord.conftest import LaneFactory, eventually, lane_settings, spoken
 from tests.discord.fake_discord import DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.app import Runtime
 from bot.config import MemorySettings
 from bot.errors import ProviderUnavailable
 from bot.memory import DistilledItem, Offloader, RuleDistiller, SourceBlock
+from bot.runtime import Runtime
 from bot.storage.memory_store import MemoryStore
 from bot.storage.models import ChatSession
 from bot.storage.store import NewMessage

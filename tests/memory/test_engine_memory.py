@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import Runtime
 from bot.cli import main as chorus
+from bot.runtime import Runtime
 from tests.support.runtime import inbound, make_runtime
 
 GROUP = {"chat_id": "g1", "chat_kind": "group", "was_mentioned": True}

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from bot.app import Runtime
 from bot.errors import ProviderUnavailable
+from bot.runtime import Runtime
 from bot.storage.memory_store import MemoryStore, Owner
 from bot.storage.store import NewMessage
 from tests.memory.support import FlakyDistiller, exchange, offloader

@@ -6,10 +6,10 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from bot.app import Runtime, build_runtime
 from bot.config import Settings, load_settings
-from bot.inbound import Actor, InboundAttachment, InboundMessage
 from bot.providers.base import ChatProvider
+from bot.runtime import Runtime, build_runtime
+from bot.turns.inbound import Actor, InboundAttachment, InboundMessage
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "config.yaml"
 _message_ids = itertools.count(1)

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from bot.app import Runtime
-from channels.telegram import TelegramLane
+from bot.runtime import Runtime
+from channels.telegram.lane import TelegramLane
 from tests.fakes.openai_server import FakeOpenAI, fake_openai_fixture  # noqa: F401
 from tests.support.runtime import make_runtime
 from tests.telegram.bot_api_server import TOKEN, FakeBotAPI

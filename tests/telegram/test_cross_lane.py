@@ -7,11 +7,11 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.app import Runtime
-from bot.inbound import Actor, InboundMessage
 from bot.providers.openai import PURPOSE_HEADER
+from bot.runtime import Runtime
+from bot.turns.inbound import Actor, InboundMessage
 from channels.drafts import CURSOR
-from channels.telegram import TelegramLane
+from channels.telegram.lane import TelegramLane
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, message_text
 from tests.support.runtime import make_runtime
 from tests.telegram.bot_api_server import TOKEN, FakeBotAPI, private_text

@@ -8,10 +8,10 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from bot.app import Runtime
 from bot.errors import ConfigError
-from channels.telegram import TelegramLane
-from channels.web import create_app
+from bot.runtime import Runtime
+from channels.telegram.lane import TelegramLane
+from channels.web.app import create_app
 from tests.fakes.openai_server import FakeOpenAI
 from tests.telegram.bot_api_server import FakeBotAPI, private_text
 from tests.telegram.conftest import LaneFactory

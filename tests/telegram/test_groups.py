@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.app import Runtime
+from bot.runtime import Runtime
 from tests.fakes.openai_server import FakeOpenAI, message_text
 from tests.telegram.bot_api_server import BOT_ID, BOT_USERNAME, FakeBotAPI, group_chat, message, user
 from tests.telegram.conftest import LaneFactory

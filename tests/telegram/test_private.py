@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bot.app import Runtime
-from channels.telegram import TelegramLane
+from bot.runtime import Runtime
+from channels.telegram.lane import TelegramLane
 from tests.fakes.openai_server import FakeOpenAI, last_user_text, message_text
 from tests.telegram.bot_api_server import (
     FakeBotAPI,

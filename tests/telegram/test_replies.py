@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from channels.telegram import TelegramLane
+from channels.telegram.lane import TelegramLane
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.telegram.bot_api_server import FakeBotAPI, flood, private_text
 from tests.telegram.conftest import EDIT_INTERVAL

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -14,6 +15,8 @@ import httpx
 from tests.telegram.bot_api_server import TOKEN, FakeBotAPI, private_text
 
 REPO = Path(__file__).resolve().parents[2]
+# Generous: a cold `chorus serve` on a busy 2-core machine takes well over ten seconds.
+READY_SECONDS = 120.0
 
 
 def free_port() -> int:
@@ -40,8 +43,10 @@ async def test_chorus_serve_runs_the_telegram_lane_with_a_token(tmp_path: Path, 
         stderr=subprocess.DEVNULL,
     )
     try:
+        # Importing aiogram alone takes seconds of CPU on a loaded machine: wait on readiness.
+        deadline = time.monotonic() + READY_SECONDS
         async with httpx.AsyncClient() as client:
-            for _ in range(100):
+            while time.monotonic() < deadline and server.poll() is None:
                 try:
                     if (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200:
                         break
@@ -50,7 +55,7 @@ async def test_chorus_serve_runs_the_telegram_lane_with_a_token(tmp_path: Path, 
                 await asyncio.sleep(0.1)
         bot_api.push(private_text(7, "hello through chorus serve"))
         expected = "You said: “hello through chorus serve”"
-        for _ in range(100):
+        while time.monotonic() < deadline and server.poll() is None:
             # The first text sent is the streaming draft; the final text replaces it.
             if any(expected in text for text in bot_api.sent_texts()):
                 break
@@ -59,4 +64,4 @@ async def test_chorus_serve_runs_the_telegram_lane_with_a_token(tmp_path: Path, 
         assert expected in bot_api.sent_texts()[0]
     finally:
         server.terminate()
-        server.wait(timeout=15)
+        server.wait(timeout=60)

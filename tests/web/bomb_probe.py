@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from channels.web import create_app
+from channels.web.app import create_app
 from tests.support.files import png_bomb, png_image
 from tests.support.runtime import attachment, inbound, make_runtime
 

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
-from bot.app import Runtime
-from channels.web import create_app
+from bot.runtime import Runtime
+from channels.web.app import create_app
 from tests.support.runtime import make_runtime
 
 ClientFactory = Callable[..., Awaitable[httpx.AsyncClient]]

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import httpx
 
-from bot.turns import Reply
+from bot.turns.events import Reply
 from tests.support.files import png_image
 from tests.support.runtime import inbound
 from tests.web.conftest import ClientFactory
@@ -52,7 +52,7 @@ async def test_token_is_stored_only_as_a_hash(client: httpx.AsyncClient) -> None
     visitor = await WebVisitor.start(client)
     store = client.runtime.store  # type: ignore[attr-defined]
     assert store.visitor_for_token(visitor.token) == visitor.visitor_id
-    with store.engine.connect() as connection:
+    with store.database.connect() as connection:
         rows = connection.exec_driver_sql("select token_hash from visitor_tokens").fetchall()
     assert len(rows) == 1 and rows[0][0] != visitor.token and len(rows[0][0]) == 64
 

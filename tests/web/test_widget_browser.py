@@ -10,7 +10,8 @@ import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright
 
 from bot.providers.openai import OpenAICompatibleProvider
-from channels.web import LiveServer, create_app
+from channels.web.app import create_app
+from channels.web.server import LiveServer
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.files import png_image
 from tests.support.runtime import make_runtime

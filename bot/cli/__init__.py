@@ -1,0 +1,173 @@
+"""The `chorus` command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from bot.cli.transfer import export_json, export_markdown, import_json, load_document
+from bot.config import load_settings
+from bot.errors import ChorusError
+from bot.logs import configure_logging
+from bot.runtime import Runtime, build_runtime
+from bot.storage import migrate
+from bot.storage.database import create_database_engine
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings(args.config)
+        configure_logging(settings.log_level, settings.logging.format)
+        handler: Callable[[argparse.Namespace], int] = args.handler
+        args.settings = settings
+        return handler(args)
+    except ChorusError as error:
+        print(f"chorus: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="chorus", description="A chat bot on many lanes.")
+    parser.add_argument("--config", help="path to config.yaml (default: ./config.yaml or $CHORUS_CONFIG)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run every configured lane in one process")
+    serve.set_defaults(handler=cmd_serve)
+
+    chat = commands.add_parser("chat", help="chat in this terminal, on the same engine")
+    chat.add_argument("--user", help="who you are in the transcript (default: your login)")
+    chat.set_defaults(handler=cmd_chat)
+
+    sessions = commands.add_parser("sessions", help="list stored sessions")
+    sessions.set_defaults(handler=cmd_sessions)
+
+    export = commands.add_parser("export", help="export a session's whole transcript")
+    export.add_argument("session", help="session id (or a unique prefix)")
+    export.add_argument("--format", choices=["md", "json"], default="md")
+    export.add_argument("-o", "--output", help="write to this file instead of stdout")
+    export.set_defaults(handler=cmd_export)
+
+    importer = commands.add_parser("import", help="import an exported JSON transcript")
+    importer.add_argument("file", type=Path)
+    importer.set_defaults(handler=cmd_import)
+
+    recall = commands.add_parser("recall", help="search a session owner's memory and messages")
+    recall.add_argument("session", help="session id (or a unique prefix)")
+    recall.add_argument("query", help="what to look for")
+    recall.add_argument("-k", type=int, default=5, help="how many results (default 5)")
+    recall.add_argument("--json", action="store_true", help="print JSON")
+    recall.set_defaults(handler=cmd_recall)
+
+    database = commands.add_parser("db", help="database maintenance")
+    database_commands = database.add_subparsers(dest="db_command", required=True)
+    upgrade = database_commands.add_parser("upgrade", help="apply pending migrations")
+    upgrade.set_defaults(handler=cmd_db_upgrade)
+    return parser
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from bot.cli.serve import serve
+
+    asyncio.run(serve(args.settings))
+    return 0
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from channels.terminal import chat_loop
+
+    async def run() -> None:
+        runtime = build_runtime(args.settings)
+        try:
+            await chat_loop(runtime.engine, user=args.user)
+        finally:
+            await runtime.aclose()
+
+    asyncio.run(run())
+    return 0
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    runtime = build_runtime(args.settings)
+    rows = runtime.store.list_sessions()
+    if not rows:
+        print("No sessions yet.")
+    for chat, count in rows:
+        print(
+            f"{chat.id}  {chat.kind:<7}  {count:>6} messages  persona={chat.persona_id}  "
+            f"updated {chat.updated_at:%Y-%m-%d %H:%M}"
+        )
+    _close(runtime)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    runtime = build_runtime(args.settings)
+    chat = runtime.store.find_session(args.session)
+    if chat is None:
+        print(
+            f"chorus: no single session matches '{args.session}' (see `chorus sessions`)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.format == "json":
+        text = json.dumps(
+            export_json(runtime.store, runtime.engine.attachments, chat),
+            ensure_ascii=False,
+            indent=2,
+        )
+    else:
+        text = export_markdown(runtime.store, chat)
+    if args.output:
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
+    else:
+        print(text)
+    _close(runtime)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    runtime = build_runtime(args.settings)
+    chat = import_json(runtime.store, runtime.engine.attachments, load_document(args.file))
+    print(f"Imported as session {chat.id} ({chat.last_seq} messages).")
+    _close(runtime)
+    return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    from bot.memory.cli import recall_output
+
+    runtime = build_runtime(args.settings)
+    try:
+        print(
+            recall_output(
+                runtime.database,
+                args.settings.memory,
+                args.session,
+                args.query,
+                limit=args.k,
+                as_json=args.json,
+            )
+        )
+    finally:
+        _close(runtime)
+    return 0
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    database = create_database_engine(args.settings.database_url)
+    migrate.upgrade(database)
+    print(f"Database is at revision {migrate.current_revision(database)}.")
+    database.dispose()
+    return 0
+
+
+def _close(runtime: Runtime) -> None:
+    asyncio.run(runtime.aclose())

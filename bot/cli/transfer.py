@@ -1,0 +1,187 @@
+"""Export a session's whole transcript (Markdown or JSON) and import it back.
+
+JSON export → import → export gives the same document apart from the session
+id: every message with its sequence, persona, sender, lane, status, time and
+attachments (files included, base64) survives the round trip.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bot.errors import TranscriptFileError
+from bot.storage.models import ChatSession, Message
+from bot.storage.store import NewAttachment, NewMessage, Store
+from bot.turns.attachments import AttachmentStore
+
+EXPORT_FORMAT = "chorus-transcript"
+EXPORT_VERSION = 1
+
+
+def export_json(store: Store, attachments: AttachmentStore, session: ChatSession) -> dict[str, Any]:
+    messages = store.messages(session.id)
+    files = store.attachments_for(message.id for message in messages if message.id is not None)
+    seq_of = {message.id: message.seq for message in messages}
+    return {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "session": {
+            "id": session.id,
+            "kind": session.kind,
+            "owner_kind": session.owner_kind,
+            "persona_id": session.persona_id,
+            "title": session.title,
+            "created_at": _iso(session.created_at),
+        },
+        "messages": [
+            {
+                "seq": message.seq,
+                "role": message.role,
+                "content": message.content,
+                "persona_id": message.persona_id,
+                "sender_id": message.sender_id,
+                "sender_name": message.sender_name,
+                "lane": message.lane,
+                "platform_chat_id": message.platform_chat_id,
+                "platform_message_id": message.platform_message_id,
+                "reply_to_seq": seq_of.get(message.reply_to_id),
+                "token_count": message.token_count,
+                "status": message.status,
+                "created_at": _iso(message.created_at),
+                "attachments": [
+                    {
+                        "kind": item.kind,
+                        "filename": item.filename,
+                        "mime_type": item.mime_type,
+                        "size": item.size,
+                        "sha256": item.sha256,
+                        "text": item.text,
+                        "data_base64": _file_base64(attachments.path_of(item.path)),
+                    }
+                    for item in files.get(message.id or 0, [])
+                ],
+            }
+            for message in messages
+        ],
+    }
+
+
+def export_markdown(store: Store, session: ChatSession) -> str:
+    messages = store.messages(session.id)
+    files = store.attachments_for(message.id for message in messages if message.id is not None)
+    lines = [
+        f"# Conversation {session.id}",
+        "",
+        f"- kind: {session.kind}",
+        f"- started: {_iso(session.created_at)}",
+        "",
+    ]
+    for message in messages:
+        lines.append(_markdown_heading(message))
+        lines.append("")
+        if message.content:
+            lines.append(message.content)
+            lines.append("")
+        for item in files.get(message.id or 0, []):
+            lines.append(f"📎 {item.kind}: {item.filename} ({item.mime_type}, {item.size:,} bytes)")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def _markdown_heading(message: Message) -> str:
+    when = _iso(message.created_at)
+    if message.role == "assistant":
+        status = "" if message.status == "complete" else f" — {message.status}"
+        return (
+            f"### {message.sender_name or message.persona_id} [persona: {message.persona_id}]"
+            f" · #{message.seq} · {when}{status}"
+        )
+    if message.role == "system":
+        return f"### event · #{message.seq} · {when}"
+    lane = f" via {message.lane}" if message.lane else ""
+    return f"### {message.sender_name or 'user'}{lane} · #{message.seq} · {when}"
+
+
+def import_json(store: Store, attachments: AttachmentStore, document: dict[str, Any]) -> ChatSession:
+    """Store an exported transcript as a new session (no route points at it)."""
+    if document.get("format") != EXPORT_FORMAT or document.get("version") != EXPORT_VERSION:
+        raise TranscriptFileError("This file is not a Chorus transcript export (format/version missing).")
+    meta = document.get("session") or {}
+    session = store.create_session(
+        kind=meta.get("kind", "private"),
+        owner_kind=meta.get("owner_kind", "person"),
+        owner_id=f"import:{meta.get('id', 'unknown')}",
+        persona_id=meta.get("persona_id"),
+        title=meta.get("title") or "",
+    )
+    id_by_seq: dict[int, int] = {}
+    for item in sorted(document.get("messages", []), key=lambda entry: entry["seq"]):
+        stored_files = tuple(_restore_file(attachments, entry) for entry in item.get("attachments", []))
+        reply_seq = item.get("reply_to_seq")
+        stored = store.append(
+            session.id,
+            NewMessage(
+                role=item["role"],
+                content=item.get("content", ""),
+                token_count=int(item.get("token_count", 0)),
+                persona_id=item.get("persona_id"),
+                sender_id=item.get("sender_id"),
+                sender_name=item.get("sender_name"),
+                lane=item.get("lane"),
+                platform_chat_id=item.get("platform_chat_id"),
+                platform_message_id=item.get("platform_message_id"),
+                reply_to_id=id_by_seq.get(reply_seq) if reply_seq is not None else None,
+                status=item.get("status", "complete"),
+                created_at=datetime.fromisoformat(item["created_at"]),
+                attachments=stored_files,
+                live=False,
+            ),
+        )
+        if stored.seq != item["seq"]:
+            raise TranscriptFileError(f"Message sequence {item['seq']} is out of order in the export.")
+        id_by_seq[stored.seq] = stored.id or 0
+    return store.get_session(session.id) or session
+
+
+def load_document(path: Path) -> dict[str, Any]:
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise TranscriptFileError(f"Could not read {path}: {error}") from error
+    if not isinstance(loaded, dict):
+        raise TranscriptFileError(f"{path} does not contain a transcript export.")
+    return loaded
+
+
+def _restore_file(attachments: AttachmentStore, entry: dict[str, Any]) -> NewAttachment:
+    data = base64.b64decode(entry.get("data_base64") or "")
+    if data:
+        stored = attachments.store_bytes(entry["filename"], entry["mime_type"], data)
+        # The export's text is authoritative (extraction may differ between versions).
+        return replace(stored, filename=entry["filename"], text=entry.get("text"))
+    return NewAttachment(
+        kind=entry["kind"],
+        filename=entry["filename"],
+        mime_type=entry["mime_type"],
+        size=int(entry["size"]),
+        sha256=entry["sha256"],
+        path=f"attachments/{entry['sha256'][:2]}/{entry['sha256']}",
+        text=entry.get("text"),
+    )
+
+
+def _file_base64(path: Path) -> str | None:
+    try:
+        return base64.b64encode(path.read_bytes()).decode("ascii")
+    except OSError:
+        return None
+
+
+def _iso(moment: datetime) -> str:
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return aware.isoformat()

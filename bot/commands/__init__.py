@@ -1,0 +1,1 @@
+"""Chat commands: the registry (`registry`) and one module per command family."""

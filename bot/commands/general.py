@@ -1,0 +1,50 @@
+"""General commands: /help, /start, /status and /stop."""
+
+from __future__ import annotations
+
+from bot.commands.registry import Command, CommandAnswer, CommandContext
+
+
+async def help_command(context: CommandContext, _args: str) -> CommandAnswer:
+    return CommandAnswer(context.engine.commands.help_text())
+
+
+async def start_command(context: CommandContext, _args: str) -> CommandAnswer:
+    persona = context.engine.persona_for(context.route.session)
+    greeting = persona.greeting or f"Hi, I'm {persona.name}."
+    return CommandAnswer(f"{greeting}\n\nSend /help to see the commands, /persona to change voice.")
+
+
+async def status_command(context: CommandContext, _args: str) -> CommandAnswer:
+    engine = context.engine
+    session = engine.store.get_session(context.route.session.id) or context.route.session
+    persona = engine.persona_for(session)
+    built = await engine.inspect(session)
+    stats = built.stats
+    model = engine.model_for(persona)
+    model_line = f"{model} via {engine.provider.name}"
+    if engine.provider.name == "demo":
+        model_line = "demo (offline demo model — set CHORUS_MODEL_BASE_URL for a real one)"
+    share = stats.total_tokens / stats.budget_tokens if stats.budget_tokens else 0.0
+    lines = [
+        f"Persona: {persona.name} ({persona.id})",
+        f"Model: {model_line}",
+        f"Session: {session.id[:8]} ({session.kind}), {session.last_seq} stored messages",
+        f"Context: {stats.total_tokens:,} of {stats.budget_tokens:,} tokens ({share:.0%}), "
+        f"{stats.messages_kept} messages in the window, {stats.messages_dropped} left out",
+    ]
+    return CommandAnswer("\n".join(lines))
+
+
+async def stop_command(context: CommandContext, _args: str) -> CommandAnswer:
+    if context.engine.stop_turn(context.route.session.id):
+        return CommandAnswer("Stopped.")
+    return CommandAnswer("Nothing to stop.")
+
+
+COMMANDS = (
+    Command("help", "show the commands", help_command),
+    Command("start", "greet and show how to begin", start_command),
+    Command("status", "show persona, model and context use", status_command),
+    Command("stop", "stop the reply being written", stop_command, waits_for_turn=False),
+)

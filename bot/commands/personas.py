@@ -1,0 +1,44 @@
+"""Persona commands: /persona lists the voices or switches the session's voice."""
+
+from __future__ import annotations
+
+from bot.commands.registry import Command, CommandAnswer, CommandContext
+from bot.errors import UnknownPersona
+from bot.storage.store import NewMessage
+
+
+async def persona_command(context: CommandContext, args: str) -> CommandAnswer:
+    engine = context.engine
+    session = engine.store.get_session(context.route.session.id) or context.route.session
+    current = engine.persona_for(session)
+    if not args:
+        lines = ["Personas:"]
+        for persona in engine.personas:
+            marker = "▶" if persona.id == current.id else " "
+            lines.append(f"{marker} {persona.id} — {persona.name}")
+        lines.append("Switch with /persona <id>.")
+        return CommandAnswer("\n".join(lines))
+    chosen = engine.personas.get(args.split()[0])
+    if chosen is None:
+        raise UnknownPersona(args.split()[0], engine.personas.ids())
+    if chosen.id == current.id:
+        return CommandAnswer(f"{chosen.name} is already speaking.")
+    engine.store.set_persona(session.id, chosen.id)
+    # The switch is itself part of the stored transcript (exported, never sent to the model).
+    engine.store.append(
+        session.id,
+        NewMessage(
+            role="system",
+            content=f"persona switched from {current.id} to {chosen.id}",
+            token_count=0,
+            persona_id=chosen.id,
+            sender_id=context.route.sender_id,
+            sender_name=context.inbound.actor.display_name,
+            lane=context.inbound.lane,
+        ),
+    )
+    greeting = chosen.greeting or f"{chosen.name} here."
+    return CommandAnswer(f"Switched to {chosen.name} ({chosen.id}). {greeting}")
+
+
+COMMANDS = (Command("persona", "list personas or switch: /persona <id>", persona_command, usage="[id]"),)

@@ -1,0 +1,126 @@
+"""Chat commands: parsed and run once here, for every lane.
+
+Each command family is a module of this package with module-level handlers
+`async def name(context: CommandContext, args: str) -> CommandAnswer` and one
+`COMMANDS` table; `bot.runtime` adds the tables to one `CommandRegistry`.
+Lanes register the names with their platform (Telegram's setMyCommands,
+Discord's slash commands) from `CommandRegistry.describe()`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from bot.errors import ChorusError, CommandUnavailable
+from bot.turns.inbound import InboundMessage
+from bot.turns.routing import Route
+
+if TYPE_CHECKING:
+    from bot.context.maintenance import ContextMaintainer
+    from bot.memory.service import MemoryService
+    from bot.turns.engine import Engine
+
+log = logging.getLogger(__name__)
+
+# "/name", "/name@BotName", then arguments after whitespace. "/etc/hosts" is not a command.
+COMMAND_PATTERN = re.compile(r"^/([A-Za-z][A-Za-z0-9_]{0,31})(?:@[A-Za-z0-9_]+)?(?:\s+(.*))?$", re.S)
+
+
+@dataclass(frozen=True)
+class ParsedCommand:
+    name: str
+    args: str
+
+
+@dataclass(frozen=True)
+class CommandContext:
+    engine: Engine
+    inbound: InboundMessage
+    route: Route
+    maintainer: ContextMaintainer | None = None
+    memory: MemoryService | None = None
+
+    def require_maintainer(self) -> ContextMaintainer:
+        if self.maintainer is None:
+            raise CommandUnavailable("Context maintenance is not running in this process.")
+        return self.maintainer
+
+    def require_memory(self) -> MemoryService:
+        if self.memory is None:
+            raise CommandUnavailable("Long-term memory is not running in this process.")
+        return self.memory
+
+
+@dataclass(frozen=True)
+class CommandAnswer:
+    text: str
+    ok: bool = True
+    # Set when the command moved the route to another session (/new, /link).
+    session_id: str | None = None
+
+
+CommandHandler = Callable[[CommandContext, str], Awaitable[CommandAnswer]]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    description: str
+    handler: CommandHandler
+    usage: str = ""
+    # False for commands about the running turn itself (/stop): they run while it holds the lock.
+    waits_for_turn: bool = True
+
+
+def parse_command(text: str) -> ParsedCommand | None:
+    match = COMMAND_PATTERN.match(text.strip())
+    if match is None:
+        return None
+    return ParsedCommand(name=match.group(1).lower(), args=(match.group(2) or "").strip())
+
+
+class CommandRegistry:
+    def __init__(self) -> None:
+        self._commands: dict[str, Command] = {}
+
+    def add(self, command: Command) -> None:
+        if command.name in self._commands:
+            raise ValueError(f"command /{command.name} registered twice")
+        self._commands[command.name] = command
+
+    def add_all(self, commands: Iterable[Command]) -> None:
+        for command in commands:
+            self.add(command)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._commands
+
+    def waits_for_turn(self, name: str) -> bool:
+        command = self._commands.get(name)
+        return command is None or command.waits_for_turn
+
+    def describe(self) -> list[tuple[str, str]]:
+        """(name, description) pairs in registration order."""
+        return [(command.name, command.description) for command in self._commands.values()]
+
+    def help_text(self) -> str:
+        lines = ["Commands:"]
+        for command in self._commands.values():
+            usage = f" {command.usage}" if command.usage else ""
+            lines.append(f"/{command.name}{usage} — {command.description}")
+        return "\n".join(lines)
+
+    async def run(self, parsed: ParsedCommand, context: CommandContext) -> CommandAnswer:
+        command = self._commands.get(parsed.name)
+        if command is None:
+            return CommandAnswer(
+                f"Unknown command /{parsed.name}. Send /help to see what I understand.", ok=False
+            )
+        try:
+            return await command.handler(context, parsed.args)
+        except ChorusError as error:
+            return CommandAnswer(str(error), ok=False)

@@ -1,0 +1,20 @@
+"""Session commands: /new starts a fresh conversation and keeps the old one saved."""
+
+from __future__ import annotations
+
+from bot.commands.registry import Command, CommandAnswer, CommandContext
+
+
+async def new_command(context: CommandContext, _args: str) -> CommandAnswer:
+    engine = context.engine
+    inbound = context.inbound
+    old = engine.store.get_session(context.route.session.id) or context.route.session
+    fresh = engine.store.start_new_session(old, inbound.lane, inbound.chat_id, inbound.thread_id)
+    return CommandAnswer(
+        f"Started a new conversation. The previous one is saved as {old.id[:8]} "
+        f"(export it with `chorus export {old.id[:8]}`).",
+        session_id=fresh.id,
+    )
+
+
+COMMANDS = (Command("new", "start a fresh conversation (the old one stays saved)", new_command),)

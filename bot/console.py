@@ -1,0 +1,410 @@
+"""What the operator's console shows and does, as plain data (the web admin renders it).
+
+Reads come from the store and the context records; the two things an operator may
+change go through the same paths chat commands use and leave the same records: a
+persona switch is stored as the `/persona` event, forgetting a memory item removes the
+item and stores an event in the conversation it came from. Nothing here deletes or
+rewrites a message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from bot.errors import UnknownPersona
+from bot.providers.observed import ObservedProvider
+from bot.storage.context_models import SUMMARY, ContextRecord, ContextSnip
+from bot.storage.memory_store import Owner
+from bot.storage.models import ChatSession
+from bot.storage.overview import Overview
+from bot.storage.store import NewMessage
+from transcript import (
+    CONTEXT_COUNT,
+    AttachmentRef,
+    Capabilities,
+    Collapse,
+    Snip,
+    TranscriptRow,
+    build_context,
+    project_view,
+)
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
+
+# The chart replays at most this many of a conversation's latest turns.
+CHART_TURNS = 300
+OPERATOR = "operator"
+
+
+class NotFound(LookupError):
+    """The session, attachment or item asked for does not exist."""
+
+
+@dataclass(frozen=True)
+class TurnPoint:
+    seq: int  # the reply's seq
+    at: str
+    tokens: int
+    persona_id: str | None
+
+
+class Console:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.engine = runtime.engine
+        self.store = runtime.store
+        self.overview = Overview(runtime.database)
+
+    # --- conversations -----------------------------------------------------------
+
+    def conversations(self, search: str = "") -> list[dict[str, Any]]:
+        return [
+            {
+                "id": row.session.id,
+                "kind": row.session.kind,
+                "title": row.session.title,
+                "lanes": list(row.lanes),
+                "participants": list(row.participants),
+                "message_count": row.message_count,
+                "last_activity": _iso(row.last_activity),
+                "persona_id": self.engine.persona_for(row.session).id,
+            }
+            for row in self.overview.conversations(search.strip())
+        ]
+
+    def session(self, session_id: str) -> ChatSession:
+        found = self.store.get_session(session_id)
+        if found is None:
+            raise NotFound(f"no session {session_id}")
+        return found
+
+    def transcript(self, session_id: str) -> dict[str, Any]:
+        """Every stored row, with context records and snips placed after the range they cover."""
+        session = self.session(session_id)
+        messages = self.store.messages(session.id)
+        files = self.store.attachments_for(message.id for message in messages if message.id is not None)
+        placed: dict[int, list[dict[str, Any]]] = {}
+        for record in self.overview.records(session.id):
+            placed.setdefault(record.last_seq, []).append(_record_entry(record))
+        for snip in self.overview.snips(session.id):
+            placed.setdefault(snip.last_seq, []).append(_snip_entry(snip))
+        entries: list[dict[str, Any]] = []
+        for message in messages:
+            entries.append(
+                {
+                    "type": "event" if message.role == "system" else "message",
+                    "seq": message.seq,
+                    "role": message.role,
+                    "content": message.content,
+                    "persona_id": message.persona_id,
+                    "sender_name": message.sender_name,
+                    "lane": message.lane,
+                    "status": message.status,
+                    "created_at": _iso(message.created_at),
+                    "attachments": [
+                        {
+                            "id": attachment.id,
+                            "kind": attachment.kind,
+                            "filename": attachment.filename,
+                            "mime_type": attachment.mime_type,
+                            "size": attachment.size,
+                            "has_text": bool(attachment.text),
+                        }
+                        for attachment in files.get(message.id or 0, [])
+                    ],
+                }
+            )
+            entries.extend(placed.pop(message.seq, []))
+        for leftover in sorted(placed):
+            entries.extend(placed[leftover])
+        return {"session": self._session_info(session), "entries": entries}
+
+    def attachment(self, attachment_id: int) -> tuple[str, str, str | None]:
+        """(file path, mime type, extracted text) of a stored attachment."""
+        found = self.store.get_attachment(attachment_id)
+        if found is None:
+            raise NotFound(f"no attachment {attachment_id}")
+        path = self.engine.attachments.path_of(found.path)
+        return str(path), found.mime_type, found.text
+
+    # --- context -------------------------------------------------------------------
+
+    async def context(self, session_id: str) -> dict[str, Any]:
+        session = self.session(session_id)
+        persona = self.engine.persona_for(session)
+        built = await self.engine.inspect(session)
+        model = self.engine.model_for(persona)
+        settings = self.runtime.settings
+        stats = built.stats
+        parts = stats.tokens
+        return {
+            "session": self._session_info(session),
+            "model": model,
+            "window_tokens": settings.model.window_for(model),
+            "reply_reserve_tokens": settings.model.reply_reserve_tokens,
+            "budget_tokens": stats.budget_tokens,
+            "total_tokens": stats.total_tokens,
+            "parts": {
+                "system prompt": parts.system,
+                "summary": parts.summary,
+                "memory": parts.memory,
+                "recall": parts.recall,
+                "documents": parts.documents,
+                "history": parts.history,
+                "attachments": parts.attachments,
+            },
+            "messages_kept": stats.messages_kept,
+            "messages_dropped": stats.messages_dropped,
+            "compact_share": settings.context.compact_share,
+            "collapse_share": settings.context.collapse_share,
+            "turns": [point.__dict__ for point in self.turn_history(session)],
+            "marks": self._marks(session),
+        }
+
+    def turn_history(self, session: ChatSession) -> list[TurnPoint]:
+        """Context tokens of each past turn, rebuilt from the rows and records as they were then.
+
+        Memory and recall are left out (they depend on other conversations' state at that
+        time); everything else goes through the same `build_context` the engine uses.
+        """
+        rows = self.store.rows_between(session.id, 1, session.last_seq)
+        records = self.overview.records(session.id)
+        snips = self.overview.snips(session.id)
+        replies = [index for index, row in enumerate(rows) if row.role == "assistant"][-CHART_TURNS:]
+        points: list[TurnPoint] = []
+        for index in replies:
+            reply = rows[index]
+            before = rows[:index]
+            if not before:
+                continue
+            moment = _parse(before[-1].created_at)
+            persona = self.engine.personas.resolve(reply.persona_id)
+            summary = _summary_at(records, moment)
+            after = summary.last_seq if summary is not None else 0
+            collapses = [
+                Collapse(record.first_seq, record.last_seq, record.text)
+                for record in records
+                if record.kind != SUMMARY and record.first_seq > after and _aware(record.created_at) <= moment
+            ]
+            built = build_context(
+                project_view(
+                    [row for row in before if row.seq > after],
+                    collapses=collapses,
+                    snips=_snips_at(snips, moment),
+                )[-CONTEXT_COUNT:],
+                persona=persona,
+                budget=self.engine.assembler.budget_for(persona),
+                capabilities=Capabilities(vision=False),
+                group=session.kind == "group",
+                summary=summary.text if summary is not None else None,
+                documents=_documents(before),
+            )
+            points.append(TurnPoint(reply.seq, reply.created_at or "", built.stats.total_tokens, persona.id))
+        return points
+
+    def _marks(self, session: ChatSession) -> list[dict[str, Any]]:
+        return [
+            {
+                "kind": "compaction" if record.kind == SUMMARY else "collapse",
+                "first_seq": record.first_seq,
+                "last_seq": record.last_seq,
+                "at": _iso(record.created_at),
+            }
+            for record in self.overview.records(session.id)
+        ]
+
+    # --- memory --------------------------------------------------------------------
+
+    def memory(self, search: str = "", session_id: str | None = None) -> list[dict[str, Any]]:
+        owners: list[tuple[str, str]] = []
+        if session_id:
+            owner = Owner.of(self.session(session_id))
+            owners.append((owner.kind, owner.id))
+        return [
+            {
+                "id": item.id,
+                "owner": f"{item.owner_kind}:{item.owner_id}",
+                "kind": item.kind,
+                "importance": item.importance,
+                "content": item.content,
+                "created_at": _iso(item.created_at),
+                "updated_at": _iso(item.updated_at),
+                "session_id": item.session_id,
+                "source_seq": item.source_seq,
+                "mentions": item.mentions,
+                "source": item.source,
+            }
+            for item in self.overview.memory_items(owners, search.strip())
+        ]
+
+    def forget(self, item_id: int) -> None:
+        """Remove a memory item and record that in the conversation it was taken from."""
+        item = self.overview.memory_item(item_id)
+        if item is None or self.runtime.memory is None:
+            raise NotFound(f"no memory item {item_id}")
+        owner = Owner(kind=item.owner_kind, id=item.owner_id)
+        if not self.runtime.memory.store.delete_item(owner, item_id):
+            raise NotFound(f"no memory item {item_id}")
+        self.store.append(
+            item.session_id,
+            NewMessage(
+                role="system",
+                content=f"memory item #{item_id} ({item.kind}) forgotten by the operator",
+                token_count=0,
+                sender_name=OPERATOR,
+            ),
+        )
+
+    # --- personas ------------------------------------------------------------------
+
+    def personas(self) -> list[dict[str, Any]]:
+        replies = self.overview.persona_turns()
+        active = self.overview.persona_sessions()
+        default = self.engine.personas.default.id
+        return [
+            {
+                "id": persona.id,
+                "name": persona.name,
+                "model": self.engine.model_for(persona),
+                "default": persona.id == default,
+                "replies": replies.get(persona.id, 0),
+                "active_sessions": active.get(persona.id, 0)
+                + (active.get("", 0) if persona.id == default else 0),
+            }
+            for persona in self.engine.personas
+        ]
+
+    def switch_persona(self, session_id: str, persona_id: str) -> str:
+        """Switch like `/persona <id>`; returns the persona now speaking."""
+        session = self.session(session_id)
+        chosen = self.engine.personas.get(persona_id)
+        if chosen is None:
+            raise UnknownPersona(persona_id, self.engine.personas.ids())
+        current = self.engine.persona_for(session)
+        if chosen.id != current.id:
+            record_persona_switch(self.runtime, session, current.id, chosen.id, OPERATOR, None, None)
+        return chosen.id
+
+    # --- health ----------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        provider = self.engine.provider
+        errors = provider.recent_errors if isinstance(provider, ObservedProvider) else ()
+        return {
+            "lanes": self.lanes(),
+            "model": {
+                "provider": provider.name,
+                "name": self.runtime.settings.model.name,
+                "recent_errors": [
+                    {
+                        "at": _iso(error.at),
+                        "kind": error.kind,
+                        "message": error.message,
+                        "purpose": error.purpose,
+                    }
+                    for error in reversed(errors)
+                ],
+            },
+            "jobs": {"queued": job_queue_depth(self.runtime)},
+        }
+
+    def lanes(self) -> list[dict[str, str]]:
+        channels = self.runtime.settings.channels
+        lanes = [{"name": "web", "state": "running" if channels.web.enabled else "disabled", "reason": ""}]
+        for name, token in (("telegram", channels.telegram.token), ("discord", channels.discord.token)):
+            lanes.append({"name": name, "state": "configured" if token else "not configured", "reason": ""})
+        return lanes
+
+    def _session_info(self, session: ChatSession) -> dict[str, Any]:
+        return {
+            "id": session.id,
+            "kind": session.kind,
+            "title": session.title,
+            "persona_id": self.engine.persona_for(session).id,
+            "last_seq": session.last_seq,
+        }
+
+
+def job_queue_depth(runtime: Runtime) -> int:
+    """After-turn work waiting or running in this process."""
+    return runtime.engine.pending_jobs
+
+
+def record_persona_switch(
+    runtime: Runtime,
+    session: ChatSession,
+    current_id: str,
+    chosen_id: str,
+    sender_name: str | None,
+    sender_id: str | None,
+    lane: str | None,
+) -> None:
+    runtime.store.set_persona(session.id, chosen_id)
+    runtime.store.append(
+        session.id,
+        NewMessage(
+            role="system",
+            content=f"persona switched from {current_id} to {chosen_id}",
+            token_count=0,
+            persona_id=chosen_id,
+            sender_id=sender_id,
+            sender_name=sender_name,
+            lane=lane,
+        ),
+    )
+
+
+def _record_entry(record: ContextRecord) -> dict[str, Any]:
+    return {
+        "type": "compaction" if record.kind == SUMMARY else "collapse",
+        "first_seq": record.first_seq,
+        "last_seq": record.last_seq,
+        "content": record.text,
+        "tokens": record.token_count,
+        "focus": record.focus,
+        "created_at": _iso(record.created_at),
+    }
+
+
+def _snip_entry(snip: ContextSnip) -> dict[str, Any]:
+    return {
+        "type": "snip",
+        "first_seq": snip.first_seq,
+        "last_seq": snip.last_seq,
+        "created_at": _iso(snip.created_at),
+        "undone_at": _iso(snip.undone_at) if snip.undone_at else None,
+    }
+
+
+def _summary_at(records: Sequence[ContextRecord], moment: datetime) -> ContextRecord | None:
+    summaries = [r for r in records if r.kind == SUMMARY and _aware(r.created_at) <= moment]
+    return max(summaries, key=lambda record: record.last_seq) if summaries else None
+
+
+def _snips_at(snips: Sequence[ContextSnip], moment: datetime) -> list[Snip]:
+    return [
+        Snip(snip.first_seq, snip.last_seq)
+        for snip in snips
+        if _aware(snip.created_at) <= moment and (snip.undone_at is None or _aware(snip.undone_at) > moment)
+    ]
+
+
+def _documents(rows: Sequence[TranscriptRow]) -> list[AttachmentRef]:
+    return [attachment for row in rows for attachment in row.attachments if attachment.kind == "document"]
+
+
+def _aware(moment: datetime) -> datetime:
+    # SQLite hands datetimes back without a zone; they were stored in UTC.
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _parse(text: str | None) -> datetime:
+    return _aware(datetime.fromisoformat(text)) if text else datetime.now(UTC)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return _aware(moment).isoformat() if moment is not None else None

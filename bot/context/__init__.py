@@ -1,0 +1,1 @@
+"""Context maintenance: compaction, collapse and overflow recovery (`maintenance`)."""

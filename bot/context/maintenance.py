@@ -1,0 +1,309 @@
+"""Runs context management: compaction, collapse and overflow recovery (DESIGN §7).
+
+`after_turn` runs in the background after each turn: when the context passes
+`collapse_share` of the budget it folds the oldest ranges in the window, and
+when it passes `compact_share` (or `compact_dropped_messages` messages have
+left the window unsummarised) it updates the session's summary. Only overflow
+recovery runs in the user's wait. Every result is a stored record; messages
+are never rewritten. One job per session at a time in this process; across
+processes the records' unique ranges keep the work from being stored twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
+
+from bot import metrics
+from bot.config import ContextSettings
+from bot.providers.base import PURPOSE_KEY, SUMMARY_PURPOSE, ChatRequest
+from bot.storage.context_models import ContextRecord
+from bot.storage.context_records import ContextRecords, ContextView
+from bot.storage.models import ChatSession
+from bot.turns.locks import SessionLocks
+from persona import Persona
+from transcript import (
+    COLLAPSE_INSTRUCTIONS,
+    CompactionPlan,
+    Context,
+    Message,
+    Summarise,
+    SummaryRun,
+    fit_summary,
+    keep_recent_cut,
+    max_chunk_tokens,
+    plan_collapse,
+    plan_compaction,
+    summarise_in_stages,
+    summarise_with_fallback,
+    summary_items,
+    truncate_to_tokens,
+)
+
+if TYPE_CHECKING:
+    from bot.turns.engine import Engine
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Background collapses per turn at most; the rest waits for the next turn.
+MAX_COLLAPSES_PER_TURN = 3
+# A collapse note is kept short, or folding would not free room.
+MIN_COLLAPSE_TOKENS = 40
+# A summary may use at most this share of the model's window ...
+SUMMARY_WINDOW_SHARE = 8
+# ... and the summariser's instructions take about this many tokens.
+PROMPT_TOKENS = 300
+MIN_CHUNK_ROOM = 256
+
+
+@dataclass
+class ContextCounters:
+    """What context management did in this process (the benchmark reads these)."""
+
+    compactions: int = 0
+    collapses: int = 0
+    overflow_recoveries: int = 0
+    summary_calls: int = 0
+    summary_failures: int = 0
+    fallbacks: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    record: ContextRecord
+    plan: CompactionPlan
+    folded_tokens: int  # tokens of the messages folded in
+
+
+class ContextMaintainer:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.records: ContextRecords = engine.assembler.records
+        self.counters = ContextCounters()
+        self._locks = SessionLocks()
+        self._busy: set[str] = set()
+
+    @property
+    def settings(self) -> ContextSettings:
+        return self.engine.settings.context
+
+    # --- the engine's hooks ------------------------------------------------------
+
+    async def after_turn(self, session: ChatSession, context: Context | None = None) -> None:
+        """Collapse and compact as needed; skipped while another job runs for the session."""
+        if session.id in self._busy or (context is not None and not self._may_need_work(session, context)):
+            return
+        self._busy.add(session.id)
+        try:
+            async with self._locks.hold(session.id):
+                await self._timed(self._maintain(session))
+        finally:
+            self._busy.discard(session.id)
+
+    async def recover_from_overflow(self, session: ChatSession, context: Context) -> bool:
+        """Fold the oldest range still in the window so the retried request is smaller."""
+        async with self._locks.hold(session.id):
+            persona = self.engine.persona_for(session)
+            view = self.engine.assembler.view(session.id)
+            folded = await self._timed(
+                self._collapse(session, persona, view, context.stats.kept_seqs, keep_recent=1)
+            )
+        if folded:
+            self.counters.overflow_recoveries += 1
+            metrics.OVERFLOW_RECOVERIES.inc()
+        return folded
+
+    # --- commands ------------------------------------------------------------------
+
+    async def compact_now(self, session: ChatSession, focus: str | None = None) -> CompactionResult | None:
+        """`/compact`: summarise all but the most recent messages now."""
+        async with self._locks.hold(session.id):
+            view = self.engine.assembler.view(session.id)
+            cut = keep_recent_cut(view.rows, self.settings.keep_recent_messages, view.snips)
+            return await self._timed(self._compact(session, view, cut, focus))
+
+    # --- the work --------------------------------------------------------------
+
+    async def _maintain(self, session: ChatSession) -> None:
+        persona = self.engine.persona_for(session)
+        view, context = await self._build(session, persona)
+        for _ in range(MAX_COLLAPSES_PER_TURN):
+            if _share(context) < self.settings.collapse_share:
+                break
+            keep = self.settings.keep_recent_messages
+            if not await self._collapse(session, persona, view, context.stats.kept_seqs, keep_recent=keep):
+                break
+            view, context = await self._build(session, persona)
+        if _share(context) >= self.settings.compact_share:
+            cut = keep_recent_cut(view.rows, self.settings.keep_recent_messages, view.snips)
+        elif (
+            context.stats.kept_seqs
+            and self._dropped_messages(session, view, context) >= self.settings.compact_dropped_messages
+        ):
+            # Only what left the window: the window itself stays verbatim.
+            cut = min(context.stats.kept_seqs) - 1
+        else:
+            return
+        await self._compact(session, view, cut, None)
+
+    async def _build(self, session: ChatSession, persona: Persona) -> tuple[ContextView, Context]:
+        view = self.engine.assembler.view(session.id)
+        return view, await self.engine.assembler.assemble(session, persona, view)
+
+    async def _compact(
+        self, session: ChatSession, view: ContextView, cut: int, focus: str | None
+    ) -> CompactionResult | None:
+        previous = view.summary_last_seq
+        if cut <= previous:
+            return None
+        rows = self.engine.store.rows_between(session.id, previous + 1, cut)
+        plan = plan_compaction(
+            rows, previous_last_seq=previous, cut_seq=cut, collapses=view.collapses, snips=view.snips
+        )
+        if plan is None:
+            return None
+        persona = self.engine.persona_for(session)
+        window = self._window(persona)
+        target = min(self.settings.summary_tokens, window // SUMMARY_WINDOW_SHARE)
+        items = summary_items(plan.rows)
+        run = self._run(persona, target)
+        # A summariser call holds the instructions, the previous summary (at most
+        # 2 × target), a chunk and the reply (target): the chunk gets the rest.
+        room = max(window - 3 * target - PROMPT_TOKENS, MIN_CHUNK_ROOM)
+        text = await summarise_in_stages(
+            run,
+            items,
+            chunk_tokens=max_chunk_tokens(items, room),
+            context_window=window,
+            previous=view.summary_text,
+            focus=focus,
+        )
+        self._count(run)
+        text = fit_summary(text, 2 * target)
+        record = self.records.add_summary(session.id, plan.first_seq, plan.last_seq, text, focus)
+        if record is None:
+            log.info("session %s: a newer summary was stored meanwhile; dropped this one", session.id)
+            return None
+        self.counters.compactions += 1
+        metrics.COMPACTIONS.inc()
+        return CompactionResult(record, plan, sum(item.tokens for item in items))
+
+    async def _collapse(
+        self,
+        session: ChatSession,
+        persona: Persona,
+        view: ContextView,
+        candidates: Sequence[int],
+        *,
+        keep_recent: int,
+    ) -> bool:
+        """Fold the oldest eligible range; True when a range is folded (by us or a peer)."""
+        rows = plan_collapse(
+            view.rows,
+            candidates=candidates,
+            collapses=view.collapses,
+            snips=view.snips,
+            max_messages=max(self.settings.collapse_range_messages, 1),
+            keep_recent=keep_recent,
+        )
+        if not rows:
+            return False
+        items = summary_items(rows)
+        folded_tokens = sum(item.tokens for item in items)
+        limit = max(MIN_COLLAPSE_TOKENS, min(self.settings.summary_tokens // 4, folded_tokens // 2))
+        run = self._run(persona, limit)
+        window = self._window(persona)
+        text = await summarise_with_fallback(
+            run,
+            items,
+            chunk_tokens=max_chunk_tokens(items, window),
+            context_window=window,
+            instructions=COLLAPSE_INSTRUCTIONS,
+        )
+        self._count(run)
+        record = self.records.add_collapse(
+            session.id, rows[0].seq, rows[-1].seq, truncate_to_tokens(text, limit)
+        )
+        if record is not None:
+            self.counters.collapses += 1
+            metrics.COLLAPSES.inc()
+        return True
+
+    # --- helpers -----------------------------------------------------------------
+
+    def _may_need_work(self, session: ChatSession, context: Context) -> bool:
+        """A cheap check on the turn's own context before rebuilding one after it.
+
+        The reply stored since adds at most `reply_reserve_tokens`; messages that
+        left the window are counted with one indexed query.
+        """
+        budget = context.stats.budget_tokens or 1
+        reply = self.engine.settings.model.reply_reserve_tokens / budget
+        if _share(context) + reply >= min(self.settings.collapse_share, self.settings.compact_share):
+            return True
+        if not context.stats.kept_seqs:
+            return False
+        summarised = self.records.latest_summary_seq(session.id)
+        dropped = self.engine.store.count_conversation(session.id, summarised, min(context.stats.kept_seqs))
+        return dropped >= self.settings.compact_dropped_messages
+
+    def _dropped_messages(self, session: ChatSession, view: ContextView, context: Context) -> int:
+        """Conversation messages after the summary that are older than the window (not snipped)."""
+        return self.engine.store.count_conversation(
+            session.id,
+            view.summary_last_seq,
+            min(context.stats.kept_seqs),
+            skip=[(snip.first_seq, snip.last_seq) for snip in view.snips],
+        )
+
+    def _window(self, persona: Persona) -> int:
+        return self.engine.settings.model.window_for(self.engine.model_for(persona))
+
+    def _run(self, persona: Persona, target_tokens: int) -> SummaryRun:
+        return SummaryRun(
+            summarise=self._summariser(persona, target_tokens),
+            attempts=self.settings.summary_attempts,
+            max_calls=self.settings.summary_max_calls,
+            target_tokens=target_tokens,
+        )
+
+    def _summariser(self, persona: Persona, target_tokens: int) -> Summarise:
+        model = self.engine.model_for(persona)
+
+        async def summarise(messages: list[Message]) -> str:
+            # Persona-neutral: no persona on the request, the summariser's own prompt.
+            request = ChatRequest(
+                messages=messages,
+                model=model,
+                max_tokens=target_tokens,
+                extra={PURPOSE_KEY: SUMMARY_PURPOSE},
+            )
+            return await self.engine.provider.complete(request)
+
+        return summarise
+
+    def _count(self, run: SummaryRun) -> None:
+        self.counters.summary_calls += run.calls
+        self.counters.summary_failures += run.failures
+        self.counters.fallbacks.extend(run.fallbacks)
+        if run.fallbacks:
+            log.warning(
+                "summariser fell back (%s) after %d failed calls", ", ".join(run.fallbacks), run.failures
+            )
+
+    async def _timed(self, work: Awaitable[T]) -> T:
+        started = time.perf_counter()
+        try:
+            return await work
+        finally:
+            self.counters.seconds += time.perf_counter() - started
+
+
+def _share(context: Context) -> float:
+    budget = context.stats.budget_tokens
+    return context.stats.total_tokens / budget if budget else 0.0

@@ -1,0 +1,116 @@
+"""Log setup: human-readable lines by default, one JSON object per line for log shippers.
+
+The engine binds the session, lane and turn id of the turn it runs (`turn_scope`); both
+formats add them to every record logged meanwhile, including after-turn work started by
+the turn (asyncio copies the context into the tasks it creates). Message bodies and
+tokens are never logged at INFO: log what happened and to which session, not what was said.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Literal
+
+LogFormat = Literal["text", "json"]
+
+session_id_var: ContextVar[str | None] = ContextVar("chorus_session_id", default=None)
+lane_var: ContextVar[str | None] = ContextVar("chorus_lane", default=None)
+turn_id_var: ContextVar[str | None] = ContextVar("chorus_turn_id", default=None)
+
+_FIELDS = (("session_id", session_id_var), ("lane", lane_var), ("turn_id", turn_id_var))
+_TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s%(turn)s: %(message)s"
+
+
+def new_turn_id() -> str:
+    return secrets.token_hex(6)
+
+
+@contextmanager
+def turn_scope(lane: str | None, turn_id: str | None = None) -> Iterator[str]:
+    """Binds a new turn's lane and id to the log records written inside; yields the turn id.
+
+    The session is bound with `bind_session` once the turn knows it. Previous values are
+    restored with `set`, not with reset tokens: a turn is an async generator, and its
+    `finally` may run in another context (a lane closing it late).
+    """
+    turn_id = turn_id or new_turn_id()
+    previous = [var.get() for _, var in _FIELDS]
+    session_id_var.set(None)
+    lane_var.set(lane)
+    turn_id_var.set(turn_id)
+    try:
+        yield turn_id
+    finally:
+        for (_, var), value in zip(_FIELDS, previous, strict=True):
+            var.set(value)
+
+
+def bind_session(session_id: str) -> None:
+    session_id_var.set(session_id)
+
+
+class ContextFilter(logging.Filter):
+    """Copies the bound turn ids onto every record (None outside a turn)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for name, var in _FIELDS:
+            if not hasattr(record, name):
+                setattr(record, name, var.get())
+        parts = [f"{name}={getattr(record, name)}" for name, _ in _FIELDS if getattr(record, name)]
+        record.turn = f" [{' '.join(parts)}]" if parts else ""
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, turn ids, exception."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name, var in _FIELDS:
+            entry[name] = getattr(record, name, var.get())
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+class _ChorusHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """stderr, in the configured format."""
+
+
+def make_handler(log_format: LogFormat) -> logging.Handler:
+    handler = _ChorusHandler()
+    handler.addFilter(ContextFilter())
+    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(_TEXT_FORMAT))
+    return handler
+
+
+def configure_logging(level: str, log_format: LogFormat) -> None:
+    """The root logger writes to stderr in `log_format`; uvicorn's loggers go through it too.
+
+    Handlers others installed (a test runner's capture) stay; a previous call's is replaced.
+    """
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if isinstance(handler, _ChorusHandler):
+            root.removeHandler(handler)
+    root.addHandler(make_handler(log_format))
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        uvicorn_logger = logging.getLogger(name)
+        uvicorn_logger.handlers.clear()
+        uvicorn_logger.propagate = True
+    # httpx logs every request URL at INFO, and some APIs put secrets in URLs
+    # (Telegram's bot token); migration chatter on every start hides what matters.
+    for name in ("httpx", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)

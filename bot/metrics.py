@@ -1,0 +1,130 @@
+"""Prometheus instruments for what an operator watches, and their text exposition.
+
+The engine, the provider wrapper and the context and memory workers update these
+module-level instruments; `/metrics` renders them together with the gauges read from a
+runtime at scrape time (job queue depth). Counters are per process: Prometheus sums
+them over the processes it scrapes. Labels stay few and bounded (lane, outcome, kind).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from contextlib import aclosing
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from bot.turns.events import Delta, Reply, TurnEvent
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+# Seconds: streaming replies start within a second or two, long ones run for minutes.
+_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300)
+
+TURNS = Counter(
+    "chorus_turns",
+    "Model turns by lane and outcome (complete, interrupted, stopped, error, duplicate).",
+    ["lane", "outcome"],
+    registry=REGISTRY,
+)
+TIME_TO_FIRST_TOKEN = Histogram(
+    "chorus_time_to_first_token_seconds",
+    "From a turn's start to the first streamed text.",
+    ["lane"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+TURN_DURATION = Histogram(
+    "chorus_turn_duration_seconds",
+    "From a turn's start to its final reply.",
+    ["lane"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+ACTIVE_STREAMS = Gauge(
+    "chorus_active_streams", "Turns streaming a reply right now.", ["lane"], registry=REGISTRY
+)
+PROVIDER_ERRORS = Counter(
+    "chorus_provider_errors",
+    "Model calls that failed after retries, by error kind.",
+    ["kind"],
+    registry=REGISTRY,
+)
+PROVIDER_RETRIES = Counter(
+    "chorus_provider_retries",
+    "Model call attempts retried, by reason (busy: 408/429/5xx, unreachable: connection).",
+    ["reason"],
+    registry=REGISTRY,
+)
+TOKENS = Counter(
+    "chorus_tokens",
+    "Tokens sent to the model (in) and received from it (out), counted with the tokenizer.",
+    ["direction"],
+    registry=REGISTRY,
+)
+OVERFLOW_RECOVERIES = Counter(
+    "chorus_overflow_recoveries",
+    "Requests the model rejected as too large that were retried after folding a range.",
+    registry=REGISTRY,
+)
+COMPACTIONS = Counter("chorus_compactions", "Compaction summaries stored.", registry=REGISTRY)
+COLLAPSES = Counter("chorus_collapses", "Collapsed ranges stored.", registry=REGISTRY)
+MEMORY_OFFLOADS = Counter(
+    "chorus_memory_offloads", "Memory offloads committed (items distilled and stored).", registry=REGISTRY
+)
+
+
+def turn_outcome(reply: Reply) -> str:
+    if reply.kind == "assistant":
+        return reply.status
+    return reply.kind
+
+
+async def observe_turn(events: AsyncIterator[TurnEvent], lane: str) -> AsyncGenerator[TurnEvent, None]:
+    """Passes a turn's events through, timing it, counting its outcome and logging one line."""
+    started = time.perf_counter()
+    first_text = False
+    outcome = "abandoned"  # the lane stopped listening before the final reply
+    ACTIVE_STREAMS.labels(lane).inc()
+    try:
+        async with aclosing(events) as stream:  # type: ignore[type-var]
+            async for event in stream:
+                if isinstance(event, Delta) and not first_text:
+                    first_text = True
+                    TIME_TO_FIRST_TOKEN.labels(lane).observe(time.perf_counter() - started)
+                elif isinstance(event, Reply):
+                    outcome = turn_outcome(event)
+                yield event
+    finally:
+        duration = time.perf_counter() - started
+        ACTIVE_STREAMS.labels(lane).dec()
+        TURN_DURATION.labels(lane).observe(duration)
+        TURNS.labels(lane, outcome).inc()
+        # One line per turn for log shippers; the ids come from the turn's log scope.
+        log.info("turn %s in %.3f s", outcome, duration)
+
+
+class GaugeReader(Collector):
+    """Gauges whose value is read at scrape time, e.g. the job queue of a runtime."""
+
+    def __init__(self, gauges: Iterable[tuple[str, str, Callable[[], float]]]) -> None:
+        self.gauges = list(gauges)
+
+    def collect(self) -> Iterable[Metric]:
+        for name, documentation, read in self.gauges:
+            yield GaugeMetricFamily(name, documentation, value=read())
+
+
+def render(*extra: Collector) -> bytes:
+    """The text exposition of every instrument plus `extra` collectors."""
+    registry = CollectorRegistry(auto_describe=True)
+    for collector in (REGISTRY, *extra):
+        registry.register(collector)
+    return generate_latest(registry)

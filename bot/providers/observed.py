@@ -1,0 +1,77 @@
+"""A provider wrapper that counts tokens and errors and remembers the recent errors.
+
+The runtime wraps whichever provider it built, so every model call (turns, summaries,
+memory distillation) is counted the same way. The recent errors are what the operator's
+health page shows: when, which kind, and the message the person chatting was given.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from bot.errors import ProviderError
+from bot.metrics import PROVIDER_ERRORS, TOKENS
+from bot.providers.base import ChatProvider, ChatRequest
+from transcript import count_message_tokens, count_tokens
+
+RECENT_ERRORS = 20
+
+
+@dataclass(frozen=True)
+class ProviderFailure:
+    at: datetime
+    kind: str  # the error class, e.g. ProviderUnavailable, ContextOverflowError
+    message: str
+    purpose: str | None  # None for a chat turn, "summary" for compaction …
+
+
+class ObservedProvider:
+    def __init__(self, inner: ChatProvider) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.recent_errors: deque[ProviderFailure] = deque(maxlen=RECENT_ERRORS)
+
+    async def stream(self, request: ChatRequest) -> AsyncGenerator[str, None]:
+        _count_in(request)
+        received: list[str] = []
+        try:
+            async with aclosing(self.inner.stream(request)) as deltas:
+                async for delta in deltas:
+                    received.append(delta)
+                    yield delta
+        except ProviderError as error:
+            self._failed(request, error)
+            raise
+        finally:
+            _count_out("".join(received))
+
+    async def complete(self, request: ChatRequest) -> str:
+        _count_in(request)
+        try:
+            text = await self.inner.complete(request)
+        except ProviderError as error:
+            self._failed(request, error)
+            raise
+        _count_out(text)
+        return text
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def _failed(self, request: ChatRequest, error: ProviderError) -> None:
+        kind = type(error).__name__
+        PROVIDER_ERRORS.labels(kind).inc()
+        self.recent_errors.append(ProviderFailure(datetime.now(UTC), kind, str(error), request.purpose))
+
+
+def _count_in(request: ChatRequest) -> None:
+    TOKENS.labels("in").inc(sum(count_message_tokens(message) for message in request.messages))
+
+
+def _count_out(text: str) -> None:
+    if text:
+        TOKENS.labels("out").inc(count_tokens(text))

@@ -1,0 +1,120 @@
+"""Wiring: settings → database, store, personas, provider, engine."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from sqlalchemy.engine import Engine as DatabaseEngine
+
+from bot.commands import context as context_commands
+from bot.commands import general, identity, personas, sessions
+from bot.commands import memory as memory_commands
+from bot.commands.registry import CommandRegistry
+from bot.config import Settings
+from bot.context.maintenance import ContextMaintainer
+from bot.health import LaneHealth
+from bot.memory import MemoryService, choose_distiller
+from bot.providers import make_provider
+from bot.providers.base import ChatProvider
+from bot.providers.observed import ObservedProvider
+from bot.storage import migrate
+from bot.storage.database import create_database_engine
+from bot.storage.memory_store import MemoryStore
+from bot.storage.store import Store
+from bot.turns.attachments import AttachmentStore
+from bot.turns.engine import Engine
+from persona import Persona, PersonaRegistry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    """Everything a lane or a CLI command needs, built once per process."""
+
+    settings: Settings
+    database: DatabaseEngine
+    store: Store
+    engine: Engine
+    memory: MemoryService | None = None
+    context: ContextMaintainer | None = None
+    lanes: LaneHealth = field(default_factory=LaneHealth)
+
+    async def aclose(self) -> None:
+        await self.engine.drain()
+        if self.memory is not None:
+            await self.memory.aclose()
+        await self.engine.provider.aclose()
+        self.database.dispose()
+
+
+def build_personas(settings: Settings) -> PersonaRegistry:
+    personas = [
+        Persona(
+            id=item.id,
+            name=item.name,
+            prompt=item.prompt,
+            greeting=item.greeting,
+            model=item.model,
+            temperature=item.temperature,
+            top_p=item.top_p,
+            avatar_url=item.avatar_url,
+        )
+        for item in settings.personas
+    ]
+    return PersonaRegistry(personas, settings.default_persona)
+
+
+def build_runtime(
+    settings: Settings, *, provider: ChatProvider | None = None, apply_migrations: bool = True
+) -> Runtime:
+    database = create_database_engine(settings.database_url)
+    if apply_migrations:
+        migrate.upgrade(database)
+    store = Store(database)
+    if provider is None:
+        provider = make_provider(
+            settings.model.base_url,
+            settings.model.api_key.get_secret_value() if settings.model.api_key else None,
+            connect_timeout=settings.model.connect_timeout,
+            read_timeout=settings.model.read_timeout,
+            max_retries=settings.model.max_retries,
+        )
+    # Every model call is counted, and its failures kept for the operator's health page.
+    provider = ObservedProvider(provider)
+    if provider.name == "demo":
+        log.warning(
+            "No model configured: replies come from the offline DEMO model. "
+            "Set CHORUS_MODEL_BASE_URL (and CHORUS_MODEL_API_KEY) to use a real one."
+        )
+    commands = CommandRegistry()
+    for family in (general, personas, identity, sessions, context_commands, memory_commands):
+        commands.add_all(family.COMMANDS)
+    engine = Engine(
+        settings=settings,
+        store=store,
+        personas=build_personas(settings),
+        provider=provider,
+        attachments=AttachmentStore(
+            settings.data_dir,
+            settings.limits.max_upload_bytes,
+            settings.limits.image_max_side,
+            settings.limits.image_max_pixels,
+        ),
+        commands=commands,
+    )
+    context = ContextMaintainer(engine)
+    engine.maintainer = context
+    engine.after_turn_jobs.append(context.after_turn)
+    engine.overflow_handler = context.recover_from_overflow
+    memory = MemoryService(
+        MemoryStore(database), settings.memory, choose_distiller(provider, settings.model.name)
+    )
+    engine.memory = memory
+    if settings.memory.enabled:
+        engine.assembler.memory = memory
+        engine.after_turn_jobs.append(memory.after_turn)
+    return Runtime(
+        settings=settings, database=database, store=store, engine=engine, memory=memory, context=context
+    )

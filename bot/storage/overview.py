@@ -1,0 +1,179 @@
+"""Read-only queries for the operator's console: conversations, their records, memory items.
+
+Chat turns never run these; they scan more than a turn may (every session, every
+record of one session), which is fine for a person looking at a page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, or_
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from bot.storage.context_models import ContextRecord, ContextSnip
+from bot.storage.database import open_session
+from bot.storage.memory_models import MemoryItem
+from bot.storage.models import Account, ChatSession, GroupRoute, Message
+
+ITEM_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class ConversationRow:
+    session: ChatSession
+    message_count: int
+    last_activity: datetime | None
+    lanes: tuple[str, ...]
+    # Who talks here: a person's account names, or the group chat(s) routed to it.
+    participants: tuple[str, ...]
+
+
+class Overview:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def _session(self) -> Session:
+        return open_session(self.engine)
+
+    def conversations(self, search: str = "", limit: int = 200) -> list[ConversationRow]:
+        """Sessions, latest activity first; `search` matches ids, names, personas, lanes or text."""
+        with self._session() as db:
+            stats = {
+                session_id: (int(count), last)
+                for session_id, count, last in db.exec(
+                    select(Message.session_id, func.count(), func.max(Message.created_at)).group_by(
+                        col(Message.session_id)
+                    )
+                )
+            }
+            lanes: dict[str, list[str]] = {}
+            for session_id, lane in db.exec(
+                select(Message.session_id, Message.lane)
+                .where(col(Message.lane).is_not(None))
+                .group_by(col(Message.session_id), col(Message.lane))
+            ):
+                lanes.setdefault(session_id, []).append(lane or "")
+            people: dict[str, list[str]] = {}
+            for account in db.exec(select(Account).order_by(col(Account.id))):
+                name = account.display_name or account.username or account.platform_user_id
+                people.setdefault(account.person_id, []).append(f"{name} ({account.lane})")
+            groups: dict[str, list[str]] = {}
+            for route in db.exec(select(GroupRoute).order_by(col(GroupRoute.id))):
+                where = f"{route.lane} {route.chat_id}" + (f" / {route.thread_id}" if route.thread_id else "")
+                groups.setdefault(route.session_id, []).append(where)
+                lanes.setdefault(route.session_id, []).append(route.lane)
+            matching_text: set[str] = set()
+            if search:
+                matching_text = set(
+                    db.exec(
+                        select(Message.session_id)
+                        .where(func.lower(Message.content).contains(search.lower()))
+                        .distinct()
+                    )
+                )
+            sessions = list(db.exec(select(ChatSession)))
+        rows: list[ConversationRow] = []
+        for chat in sessions:
+            count, last = stats.get(chat.id, (0, None))
+            participants = people.get(chat.owner_id, []) if chat.owner_kind == "person" else []
+            participants = participants or groups.get(chat.id, [])
+            row = ConversationRow(
+                session=chat,
+                message_count=count,
+                last_activity=last or chat.updated_at,
+                lanes=tuple(sorted(set(lanes.get(chat.id, [])))),
+                participants=tuple(participants),
+            )
+            if not search or chat.id in matching_text or _matches(row, search):
+                rows.append(row)
+        rows.sort(key=lambda row: _sortable(row.last_activity), reverse=True)
+        return rows[:limit]
+
+    def records(self, session_id: str) -> list[ContextRecord]:
+        """Every summary and collapse of the session, superseded summaries included."""
+        with self._session() as db:
+            return list(
+                db.exec(
+                    select(ContextRecord)
+                    .where(ContextRecord.session_id == session_id)
+                    .order_by(col(ContextRecord.last_seq), col(ContextRecord.id))
+                )
+            )
+
+    def snips(self, session_id: str) -> list[ContextSnip]:
+        """Every snip of the session, undone ones included."""
+        with self._session() as db:
+            return list(
+                db.exec(
+                    select(ContextSnip)
+                    .where(ContextSnip.session_id == session_id)
+                    .order_by(col(ContextSnip.id))
+                )
+            )
+
+    def memory_items(
+        self, owners: Sequence[tuple[str, str]] = (), search: str = "", limit: int = ITEM_LIMIT
+    ) -> list[MemoryItem]:
+        """Memory items, newest first; of the given (kind, id) owners, or of everyone."""
+        query = select(MemoryItem)
+        if owners:
+            query = query.where(
+                or_(
+                    *(
+                        (col(MemoryItem.owner_kind) == kind) & (col(MemoryItem.owner_id) == owner_id)
+                        for kind, owner_id in owners
+                    )
+                )
+            )
+        if search:
+            query = query.where(func.lower(MemoryItem.content).contains(search.lower()))
+        with self._session() as db:
+            return list(
+                db.exec(
+                    query.order_by(col(MemoryItem.updated_at).desc(), col(MemoryItem.id).desc()).limit(limit)
+                )
+            )
+
+    def memory_item(self, item_id: int) -> MemoryItem | None:
+        with self._session() as db:
+            return db.get(MemoryItem, item_id)
+
+    def persona_turns(self) -> dict[str, int]:
+        """How many replies each persona gave, over every session."""
+        with self._session() as db:
+            return {
+                persona_id or "": int(count)
+                for persona_id, count in db.exec(
+                    select(Message.persona_id, func.count())
+                    .where(Message.role == "assistant")
+                    .group_by(col(Message.persona_id))
+                )
+            }
+
+    def persona_sessions(self) -> dict[str, int]:
+        """How many sessions have each persona active."""
+        with self._session() as db:
+            return {
+                persona_id or "": int(count)
+                for persona_id, count in db.exec(
+                    select(ChatSession.persona_id, func.count()).group_by(col(ChatSession.persona_id))
+                )
+            }
+
+
+def _matches(row: ConversationRow, search: str) -> bool:
+    needle = search.lower()
+    haystack = " ".join(
+        [row.session.id, row.session.title, row.session.persona_id or "", *row.lanes, *row.participants]
+    ).lower()
+    return needle in haystack
+
+
+def _sortable(moment: datetime | None) -> float:
+    if moment is None:
+        return 0.0
+    return moment.timestamp() if moment.tzinfo else moment.replace(tzinfo=None).timestamp()

@@ -1,0 +1,87 @@
+"""Gathers what a turn's context is built from, then calls `transcript`.
+
+The engine, `/status` and `/context` all build the context here, so what they
+show is exactly what the model gets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from bot.config import Settings
+from bot.storage.context_records import ContextRecords, ContextView
+from bot.storage.models import ChatSession
+from bot.storage.store import Store
+from bot.turns.attachments import AttachmentStore
+from persona import Persona
+from transcript import (
+    CONTEXT_COUNT,
+    Budget,
+    Capabilities,
+    Context,
+    TranscriptRow,
+    build_context,
+)
+
+if TYPE_CHECKING:
+    from bot.memory import MemoryService
+
+
+class ContextAssembler:
+    def __init__(self, settings: Settings, store: Store, attachments: AttachmentStore) -> None:
+        self.settings = settings
+        self.store = store
+        self.attachments = attachments
+        self.records = ContextRecords(store.database)
+        # Set by the app when long-term memory is on: snapshot and recall for each turn.
+        self.memory: MemoryService | None = None
+
+    def budget_for(self, persona: Persona) -> Budget:
+        model = self.settings.model
+        window = model.window_for(persona.model or model.name)
+        return Budget(
+            max_messages=CONTEXT_COUNT,
+            max_tokens=max(window - model.reply_reserve_tokens, 1),
+            max_chars=self.settings.context.max_chars,
+            document_tokens=self.settings.context.document_tokens,
+            documents_total_tokens=self.settings.context.documents_total_tokens,
+        )
+
+    def view(self, session_id: str) -> ContextView:
+        """The rows after the latest summary, with collapses and snips applied."""
+        return self.records.view(self.store, session_id, CONTEXT_COUNT)
+
+    async def assemble(
+        self, session: ChatSession, persona: Persona, view: ContextView | None = None
+    ) -> Context:
+        view = view or self.view(session.id)
+        rows = view.projected
+        remembered = self.memory.for_turn(session, rows) if self.memory is not None else None
+        vision = self.settings.model.vision
+        if vision:
+            rows = [self._with_image_data(row) for row in rows]
+        return build_context(
+            rows,
+            persona=persona,
+            budget=self.budget_for(persona),
+            capabilities=Capabilities(vision=vision),
+            group=session.kind == "group",
+            documents=self.store.session_documents(session.id) if session.document_count else (),
+            summary=view.summary_text,
+            memory=remembered.snapshot if remembered is not None else None,
+            recall=remembered.recall if remembered is not None else (),
+        )
+
+    def _with_image_data(self, row: TranscriptRow) -> TranscriptRow:
+        if not any(attachment.kind == "image" for attachment in row.attachments):
+            return row
+        return replace(
+            row,
+            attachments=tuple(
+                replace(attachment, data_url=self.attachments.image_data_url(attachment.sha256))
+                if attachment.kind == "image"
+                else attachment
+                for attachment in row.attachments
+            ),
+        )

@@ -1,0 +1,435 @@
+"""The turn engine: the one place that orders the steps of a turn.
+
+For every lane: route the message to a session, run commands, store the user's
+message (idempotently) before the model is called, build the context through
+`transcript`, stream the reply, store it tagged with the persona that spoke,
+then schedule after-turn work (memory offload, compaction) in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing, nullcontext
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from bot.commands.registry import CommandContext, CommandRegistry, parse_command
+from bot.config import Settings
+from bot.errors import (
+    ChorusError,
+    ContextOverflowError,
+    EmptyMessage,
+    MessageTooLong,
+    ProviderError,
+    StreamInterrupted,
+)
+from bot.logs import bind_session, turn_scope
+from bot.metrics import observe_turn
+from bot.providers.base import ChatProvider, ChatRequest
+from bot.storage.models import ChatSession
+from bot.storage.sanitise import clean_text
+from bot.storage.store import DuplicateMessage, NewAttachment, NewMessage, Store, StoredMessage
+from bot.turns.assembly import ContextAssembler
+from bot.turns.attachments import AttachmentStore
+from bot.turns.events import Delta, Reply, TurnEvent
+from bot.turns.inbound import InboundMessage
+from bot.turns.locks import SessionLocks
+from bot.turns.routing import Route, resolve_route
+from bot.turns.stops import RunningTurn, RunningTurns
+from persona import Persona, PersonaRegistry
+from transcript import Context, count_tokens
+
+if TYPE_CHECKING:
+    from bot.context.maintenance import ContextMaintainer
+    from bot.memory.service import MemoryService
+
+log = logging.getLogger(__name__)
+
+# After-turn work gets the session and the context the model saw this turn (None
+# when the turn ended before a context was built), so it can skip rebuilding one.
+AfterTurnJob = Callable[[ChatSession, "Context | None"], Awaitable[None]]
+# Called when the provider rejects a context as too large; returns True when it
+# freed room (collapsed a range), so the engine rebuilds and retries.
+OverflowHandler = Callable[[ChatSession, Context], Awaitable[bool]]
+
+QUOTE_CHARS = 200
+# Ends the text of a reply the person stopped, so every lane shows it as stopped.
+STOPPED_NOTE = "[Stopped.]"
+OVERFLOW_MESSAGE = (
+    "This conversation has grown too large for the model, even after folding older "
+    "messages. Your message is saved; try /compact, /snip some messages, or /new."
+)
+
+
+@dataclass
+class TurnPlan:
+    session: ChatSession
+    persona: Persona
+    user_message_id: int
+    running: RunningTurn
+    # The last context sent to the model, handed on to after-turn work.
+    context: Context | None = None
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        personas: PersonaRegistry,
+        provider: ChatProvider,
+        attachments: AttachmentStore,
+        commands: CommandRegistry,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.personas = personas
+        self.provider = provider
+        self.attachments = attachments
+        self.commands = commands
+        self.assembler = ContextAssembler(settings, store, attachments)
+        self.locks = SessionLocks()
+        self.running = RunningTurns()
+        self.after_turn_jobs: list[AfterTurnJob] = []
+        self.overflow_handler: OverflowHandler | None = None
+        # What the context and memory commands act on, when this process runs them.
+        self.maintainer: ContextMaintainer | None = None
+        self.memory: MemoryService | None = None
+        self._background: set[asyncio.Task[None]] = set()
+
+    # --- the public API lanes call ---------------------------------------------
+
+    async def respond(self, inbound: InboundMessage) -> Reply:
+        """Run a turn and return only its final reply."""
+        reply: Reply | None = None
+        async for event in self.stream(inbound):
+            if isinstance(event, Reply):
+                reply = event
+        assert reply is not None
+        return reply
+
+    async def stream(self, inbound: InboundMessage) -> AsyncGenerator[TurnEvent, None]:
+        """Run a turn: zero or more `Delta`s, then exactly one `Reply`."""
+        # Log records written during the turn (and by its after-turn work) carry its ids.
+        with turn_scope(inbound.lane):
+            async with aclosing(self._stream(inbound)) as events:
+                async for event in events:
+                    yield event
+
+    async def _stream(self, inbound: InboundMessage) -> AsyncGenerator[TurnEvent, None]:
+        text = clean_text(inbound.text)
+        try:
+            route = resolve_route(self.store, inbound, self.personas.default.id)
+        except ChorusError as error:
+            yield Reply(kind="error", text=str(error))
+            return
+        bind_session(route.session.id)
+        command = parse_command(text)
+        if command is not None:
+            # A command about the running turn (/stop) must not wait for it to end.
+            waits = self.commands.waits_for_turn(command.name)
+            async with self.locks.hold(route.session.id) if waits else nullcontext():
+                try:
+                    self._store_command(inbound, route, text)
+                except DuplicateMessage:
+                    yield Reply(kind="duplicate", text="", session_id=route.session.id)
+                    return
+                answer = await self.commands.run(
+                    command,
+                    CommandContext(
+                        engine=self,
+                        inbound=inbound,
+                        route=route,
+                        maintainer=self.maintainer,
+                        memory=self.memory,
+                    ),
+                )
+            yield Reply(
+                kind="command" if answer.ok else "error",
+                text=answer.text,
+                session_id=answer.session_id or route.session.id,
+            )
+            return
+        # A turn that had to wait re-reads the session: the one before may have switched persona.
+        waited = self.locks.busy(route.session.id)
+        # aclosing: a lane that stops listening closes the whole chain at once, so
+        # the partial reply is stored now rather than whenever the GC finalises it.
+        async with (
+            self.locks.hold(route.session.id),
+            aclosing(observe_turn(self._turn(inbound, route, text, reread=waited), inbound.lane)) as turn,
+        ):
+            async for event in turn:
+                yield event
+
+    async def record(self, inbound: InboundMessage) -> Reply:
+        """Store a group message the bot was not addressed in, as context only."""
+        text = clean_text(inbound.text)
+        route = resolve_route(self.store, inbound, self.personas.default.id)
+        async with self.locks.hold(route.session.id):
+            try:
+                stored = await self._store_user_message(inbound, route, text)
+            except DuplicateMessage as duplicate:
+                stored = duplicate.existing
+            except ChorusError as error:
+                return Reply(kind="error", text=str(error), session_id=route.session.id)
+        return Reply(kind="recorded", text="", session_id=route.session.id, user_message_id=stored.id)
+
+    def stop_turn(self, session_id: str) -> bool:
+        """Ask the turn running for this session in this process to stop; False when none runs.
+
+        Its stream ends, what arrived is stored `interrupted`, and its final `Reply`
+        has status `stopped`.
+        """
+        return self.running.stop(session_id)
+
+    async def drain(self) -> None:
+        """Wait for background after-turn work (tests, shutdown)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    @property
+    def pending_jobs(self) -> int:
+        """After-turn jobs of this process not finished yet."""
+        return len(self._background)
+
+    def persona_for(self, session: ChatSession) -> Persona:
+        return self.personas.resolve(session.persona_id)
+
+    async def inspect(self, session: ChatSession) -> Context:
+        """The context the model would see for this session's next turn."""
+        return await self.assembler.assemble(session, self.persona_for(session))
+
+    def model_for(self, persona: Persona) -> str:
+        return persona.model or self.settings.model.name
+
+    # --- one turn ----------------------------------------------------------------
+
+    async def _turn(
+        self, inbound: InboundMessage, route: Route, text: str, *, reread: bool
+    ) -> AsyncGenerator[TurnEvent, None]:
+        session = (self.store.get_session(route.session.id) if reread else None) or route.session
+        persona = self.persona_for(session)
+        try:
+            user_message_id = (await self._store_user_message(inbound, route, text)).id
+        except DuplicateMessage as duplicate:
+            if self.store.reply_to(duplicate.existing.id or 0) is not None:
+                yield Reply(
+                    kind="duplicate",
+                    text="",
+                    session_id=session.id,
+                    user_message_id=duplicate.existing.id,
+                )
+                return
+            # Stored before but never answered (a failed turn): answer it now.
+            user_message_id = duplicate.existing.id or 0
+        except ChorusError as error:
+            yield Reply(kind="error", text=str(error), session_id=session.id)
+            return
+        plan = TurnPlan(
+            session=session,
+            persona=persona,
+            user_message_id=user_message_id,
+            running=self.running.begin(session.id),
+        )
+        try:
+            async with aclosing(self._generate(plan)) as events:
+                async for event in events:
+                    yield event
+        finally:
+            self.running.end(session.id, plan.running)
+        self._schedule_after_turn(session, plan.context)
+
+    async def _store_user_message(self, inbound: InboundMessage, route: Route, text: str) -> StoredMessage:
+        if not text.strip() and not inbound.attachments:
+            raise EmptyMessage()
+        limit = self.settings.limits.max_message_chars
+        if len(text) > limit:
+            raise MessageTooLong(len(text), limit)
+        for attachment in inbound.attachments:
+            self.attachments.check_declared(attachment)
+        stored: list[NewAttachment] = [
+            await self.attachments.ingest(attachment) for attachment in inbound.attachments
+        ]
+        content = with_quote(text, inbound)
+        return self.store.append(
+            route.session.id,
+            NewMessage(
+                role="user",
+                content=content,
+                token_count=count_tokens(content),
+                sender_id=route.sender_id,
+                sender_name=inbound.actor.display_name,
+                lane=inbound.lane,
+                platform_chat_id=inbound.chat_id,
+                platform_message_id=inbound.platform_message_id,
+                created_at=inbound.received_at,
+                attachments=tuple(stored),
+            ),
+        )
+
+    async def _generate(self, plan: TurnPlan) -> AsyncGenerator[TurnEvent, None]:
+        session, persona = plan.session, plan.persona
+        pieces: list[str] = []
+        finished = False
+        try:
+            for attempt in range(self.settings.context.overflow_retries + 1):
+                context = await self.assembler.assemble(session, persona)
+                plan.context = context
+                request = ChatRequest(
+                    messages=context.messages,
+                    model=self.model_for(persona),
+                    temperature=persona.temperature,
+                    top_p=persona.top_p,
+                    max_tokens=self.settings.model.reply_reserve_tokens,
+                    persona_id=persona.id,
+                    persona_name=persona.name,
+                )
+                try:
+                    async with aclosing(plan.running.pieces(self.provider.stream(request))) as deltas:
+                        async for piece in deltas:
+                            pieces.append(piece)
+                            yield Delta(piece, persona.id, persona.name, session_id=plan.session.id)
+                    break
+                except ContextOverflowError:
+                    recovered = (
+                        self.overflow_handler is not None
+                        and attempt < self.settings.context.overflow_retries
+                        and await self.overflow_handler(session, context)
+                    )
+                    if not recovered:
+                        self._store_event(session, "error: context overflow")
+                        yield self._error(plan, OVERFLOW_MESSAGE)
+                        finished = True
+                        return
+            finished = True
+            if plan.running.stopped:
+                yield self._stopped_reply(plan, "".join(pieces))
+                return
+            stored = self._store_reply(plan, "".join(pieces), "complete")
+            yield self._assistant_reply(plan, stored)
+        except StreamInterrupted as error:
+            finished = True
+            text = "".join(pieces) or error.partial_text
+            stored = self._store_reply(plan, text, "interrupted")
+            notice = f"{text}\n\n[The reply was cut off: {error}]"
+            yield Reply(
+                kind="assistant",
+                text=notice,
+                session_id=session.id,
+                message_id=stored.id,
+                user_message_id=plan.user_message_id,
+                persona_id=persona.id,
+                persona_name=persona.name,
+                status="interrupted",
+            )
+        except ProviderError as error:
+            finished = True
+            self._store_event(session, f"error: {error}")
+            yield self._error(plan, f"{error} Your message is saved.")
+        finally:
+            if not finished:
+                # The lane stopped listening mid-stream (a closed browser tab, a
+                # cancelled task): keep what arrived, marked as interrupted.
+                self._store_reply(plan, "".join(pieces), "interrupted")
+
+    def _store_reply(self, plan: TurnPlan, text: str, status: str) -> StoredMessage:
+        return self.store.append(
+            plan.session.id,
+            NewMessage(
+                role="assistant",
+                content=text,
+                token_count=count_tokens(text),
+                persona_id=plan.persona.id,
+                sender_name=plan.persona.name,
+                reply_to_id=plan.user_message_id,
+                status=status,
+            ),
+        )
+
+    def _store_command(self, inbound: InboundMessage, route: Route, text: str) -> None:
+        """Record a command as an event; its platform id makes a re-delivery a duplicate."""
+        self.store.append(
+            route.session.id,
+            NewMessage(
+                role="system",
+                content=f"command: {text}",
+                token_count=0,
+                sender_id=route.sender_id,
+                sender_name=inbound.actor.display_name,
+                lane=inbound.lane,
+                platform_chat_id=inbound.chat_id,
+                platform_message_id=inbound.platform_message_id,
+                created_at=inbound.received_at,
+            ),
+        )
+
+    def _store_event(self, session: ChatSession, text: str) -> None:
+        # Events are `system` rows: exported with the transcript, never sent to the model.
+        self.store.append(session.id, NewMessage(role="system", content=text, token_count=0))
+
+    def _assistant_reply(self, plan: TurnPlan, stored: StoredMessage) -> Reply:
+        return Reply(
+            kind="assistant",
+            text=stored.content,
+            session_id=plan.session.id,
+            message_id=stored.id,
+            user_message_id=plan.user_message_id,
+            persona_id=plan.persona.id,
+            persona_name=plan.persona.name,
+        )
+
+    def _stopped_reply(self, plan: TurnPlan, text: str) -> Reply:
+        stored = self._store_reply(plan, text, "interrupted")
+        return Reply(
+            kind="assistant",
+            text=f"{text}\n\n{STOPPED_NOTE}" if text.strip() else STOPPED_NOTE,
+            session_id=plan.session.id,
+            message_id=stored.id,
+            user_message_id=plan.user_message_id,
+            persona_id=plan.persona.id,
+            persona_name=plan.persona.name,
+            status="stopped",
+        )
+
+    def _error(self, plan: TurnPlan, text: str) -> Reply:
+        return Reply(
+            kind="error",
+            text=text,
+            session_id=plan.session.id,
+            user_message_id=plan.user_message_id,
+            persona_id=plan.persona.id,
+            persona_name=plan.persona.name,
+        )
+
+    def _schedule_after_turn(self, session: ChatSession, context: Context | None) -> None:
+        for job in self.after_turn_jobs:
+            task = asyncio.create_task(self._run_job(job, session, context))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    @staticmethod
+    async def _run_job(job: AfterTurnJob, session: ChatSession, context: Context | None) -> None:
+        try:
+            await job(session, context)
+        except Exception:
+            # After-turn work must never break a chat; it retries on the next turn.
+            log.exception(
+                "after-turn job %s failed for session %s",
+                getattr(job, "__qualname__", job),
+                session.id,
+            )
+
+
+def with_quote(text: str, inbound: InboundMessage) -> str:
+    """The stored text of a reply carries a short quote of what it answers."""
+    quoted = inbound.reply_to
+    if quoted is None or not quoted.text:
+        return text
+    snippet = " ".join(quoted.text.split())
+    if len(snippet) > QUOTE_CHARS:
+        snippet = snippet[: QUOTE_CHARS - 1] + "…"
+    who = f"{quoted.sender_name}: " if quoted.sender_name else ""
+    return f"> {who}{snippet}\n{text}"

@@ -1,0 +1,49 @@
+"""What a turn hands back to a lane: text deltas, then exactly one `Reply`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ReplyKind = Literal["assistant", "command", "error", "duplicate", "recorded"]
+
+
+@dataclass(frozen=True)
+class Delta:
+    """A piece of the assistant's reply as it streams, and the persona writing it.
+
+    It also names the session, so a lane can offer a Stop control while the reply streams.
+    """
+
+    text: str
+    persona_id: str | None = None
+    persona_name: str | None = None
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The end of a turn.
+
+    `assistant`: the model's stored reply. `command`: a command's answer.
+    `error`: a clear message about what went wrong (the user's message, if any,
+    stays stored). `duplicate`: the platform re-delivered a message that was
+    already answered — lanes send nothing. `recorded`: stored as context
+    without a reply (a group message not addressed to the bot).
+    """
+
+    kind: ReplyKind
+    text: str
+    session_id: str | None = None
+    message_id: int | None = None
+    user_message_id: int | None = None
+    persona_id: str | None = None
+    persona_name: str | None = None
+    status: str = "complete"
+
+    @property
+    def should_send(self) -> bool:
+        return self.kind in ("assistant", "command", "error") and bool(self.text)
+
+
+TurnEvent = Delta | Reply

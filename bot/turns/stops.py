@@ -1,0 +1,89 @@
+"""Stopping a running reply: the person asked for it (`/stop`, a Stop button).
+
+The model's stream is read in a task of its own, so a stop request can end it
+at once — even while the turn waits for the next piece — without cancelling
+the task of the lane that is playing the reply back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from contextlib import aclosing, suppress
+from dataclasses import dataclass, field
+
+
+@dataclass
+class _End:
+    """The stream is over: finished, stopped, or failed with `error`."""
+
+    error: BaseException | None = None
+
+
+@dataclass
+class RunningTurn:
+    """The handle a stop request reaches: one per running turn."""
+
+    stopped: bool = False
+    _reader: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    def stop(self) -> None:
+        self.stopped = True
+        if self._reader is not None:
+            self._reader.cancel()
+
+    async def pieces(self, stream: AsyncGenerator[str, None]) -> AsyncGenerator[str, None]:
+        """The stream's pieces until it ends or `stop()` is called; its errors are re-raised here."""
+        if self.stopped:
+            await stream.aclose()
+            return
+        queue: asyncio.Queue[str | _End] = asyncio.Queue()
+        self._reader = asyncio.create_task(_read(stream, queue))
+        try:
+            while not isinstance(item := await queue.get(), _End):
+                yield item
+            if item.error is not None:
+                raise item.error
+        finally:
+            reader, self._reader = self._reader, None
+            if not reader.done():
+                # The consumer went away (a lane stopped listening): close the model stream now.
+                reader.cancel()
+                with suppress(asyncio.CancelledError):
+                    await reader
+
+
+async def _read(stream: AsyncGenerator[str, None], queue: asyncio.Queue[str | _End]) -> None:
+    try:
+        async with aclosing(stream) as pieces:
+            async for piece in pieces:
+                queue.put_nowait(piece)
+    except asyncio.CancelledError:
+        queue.put_nowait(_End())
+    except Exception as error:
+        queue.put_nowait(_End(error))
+    else:
+        queue.put_nowait(_End())
+
+
+class RunningTurns:
+    """The turns running in this process, by session id (the turn lock allows one per session)."""
+
+    def __init__(self) -> None:
+        self._turns: dict[str, RunningTurn] = {}
+
+    def begin(self, session_id: str) -> RunningTurn:
+        turn = RunningTurn()
+        self._turns[session_id] = turn
+        return turn
+
+    def end(self, session_id: str, turn: RunningTurn) -> None:
+        if self._turns.get(session_id) is turn:
+            del self._turns[session_id]
+
+    def stop(self, session_id: str) -> bool:
+        turn = self._turns.get(session_id)
+        if turn is None or turn.stopped:
+            return False
+        turn.stop()
+        return True

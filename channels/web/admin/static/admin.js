@@ -1,0 +1,409 @@
+// The Chorus console: pages rendered from /admin/api, routed by the URL hash.
+// Everything stored is shown with textContent, never as HTML.
+"use strict";
+
+const CSRF = document.querySelector('meta[name="csrf-token"]').content;
+const SVG_NS = "http://www.w3.org/2000/svg";
+const PART_COLORS = {
+  "system prompt": "#3b4cca", summary: "#8e5bd6", memory: "#1e8e6e", recall: "#5fb89a",
+  documents: "#d08a00", history: "#7f8bd6", attachments: "#e0637a",
+};
+const LANES = { web: "W", telegram: "T", discord: "D", terminal: ">" };
+const page = document.getElementById("page");
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name === "text") node.textContent = value;
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : value);
+  }
+  for (const child of children) if (child !== null && child !== undefined) node.append(child);
+  return node;
+}
+
+function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
+  for (const child of children) node.append(child);
+  return node;
+}
+
+async function api(path, options = {}) {
+  const headers = { Accept: "application/json", ...(options.headers || {}) };
+  if (options.method && options.method !== "GET") headers["X-CSRF-Token"] = CSRF;
+  if (options.json !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch("/admin/api" + path, {
+    method: options.method || "GET",
+    headers,
+    body: options.json !== undefined ? JSON.stringify(options.json) : undefined,
+    credentials: "same-origin",
+  });
+  if (response.status === 401) { location.href = "/admin/login"; throw new Error("logged out"); }
+  if (!response.ok) {
+    let detail = response.statusText;
+    try { detail = (await response.json()).detail || detail; } catch (_) { /* not JSON */ }
+    throw new Error(detail);
+  }
+  return response.json();
+}
+
+function showError(error) {
+  const alert = document.getElementById("alert");
+  alert.textContent = String(error.message || error);
+  alert.hidden = false;
+}
+
+function when(iso) {
+  if (!iso) return "—";
+  const date = new Date(iso);
+  return date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+}
+
+function laneBadge(lane) {
+  return el("span", { class: "lane " + (LANES[lane] ? lane : "other"), title: lane, text: LANES[lane] || lane });
+}
+
+function query() {
+  const [, search = ""] = location.hash.split("?");
+  return new URLSearchParams(search);
+}
+
+function setHash(path, params) {
+  const search = new URLSearchParams(Object.entries(params).filter(([, v]) => v)).toString();
+  location.hash = path + (search ? "?" + search : "");
+}
+
+// --- Conversations ------------------------------------------------------------
+
+async function conversationsPage() {
+  const search = query().get("q") || "";
+  const box = el("input", { type: "search", placeholder: "Search people, groups, personas, text…", value: search,
+    "aria-label": "Search conversations" });
+  const form = el("form", { class: "toolbar", onsubmit: (event) => {
+    event.preventDefault(); setHash("#/conversations", { q: box.value.trim() });
+  } }, box, el("button", { class: "action", type: "submit", text: "Search" }));
+  const rows = await api("/conversations?q=" + encodeURIComponent(search));
+  const body = el("tbody");
+  for (const row of rows) {
+    const who = row.participants.length ? row.participants.join(", ") : row.id;
+    body.append(el("tr", { class: "link", "data-session": row.id,
+      onclick: () => { location.hash = "#/conversation/" + row.id; } },
+    el("td", {}, ...row.lanes.map(laneBadge)),
+    el("td", {}, el("a", { href: "#/conversation/" + row.id, text: who }),
+      el("div", { class: "muted", text: (row.kind === "group" ? "group · " : "private · ") + row.id })),
+    el("td", { text: when(row.last_activity) }),
+    el("td", { text: String(row.message_count) }),
+    el("td", {}, el("span", { class: "pill", text: row.persona_id }))));
+  }
+  const table = el("table", { "data-testid": "conversations" },
+    el("thead", {}, el("tr", {}, ...["Lanes", "Person or group", "Last activity", "Messages", "Persona"]
+      .map((title) => el("th", { text: title })))), body);
+  page.replaceChildren(el("h1", { text: "Conversations" }), form,
+    rows.length ? table : el("div", { class: "card empty", text: "No conversations match." }));
+}
+
+// --- Transcript ---------------------------------------------------------------
+
+async function transcriptPage(sessionId) {
+  const [data, personas] = await Promise.all([api(`/conversations/${sessionId}/transcript`), api("/personas")]);
+  const session = data.session;
+  const picker = el("select", { "aria-label": "Persona", name: "persona" },
+    ...personas.map((p) => el("option", { value: p.id, selected: p.id === session.persona_id, text: `${p.name} (${p.id})` })));
+  const switcher = el("form", { class: "toolbar", onsubmit: async (event) => {
+    event.preventDefault();
+    try {
+      await api(`/conversations/${sessionId}/persona`, { method: "POST", json: { persona_id: picker.value } });
+      await transcriptPage(sessionId);
+    } catch (error) { showError(error); }
+  } }, el("span", { text: "Active persona:" }), picker, el("button", { class: "action", type: "submit", text: "Switch" }),
+  el("a", { href: "#/context/" + sessionId, text: "Context" }),
+  el("a", { href: "#/memory?session=" + sessionId, text: "Memory" }));
+  const log = el("div", { class: "log", "data-testid": "transcript" });
+  for (const entry of data.entries) log.append(renderEntry(entry));
+  page.replaceChildren(el("h1", { text: `Conversation ${session.id}` }),
+    el("div", { class: "muted", text: `${session.kind} · ${data.entries.length} records` }), switcher,
+    data.entries.length ? log : el("div", { class: "card empty", text: "Nothing stored yet." }));
+}
+
+function renderEntry(entry) {
+  if (entry.type === "compaction" || entry.type === "collapse") {
+    const label = entry.type === "compaction"
+      ? `Summary up to #${entry.last_seq} (from #${entry.first_seq})${entry.focus ? " — focus: " + entry.focus : ""}`
+      : `Collapsed #${entry.first_seq}–#${entry.last_seq}`;
+    return el("div", { class: "record " + entry.type, "data-record": entry.type },
+      el("div", { class: "kind", text: `${label} · ${entry.tokens} tokens · ${when(entry.created_at)}` }),
+      el("div", { text: entry.content }));
+  }
+  if (entry.type === "snip") {
+    const state = entry.undone_at ? `undone ${when(entry.undone_at)}` : "in force";
+    return el("div", { class: "record snip", "data-record": "snip" },
+      el("span", { class: "kind", text: "Snip " }),
+      el("span", { text: `#${entry.first_seq}–#${entry.last_seq} left out of the model's context (${state})` }));
+  }
+  if (entry.type === "event") {
+    const isError = entry.content.startsWith("error");
+    const who = entry.sender_name ? `${entry.sender_name}: ` : "";
+    return el("div", { class: "event" + (isError ? " error" : ""), "data-seq": entry.seq, "data-event": "" ,
+      text: `#${entry.seq} · ${who}${entry.content}` });
+  }
+  const bubble = el("div", { class: "msg " + entry.role + (entry.status === "interrupted" ? " interrupted" : ""),
+    "data-seq": entry.seq, "data-role": entry.role });
+  const who = entry.role === "assistant" ? (entry.persona_id || "assistant") : (entry.sender_name || "user");
+  bubble.append(el("div", { class: "who", "data-persona": entry.role === "assistant" ? entry.persona_id : null, text: who }));
+  bubble.append(el("div", { text: entry.content }));
+  if (entry.attachments.length) bubble.append(renderFiles(entry.attachments));
+  if (entry.status === "interrupted") bubble.append(el("span", { class: "cut", text: "interrupted" }));
+  bubble.append(el("div", { class: "meta", text: [`#${entry.seq}`, entry.lane, when(entry.created_at)].filter(Boolean).join(" · ") }));
+  return bubble;
+}
+
+function renderFiles(attachments) {
+  const files = el("div", { class: "files" });
+  for (const file of attachments) {
+    if (file.kind === "image") {
+      files.append(el("a", { href: `/admin/api/attachments/${file.id}`, target: "_blank", rel: "noopener" },
+        el("img", { src: `/admin/api/attachments/${file.id}`, alt: file.filename, loading: "lazy" })));
+      continue;
+    }
+    const holder = el("div", { "data-document": file.filename });
+    const show = el("button", { class: "quiet", type: "button", text: "Show text", onclick: async () => {
+      try {
+        const { text } = await api(`/attachments/${file.id}/text`);
+        holder.append(el("div", { class: "doc-text", text: text || "(no text could be extracted)" }));
+        show.remove();
+      } catch (error) { showError(error); }
+    } });
+    holder.append(el("span", { class: "chip", text: `${file.filename} · ${Math.ceil(file.size / 1024)} KB` }), " ",
+      file.has_text ? show : el("span", { class: "muted", text: "no text" }));
+    files.append(holder);
+  }
+  return files;
+}
+
+// --- Context ----------------------------------------------------------------------
+
+async function contextPage(sessionId) {
+  const data = await api(`/conversations/${sessionId}/context`);
+  const budget = data.budget_tokens || data.window_tokens;
+  page.replaceChildren(
+    el("h1", { text: "Context" }),
+    el("div", { class: "toolbar" }, el("a", { href: "#/conversation/" + sessionId, text: "← transcript" }),
+      el("span", { class: "muted", text: `${data.session.persona_id} · model ${data.model}` })),
+    el("div", { class: "card" },
+      el("h2", { text: `What the model sees now: ${data.total_tokens.toLocaleString()} of ${budget.toLocaleString()} tokens` }),
+      stackedBar(data, budget),
+      el("div", { class: "muted", text: `Window ${data.window_tokens.toLocaleString()} tokens, ` +
+        `${data.reply_reserve_tokens.toLocaleString()} kept for the reply; ${data.messages_kept} messages in the window, ` +
+        `${data.messages_dropped} left out.` })),
+    el("div", { class: "card" },
+      el("h2", { text: "Context tokens per turn" }),
+      data.turns.length ? turnChart(data, budget) : el("div", { class: "empty", text: "No replies yet." }),
+      el("div", { class: "muted", text: "Rebuilt from the stored rows and records as they were at each turn " +
+        "(memory and recall not included). Marks: compaction (violet), collapse (orange)." })));
+}
+
+function stackedBar(data, budget) {
+  const width = 900, height = 56, barHeight = 28;
+  const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, width: "100%", role: "img",
+    "aria-label": "Context tokens by part", "data-testid": "context-bar" });
+  chart.append(svg("rect", { x: 0, y: 0, width, height: barHeight, rx: 6, fill: "#eef0f8" }));
+  let x = 0;
+  const legend = el("div", { class: "legend" });
+  for (const [part, tokens] of Object.entries(data.parts)) {
+    const color = PART_COLORS[part] || "#999";
+    const span = el("span", { "data-part": part, text: `${part} ${tokens.toLocaleString()}` });
+    span.style.setProperty("--swatch", color);
+    legend.append(span);
+    if (!tokens) continue;
+    const w = Math.max(1, (tokens / budget) * width);
+    const rect = svg("rect", { x, y: 0, width: Math.min(w, width - x), height: barHeight, fill: color, "data-part": part });
+    rect.append(svg("title", {}, `${part}: ${tokens} tokens`));
+    chart.append(rect);
+    x += w;
+  }
+  for (const [share, label] of [[data.compact_share, "compact"], [data.collapse_share, "collapse"]]) {
+    const at = share * width;
+    chart.append(svg("line", { x1: at, x2: at, y1: 0, y2: barHeight + 4, stroke: "#394060", "stroke-dasharray": "3 2" }));
+    const text = svg("text", { x: at, y: height - 4, "text-anchor": "middle" });
+    text.textContent = `${label} ${Math.round(share * 100)}%`;
+    chart.append(text);
+  }
+  return el("div", {}, chart, legend);
+}
+
+function turnChart(data, budget) {
+  const width = 900, height = 260, left = 56, right = 12, top = 12, bottom = 28;
+  const turns = data.turns;
+  const peak = Math.max(budget, ...turns.map((t) => t.tokens));
+  const xs = (i) => left + (turns.length === 1 ? 0.5 : i / (turns.length - 1)) * (width - left - right);
+  const ys = (tokens) => top + (1 - tokens / peak) * (height - top - bottom);
+  const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, width: "100%", role: "img",
+    "aria-label": "Context tokens per turn", "data-testid": "turn-chart" });
+  for (const tick of [0, 0.25, 0.5, 0.75, 1]) {
+    const y = ys(peak * tick);
+    chart.append(svg("line", { x1: left, x2: width - right, y1: y, y2: y, stroke: "#e2e4ee" }));
+    const label = svg("text", { x: left - 6, y: y + 4, "text-anchor": "end" });
+    label.textContent = Math.round(peak * tick).toLocaleString();
+    chart.append(label);
+  }
+  const budgetY = ys(budget);
+  chart.append(svg("line", { x1: left, x2: width - right, y1: budgetY, y2: budgetY, stroke: "#8a1c12", "stroke-dasharray": "5 3" }));
+  const budgetLabel = svg("text", { x: width - right, y: budgetY - 4, "text-anchor": "end" });
+  budgetLabel.textContent = "budget";
+  chart.append(budgetLabel);
+  // A record is marked at the first turn that saw it.
+  for (const mark of data.marks) {
+    const index = turns.findIndex((t) => t.at >= mark.at);
+    if (index < 0) continue;
+    const x = xs(index);
+    const line = svg("line", { x1: x, x2: x, y1: top, y2: height - bottom,
+      stroke: mark.kind === "compaction" ? "#8e5bd6" : "#d08a00", "stroke-width": 2, "data-mark": mark.kind });
+    line.append(svg("title", {}, `${mark.kind} of #${mark.first_seq}–#${mark.last_seq}`));
+    chart.append(line);
+  }
+  const points = turns.map((t, i) => `${xs(i).toFixed(1)},${ys(t.tokens).toFixed(1)}`).join(" ");
+  chart.append(svg("polyline", { points, fill: "none", stroke: "#3b4cca", "stroke-width": 2, "data-testid": "turn-line" }));
+  turns.forEach((t, i) => {
+    const dot = svg("circle", { cx: xs(i), cy: ys(t.tokens), r: 3, fill: "#3b4cca", "data-turn": t.seq });
+    dot.append(svg("title", {}, `reply #${t.seq}: ${t.tokens} tokens (${t.persona_id})`));
+    chart.append(dot);
+  });
+  const axis = svg("text", { x: left, y: height - 8 });
+  axis.textContent = `${turns.length} turns — reply #${turns[0].seq} to #${turns[turns.length - 1].seq}`;
+  chart.append(axis);
+  return chart;
+}
+
+// --- Memory --------------------------------------------------------------------------
+
+async function memoryPage() {
+  const params = query();
+  const search = params.get("q") || "";
+  const session = params.get("session") || "";
+  const box = el("input", { type: "search", placeholder: "Search remembered items…", value: search, "aria-label": "Search memory" });
+  const form = el("form", { class: "toolbar", onsubmit: (event) => {
+    event.preventDefault(); setHash("#/memory", { q: box.value.trim(), session });
+  } }, box, el("button", { class: "action", type: "submit", text: "Search" }),
+  session ? el("span", { class: "muted", text: `owner of conversation ${session} · ` }) : null,
+  session ? el("a", { href: "#/memory", text: "everyone" }) : null);
+  const items = await api(`/memory?q=${encodeURIComponent(search)}&session=${encodeURIComponent(session)}`);
+  const body = el("tbody");
+  for (const item of items) {
+    const forget = el("button", { class: "quiet danger", type: "button", text: "Forget", onclick: async () => {
+      if (!confirm(`Forget item #${item.id}? The conversation keeps an event saying so.`)) return;
+      try { await api(`/memory/${item.id}/forget`, { method: "POST" }); await memoryPage(); } catch (error) { showError(error); }
+    } });
+    body.append(el("tr", { "data-item": item.id },
+      el("td", { text: "#" + item.id }),
+      el("td", {}, el("span", { class: "pill", text: item.kind })),
+      el("td", { text: String(item.importance) }),
+      el("td", {}, el("div", { text: item.content }), el("div", { class: "muted", text: item.owner })),
+      el("td", { text: when(item.updated_at) }),
+      el("td", {}, el("a", { href: "#/conversation/" + item.session_id,
+        text: item.source_seq ? `#${item.source_seq}` : "conversation" })),
+      el("td", {}, forget)));
+  }
+  const table = el("table", { "data-testid": "memory" }, el("thead", {}, el("tr", {},
+    ...["", "Kind", "Importance", "Item", "Date", "Source", ""].map((t) => el("th", { text: t })))), body);
+  page.replaceChildren(el("h1", { text: "Memory" }), form,
+    items.length ? table : el("div", { class: "card empty", text: "Nothing remembered matches." }));
+}
+
+// --- Personas -------------------------------------------------------------------------
+
+async function personasPage() {
+  const [personas, conversations] = await Promise.all([api("/personas"), api("/conversations")]);
+  const body = el("tbody");
+  for (const p of personas) {
+    body.append(el("tr", { "data-persona": p.id },
+      el("td", {}, el("strong", { text: p.name }), el("div", { class: "muted", text: p.id }),
+        p.default ? el("span", { class: "pill", text: "default" }) : null),
+      el("td", { text: p.model }), el("td", { text: String(p.replies) }), el("td", { text: String(p.active_sessions) })));
+  }
+  const conversation = el("select", { "aria-label": "Conversation" },
+    ...conversations.map((c) => el("option", { value: c.id,
+      text: `${(c.participants[0] || c.id)} — now ${c.persona_id}` })));
+  const persona = el("select", { "aria-label": "Persona" }, ...personas.map((p) => el("option", { value: p.id, text: p.name })));
+  const form = el("form", { class: "toolbar card", onsubmit: async (event) => {
+    event.preventDefault();
+    try {
+      await api(`/conversations/${conversation.value}/persona`, { method: "POST", json: { persona_id: persona.value } });
+      await personasPage();
+    } catch (error) { showError(error); }
+  } }, el("span", { text: "Switch" }), conversation, el("span", { text: "to" }), persona,
+  el("button", { class: "action", type: "submit", text: "Switch" }));
+  page.replaceChildren(el("h1", { text: "Personas" }),
+    el("table", { "data-testid": "personas" }, el("thead", {}, el("tr", {},
+      ...["Persona", "Model", "Replies", "Active in"].map((t) => el("th", { text: t })))), body),
+    el("h2", { text: "Switch a conversation's persona" }),
+    conversations.length ? form : el("div", { class: "card empty", text: "No conversations yet." }));
+}
+
+// --- Health -----------------------------------------------------------------------------
+
+async function healthPage() {
+  const data = await api("/health");
+  const lanes = el("tbody");
+  for (const lane of data.lanes) {
+    const good = lane.state === "running", bad = lane.state === "failed";
+    lanes.append(el("tr", { "data-lane": lane.name },
+      el("td", {}, laneBadge(lane.name), " ", lane.name),
+      el("td", {}, el("span", { class: "pill" + (good ? " good" : bad ? " bad" : ""), text: lane.state })),
+      el("td", { text: lane.reason || "" })));
+  }
+  const errors = el("tbody");
+  for (const error of data.model.recent_errors) {
+    errors.append(el("tr", {}, el("td", { text: when(error.at) }), el("td", { text: error.kind }),
+      el("td", { text: error.purpose || "turn" }), el("td", { text: error.message })));
+  }
+  page.replaceChildren(el("h1", { text: "Health" }),
+    el("div", { class: "grid" },
+      el("div", { class: "card" }, el("div", { class: "muted", text: "Model" }),
+        el("div", { class: "stat", text: data.model.name }), el("div", { class: "muted", text: "via " + data.model.provider })),
+      el("div", { class: "card" }, el("div", { class: "muted", text: "Background jobs queued" }),
+        el("div", { class: "stat", "data-testid": "queue-depth", text: String(data.jobs.queued) })),
+      el("div", { class: "card" }, el("div", { class: "muted", text: "Recent model errors" }),
+        el("div", { class: "stat", text: String(data.model.recent_errors.length) }))),
+    el("h2", { text: "Lanes" }),
+    el("table", { "data-testid": "lanes" }, el("thead", {}, el("tr", {},
+      ...["Lane", "State", "Reason"].map((t) => el("th", { text: t })))), lanes),
+    el("h2", { text: "Recent model errors" }),
+    data.model.recent_errors.length
+      ? el("table", {}, el("thead", {}, el("tr", {}, ...["When", "Kind", "Call", "Message"].map((t) => el("th", { text: t })))), errors)
+      : el("div", { class: "card empty", text: "No model errors since this process started." }));
+}
+
+// --- Router -----------------------------------------------------------------------------
+
+const ROUTES = [
+  [/^#\/conversation\/([\w-]+)/, (m) => transcriptPage(m[1]), "conversations"],
+  [/^#\/context\/([\w-]+)/, (m) => contextPage(m[1]), "conversations"],
+  [/^#\/memory/, () => memoryPage(), "memory"],
+  [/^#\/personas/, () => personasPage(), "personas"],
+  [/^#\/health/, () => healthPage(), "health"],
+  [/^/, () => conversationsPage(), "conversations"],
+];
+
+async function route() {
+  document.getElementById("alert").hidden = true;
+  const hash = location.hash || "#/conversations";
+  for (const [pattern, render, nav] of ROUTES) {
+    const match = hash.match(pattern);
+    if (!match) continue;
+    for (const link of document.querySelectorAll("[data-nav]")) link.classList.toggle("active", link.dataset.nav === nav);
+    page.setAttribute("data-loading", "");
+    try { await render(match); } catch (error) { showError(error); }
+    page.removeAttribute("data-loading");
+    page.setAttribute("data-page", nav);
+    return;
+  }
+}
+
+document.getElementById("logout").addEventListener("click", async () => {
+  await fetch("/admin/logout", { method: "POST", headers: { "X-CSRF-Token": CSRF }, credentials: "same-origin" });
+  location.href = "/admin/login";
+});
+window.addEventListener("hashchange", route);
+route();

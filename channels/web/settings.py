@@ -1,0 +1,23 @@
+"""Settings of the web lane (`channels.web`); the one HTTP server binds to `host`:`port`."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+
+from channels.registry import LaneSettings
+
+
+class WebSettings(LaneSettings):
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = 8080
+    cors_origins: list[str] = Field(default_factory=list)
+    rate_limit_per_minute: int = 30
+    public_url: str | None = None
+    # The operator's console (/admin) and /metrics are served only when this is set.
+    admin_token: SecretStr | None = None
+    # Lets Prometheus scrape /metrics without the admin token (the console still needs it).
+    metrics_public: bool = False
+
+    def is_active(self) -> bool:
+        return self.enabled
