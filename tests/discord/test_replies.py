@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.discord.conftest import LaneFactory, spoken
-from tests.discord.fake_discord import BOT, CHANNEL_ID, DM_CHANNEL_ID, UNKNOWN_MESSAGE, FakeDiscord
+from tests.discord.fake_discord import BOT, CHANNEL_ID, DM_CHANNEL_ID, THREAD_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as ModelReply
 
@@ -47,8 +47,8 @@ async def test_a_deleted_draft_is_replaced_and_the_reply_still_arrives(
     (final,) = fake_discord.sent_in(DM_CHANNEL_ID)
     assert final.id != draft.id
     refused = [c for c in fake_discord.calls_to("PATCH", f"/messages/{draft.id}") if c.status == 404]
-    assert refused, "the edit of the deleted draft was answered 404 (Unknown Message)"
-    assert UNKNOWN_MESSAGE == 10008
+    # Answered 404 with code 10008 (Unknown Message), which the lane reads as "draft gone".
+    assert refused
 
 
 async def test_a_deleted_persona_draft_in_a_server_channel_is_replaced_too(
@@ -79,3 +79,18 @@ async def test_the_streaming_draft_carries_a_stop_button_that_the_final_text_rem
 
     await fake_discord.wait_for_texts(DM_CHANNEL_ID, [spoken(SLOW_TEXT)])
     assert draft.components == []
+
+
+async def test_a_persona_reply_streams_into_one_message_in_a_thread(
+    start_lane: LaneFactory, fake_discord: FakeDiscord, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script(SLOW)
+    await start_lane()
+    await fake_discord.post_message(THREAD_ID, f"<@{BOT['id']}> tell me a lot", mentions=(BOT,))
+
+    await fake_discord.wait_for_texts(THREAD_ID, [SLOW_TEXT])
+    (reply,) = fake_discord.sent_in(THREAD_ID)
+    assert reply.username == "Ada" and len(reply.versions) >= 3 and reply.components == []
+    assert all(
+        c.query.get("thread_id") == str(THREAD_ID) for c in fake_discord.calls_to("PATCH", str(reply.id))
+    )
