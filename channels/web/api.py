@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -9,7 +10,9 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Res
 from fastapi.responses import FileResponse, StreamingResponse
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
+from starlette.background import BackgroundTask
 
+from channels.web.clients import StreamSlot
 from channels.web.errors import error_responses
 from channels.web.events import turn_events
 from channels.web.forms import CLIENT_ID, message_fields, message_form
@@ -25,6 +28,7 @@ from channels.web.schemas import (
     PersonaView,
     SessionState,
     StartSession,
+    StopResult,
     SwitchPersona,
 )
 from channels.web.uploads import ACCEPTED_TYPES, MAX_FILES, check_request_size, read_uploads
@@ -131,6 +135,8 @@ async def start_session(
         if name is not None:
             visitor = lane.visitors.visit(visitor.id, name)
         return lane.state_of(visitor)
+    lane.check_new_visitor(lane.clients.client_ip(request))
+    await lane.sweep_if_due()
     token, visitor = lane.visitors.create(name)
     response.set_cookie(
         COOKIE_NAME,
@@ -215,15 +221,21 @@ async def post_message(
     """Send a message (text, a command, and/or files) and stream the reply as Server-Sent Events."""
     lane.visitors.current_session(visitor, session_id)
     check_request_size(request, lane.attachments.max_bytes)
-    lane.check_rate(visitor)
+    ip = lane.clients.client_ip(request)
+    lane.check_rate(visitor, ip)
     async with message_form(request, max_files=MAX_FILES, max_fields=8) as form:
         text, client_id, uploads = message_fields(form)
         attachments = await read_uploads(uploads, lane.attachments)
     inbound = lane.visitors.inbound(
         visitor.id, visitor.name, text=text or "", message_id=client_id, attachments=attachments
     )
+    slot = lane.streams.open(ip)
     return StreamingResponse(
-        turn_events(lane.engine, lane.store, inbound), media_type="text/event-stream", headers=SSE_HEADERS
+        counted(turn_events(lane.engine, lane.store, inbound), slot),
+        media_type="text/event-stream",
+        headers=SSE_HEADERS,
+        # Also frees the slot when the stream never started (the client left at once).
+        background=BackgroundTask(slot.close),
     )
 
 
@@ -233,11 +245,11 @@ async def post_message(
     responses=error_responses(400, 401, 403, 404, 409, 422, 429),
 )
 async def switch_persona(
-    session_id: str, body: SwitchPersona, visitor: CurrentVisitor, lane: CurrentLane
+    session_id: str, body: SwitchPersona, request: Request, visitor: CurrentVisitor, lane: CurrentLane
 ) -> CommandResult:
     """Switch the persona, exactly as `/persona <id>` does on every lane."""
     lane.visitors.current_session(visitor, session_id)
-    lane.check_rate(visitor)
+    lane.check_rate(visitor, lane.clients.client_ip(request))
     command = f"/persona {body.persona_id.strip()}"
     reply = await lane.engine.respond(lane.visitors.inbound(visitor.id, visitor.name, text=command))
     if reply.kind == "error":
@@ -246,6 +258,21 @@ async def switch_persona(
     return CommandResult(
         kind=reply.kind, text=reply.text, session_id=session.id, persona=lane.persona_of(session)
     )
+
+
+@router.post(
+    "/sessions/{session_id}/stop",
+    response_model=StopResult,
+    responses=error_responses(401, 403, 404, 422),
+)
+async def stop_reply(session_id: str, visitor: CurrentVisitor, lane: CurrentLane) -> StopResult:
+    """Stop the reply streaming in this conversation (the widget's Stop button, like `/stop`).
+
+    What arrived is kept, stored as interrupted; its stream ends with `done` and status `stopped`.
+    `stopped` is false when no reply was streaming in this server process.
+    """
+    session = lane.visitors.owned_session(visitor, session_id)
+    return StopResult(stopped=lane.engine.stop_turn(session.id))
 
 
 @router.get(
@@ -272,6 +299,15 @@ async def attachment(
         # Never let a browser run an uploaded file as a page.
         headers={"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox"},
     )
+
+
+async def counted(events: AsyncIterator[bytes], slot: StreamSlot) -> AsyncIterator[bytes]:
+    """The stream, holding one of the client's stream slots until it ends."""
+    try:
+        async for event in events:
+            yield event
+    finally:
+        slot.close()
 
 
 def iso_utc(moment: datetime) -> str:
