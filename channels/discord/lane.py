@@ -77,10 +77,14 @@ class DiscordLane:
         """The Discord lane talks over the gateway only: no routes on the web app."""
 
     async def stop(self) -> None:
-        await self.client.close()
+        # The gateway task goes first: it may be waiting to retry a login, and while its
+        # reader still waits on the socket, aiohttp hands it the close and discord.py answers
+        # 4000 (resume later) instead of 1000.
         if self._gateway is not None:
+            self._gateway.cancel()
             await asyncio.gather(self._gateway, return_exceptions=True)
             self._gateway = None
+        await self.client.close()
 
     async def _run(self, logged_in: bool) -> None:
         route_webhooks_in_this_task(self._endpoints)

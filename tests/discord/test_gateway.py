@@ -123,3 +123,13 @@ async def test_invalid_session_not_resumable_identifies_again(
     # The client closed the invalidated connection cleanly before identifying again.
     assert gateway.connections[0].close_code == 1000
     assert gateway.connections[1].path == "/gateway"
+
+
+async def test_stopping_the_lane_closes_the_gateway_with_1000(
+    start_lane: LaneFactory, fake_discord: FakeDiscord
+) -> None:
+    lane, _ = await start_lane()
+
+    await lane.stop()
+
+    await fake_discord.wait_until(lambda: fake_discord.close_codes == [1000])

@@ -126,3 +126,16 @@ async def test_a_token_reset_while_running_marks_the_lane_failed(
 
 def unreachable_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if "Discord is unreachable" in r.getMessage()]
+
+
+async def test_stopping_a_lane_that_waits_to_retry_is_immediate(tmp_path: Path) -> None:
+    runtime = make_runtime(
+        tmp_path, discord_token="any-token", channels_discord_api_base=closed_port_url("http") + "/api/v10"
+    )
+    # The next attempt would be a minute away.
+    lane = DiscordLane(runtime, retry_first=60)
+    try:
+        await lane.start()
+        await asyncio.wait_for(lane.stop(), 10)
+    finally:
+        await runtime.aclose()
