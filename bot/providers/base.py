@@ -24,6 +24,9 @@ class ChatRequest:
     # The persona speaking this turn; the demo provider names it in its reply.
     persona_id: str | None = None
     persona_name: str | None = None
+    # The messages' tokens as the context builder already counted them (for metrics);
+    # None makes whoever needs the number count it.
+    prompt_tokens: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -286,6 +286,7 @@ class Engine:
                     max_tokens=self.settings.model.reply_reserve_tokens,
                     persona_id=persona.id,
                     persona_name=persona.name,
+                    prompt_tokens=context.stats.total_tokens,
                 )
                 try:
                     async with aclosing(plan.running.pieces(self.provider.stream(request))) as deltas:
