@@ -98,7 +98,7 @@ async def context_report(maintainer: ContextMaintainer, session: ChatSession) ->
     settings = maintainer.settings
     overview = ContextOverview(
         persona=f"{persona.name} ({persona.id})",
-        model=model,
+        model=engine.model_shown(persona),
         window_tokens=engine.settings.model.window_for(model),
         reply_reserve_tokens=engine.settings.model.reply_reserve_tokens,
         stats=built.stats,

@@ -55,6 +55,9 @@ AfterTurnJob = Callable[[ChatSession, "Context | None"], Awaitable[None]]
 OverflowHandler = Callable[[ChatSession, Context], Awaitable[bool]]
 
 QUOTE_CHARS = 200
+# Stored `system` rows of a command and of its answer start with these.
+COMMAND_EVENT = "command: "
+COMMAND_REPLY_EVENT = "command reply: "
 # Ends the text of a reply the person stopped, so every lane shows it as stopped.
 STOPPED_NOTE = "[Stopped.]"
 OVERFLOW_MESSAGE = (
@@ -147,6 +150,8 @@ class Engine:
                         memory=self.memory,
                     ),
                 )
+                # The answer is part of the conversation people saw, so a reload shows it again.
+                self._store_event(route.session, f"{COMMAND_REPLY_EVENT}{answer.text}")
             yield Reply(
                 kind="command" if answer.ok else "error",
                 text=answer.text,
@@ -165,16 +170,27 @@ class Engine:
                 yield event
 
     async def record(self, inbound: InboundMessage) -> Reply:
-        """Store a group message the bot was not addressed in, as context only."""
+        """Store a group message the bot was not addressed in, as context only.
+
+        It schedules after-turn work like a turn does: recorded messages are steps
+        for memory offload, and the idle timer must cover them too.
+        """
         text = clean_text(inbound.text)
         route = resolve_route(self.store, inbound, self.personas.default.id)
         async with self.locks.hold(route.session.id):
             try:
                 stored = await self._store_user_message(inbound, route, text)
             except DuplicateMessage as duplicate:
-                stored = duplicate.existing
+                return Reply(
+                    kind="recorded",
+                    text="",
+                    session_id=route.session.id,
+                    user_message_id=duplicate.existing.id,
+                )
             except ChorusError as error:
                 return Reply(kind="error", text=str(error), session_id=route.session.id)
+        # A recorded message is a step of the conversation: memory offload counts it.
+        self._schedule_after_turn(route.session, None)
         return Reply(kind="recorded", text="", session_id=route.session.id, user_message_id=stored.id)
 
     def stop_turn(self, session_id: str) -> bool:
@@ -204,6 +220,10 @@ class Engine:
 
     def model_for(self, persona: Persona) -> str:
         return persona.model or self.settings.model.name
+
+    def model_shown(self, persona: Persona) -> str:
+        """The model as /status and /context name it: the offline demo model names itself."""
+        return "demo" if self.provider.name == "demo" else self.model_for(persona)
 
     # --- one turn ----------------------------------------------------------------
 
@@ -356,7 +376,7 @@ class Engine:
             route.session.id,
             NewMessage(
                 role="system",
-                content=f"command: {text}",
+                content=f"{COMMAND_EVENT}{text}",
                 token_count=0,
                 sender_id=route.sender_id,
                 sender_name=inbound.actor.display_name,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, Security, status
@@ -16,15 +15,14 @@ from channels.web.clients import StreamSlot
 from channels.web.errors import error_responses
 from channels.web.events import turn_events
 from channels.web.forms import CLIENT_ID, message_fields, message_form
+from channels.web.history import message_views
 from channels.web.lane import WebLane, lane_of, persona_view
 from channels.web.schemas import (
-    AttachmentView,
     CommandResult,
     DeltaEvent,
     DoneEvent,
     ErrorEvent,
     HistoryPage,
-    MessageView,
     PersonaView,
     SessionState,
     StartSession,
@@ -44,7 +42,6 @@ COOKIE = APIKeyCookie(
     name=COOKIE_NAME, auto_error=False, description="The same token as an HttpOnly cookie (same-site pages)."
 )
 COOKIE_MAX_AGE = 365 * 24 * 3600
-VISIBLE_ROLES = ("user", "assistant")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 # The stream's events, by name; their schemas go into the OpenAPI components (see app.py).
 EVENT_MODELS: dict[str, type[BaseModel]] = {"delta": DeltaEvent, "done": DoneEvent, "error": ErrorEvent}
@@ -174,37 +171,15 @@ async def history(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> HistoryPage:
-    """A page of the conversation, oldest first; page back with `before=next_before`."""
+    """A page of the conversation, oldest first; page back with `before=next_before`.
+
+    Besides messages it holds events (role `system`, `event` set): commands, their answers,
+    persona switches and errors, so a reload shows what the person saw.
+    """
     session = lane.visitors.owned_session(visitor, session_id)
     rows = lane.store.messages(session.id, before_seq=before, limit=limit)
-    shown = [row for row in rows if row.role in VISIBLE_ROLES and row.id is not None]
-    files = lane.store.attachments_for(row.id for row in shown if row.id is not None)
-    messages = [
-        MessageView(
-            id=row.id or 0,
-            seq=row.seq,
-            role=row.role,
-            text=row.content,
-            status=row.status,
-            persona_id=row.persona_id if row.role == "assistant" else None,
-            persona_name=row.sender_name if row.role == "assistant" else None,
-            sender_name=row.sender_name if row.role == "user" else None,
-            lane=row.lane,
-            created_at=iso_utc(row.created_at),
-            attachments=[
-                AttachmentView(
-                    id=item.id or 0,
-                    kind=item.kind,
-                    filename=item.filename,
-                    mime_type=item.mime_type,
-                    size=item.size,
-                    url=f"/api/attachments/{item.id}",
-                )
-                for item in files.get(row.id or 0, [])
-            ],
-        )
-        for row in shown
-    ]
+    files = lane.store.attachments_for(row.id for row in rows if row.id is not None and row.attachment_count)
+    messages = message_views(rows, files, lane.engine.personas)
     more = len(rows) == limit and rows[0].seq > 1
     return HistoryPage(session_id=session.id, messages=messages, next_before=rows[0].seq if more else None)
 
@@ -308,8 +283,3 @@ async def counted(events: AsyncIterator[bytes], slot: StreamSlot) -> AsyncIterat
             yield event
     finally:
         slot.close()
-
-
-def iso_utc(moment: datetime) -> str:
-    # SQLite hands datetimes back without an offset; they were stored as UTC.
-    return (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)).isoformat()

@@ -159,3 +159,22 @@ def test_formatter_keeps_exceptions_on_one_line() -> None:
     line = JsonFormatter().format(record)
     assert "\n" not in line
     assert json.loads(line)["exception"].endswith("ValueError: boom")
+
+
+def test_access_lines_lose_their_query_strings() -> None:
+    stream = io.StringIO()
+    handler = make_handler("json")
+    assert isinstance(handler, logging.StreamHandler)
+    handler.setStream(stream)
+    record = logging.LogRecord(
+        "uvicorn.access",
+        logging.INFO,
+        __file__,
+        1,
+        '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5000", "GET", f"/admin/api/conversations?q={BODY}", "1.1", 200),
+        None,
+    )
+    handler.handle(record)
+    line = json.loads(stream.getvalue())
+    assert line["message"] == '127.0.0.1:5000 - "GET /admin/api/conversations HTTP/1.1" 200'
