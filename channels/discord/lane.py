@@ -35,6 +35,7 @@ INTENT_HELP = (
 # Failures worth retrying: Discord (or the way to it) is down, not our configuration.
 UNREACHABLE = (OSError, aiohttp.ClientError, asyncio.TimeoutError, discord.DiscordServerError)
 RETRY_FIRST = 2.0
+FIRST_LOGIN_TIMEOUT = 10.0
 RETRY_MAX = 120.0
 
 
@@ -42,7 +43,12 @@ class DiscordLane:
     name = LANE
 
     def __init__(
-        self, runtime: Runtime, *, edit_interval: float = 1.0, retry_first: float = RETRY_FIRST
+        self,
+        runtime: Runtime,
+        *,
+        edit_interval: float = 1.0,
+        retry_first: float = RETRY_FIRST,
+        first_login_timeout: float = FIRST_LOGIN_TIMEOUT,
     ) -> None:
         settings = runtime.settings.channels.discord
         if settings.token is None:
@@ -51,6 +57,7 @@ class DiscordLane:
         self._endpoints = Endpoints(settings.api_base, settings.gateway_url)
         self._health = runtime.lanes
         self._retry_first = retry_first
+        self._first_login_timeout = first_login_timeout
         self.client = ChorusClient(runtime.engine, settings, self._endpoints, edit_interval=edit_interval)
         self.client.event(self.on_ready)
         self._gateway: asyncio.Task[None] | None = None
@@ -62,7 +69,8 @@ class DiscordLane:
         """Log in (a wrong token fails here, at startup), then keep the gateway in the background."""
         self._health.starting(LANE)
         try:
-            await self.client.login(self._token)
+            # A Discord that does not answer must not hold up the other lanes' start.
+            await asyncio.wait_for(self.client.login(self._token), self._first_login_timeout)
             logged_in = True
         except discord.LoginFailure as error:
             self._health.failed(LANE, f"Discord rejected the bot token. {TOKEN_HELP}")

@@ -175,6 +175,8 @@ class FakeDiscord(LocalServer):
         self.token = VALID_TOKEN
         # Status codes the next REST calls get instead of an answer (an outage).
         self.failures: list[int] = []
+        # While set, REST calls get no answer at all (a network that swallows packets).
+        self.silent = False
         self._ids = itertools.count(1200000000000000000)
         self._changed = asyncio.Condition()
         self._rate_limit_edits: list[float] = []
@@ -574,6 +576,8 @@ class FakeDiscord(LocalServer):
             await self._notify()
 
     async def _respond(self, request: web.Request, call: RestCall) -> web.Response:
+        while self.silent:
+            await asyncio.sleep(0.05)
         if self.failures:
             status = self.failures.pop(0)
             return _json({"message": f"{status}: Server Error", "code": 0}, status=status)

@@ -139,3 +139,21 @@ async def test_stopping_a_lane_that_waits_to_retry_is_immediate(tmp_path: Path) 
         await asyncio.wait_for(lane.stop(), 10)
     finally:
         await runtime.aclose()
+
+
+async def test_a_discord_that_does_not_answer_does_not_hold_up_startup(
+    runtime: Runtime, fake_discord: FakeDiscord
+) -> None:
+    fake_discord.silent = True
+    lane = DiscordLane(runtime, edit_interval=0.05, retry_first=0.05, first_login_timeout=0.5)
+    try:
+        await asyncio.wait_for(lane.start(), 30)
+        status = runtime.lanes.snapshot()["discord"]
+        assert status.state == "starting" and "TimeoutError" in (status.reason or "")
+
+        fake_discord.silent = False
+        await asyncio.wait_for(fake_discord.connected.wait(), 60)
+        await fake_discord.post_message(DM_CHANNEL_ID, "late but here")
+        await fake_discord.wait_for_texts(DM_CHANNEL_ID, [spoken("reply to: late but here")])
+    finally:
+        await lane.stop()
