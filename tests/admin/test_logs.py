@@ -95,7 +95,7 @@ async def test_no_message_body_document_or_secret_is_logged_at_info(
             )
         )
         code_reply = await runtime.engine.respond(inbound("/link", user_id="alice"))
-        code = code_reply.text.split("Your link code: ")[1].split()[0]
+        code = code_reply.text.split("Your link code: ")[1].split()[0].strip("`")
         secrets.append(code)
         await runtime.engine.respond(inbound(f"/link {code}", lane="telegram", user_id="55"))
         async with httpx.AsyncClient(

@@ -21,7 +21,7 @@ async def say(runtime: Runtime, text: str, lane: str, user_id: str) -> Reply:
 
 async def link(runtime: Runtime, shown_on: tuple[str, str], entered_on: tuple[str, str]) -> Reply:
     shown = await say(runtime, "/link", *shown_on)
-    code = shown.text.split("Your link code: ")[1].split()[0]
+    code = shown.text.split("Your link code: ")[1].split()[0].strip("`")
     linked = await say(runtime, f"/link {code}", *entered_on)
     assert linked.kind == "command", linked.text
     return linked

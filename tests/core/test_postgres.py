@@ -74,7 +74,12 @@ async def test_link_and_export_import_on_postgres(tmp_path, postgres_url):
     runtime = make_runtime(tmp_path, database_url=postgres_url)
     engine = runtime.engine
     web = await engine.respond(inbound("I am on the web", lane="web", user_id="v1"))
-    code = (await engine.respond(inbound("/link", lane="web", user_id="v1"))).text.split(": ")[1].split()[0]
+    code = (
+        (await engine.respond(inbound("/link", lane="web", user_id="v1")))
+        .text.split(": ")[1]
+        .split()[0]
+        .strip("`")
+    )
     await engine.respond(inbound(f"/link {code}", lane="discord", user_id="d1"))
     discord = await engine.respond(inbound("and now on discord", lane="discord", user_id="d1"))
     assert discord.session_id == web.session_id
@@ -125,7 +130,10 @@ async def test_linking_merges_two_persons_on_postgres(tmp_path, postgres_url):
     for reply in (older, newer):
         await runtime.memory.flush(runtime.store.get_session(reply.session_id))
     code = (
-        (await engine.respond(inbound("/link", lane="telegram", user_id="t"))).text.split(": ")[1].split()[0]
+        (await engine.respond(inbound("/link", lane="telegram", user_id="t")))
+        .text.split(": ")[1]
+        .split()[0]
+        .strip("`")
     )
     linked = await engine.respond(inbound(f"/link {code}", lane="web", user_id="v"))
     assert linked.session_id == newer.session_id and older.session_id[:8] in linked.text
