@@ -12,7 +12,8 @@ from bot.cli.serve import Server, Service
 from bot.storage.models import Message
 from channels.discord.lane import DiscordLane
 from channels.web.app import create_app
-from tests.discord.fake_discord import DM_CHANNEL_ID, VALID_TOKEN, FakeDiscord
+from tests.discord.conftest import lane_settings
+from tests.discord.fake_discord import DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as ModelReply
 from tests.support.runtime import make_runtime
@@ -24,7 +25,10 @@ async def test_shutdown_finishes_the_draft_and_closes_the_gateway_cleanly(
     tmp_path: Path, fake_discord: FakeDiscord, fake_openai: FakeOpenAI
 ) -> None:
     runtime = make_runtime(
-        tmp_path, model_base_url=fake_openai.base_url, discord_token=VALID_TOKEN, shutdown_grace_seconds=0.5
+        tmp_path,
+        model_base_url=fake_openai.base_url,
+        shutdown_grace_seconds=0.5,
+        **lane_settings(fake_discord),
     )
     lane = DiscordLane(runtime, edit_interval=0.05)
     server = Server(uvicorn.Config(create_app(runtime), host="127.0.0.1", port=0, log_level="warning"))
@@ -42,5 +46,6 @@ async def test_shutdown_finishes_the_draft_and_closes_the_gateway_cleanly(
         [stored] = db.exec(select(Message).where(Message.role == "assistant")).all()
     assert stored.status == "interrupted" and stored.content
     [shown] = fake_discord.texts_in(DM_CHANNEL_ID)
-    assert shown.startswith(stored.content + "\n\n[Cut off: the server was restarting.")
+    assert stored.content.strip() in shown and "[Cut off: the server was restarting." in shown
+    assert "▌" not in shown
     assert fake_discord.gateway.client_close_codes == [1000]
