@@ -8,14 +8,19 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bot.cli.transfer import export_json, export_markdown, import_json, load_document
 from bot.config import load_settings
 from bot.errors import ChorusError
 from bot.logs import configure_logging
-from bot.runtime import Runtime, build_runtime
 from bot.storage import migrate
 from bot.storage.database import create_database_engine
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
+
+# The whole runtime (engine, lanes' settings, providers) is imported only by the commands
+# that run it; `chorus recall` answers from the database alone, so it starts fast.
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,6 +86,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
+    from bot.runtime import build_runtime
     from channels.terminal import chat_loop
 
     async def run() -> None:
@@ -95,6 +101,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
+    from bot.runtime import build_runtime
+
     runtime = build_runtime(args.settings)
     rows = runtime.store.list_sessions()
     if not rows:
@@ -109,6 +117,9 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from bot.cli.transfer import export_json, export_markdown
+    from bot.runtime import build_runtime
+
     runtime = build_runtime(args.settings)
     chat = runtime.store.find_session(args.session)
     if chat is None:
@@ -134,9 +145,16 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from bot.cli.transfer import import_json, load_document
+    from bot.runtime import build_runtime
+
     runtime = build_runtime(args.settings)
     chat = import_json(runtime.store, runtime.engine.attachments, load_document(args.file))
     print(f"Imported as session {chat.id} ({chat.last_seq} messages).")
+    if runtime.settings.memory.enabled and runtime.memory is not None:
+        # An imported conversation is remembered like a live one: distil it all now.
+        result = asyncio.run(runtime.memory.flush(chat))
+        print(f"Distilled {result.written if result else 0} memory items from it.")
     _close(runtime)
     return 0
 
@@ -144,20 +162,17 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_recall(args: argparse.Namespace) -> int:
     from bot.memory.cli import recall_output
 
-    runtime = build_runtime(args.settings)
+    database = create_database_engine(args.settings.database_url)
     try:
+        if not migrate.is_current(database):
+            migrate.upgrade(database)
         print(
             recall_output(
-                runtime.database,
-                args.settings.memory,
-                args.session,
-                args.query,
-                limit=args.k,
-                as_json=args.json,
+                database, args.settings.memory, args.session, args.query, limit=args.k, as_json=args.json
             )
         )
     finally:
-        _close(runtime)
+        database.dispose()
     return 0
 
 

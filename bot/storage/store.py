@@ -20,8 +20,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.errors import LinkCodeError
-from bot.search_terms import search_text
 from bot.storage.database import open_session
+from bot.storage.index_text import message_index_text
 from bot.storage.models import (
     Account,
     Attachment,
@@ -632,7 +632,9 @@ class Store:
                         {
                             "id": message_id,
                             "owner": owner_token(owner_kind, owner_id),
-                            "content": search_text(values["content"]),
+                            "content": message_index_text(
+                                values["sender_name"], values["content"], created_at
+                            ),
                         },
                     )
                 if message.attachments:
