@@ -21,6 +21,7 @@ BENCHMARKS = {
     "context": ("bench.context_replay", "Context management: LoCoMo replay in a small window"),
     "memory": ("bench.memory_offload", "Long-term memory: LoCoMo offload and recall"),
     "recall": ("bench.recall", "Recall: the development question set over LoCoMo group chats"),
+    "console": ("bench.console", "Operator's console: list, transcript and context chart on a busy database"),
 }
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 from tokenizers import Tokenizer
 
 BATCH = 32
@@ -45,7 +45,8 @@ def read_safetensors(path: Path) -> dict[str, Array]:
 def _layer_norm(x: Array, weight: Array, bias: Array, eps: float) -> Array:
     mean = x.mean(-1, keepdims=True)
     variance = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(variance + eps) * weight + bias
+    normalised: Array = (x - mean) / np.sqrt(variance + eps) * weight + bias
+    return normalised
 
 
 def _gelu(x: Array) -> Array:
@@ -135,7 +136,8 @@ class MiniLM:
             p = f"encoder.layer.{layer}."
 
             def dense(values: Array, name: str, prefix: str = p) -> Array:
-                return values @ w[prefix + name + ".weight"] + w[prefix + name + ".bias"]
+                product: Array = values @ w[prefix + name + ".weight"] + w[prefix + name + ".bias"]
+                return product
 
             qkv = dense(x, "attention.self.qkv").reshape(batch, width, 3, self.heads, head)
             q, k, v = (qkv[:, :, part].transpose(0, 2, 1, 3) for part in range(3))
@@ -158,4 +160,5 @@ class MiniLM:
             )
         pooled = (x * mask[..., None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        unit: Array = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return unit

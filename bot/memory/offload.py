@@ -162,7 +162,7 @@ class Offloader:
         texts = [item.content for item in items] + [
             embedded_text(message.sender_name, message.content) for message in said
         ]
-        vectors = self.embedder.embed(texts) if texts else []
+        vectors = list(self.embedder.embed(texts)) if texts else []
         embedded_items = [
             dataclasses.replace(item, embedding=to_blob(vector))
             for item, vector in zip(items, vectors, strict=False)

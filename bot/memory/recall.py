@@ -150,14 +150,21 @@ class Recall:
         if limit <= 0 or not query.strip():
             return []
         candidates = max(limit * CANDIDATES_PER_HIT, MIN_CANDIDATES)
-        window = {"window_session_id": window_session_id, "window_from_seq": window_from_seq}
-        lexical = self.store.full_text(owner, query_terms(query), candidates, **window)
+        lexical = self.store.full_text(
+            owner,
+            query_terms(query),
+            candidates,
+            window_session_id=window_session_id,
+            window_from_seq=window_from_seq,
+        )
         rankings = [
             Ranking("full-text", ITEM_WEIGHT, lexical["memory"]),
             Ranking("full-text", 1.0, lexical["message"]),
         ]
         if self.dense is not None:
-            items, messages = self.dense.search(owner, query, candidates, **window)
+            items, messages = self.dense.search(
+                owner, query, candidates, window_session_id=window_session_id, window_from_seq=window_from_seq
+            )
             rankings += [Ranking("dense", ITEM_WEIGHT, items), Ranking("dense", 1.0, messages)]
         return fuse(rankings, limit)
 

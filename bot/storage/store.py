@@ -633,7 +633,7 @@ class Store:
                             "id": message_id,
                             "owner": owner_token(owner_kind, owner_id),
                             "content": message_index_text(
-                                values["sender_name"], values["content"], created_at
+                                str(values["sender_name"] or ""), str(values["content"]), created_at
                             ),
                         },
                     )
