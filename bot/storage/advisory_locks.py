@@ -22,6 +22,8 @@ from bot.liveness import SESSION_LOCK_CLASS, lock_key
 # for their lock at once; more queue in the process (PostgreSQL's max_connections
 # is shared by every process).
 LOCK_CONNECTIONS = 16
+CONNECT_ATTEMPTS = 3
+CONNECT_RETRY_SECONDS = 0.1
 LOCK = "SELECT pg_advisory_lock(%s, %s)"
 UNLOCK = "SELECT pg_advisory_unlock(%s, %s)"
 
@@ -50,12 +52,19 @@ class PostgresSessionLocks:
             try:
                 yield
             finally:
-                try:
-                    await asyncio.shield(connection.execute(UNLOCK, key))
-                    self._idle.append(connection)
-                except BaseException:
-                    await connection.close()
-                    raise
+                # The release finishes on its own even if this task is cancelled meanwhile:
+                # the connection is never closed under a running statement.
+                await asyncio.shield(asyncio.ensure_future(self._release(connection, key)))
+
+    async def _release(self, connection: psycopg.AsyncConnection[object], key: tuple[int, int]) -> None:
+        try:
+            await connection.execute(UNLOCK, key)
+        except (OSError, psycopg.Error):
+            # Closing the connection releases the lock as surely as unlocking it.
+            with suppress(OSError, psycopg.Error):
+                await connection.close()
+        else:
+            self._idle.append(connection)
 
     async def aclose(self) -> None:
         idle, self._idle = self._idle, []
@@ -64,4 +73,11 @@ class PostgresSessionLocks:
                 await connection.close()
 
     async def _connect(self) -> psycopg.AsyncConnection[object]:
+        for _ in range(CONNECT_ATTEMPTS - 1):
+            try:
+                return await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+            except (OSError, psycopg.OperationalError):
+                # A connect can lose its socket under load (seen as FileNotFoundError from
+                # the selector); a fresh attempt is cheap next to failing the person's turn.
+                await asyncio.sleep(CONNECT_RETRY_SECONDS)
         return await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
