@@ -26,6 +26,7 @@ from bot.storage.store import Store
 from bot.turns.attachments import AttachmentStore
 from bot.turns.engine import Engine
 from persona import Persona, PersonaRegistry
+from transcript.tokens import encoding
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,8 @@ def build_personas(settings: Settings) -> PersonaRegistry:
 def build_runtime(
     settings: Settings, *, provider: ChatProvider | None = None, apply_migrations: bool = True
 ) -> Runtime:
+    # The tokenizer table takes ~0.3 s to load: now, rather than inside the first turn.
+    encoding()
     database = create_database_engine(settings.database_url)
     if apply_migrations:
         migrate.upgrade(database)

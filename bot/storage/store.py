@@ -130,6 +130,21 @@ KNOWN_PRIVATE_ROUTE = (
 
 VISITOR_TOKENS = cast(Table, VisitorToken.__table__)
 LINK_CODES = cast(Table, LinkCode.__table__)
+# A web visitor's token → its account and active private session, in one read (every request).
+VISITOR_ROUTE = (
+    select(
+        VISITOR_TOKENS.c.visitor_id,
+        *(column.label(f"account_{column.name}") for column in ACCOUNTS.c),
+        *(column.label(f"session_{column.name}") for column in SESSIONS.c),
+    )
+    .select_from(VISITOR_TOKENS)
+    .outerjoin(
+        ACCOUNTS, (ACCOUNTS.c.lane == "web") & (ACCOUNTS.c.platform_user_id == VISITOR_TOKENS.c.visitor_id)
+    )
+    .outerjoin(PERSONS, PERSONS.c.id == ACCOUNTS.c.person_id)
+    .outerjoin(SESSIONS, SESSIONS.c.id == PERSONS.c.active_session_id)
+    .where(VISITOR_TOKENS.c.token_hash == bindparam("token_hash"))
+)
 # Web visitors past the cutoff whose person never stored a message anywhere and has
 # no account besides the visitor's own (a linked person is someone's real history).
 _OTHER_ACCOUNTS = ACCOUNTS.alias("other_accounts")
@@ -465,6 +480,19 @@ class Store:
         with self._session() as db:
             found = db.get(VisitorToken, _token_hash(token))
             return found.visitor_id if found is not None else None
+
+    def visitor_route(self, token: str) -> tuple[str, tuple[Account, ChatSession] | None] | None:
+        """The visitor of a token, with its account and active session when both exist; None if unknown."""
+        with self.database.connect() as connection:
+            row = connection.execute(VISITOR_ROUTE, {"token_hash": _token_hash(token)}).first()
+        if row is None:
+            return None
+        fields = row._mapping
+        if fields["account_id"] is None or fields["session_id"] is None:
+            return row.visitor_id, None
+        account = Account(**{column.name: fields[f"account_{column.name}"] for column in ACCOUNTS.c})
+        session = ChatSession(**{column.name: fields[f"session_{column.name}"] for column in SESSIONS.c})
+        return row.visitor_id, (account, session)
 
     def forget_idle_visitors(self, idle: timedelta, batch: int = 500) -> int:
         """Delete web visitors created longer than `idle` ago that never stored a message.

@@ -114,18 +114,24 @@ class Engine:
         assert reply is not None
         return reply
 
-    async def stream(self, inbound: InboundMessage) -> AsyncGenerator[TurnEvent, None]:
-        """Run a turn: zero or more `Delta`s, then exactly one `Reply`."""
+    async def stream(
+        self, inbound: InboundMessage, route: Route | None = None
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """Run a turn: zero or more `Delta`s, then exactly one `Reply`.
+
+        `route` is the message's route when the lane already resolved it for this
+        request (the web lane authenticates by it), so it is not looked up twice.
+        """
         # Log records written during the turn (and by its after-turn work) carry its ids.
         with turn_scope(inbound.lane):
-            async with aclosing(self._stream(inbound)) as events:
+            async with aclosing(self._stream(inbound, route)) as events:
                 async for event in events:
                     yield event
 
-    async def _stream(self, inbound: InboundMessage) -> AsyncGenerator[TurnEvent, None]:
+    async def _stream(self, inbound: InboundMessage, route: Route | None) -> AsyncGenerator[TurnEvent, None]:
         text = clean_text(inbound.text)
         try:
-            route = resolve_route(self.store, inbound, self.personas.default.id)
+            route = route or resolve_route(self.store, inbound, self.personas.default.id)
         except ChorusError as error:
             yield Reply(kind="error", text=str(error))
             return
