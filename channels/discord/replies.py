@@ -8,7 +8,7 @@ Stop button; the final text replaces it without the button.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import AsyncExitStack, aclosing, suppress
 from typing import Any
 
@@ -75,7 +75,7 @@ class DiscordReply:
             first_after=edit_interval,
         )
 
-    async def play(self, events: AsyncIterator[TurnEvent]) -> None:
+    async def play(self, events: AsyncGenerator[TurnEvent, None]) -> None:
         """The engine's stream is always read to the end, so the reply is stored even when
         Discord refuses a preview."""
         streamed = ""
@@ -125,11 +125,17 @@ class DiscordReply:
         if self._webhook is not None and self._persona is not None:
             posted = await self._send_as_persona(self._webhook, self._persona, text, view)
         if posted is None:
-            # DMs answer in place; in busy server channels the reply points at its question.
-            reference = self._message.to_reference(fail_if_not_exists=False) if self._in_guild else None
-            posted = await self._channel.send(text, reference=reference, view=view)
+            posted = await self._send_as_bot(text, view)
         self._sent.append(posted)
         return posted
+
+    async def _send_as_bot(self, text: str, view: Any) -> discord.Message:
+        if not self._in_guild:
+            # A DM answers in place, without quoting.
+            return await self._channel.send(text, view=view)
+        # In a busy server channel the reply points at its question.
+        reference = self._message.to_reference(fail_if_not_exists=False)
+        return await self._channel.send(text, reference=reference, view=view)
 
     async def _send_as_persona(
         self, webhook: discord.Webhook, persona: Persona, text: str, view: Any
@@ -164,7 +170,7 @@ class DiscordReply:
 
 async def deliver_reply(
     message: discord.Message,
-    events: AsyncIterator[TurnEvent],
+    events: AsyncGenerator[TurnEvent, None],
     *,
     personas: PersonaRegistry,
     webhooks: PersonaWebhooks,
