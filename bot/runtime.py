@@ -102,7 +102,13 @@ def build_runtime(
         ),
         commands=commands,
     )
-    context = ContextMaintainer(engine)
+    context = ContextMaintainer(
+        settings=settings,
+        store=store,
+        assembler=engine.assembler,
+        personas=engine.personas,
+        provider=provider,
+    )
     engine.maintainer = context
     engine.after_turn_jobs.append(context.after_turn)
     engine.overflow_handler = context.recover_from_overflow

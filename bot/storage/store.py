@@ -430,6 +430,14 @@ class Store:
             found = connection.execute(SESSION_BY_ID, {"session_id": session_id}).first()
         return ChatSession(**found._mapping) if found is not None else None
 
+    def refresh(self, session: ChatSession) -> ChatSession:
+        """The session as stored now (a turn or command may have changed it meanwhile)."""
+        found = self.get_session(session.id)
+        if found is None:
+            # Sessions are never deleted; a missing row means the database was swapped underneath.
+            raise LookupError(f"session {session.id} is no longer stored")
+        return found
+
     def find_session(self, prefix: str) -> ChatSession | None:
         """A session by id or unambiguous id prefix (as typed on a command line)."""
         with self._session() as db:

@@ -143,6 +143,8 @@ class Engine:
                         engine=self,
                         inbound=inbound,
                         route=route,
+                        # Read under the lock: a turn before may have switched persona or session.
+                        session=self.store.refresh(route.session),
                         maintainer=self.maintainer,
                         memory=self.memory,
                     ),
@@ -203,14 +205,14 @@ class Engine:
         return await self.assembler.assemble(session, self.persona_for(session))
 
     def model_for(self, persona: Persona) -> str:
-        return persona.model or self.settings.model.name
+        return self.settings.model.model_for(persona.model)
 
     # --- one turn ----------------------------------------------------------------
 
     async def _turn(
         self, inbound: InboundMessage, route: Route, text: str, *, reread: bool
     ) -> AsyncGenerator[TurnEvent, None]:
-        session = (self.store.get_session(route.session.id) if reread else None) or route.session
+        session = self.store.refresh(route.session) if reread else route.session
         persona = self.persona_for(session)
         try:
             user_message_id = (await self._store_user_message(inbound, route, text)).id
