@@ -10,23 +10,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, bindparam, delete, func, text, update
+from sqlalchemy import bindparam, delete, func, text, update
+from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from bot.storage.database import open_session
 from bot.storage.memory_models import MemoryCursor, MemoryItem
-from bot.storage.models import ChatSession, Message, utcnow
+from bot.storage.models import ChatSession, Message, table_of, utcnow
 from bot.storage.store import owner_token
 
 # Distilled items outrank raw messages of similar relevance in recall.
 MEMORY_RANK_WEIGHT = 1.25
 # Enough terms to find what a question is about, few enough to keep one query cheap.
-ITEMS = cast(Table, MemoryItem.__table__)
+ITEMS = table_of(MemoryItem)
 NEWEST_ITEMS = (
-    select(ITEMS)
+    sa_select(ITEMS)
     .where(ITEMS.c.owner_kind == bindparam("owner_kind"), ITEMS.c.owner_id == bindparam("owner_id"))
     .order_by(ITEMS.c.updated_at.desc(), ITEMS.c.id.desc())
     .limit(bindparam("limit"))
@@ -322,10 +323,10 @@ class MemoryStore:
             statement = _POSTGRES_SEARCH
         else:
             # The owner token narrows the match inside the index (see migration 0003).
-            owner = owner_token(owner.kind, owner.id)
+            token = owner_token(owner.kind, owner.id)
             any_term = " OR ".join(f'"{term}"' for term in unique_terms)
-            params["memory_query"] = f'owner:"{owner}" AND search_text:({any_term})'
-            params["message_query"] = f'owner:"{owner}" AND content:({any_term})'
+            params["memory_query"] = f'owner:"{token}" AND search_text:({any_term})'
+            params["message_query"] = f'owner:"{token}" AND content:({any_term})'
             statement = _SQLITE_SEARCH
         parts = [statement["memory"]] + ([statement["messages"]] if include_messages else [])
         sql = " UNION ALL ".join(f"SELECT * FROM ({part}) AS part_{n}" for n, part in enumerate(parts))

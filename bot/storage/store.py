@@ -12,9 +12,10 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Table, bindparam, func, insert, text, update
+from sqlalchemy import bindparam, func, insert, text, update
+from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine, Row
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -31,6 +32,7 @@ from bot.storage.models import (
     Message,
     Person,
     VisitorToken,
+    table_of,
     utcnow,
 )
 from bot.storage.sanitise import clean_optional, clean_text
@@ -39,11 +41,11 @@ from transcript import AttachmentRef, TranscriptRow
 if TYPE_CHECKING:
     from bot.storage.person_merge import PersonMerge
 
-SESSIONS = cast(Table, ChatSession.__table__)
-PERSONS = cast(Table, Person.__table__)
-ACCOUNTS = cast(Table, Account.__table__)
-MESSAGES = cast(Table, Message.__table__)
-ATTACHMENTS = cast(Table, Attachment.__table__)
+SESSIONS = table_of(ChatSession)
+PERSONS = table_of(Person)
+ACCOUNTS = table_of(Account)
+MESSAGES = table_of(Message)
+ATTACHMENTS = table_of(Attachment)
 ROW_COLUMNS = (
     MESSAGES.c.id,
     MESSAGES.c.seq,
@@ -80,7 +82,7 @@ BUMP_SEQUENCE = (
 INSERT_MESSAGE = insert(MESSAGES).returning(MESSAGES.c.id)
 INSERT_ATTACHMENT = insert(ATTACHMENTS)
 RECENT_ROWS = (
-    select(*ROW_COLUMNS)
+    sa_select(*ROW_COLUMNS)
     .where(
         MESSAGES.c.session_id == bindparam("session_id"),
         MESSAGES.c.seq > bindparam("after_seq"),
@@ -89,15 +91,15 @@ RECENT_ROWS = (
     .order_by(MESSAGES.c.seq.desc())
     .limit(bindparam("limit"))
 )
-ACCOUNT_BY_PLATFORM_ID = select(ACCOUNTS).where(
+ACCOUNT_BY_PLATFORM_ID = sa_select(ACCOUNTS).where(
     ACCOUNTS.c.lane == bindparam("lane"), ACCOUNTS.c.platform_user_id == bindparam("platform_user_id")
 )
 ACTIVE_PRIVATE_SESSION = (
-    select(SESSIONS)
+    sa_select(SESSIONS)
     .join(PERSONS, PERSONS.c.active_session_id == SESSIONS.c.id)
     .where(PERSONS.c.id == bindparam("person_id"))
 )
-SESSION_BY_ID = select(SESSIONS).where(SESSIONS.c.id == bindparam("session_id"))
+SESSION_BY_ID = sa_select(SESSIONS).where(SESSIONS.c.id == bindparam("session_id"))
 # A known sender's account and active private session in one read (the common case).
 KNOWN_PRIVATE_ROUTE = (
     select(
@@ -505,10 +507,11 @@ class Store:
             else None
         )
         documents = sum(1 for attachment in message.attachments if attachment.kind == "document")
+        content = clean_text(message.content)
         values = {
             "session_id": session_id,
             "role": message.role,
-            "content": clean_text(message.content),
+            "content": content,
             "persona_id": message.persona_id,
             "sender_id": message.sender_id,
             "sender_name": clean_optional(message.sender_name),
@@ -535,7 +538,7 @@ class Store:
                         {
                             "id": message_id,
                             "owner": owner_token(owner_kind, owner_id),
-                            "content": search_text(values["content"]),
+                            "content": search_text(content),
                         },
                     )
                 if message.attachments:
@@ -569,7 +572,7 @@ class Store:
             seq=seq,
             session_id=session_id,
             role=message.role,
-            content=values["content"],
+            content=content,
             persona_id=message.persona_id,
             status=message.status,
         )
@@ -607,7 +610,7 @@ class Store:
             files: dict[int, list[AttachmentRef]] = {}
             if with_files:
                 for attachment in connection.execute(
-                    select(ATTACHMENTS)
+                    sa_select(ATTACHMENTS)
                     .where(ATTACHMENTS.c.message_id.in_(with_files))
                     .order_by(ATTACHMENTS.c.id)
                 ):

@@ -171,13 +171,14 @@ class Engine:
         text = clean_text(inbound.text)
         route = resolve_route(self.store, inbound, self.personas.default.id)
         async with self.locks.hold(route.session.id):
+            stored_id: int | None
             try:
-                stored = await self._store_user_message(inbound, route, text)
+                stored_id = (await self._store_user_message(inbound, route, text)).id
             except DuplicateMessage as duplicate:
-                stored = duplicate.existing
+                stored_id = duplicate.existing.id
             except ChorusError as error:
                 return Reply(kind="error", text=str(error), session_id=route.session.id)
-        return Reply(kind="recorded", text="", session_id=route.session.id, user_message_id=stored.id)
+        return Reply(kind="recorded", text="", session_id=route.session.id, user_message_id=stored_id)
 
     def stop_turn(self, session_id: str) -> bool:
         """Ask the turn running for this session in this process to stop; False when none runs.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import AsyncExitStack, aclosing, suppress
 
 import discord
@@ -14,7 +14,7 @@ MESSAGE_LIMIT = 2000
 
 
 async def deliver_reply(
-    message: discord.Message, events: AsyncIterator[TurnEvent], *, edit_interval: float
+    message: discord.Message, events: AsyncGenerator[TurnEvent, None], *, edit_interval: float
 ) -> None:
     """Answer `message` in its channel; the first part references it.
 
