@@ -1,7 +1,7 @@
 """Pure functions from a session's stored rows to the model's messages for one turn.
 
 Owns `CONTEXT_COUNT`, token counting, the rolling window and the context contract
-(DESIGN §6), plus compaction planning, collapse projection and the /context report
+(docs/ARCHITECTURE.md §5), plus compaction planning, collapse projection and the /context report
 (§7). The engine calls `build_context` for every lane's turns, so all lanes share one
 `CONTEXT_COUNT`. It must not do I/O, hold state between turns or decide identity,
 and never imports aiogram, discord, fastapi, sqlmodel, httpx, `bot` or `channels`.

@@ -1,4 +1,4 @@
-"""Compaction (seed 002): fold older messages into one model-written summary.
+"""Compaction (docs/ARCHITECTURE.md §6): fold older messages into one model-written summary.
 
 Pure planning and algorithms: which rows to summarise, how to chunk them by
 tokens, the prompts, and the progressive / staged / fallback summarisation

@@ -1,4 +1,4 @@
-"""Runs context management: compaction, collapse and overflow recovery (DESIGN §7).
+"""Runs context management: compaction, collapse and overflow recovery (docs/ARCHITECTURE.md §6).
 
 `after_turn` runs in the background after each turn: when the context passes
 `collapse_share` of the budget it folds the oldest ranges in the window, and
