@@ -20,6 +20,7 @@ BENCHMARKS = {
     "web": ("bench.web_visitors", "Web lane: concurrent visitors"),
     "context": ("bench.context_replay", "Context management: LoCoMo replay in a small window"),
     "memory": ("bench.memory_offload", "Long-term memory: LoCoMo offload and recall"),
+    "startup": ("bench.startup", "Cold start: chorus serve to healthy, chorus sessions"),
 }
 
 

@@ -1,8 +1,9 @@
 """Cold start: `chorus serve` until /healthz answers, and `chorus sessions` until it exits.
 
-Each run is a fresh Python process on a fresh SQLite database (migrations included), as an
-operator would start it. For scale, the same table shows a bare `import sqlalchemy, sqlmodel`
-in a fresh process: a storage-only command should cost at most about 1.5× that.
+Each run is a fresh Python process, as an operator would start it, on a SQLite database
+that exists already or (the first start) is created and migrated. For scale, the same
+table shows a bare `import sqlalchemy, sqlmodel` in a fresh process: a storage-only
+command should cost at most about 1.5× that.
 
     .venv/bin/python bench/startup.py [--runs 5]
 """
@@ -54,17 +55,27 @@ def bare_import() -> float:
     return time.perf_counter() - started
 
 
-def sessions() -> float:
+def _sessions(data: Path) -> float:
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "bot.cli", "sessions"],
+        cwd=REPO,
+        env=_environ(data),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - started
+
+
+def sessions_fresh() -> float:
     with tempfile.TemporaryDirectory() as data:
-        started = time.perf_counter()
-        subprocess.run(
-            [sys.executable, "-m", "bot.cli", "sessions"],
-            cwd=REPO,
-            env=_environ(Path(data)),
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        return time.perf_counter() - started
+        return _sessions(Path(data))
+
+
+def sessions_existing() -> float:
+    with tempfile.TemporaryDirectory() as data:
+        _sessions(Path(data))  # creates and migrates the database
+        return _sessions(Path(data))
 
 
 def serve_to_healthy() -> float:
@@ -99,7 +110,8 @@ def measure(runs: int) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     cases = [
         ("import sqlalchemy, sqlmodel (bare)", bare_import),
-        ("chorus sessions (fresh database)", sessions),
+        ("chorus sessions (existing database)", sessions_existing),
+        ("chorus sessions (new database: migrations run)", sessions_fresh),
         ("chorus serve → /healthz 200 (web lane)", serve_to_healthy),
     ]
     for name, run in cases:

@@ -94,12 +94,7 @@ def build_runtime(
         store=store,
         personas=build_personas(settings),
         provider=provider,
-        attachments=AttachmentStore(
-            settings.data_dir,
-            settings.limits.max_upload_bytes,
-            settings.limits.image_max_side,
-            settings.limits.image_max_pixels,
-        ),
+        attachments=AttachmentStore.from_settings(settings),
         commands=commands,
     )
     context = ContextMaintainer(

@@ -1,21 +1,27 @@
-"""The `chorus` command line."""
+"""The `chorus` command line.
+
+Each command imports what it uses when it runs: a storage-only command (`sessions`,
+`export`, `import`, `recall`, `db upgrade`) opens the database and nothing else, so it
+never loads a lane, the model provider or the turn engine.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bot.cli.transfer import export_json, export_markdown, import_json, load_document
-from bot.config import load_settings
+from bot.config import Settings, load_settings
 from bot.errors import ChorusError
 from bot.logs import configure_logging
-from bot.runtime import Runtime, build_runtime
-from bot.storage import migrate
-from bot.storage.database import create_database_engine
+
+if TYPE_CHECKING:
+    from bot.storage.store import Store
+    from bot.turns.attachments import AttachmentStore
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    import asyncio
+
     from bot.cli.serve import serve
 
     asyncio.run(serve(args.settings))
@@ -81,6 +89,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from bot.runtime import build_runtime
     from channels.terminal import chat_loop
 
     async def run() -> None:
@@ -95,8 +106,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    runtime = build_runtime(args.settings)
-    rows = runtime.store.list_sessions()
+    with opened_store(args.settings) as store:
+        rows = store.list_sessions()
     if not rows:
         print("No sessions yet.")
     for chat, count in rows:
@@ -104,51 +115,49 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             f"{chat.id}  {chat.kind:<7}  {count:>6} messages  persona={chat.persona_id}  "
             f"updated {chat.updated_at:%Y-%m-%d %H:%M}"
         )
-    _close(runtime)
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    runtime = build_runtime(args.settings)
-    chat = runtime.store.find_session(args.session)
-    if chat is None:
-        print(
-            f"chorus: no single session matches '{args.session}' (see `chorus sessions`)",
-            file=sys.stderr,
-        )
-        return 2
-    if args.format == "json":
-        text = json.dumps(
-            export_json(runtime.store, runtime.engine.attachments, chat),
-            ensure_ascii=False,
-            indent=2,
-        )
-    else:
-        text = export_markdown(runtime.store, chat)
+    from bot.cli.transfer import export_json, export_markdown
+
+    with opened_store(args.settings) as store:
+        chat = store.find_session(args.session)
+        if chat is None:
+            print(
+                f"chorus: no single session matches '{args.session}' (see `chorus sessions`)",
+                file=sys.stderr,
+            )
+            return 2
+        if args.format == "json":
+            text = json.dumps(
+                export_json(store, attachment_store(args.settings), chat), ensure_ascii=False, indent=2
+            )
+        else:
+            text = export_markdown(store, chat)
     if args.output:
         Path(args.output).write_text(text + "\n", encoding="utf-8")
     else:
         print(text)
-    _close(runtime)
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    runtime = build_runtime(args.settings)
-    chat = import_json(runtime.store, runtime.engine.attachments, load_document(args.file))
+    from bot.cli.transfer import import_json, load_document
+
+    with opened_store(args.settings) as store:
+        chat = import_json(store, attachment_store(args.settings), load_document(args.file))
     print(f"Imported as session {chat.id} ({chat.last_seq} messages).")
-    _close(runtime)
     return 0
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
     from bot.memory.cli import recall_output
 
-    runtime = build_runtime(args.settings)
-    try:
+    with opened_store(args.settings) as store:
         print(
             recall_output(
-                runtime.database,
+                store.database,
                 args.settings.memory,
                 args.session,
                 args.query,
@@ -156,12 +165,13 @@ def cmd_recall(args: argparse.Namespace) -> int:
                 as_json=args.json,
             )
         )
-    finally:
-        _close(runtime)
     return 0
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    from bot.storage import migrate
+    from bot.storage.database import create_database_engine
+
     database = create_database_engine(args.settings.database_url)
     migrate.upgrade(database)
     print(f"Database is at revision {migrate.current_revision(database)}.")
@@ -169,5 +179,22 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
-def _close(runtime: Runtime) -> None:
-    asyncio.run(runtime.aclose())
+@contextmanager
+def opened_store(settings: Settings) -> Iterator[Store]:
+    """The store on a migrated database, closed afterwards: all a storage-only command needs."""
+    from bot.storage import migrate
+    from bot.storage.database import create_database_engine
+    from bot.storage.store import Store
+
+    database = create_database_engine(settings.database_url)
+    try:
+        migrate.upgrade(database)
+        yield Store(database)
+    finally:
+        database.dispose()
+
+
+def attachment_store(settings: Settings) -> AttachmentStore:
+    from bot.turns.attachments import AttachmentStore
+
+    return AttachmentStore.from_settings(settings)

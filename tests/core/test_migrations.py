@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from alembic.autogenerate import compare_metadata
@@ -66,6 +68,7 @@ FIRST_SHAPE = [
 ]
 
 
+ROOT = Path(__file__).resolve().parents[2]
 COLUMNS_OF_MESSAGES_FTS = "SELECT name FROM pragma_table_info('messages_fts')"
 TRIGGERS = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
 
@@ -159,3 +162,35 @@ def test_repair_leaves_a_current_database_as_it_is(tmp_path: Path) -> None:
     assert after == before
     assert _indexed_words(engine).count("熊") == 1
     engine.dispose()
+
+
+def test_revisions_form_one_chain_named_after_their_files() -> None:
+    # `migrate.upgrade` takes the newest file as the head without asking Alembic.
+    files = sorted(migrate.VERSIONS_DIR.glob("[0-9][0-9][0-9][0-9]_*.py"))
+    assert {path.name for path in migrate.VERSIONS_DIR.glob("*.py")} == {path.name for path in files}
+    previous = None
+    for path in files:
+        source = path.read_text(encoding="utf-8")
+        assert f'revision = "{path.stem}"' in source
+        assert (f'down_revision = "{previous}"' if previous else "down_revision = None") in source
+        previous = path.stem
+    assert migrate.head_revision() == previous
+
+
+def test_a_database_at_head_is_recognised_without_alembic(tmp_path: Path) -> None:
+    engine = create_database_engine(f"sqlite:///{tmp_path / 'head.db'}")
+    assert migrate.current_revision(engine) is None
+    migrate.upgrade(engine)
+    assert migrate.current_revision(engine) == migrate.head_revision()
+    probe = (
+        "import sys\n"
+        "from bot.storage import migrate\n"
+        "from bot.storage.database import create_database_engine\n"
+        f"migrate.upgrade(create_database_engine({str(engine.url)!r}))\n"
+        "print('alembic' in sys.modules)"
+    )
+    engine.dispose()
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
