@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine as DatabaseEngine
 
@@ -38,8 +38,13 @@ class Runtime:
     engine: Engine
     memory: MemoryService | None = None
     context: ContextMaintainer | None = None
+    _closed: bool = field(default=False, init=False, repr=False)
 
     async def aclose(self) -> None:
+        """Finish background work and release connections; closing twice does nothing more."""
+        if self._closed:
+            return
+        self._closed = True
         await self.engine.drain()
         if self.memory is not None:
             await self.memory.aclose()

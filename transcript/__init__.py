@@ -40,7 +40,7 @@ from transcript.compaction import (
 )
 from transcript.context import Context, ContextStats, Message, TokensByPart
 from transcript.inspect import ContextOverview, render_context_report
-from transcript.limits import CONTEXT_COUNT, DEFAULT_CHAR_CAP
+from transcript.limits import CONTEXT_COUNT
 from transcript.names import sanitise_name
 from transcript.rows import AttachmentRef, TranscriptRow
 from transcript.tokens import count_message_tokens, count_tokens, truncate_to_tokens
@@ -49,7 +49,6 @@ from transcript.window import RowLike, window
 __all__ = [
     "COLLAPSE_INSTRUCTIONS",
     "CONTEXT_COUNT",
-    "DEFAULT_CHAR_CAP",
     "AttachmentRef",
     "Budget",
     "Capabilities",

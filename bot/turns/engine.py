@@ -108,7 +108,8 @@ class Engine:
         async for event in self.stream(inbound):
             if isinstance(event, Reply):
                 reply = event
-        assert reply is not None
+        if reply is None:
+            raise RuntimeError("a turn ended without its final Reply")
         return reply
 
     async def stream(self, inbound: InboundMessage) -> AsyncGenerator[TurnEvent, None]:

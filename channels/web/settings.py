@@ -13,7 +13,6 @@ class WebSettings(LaneSettings):
     port: int = 8080
     cors_origins: list[str] = Field(default_factory=list)
     rate_limit_per_minute: int = 30
-    public_url: str | None = None
     # The operator's console (/admin) and /metrics are served only when this is set.
     admin_token: SecretStr | None = None
     # Lets Prometheus scrape /metrics without the admin token (the console still needs it).

@@ -21,7 +21,7 @@ import bot.storage.tables  # noqa: F401
 from bot.cli.transfer import export_json, import_json
 from bot.storage import migrate
 from bot.storage.database import create_database_engine
-from tests.support.runtime import inbound, make_runtime
+from tests.support.runtime import inbound
 
 ADMIN_URL = os.environ.get("CHORUS_TEST_POSTGRES_URL")
 pytestmark = pytest.mark.skipif(
@@ -54,8 +54,8 @@ def test_migrations_build_the_model_schema_on_postgres(postgres_url):
     engine.dispose()
 
 
-async def test_turns_idempotency_and_ordering_on_postgres(tmp_path, postgres_url, fake_openai):
-    runtime = make_runtime(tmp_path, database_url=postgres_url, model_base_url=fake_openai.base_url)
+async def test_turns_idempotency_and_ordering_on_postgres(runtimes, tmp_path, postgres_url, fake_openai):
+    runtime = runtimes(tmp_path, database_url=postgres_url, model_base_url=fake_openai.base_url)
     engine = runtime.engine
     first = await engine.respond(inbound("hello", message_id="pg-1"))
     again = await engine.respond(inbound("hello", message_id="pg-1"))
@@ -67,11 +67,10 @@ async def test_turns_idempotency_and_ordering_on_postgres(tmp_path, postgres_url
     conversation = [m for m in stored if m.role != "system"]
     assert [m.role for m in conversation] == ["user", "assistant"] * 5
     assert {r.persona_id for r in replies} == {"sage"}
-    await runtime.aclose()
 
 
-async def test_link_and_export_import_on_postgres(tmp_path, postgres_url):
-    runtime = make_runtime(tmp_path, database_url=postgres_url)
+async def test_link_and_export_import_on_postgres(runtimes, tmp_path, postgres_url):
+    runtime = runtimes(tmp_path, database_url=postgres_url)
     engine = runtime.engine
     web = await engine.respond(inbound("I am on the web", lane="web", user_id="v1"))
     code = (await engine.respond(inbound("/link", lane="web", user_id="v1"))).text.split(": ")[1].split()[0]
@@ -86,11 +85,10 @@ async def test_link_and_export_import_on_postgres(tmp_path, postgres_url):
         document["session"].pop("id")
         document["session"].pop("created_at")
     assert again == exported
-    await runtime.aclose()
 
 
-async def test_memory_offload_snapshot_and_recall_on_postgres(tmp_path, postgres_url):
-    runtime = make_runtime(
+async def test_memory_offload_snapshot_and_recall_on_postgres(runtimes, tmp_path, postgres_url):
+    runtime = runtimes(
         tmp_path, database_url=postgres_url, memory_turns_threshold="1", memory_idle_seconds="0"
     )
     engine = runtime.engine
@@ -110,11 +108,10 @@ async def test_memory_offload_snapshot_and_recall_on_postgres(tmp_path, postgres
     assert "picnic" not in recalled
     listing = await say("/memory")
     assert "3 remembered items" in listing.splitlines()[0]
-    await runtime.aclose()
 
 
-async def test_linking_merges_two_persons_on_postgres(tmp_path, postgres_url):
-    runtime = make_runtime(tmp_path, database_url=postgres_url)
+async def test_linking_merges_two_persons_on_postgres(runtimes, tmp_path, postgres_url):
+    runtime = runtimes(tmp_path, database_url=postgres_url)
     engine = runtime.engine
     older = await engine.respond(
         inbound("My sister lives in Porto with two cats.", lane="telegram", user_id="t")
@@ -133,4 +130,3 @@ async def test_linking_merges_two_persons_on_postgres(tmp_path, postgres_url):
     assert "My sister lives in Porto" in recalled.text
     listed = await engine.respond(inbound("/memory", lane="telegram", user_id="t"))
     assert "Porto" in listed.text and "PostgreSQL" in listed.text
-    await runtime.aclose()

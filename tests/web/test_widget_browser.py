@@ -11,9 +11,9 @@ from playwright.async_api import Browser, Page, async_playwright
 
 from bot.providers.openai import OpenAICompatibleProvider
 from channels.web.app import create_app
-from channels.web.server import LiveServer
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.files import png_image
+from tests.support.live_server import LiveServer
 from tests.support.runtime import make_runtime
 
 CHROMIUM = "/usr/bin/chromium"
@@ -68,11 +68,11 @@ async def send(page: Page, text: str) -> None:
 
 
 async def test_reply_streams_into_the_bubble_as_it_arrives(
-    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+    runtimes, browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     words = ["Streams ", "arrive ", "one ", "piece ", "at ", "a ", "time."]
     fake_openai.script(Reply("".join(words), chunks=words, delay=0.12))
-    runtime = make_runtime(tmp_path, provider=OpenAICompatibleProvider(fake_openai.base_url))
+    runtime = runtimes(tmp_path, provider=OpenAICompatibleProvider(fake_openai.base_url))
     async with LiveServer(create_app(runtime)) as live:
         page = await open_demo(browser, live.base_url)
         # Record every text the assistant bubble shows while the reply streams in.
@@ -88,7 +88,6 @@ async def test_reply_streams_into_the_bubble_as_it_arrives(
         )
         await send(page, "hello")
         seen: list[str] = await page.evaluate("window.__seen")
-    await runtime.aclose()
     partial = [text for text in seen if text and text != "Streams arrive one piece at a time."]
     assert "Streams arrive " in partial and "Streams arrive one piece at a " in partial
     bubble = page.locator(ASSISTANT).last
