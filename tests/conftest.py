@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -8,9 +8,7 @@ import pytest
 
 from bot.runtime import Runtime
 from tests.fakes.openai_server import fake_openai_fixture  # noqa: F401
-from tests.support.runtime import make_runtime
-
-RuntimeFactory = Callable[..., Runtime]
+from tests.support.runtime import RuntimeFactory, make_runtime
 
 
 @pytest.fixture
