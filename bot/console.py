@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from bot.commands.personas import switch_persona
 from bot.errors import UnknownPersona
 from bot.providers.observed import ObservedProvider
 from bot.storage.context_models import SUMMARY, ContextRecord, ContextSnip
@@ -21,6 +22,7 @@ from bot.storage.memory_store import Owner
 from bot.storage.models import ChatSession
 from bot.storage.overview import Overview
 from bot.storage.store import NewMessage
+from channels import registry as lane_registry
 from transcript import (
     CONTEXT_COUNT,
     AttachmentRef,
@@ -286,7 +288,9 @@ class Console:
             raise UnknownPersona(persona_id, self.engine.personas.ids())
         current = self.engine.persona_for(session)
         if chosen.id != current.id:
-            record_persona_switch(self.runtime, session, current.id, chosen.id, OPERATOR, None, None)
+            switch_persona(
+                self.store, session.id, current.id, chosen.id, sender_id=None, sender_name=OPERATOR, lane=None
+            )
         return chosen.id
 
     # --- health ----------------------------------------------------------------------
@@ -313,11 +317,17 @@ class Console:
         }
 
     def lanes(self) -> list[dict[str, str]]:
+        """Every lane Chorus knows, and whether these settings run it.
+
+        The web lane serves this console, so when it is on it is running; the others are
+        started by `chorus serve` when their settings make them active.
+        """
         channels = self.runtime.settings.channels
-        lanes = [{"name": "web", "state": "running" if channels.web.enabled else "disabled", "reason": ""}]
-        for name, token in (("telegram", channels.telegram.token), ("discord", channels.discord.token)):
-            lanes.append({"name": name, "state": "configured" if token else "not configured", "reason": ""})
-        return lanes
+        active = {spec.name for spec in lane_registry.active_lanes(channels)}
+        return [
+            {"name": spec.name, "state": _lane_state(spec.name, spec.name in active), "reason": ""}
+            for spec in lane_registry.lanes()
+        ]
 
     def _session_info(self, session: ChatSession) -> dict[str, Any]:
         return {
@@ -329,33 +339,15 @@ class Console:
         }
 
 
+def _lane_state(name: str, active: bool) -> str:
+    if not active:
+        return "off"
+    return "running" if name == "web" else "configured"
+
+
 def job_queue_depth(runtime: Runtime) -> int:
     """After-turn work waiting or running in this process."""
     return runtime.engine.pending_jobs
-
-
-def record_persona_switch(
-    runtime: Runtime,
-    session: ChatSession,
-    current_id: str,
-    chosen_id: str,
-    sender_name: str | None,
-    sender_id: str | None,
-    lane: str | None,
-) -> None:
-    runtime.store.set_persona(session.id, chosen_id)
-    runtime.store.append(
-        session.id,
-        NewMessage(
-            role="system",
-            content=f"persona switched from {current_id} to {chosen_id}",
-            token_count=0,
-            persona_id=chosen_id,
-            sender_id=sender_id,
-            sender_name=sender_name,
-            lane=lane,
-        ),
-    )
 
 
 def _record_entry(record: ContextRecord) -> dict[str, Any]:

@@ -56,9 +56,21 @@ class ImageTooLarge(AttachmentError):
 
 class AttachmentTooLarge(AttachmentError):
     def __init__(self, filename: str, size: int, limit: int) -> None:
-        super().__init__(
-            f"'{filename}' is {size / 1_048_576:.1f} MB; the limit is {limit / 1_048_576:.1f} MB."
-        )
+        shown_size, shown_limit = file_sizes(size, limit)
+        super().__init__(f"'{filename}' is {shown_size}; the limit is {shown_limit}.")
+
+
+def file_sizes(size: int, limit: int) -> tuple[str, str]:
+    """Two byte counts in MB with just enough decimals to tell them apart ("10.5 MB", "10 MB")."""
+    for decimals in (1, 2, 3):
+        shown = tuple(_megabytes(count, decimals) for count in (size, limit))
+        if shown[0] != shown[1]:
+            return shown[0], shown[1]
+    return f"{size:,} bytes", f"{limit:,} bytes"
+
+
+def _megabytes(count: int, decimals: int) -> str:
+    return f"{count / 1_048_576:.{decimals}f}".rstrip("0").rstrip(".") + " MB"
 
 
 class CorruptDocument(AttachmentError):

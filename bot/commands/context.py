@@ -10,6 +10,7 @@ import re
 
 from bot.commands.registry import Command, CommandAnswer, CommandContext
 from bot.context.maintenance import ContextMaintainer
+from bot.providers.base import shown_model
 from bot.storage.models import ChatSession
 from transcript import ContextOverview, render_context_report
 
@@ -97,7 +98,7 @@ async def context_report(maintainer: ContextMaintainer, session: ChatSession) ->
     settings = maintainer.settings
     overview = ContextOverview(
         persona=f"{persona.name} ({persona.id})",
-        model=model,
+        model=shown_model(maintainer.provider, model),
         window_tokens=maintainer.model_settings.window_for(model),
         reply_reserve_tokens=maintainer.model_settings.reply_reserve_tokens,
         stats=built.stats,

@@ -21,8 +21,7 @@ async def status_command(context: CommandContext, _args: str) -> CommandAnswer:
     persona = engine.persona_for(session)
     built = await engine.inspect(session)
     stats = built.stats
-    model = engine.model_for(persona)
-    model_line = f"{model} via {engine.provider.name}"
+    model_line = f"{engine.model_shown(persona)} via {engine.provider.name}"
     if engine.provider.name == "demo":
         model_line = "demo (offline demo model — set CHORUS_MODEL_BASE_URL for a real one)"
     share = stats.total_tokens / stats.budget_tokens if stats.budget_tokens else 0.0

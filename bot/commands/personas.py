@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bot.commands.registry import Command, CommandAnswer, CommandContext
 from bot.errors import UnknownPersona
-from bot.storage.store import NewMessage
+from bot.storage.store import NewMessage, Store
 
 
 async def persona_command(context: CommandContext, args: str) -> CommandAnswer:
@@ -23,22 +23,44 @@ async def persona_command(context: CommandContext, args: str) -> CommandAnswer:
         raise UnknownPersona(args.split()[0], engine.personas.ids())
     if chosen.id == current.id:
         return CommandAnswer(f"{chosen.name} is already speaking.")
-    engine.store.set_persona(session.id, chosen.id)
-    # The switch is itself part of the stored transcript (exported, never sent to the model).
-    engine.store.append(
+    switch_persona(
+        engine.store,
         session.id,
-        NewMessage(
-            role="system",
-            content=f"persona switched from {current.id} to {chosen.id}",
-            token_count=0,
-            persona_id=chosen.id,
-            sender_id=context.route.sender_id,
-            sender_name=context.inbound.actor.display_name,
-            lane=context.inbound.lane,
-        ),
+        current.id,
+        chosen.id,
+        sender_id=context.route.sender_id,
+        sender_name=context.inbound.actor.display_name,
+        lane=context.inbound.lane,
     )
     greeting = chosen.greeting or f"{chosen.name} here."
     return CommandAnswer(f"Switched to {chosen.name} ({chosen.id}). {greeting}")
+
+
+def switch_persona(
+    store: Store,
+    session_id: str,
+    current_id: str,
+    chosen_id: str,
+    *,
+    sender_id: str | None,
+    sender_name: str | None,
+    lane: str | None,
+) -> None:
+    """Make `chosen_id` the session's voice; `/persona` and the operator's console both switch here."""
+    store.set_persona(session_id, chosen_id)
+    # The switch is itself part of the stored transcript (exported, never sent to the model).
+    store.append(
+        session_id,
+        NewMessage(
+            role="system",
+            content=f"persona switched from {current_id} to {chosen_id}",
+            token_count=0,
+            persona_id=chosen_id,
+            sender_id=sender_id,
+            sender_name=sender_name,
+            lane=lane,
+        ),
+    )
 
 
 COMMANDS = (Command("persona", "list personas or switch: /persona <id>", persona_command, usage="[id]"),)

@@ -24,6 +24,9 @@ class ChatRequest:
     # The persona speaking this turn; the demo provider names it in its reply.
     persona_id: str | None = None
     persona_name: str | None = None
+    # The messages' tokens as the context builder already counted them (for metrics);
+    # None makes whoever needs the number count it.
+    prompt_tokens: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -47,3 +50,8 @@ class ChatProvider(Protocol):
 async def collect_text(deltas: AsyncIterator[str]) -> str:
     """Joins a reply stream into one string; how every provider implements `complete`."""
     return "".join([delta async for delta in deltas])
+
+
+def shown_model(provider: ChatProvider, model: str) -> str:
+    """The model as /status and /context name it: the offline demo model names itself."""
+    return "demo" if provider.name == "demo" else model

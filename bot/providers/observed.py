@@ -69,7 +69,12 @@ class ObservedProvider:
 
 
 def _count_in(request: ChatRequest) -> None:
-    TOKENS.labels("in").inc(sum(count_message_tokens(message) for message in request.messages))
+    # A turn's request was counted while its context was built; counting again costs a full
+    # tokenisation of the window on every turn.
+    tokens = request.prompt_tokens
+    if tokens is None:
+        tokens = sum(count_message_tokens(message) for message in request.messages)
+    TOKENS.labels("in").inc(tokens)
 
 
 def _count_out(text: str) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import bindparam, func, insert, text, update
+from sqlalchemy import bindparam, delete, exists, func, insert, text, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine, Row
 from sqlalchemy.exc import IntegrityError
@@ -81,6 +81,24 @@ BUMP_SEQUENCE = (
 )
 INSERT_MESSAGE = insert(MESSAGES).returning(MESSAGES.c.id)
 INSERT_ATTACHMENT = insert(ATTACHMENTS)
+# A document's text is stored once per content hash: later uploads of the same file
+# keep NULL and read the text of the first row that has it.
+_SHARED = ATTACHMENTS.alias("shared")
+SHARED_TEXT = (
+    select(_SHARED.c.text)
+    .where(_SHARED.c.sha256 == ATTACHMENTS.c.sha256, _SHARED.c.text.is_not(None))
+    .limit(1)
+    .scalar_subquery()
+)
+ATTACHMENT_COLUMNS = (
+    *(column for column in ATTACHMENTS.c if column.name != "text"),
+    func.coalesce(ATTACHMENTS.c.text, SHARED_TEXT).label("text"),
+)
+TEXT_STORED = (
+    select(ATTACHMENTS.c.id)
+    .where(ATTACHMENTS.c.sha256 == bindparam("sha256"), ATTACHMENTS.c.text.is_not(None))
+    .limit(1)
+)
 RECENT_ROWS = (
     sa_select(*ROW_COLUMNS)
     .where(
@@ -110,6 +128,31 @@ KNOWN_PRIVATE_ROUTE = (
     .join(PERSONS, PERSONS.c.id == ACCOUNTS.c.person_id)
     .join(SESSIONS, SESSIONS.c.id == PERSONS.c.active_session_id)
     .where(ACCOUNTS.c.lane == bindparam("lane"), ACCOUNTS.c.platform_user_id == bindparam("platform_user_id"))
+)
+
+VISITOR_TOKENS = table_of(VisitorToken)
+LINK_CODES = table_of(LinkCode)
+# Web visitors past the cutoff whose person never stored a message anywhere and has
+# no account besides the visitor's own (a linked person is someone's real history).
+_OTHER_ACCOUNTS = ACCOUNTS.alias("other_accounts")
+IDLE_VISITORS = (
+    select(VISITOR_TOKENS.c.visitor_id, ACCOUNTS.c.person_id)
+    .select_from(VISITOR_TOKENS)
+    .outerjoin(
+        ACCOUNTS, (ACCOUNTS.c.lane == "web") & (ACCOUNTS.c.platform_user_id == VISITOR_TOKENS.c.visitor_id)
+    )
+    .where(
+        VISITOR_TOKENS.c.created_at < bindparam("cutoff"),
+        ~exists().where(
+            SESSIONS.c.owner_kind == "person",
+            SESSIONS.c.owner_id == ACCOUNTS.c.person_id,
+            SESSIONS.c.last_seq > 0,
+        ),
+        ~exists().where(
+            _OTHER_ACCOUNTS.c.person_id == ACCOUNTS.c.person_id, _OTHER_ACCOUNTS.c.id != ACCOUNTS.c.id
+        ),
+    )
+    .limit(bindparam("batch"))
 )
 
 # Link codes avoid look-alike characters so they survive being read aloud or retyped.
@@ -425,6 +468,40 @@ class Store:
             found = db.get(VisitorToken, _token_hash(token))
             return found.visitor_id if found is not None else None
 
+    def forget_idle_visitors(self, idle: timedelta, batch: int = 500) -> int:
+        """Delete web visitors created longer than `idle` ago that never stored a message.
+
+        A visitor is its token, its web account, that account's person and the
+        person's empty sessions; one linked to another account is kept.
+        """
+        cutoff = utcnow() - idle
+        forgotten = 0
+        while True:
+            with self.database.begin() as connection:
+                found = connection.execute(IDLE_VISITORS, {"cutoff": cutoff, "batch": batch}).all()
+                if not found:
+                    return forgotten
+                visitor_ids = [row.visitor_id for row in found]
+                person_ids = [row.person_id for row in found if row.person_id is not None]
+                connection.execute(delete(VISITOR_TOKENS).where(VISITOR_TOKENS.c.visitor_id.in_(visitor_ids)))
+                connection.execute(
+                    delete(ACCOUNTS).where(
+                        ACCOUNTS.c.lane == "web", ACCOUNTS.c.platform_user_id.in_(visitor_ids)
+                    )
+                )
+                connection.execute(
+                    delete(SESSIONS).where(
+                        SESSIONS.c.owner_kind == "person", SESSIONS.c.owner_id.in_(person_ids)
+                    )
+                )
+                connection.execute(delete(PERSONS).where(PERSONS.c.id.in_(person_ids)))
+            forgotten += len(found)
+
+    def delete_expired_link_codes(self) -> int:
+        with self.database.begin() as connection:
+            result = connection.execute(delete(LINK_CODES).where(LINK_CODES.c.expires_at < utcnow()))
+        return int(result.rowcount or 0)
+
     # --- sessions ------------------------------------------------------------
 
     def get_session(self, session_id: str) -> ChatSession | None:
@@ -542,6 +619,12 @@ class Store:
                         },
                     )
                 if message.attachments:
+                    texts = {
+                        attachment.sha256: clean_text(attachment.text)
+                        for attachment in message.attachments
+                        if attachment.text is not None
+                        and connection.execute(TEXT_STORED, {"sha256": attachment.sha256}).first() is None
+                    }
                     connection.execute(
                         INSERT_ATTACHMENT,
                         [
@@ -554,7 +637,8 @@ class Store:
                                 "size": attachment.size,
                                 "sha256": attachment.sha256,
                                 "path": attachment.path,
-                                "text": clean_optional(attachment.text),
+                                # Only the first of several copies in one message keeps it.
+                                "text": texts.pop(attachment.sha256, None),
                                 "created_at": created_at,
                             }
                             for attachment in message.attachments
@@ -610,7 +694,7 @@ class Store:
             files: dict[int, list[AttachmentRef]] = {}
             if with_files:
                 for attachment in connection.execute(
-                    sa_select(ATTACHMENTS)
+                    sa_select(*ATTACHMENT_COLUMNS)
                     .where(ATTACHMENTS.c.message_id.in_(with_files))
                     .order_by(ATTACHMENTS.c.id)
                 ):
@@ -682,27 +766,30 @@ class Store:
             found.reverse()
             return found
 
-    def attachments_for(self, message_ids: Iterable[int]) -> dict[int, list[Attachment]]:
+    def attachments_for(self, message_ids: Iterable[int]) -> dict[int, list[Row[Any]]]:
+        """The attachments of these messages (with their shared document text), by message id."""
         ids = list(message_ids)
         if not ids:
             return {}
-        with self._session() as db:
-            grouped: dict[int, list[Attachment]] = {}
-            for attachment in db.exec(
-                select(Attachment).where(col(Attachment.message_id).in_(ids)).order_by(col(Attachment.id))
+        grouped: dict[int, list[Row[Any]]] = {}
+        with self.database.connect() as connection:
+            for attachment in connection.execute(
+                select(*ATTACHMENT_COLUMNS)
+                .where(ATTACHMENTS.c.message_id.in_(ids))
+                .order_by(ATTACHMENTS.c.id)
             ):
                 grouped.setdefault(attachment.message_id, []).append(attachment)
-            return grouped
+        return grouped
 
     def session_documents(self, session_id: str) -> list[AttachmentRef]:
         """Every document shared in the session, oldest first."""
-        with self._session() as db:
+        with self.database.connect() as connection:
             return [
                 attachment_ref(attachment)
-                for attachment in db.exec(
-                    select(Attachment)
-                    .where(Attachment.session_id == session_id, Attachment.kind == "document")
-                    .order_by(col(Attachment.id))
+                for attachment in connection.execute(
+                    select(*ATTACHMENT_COLUMNS)
+                    .where(ATTACHMENTS.c.session_id == session_id, ATTACHMENTS.c.kind == "document")
+                    .order_by(ATTACHMENTS.c.id)
                 )
             ]
 
@@ -712,10 +799,12 @@ class Store:
 
     def _rows(self, db: Session, messages: Sequence[Message]) -> list[TranscriptRow]:
         ids = [message.id for message in messages if message.id is not None]
-        grouped: dict[int, list[Attachment]] = {}
+        grouped: dict[int, list[Row[Any]]] = {}
         if ids:
-            for attachment in db.exec(
-                select(Attachment).where(col(Attachment.message_id).in_(ids)).order_by(col(Attachment.id))
+            for attachment in db.connection().execute(
+                select(*ATTACHMENT_COLUMNS)
+                .where(ATTACHMENTS.c.message_id.in_(ids))
+                .order_by(ATTACHMENTS.c.id)
             ):
                 grouped.setdefault(attachment.message_id, []).append(attachment)
         return [transcript_row(message, grouped.get(message.id or 0, [])) for message in messages]
@@ -742,7 +831,7 @@ def group_owner_id(lane: str, chat_id: str) -> str:
     return f"{lane}:{chat_id}"
 
 
-def transcript_row(message: Message, attachments: Sequence[Attachment]) -> TranscriptRow:
+def transcript_row(message: Message, attachments: Sequence[Attachment | Row[Any]]) -> TranscriptRow:
     return TranscriptRow(
         seq=message.seq,
         role=message.role,

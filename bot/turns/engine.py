@@ -27,7 +27,7 @@ from bot.errors import (
 )
 from bot.logs import bind_session, turn_scope
 from bot.metrics import observe_turn
-from bot.providers.base import ChatProvider, ChatRequest
+from bot.providers.base import ChatProvider, ChatRequest, shown_model
 from bot.storage.models import ChatSession
 from bot.storage.sanitise import clean_text
 from bot.storage.store import DuplicateMessage, NewAttachment, NewMessage, Store, StoredMessage
@@ -55,6 +55,9 @@ AfterTurnJob = Callable[[ChatSession, "Context | None"], Awaitable[None]]
 OverflowHandler = Callable[[ChatSession, Context], Awaitable[bool]]
 
 QUOTE_CHARS = 200
+# Stored `system` rows of a command and of its answer start with these.
+COMMAND_EVENT = "command: "
+COMMAND_REPLY_EVENT = "command reply: "
 # Ends the text of a reply the person stopped, so every lane shows it as stopped.
 STOPPED_NOTE = "[Stopped.]"
 OVERFLOW_MESSAGE = (
@@ -150,6 +153,8 @@ class Engine:
                         memory=self.memory,
                     ),
                 )
+                # The answer is part of the conversation people saw, so a reload shows it again.
+                self._store_event(route.session, f"{COMMAND_REPLY_EVENT}{answer.text}")
             yield Reply(
                 kind="command" if answer.ok else "error",
                 text=answer.text,
@@ -208,6 +213,10 @@ class Engine:
 
     def model_for(self, persona: Persona) -> str:
         return self.settings.model.model_for(persona.model)
+
+    def model_shown(self, persona: Persona) -> str:
+        """The model as /status and /context name it: the offline demo model names itself."""
+        return shown_model(self.provider, self.model_for(persona))
 
     # --- one turn ----------------------------------------------------------------
 
@@ -290,6 +299,7 @@ class Engine:
                     max_tokens=self.settings.model.reply_reserve_tokens,
                     persona_id=persona.id,
                     persona_name=persona.name,
+                    prompt_tokens=context.stats.total_tokens,
                 )
                 try:
                     async with aclosing(plan.running.pieces(self.provider.stream(request))) as deltas:
@@ -359,7 +369,7 @@ class Engine:
             route.session.id,
             NewMessage(
                 role="system",
-                content=f"command: {text}",
+                content=f"{COMMAND_EVENT}{text}",
                 token_count=0,
                 sender_id=route.sender_id,
                 sender_name=inbound.actor.display_name,

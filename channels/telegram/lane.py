@@ -12,19 +12,25 @@ from aiogram import Bot, Dispatcher
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import PRODUCTION, TelegramAPIServer
 from aiogram.exceptions import TelegramUnauthorizedError
-from aiogram.types import BotCommand, Message, Update, User
+from aiogram.types import BotCommand, Message, MessageGenerationStopped, Update, User
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from bot.errors import ConfigError
 from bot.runtime import Runtime
-from bot.turns.inbound import InboundMessage
+from bot.turns.inbound import Actor, InboundMessage
 from channels.telegram.albums import AlbumCollector
 from channels.telegram.middlewares import AllowList, SkipSeenUpdates
-from channels.telegram.replies import ReplyTarget, deliver_reply
+from channels.telegram.replies import DeliveryOptions, ReplyTarget, deliver_reply, send_text
 from channels.telegram.router import build_router
-from channels.telegram.translate import is_for_another_bot, to_inbound
+from channels.telegram.translate import (
+    is_addressed,
+    is_for_another_bot,
+    to_inbound,
+    unsupported_kind,
+    unsupported_reply,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +43,23 @@ COMMAND_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 class TelegramLane:
     """Serves the Telegram bot for `chorus serve`.
 
-    `edit_interval` throttles draft edits (Telegram allows about one per second);
-    `album_delay` is how long an album may take to arrive in full.
+    `edit_interval` throttles draft updates (Telegram allows about one per second),
+    `group_edit_interval` those in groups (20 messages a minute per group);
+    `album_delay` is how long an album may take to arrive in full. `native_drafts`
+    streams private replies with sendMessageDraft instead of an edited message.
     """
 
     name = "telegram"
 
-    def __init__(self, runtime: Runtime, *, edit_interval: float = 1.0, album_delay: float = 0.8) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        edit_interval: float = 1.0,
+        group_edit_interval: float = 3.0,
+        album_delay: float = 0.8,
+        native_drafts: bool = True,
+    ) -> None:
         settings = runtime.settings.channels.telegram
         if settings.token is None:
             raise ConfigError("Set CHORUS_TELEGRAM_TOKEN to the token @BotFather gave you.")
@@ -54,7 +70,8 @@ class TelegramLane:
             )
         self.settings = settings
         self.engine = runtime.engine
-        self.edit_interval = edit_interval
+        self.delivery = DeliveryOptions(edit_interval=edit_interval, group_edit_interval=group_edit_interval)
+        self.native_drafts = native_drafts
         api = TelegramAPIServer.from_base(settings.api_base) if settings.api_base else PRODUCTION
         self.bot = Bot(settings.token.get_secret_value(), session=AiohttpSession(api=api))
         self.albums = AlbumCollector(self._take_turn, album_delay)
@@ -65,6 +82,8 @@ class TelegramLane:
                 self._take_turn,
                 self.albums,
                 AllowList(settings.allowed_users, settings.allowed_chats),
+                on_unsupported=self._refuse_unsupported,
+                on_stop=self._stop_generation,
             )
         )
         self._me: User | None = None
@@ -149,12 +168,46 @@ class TelegramLane:
         if inbound.chat_kind == "group" and not self._should_answer(inbound, first, me):
             await self.engine.record(inbound)
             return
+        private = inbound.chat_kind == "private"
         target = ReplyTarget(
             chat_id=first.chat.id,
             thread_id=first.message_thread_id if inbound.thread_id else None,
-            reply_to_message_id=first.message_id if inbound.chat_kind == "group" else None,
+            reply_to_message_id=None if private else first.message_id,
+            # The message id is unique in the chat and never 0: a fresh draft per reply.
+            draft_id=first.message_id if private and self.native_drafts else 0,
         )
-        await deliver_reply(self.bot, target, self.engine.stream(inbound), edit_interval=self.edit_interval)
+        await deliver_reply(self.bot, target, self.engine.stream(inbound), self.delivery)
+
+    async def _refuse_unsupported(self, message: Message) -> None:
+        """A sticker, voice note, location…: a short answer in private, silence in groups unless addressed."""
+        noun = unsupported_kind(message)
+        me = self._me or await self.bot.me()
+        if noun is None or (message.chat.type != "private" and not is_addressed(message, me)):
+            return
+        target = ReplyTarget(
+            chat_id=message.chat.id,
+            thread_id=message.message_thread_id if message.is_topic_message else None,
+            reply_to_message_id=None if message.chat.type == "private" else message.message_id,
+        )
+        await send_text(self.bot, target, unsupported_reply(noun), self.delivery.budget)
+
+    async def _stop_generation(self, event: MessageGenerationStopped) -> None:
+        """The Stop button of a native draft: the same as sending /stop in that chat."""
+        chat = event.chat
+        inbound = InboundMessage(
+            lane="telegram",
+            platform_message_id=f"stop-{event.draft_id}",
+            chat_id=str(chat.id),
+            chat_kind="private",
+            actor=Actor(
+                user_id=str(chat.id),
+                display_name=" ".join(filter(None, [chat.first_name, chat.last_name])) or str(chat.id),
+                username=chat.username,
+            ),
+            text="/stop",
+        )
+        # The stopped reply itself shows the stop; the command's own answer is not sent.
+        await self.engine.respond(inbound)
 
     def _should_answer(self, inbound: InboundMessage, first: Message, me: User) -> bool:
         if is_for_another_bot(first, me):

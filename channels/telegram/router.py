@@ -5,35 +5,50 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from aiogram import F, Router
-from aiogram.types import Message
+from aiogram.types import Message, MessageGenerationStopped
 
 from channels.telegram.albums import AlbumCollector
 from channels.telegram.middlewares import AllowList
-from channels.telegram.translate import GROUP_TYPES, PRIVATE
+from channels.telegram.translate import GROUP_TYPES, PRIVATE, unsupported_kind
 
 MessagesHandler = Callable[[list[Message]], Awaitable[None]]
+MessageHandler = Callable[[Message], Awaitable[None]]
+StopHandler = Callable[[MessageGenerationStopped], Awaitable[None]]
 
 
-def build_router(on_messages: MessagesHandler, albums: AlbumCollector, allow: AllowList) -> Router:
+def build_router(
+    on_messages: MessagesHandler,
+    albums: AlbumCollector,
+    allow: AllowList,
+    *,
+    on_unsupported: MessageHandler,
+    on_stop: StopHandler,
+) -> Router:
     """Text, photos and documents from people in private chats and groups.
 
     Commands need no handlers of their own: the engine answers them, the same
-    set on every lane, so they arrive here as text.
+    set on every lane, so they arrive here as text. Stickers, voice notes and
+    other kinds Chorus cannot read go to `on_unsupported`; a press of a native
+    draft's Stop button goes to `on_stop`.
     """
     router = Router(name="chorus")
     router.message.outer_middleware(allow)
-    router.message.filter(
-        F.chat.type.in_(GROUP_TYPES | {PRIVATE}),
-        F.from_user,
-        F.text | F.photo | F.document,
-    )
+    router.message.filter(F.chat.type.in_(GROUP_TYPES | {PRIVATE}), F.from_user)
 
-    @router.message(F.media_group_id)
+    @router.message(F.media_group_id, F.photo | F.document)
     async def album_item(message: Message) -> None:
         albums.add(message)
 
-    @router.message()
+    @router.message(F.text | F.photo | F.document)
     async def single_message(message: Message) -> None:
         await on_messages([message])
+
+    @router.message(F.func(unsupported_kind))
+    async def unsupported(message: Message) -> None:
+        await on_unsupported(message)
+
+    @router.stopped_message_generation()
+    async def stopped(event: MessageGenerationStopped) -> None:
+        await on_stop(event)
 
     return router

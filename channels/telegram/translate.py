@@ -14,6 +14,17 @@ from bot.turns.inbound import Actor, InboundAttachment, InboundMessage, ReplyTo
 
 PRIVATE = "private"
 GROUP_TYPES = frozenset({"group", "supergroup"})
+# Message kinds Chorus cannot read yet, with how a reply names them.
+UNSUPPORTED_KINDS = (
+    ("sticker", "stickers"),
+    ("voice", "voice notes"),
+    ("video_note", "video messages"),
+    ("location", "locations"),
+    ("poll", "polls"),
+    ("audio", "audio files"),
+    ("video", "videos"),
+    ("contact", "contacts"),
+)
 
 
 def to_inbound(messages: Sequence[Message], bot: Bot, me: User) -> InboundMessage:
@@ -40,6 +51,18 @@ def to_inbound(messages: Sequence[Message], bot: Bot, me: User) -> InboundMessag
         attachments=tuple(item for message in messages for item in _attachments(message, bot)),
         received_at=first.date,
     )
+
+
+def unsupported_kind(message: Message) -> str | None:
+    """What a message Chorus cannot read is called ("stickers"), or None for a readable one."""
+    for field, noun in UNSUPPORTED_KINDS:
+        if getattr(message, field, None) is not None:
+            return noun
+    return None
+
+
+def unsupported_reply(noun: str) -> str:
+    return f"I can't read {noun} yet. Send me text, a photo or a document (PDF, TXT, Markdown, CSV, JSON)."
 
 
 def topic_of(message: Message) -> str | None:

@@ -2,29 +2,31 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, Security, status
 from fastapi.responses import FileResponse, StreamingResponse
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
+from starlette.background import BackgroundTask
 
+from channels.web.clients import StreamSlot
 from channels.web.errors import error_responses
 from channels.web.events import turn_events
 from channels.web.forms import CLIENT_ID, message_fields, message_form
+from channels.web.history import message_views
 from channels.web.lane import WebLane, lane_of, persona_view
 from channels.web.schemas import (
-    AttachmentView,
     CommandResult,
     DeltaEvent,
     DoneEvent,
     ErrorEvent,
     HistoryPage,
-    MessageView,
     PersonaView,
     SessionState,
     StartSession,
+    StopResult,
     SwitchPersona,
 )
 from channels.web.uploads import ACCEPTED_TYPES, MAX_FILES, check_request_size, read_uploads
@@ -40,7 +42,6 @@ COOKIE = APIKeyCookie(
     name=COOKIE_NAME, auto_error=False, description="The same token as an HttpOnly cookie (same-site pages)."
 )
 COOKIE_MAX_AGE = 365 * 24 * 3600
-VISIBLE_ROLES = ("user", "assistant")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 # The stream's events, by name; their schemas go into the OpenAPI components (see app.py).
 EVENT_MODELS: dict[str, type[BaseModel]] = {"delta": DeltaEvent, "done": DoneEvent, "error": ErrorEvent}
@@ -131,6 +132,8 @@ async def start_session(
         if name is not None:
             visitor = lane.visitors.visit(visitor.id, name)
         return lane.state_of(visitor)
+    lane.check_new_visitor(lane.clients.client_ip(request))
+    await lane.sweep_if_due()
     token, visitor = lane.visitors.create(name)
     response.set_cookie(
         COOKIE_NAME,
@@ -168,37 +171,15 @@ async def history(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> HistoryPage:
-    """A page of the conversation, oldest first; page back with `before=next_before`."""
+    """A page of the conversation, oldest first; page back with `before=next_before`.
+
+    Besides messages it holds events (role `system`, `event` set): commands, their answers,
+    persona switches and errors, so a reload shows what the person saw.
+    """
     session = lane.visitors.owned_session(visitor, session_id)
     rows = lane.store.messages(session.id, before_seq=before, limit=limit)
-    shown = [row for row in rows if row.role in VISIBLE_ROLES and row.id is not None]
-    files = lane.store.attachments_for(row.id for row in shown if row.id is not None)
-    messages = [
-        MessageView(
-            id=row.id or 0,
-            seq=row.seq,
-            role=row.role,
-            text=row.content,
-            status=row.status,
-            persona_id=row.persona_id if row.role == "assistant" else None,
-            persona_name=row.sender_name if row.role == "assistant" else None,
-            sender_name=row.sender_name if row.role == "user" else None,
-            lane=row.lane,
-            created_at=iso_utc(row.created_at),
-            attachments=[
-                AttachmentView(
-                    id=item.id or 0,
-                    kind=item.kind,
-                    filename=item.filename,
-                    mime_type=item.mime_type,
-                    size=item.size,
-                    url=f"/api/attachments/{item.id}",
-                )
-                for item in files.get(row.id or 0, [])
-            ],
-        )
-        for row in shown
-    ]
+    files = lane.store.attachments_for(row.id for row in rows if row.id is not None and row.attachment_count)
+    messages = message_views(rows, files, lane.engine.personas)
     more = len(rows) == limit and rows[0].seq > 1
     return HistoryPage(session_id=session.id, messages=messages, next_before=rows[0].seq if more else None)
 
@@ -215,15 +196,21 @@ async def post_message(
     """Send a message (text, a command, and/or files) and stream the reply as Server-Sent Events."""
     lane.visitors.current_session(visitor, session_id)
     check_request_size(request, lane.attachments.max_bytes)
-    lane.check_rate(visitor)
+    ip = lane.clients.client_ip(request)
+    lane.check_rate(visitor, ip)
     async with message_form(request, max_files=MAX_FILES, max_fields=8) as form:
         text, client_id, uploads = message_fields(form)
         attachments = await read_uploads(uploads, lane.attachments)
     inbound = lane.visitors.inbound(
         visitor.id, visitor.name, text=text or "", message_id=client_id, attachments=attachments
     )
+    slot = lane.streams.open(ip)
     return StreamingResponse(
-        turn_events(lane.engine, lane.store, inbound), media_type="text/event-stream", headers=SSE_HEADERS
+        counted(turn_events(lane.engine, lane.store, inbound), slot),
+        media_type="text/event-stream",
+        headers=SSE_HEADERS,
+        # Also frees the slot when the stream never started (the client left at once).
+        background=BackgroundTask(slot.close),
     )
 
 
@@ -233,11 +220,11 @@ async def post_message(
     responses=error_responses(400, 401, 403, 404, 409, 422, 429),
 )
 async def switch_persona(
-    session_id: str, body: SwitchPersona, visitor: CurrentVisitor, lane: CurrentLane
+    session_id: str, body: SwitchPersona, request: Request, visitor: CurrentVisitor, lane: CurrentLane
 ) -> CommandResult:
     """Switch the persona, exactly as `/persona <id>` does on every lane."""
     current = lane.visitors.current_session(visitor, session_id)
-    lane.check_rate(visitor)
+    lane.check_rate(visitor, lane.clients.client_ip(request))
     command = f"/persona {body.persona_id.strip()}"
     reply = await lane.engine.respond(lane.visitors.inbound(visitor.id, visitor.name, text=command))
     if reply.kind == "error":
@@ -247,6 +234,21 @@ async def switch_persona(
     return CommandResult(
         kind=reply.kind, text=reply.text, session_id=session.id, persona=lane.persona_of(session)
     )
+
+
+@router.post(
+    "/sessions/{session_id}/stop",
+    response_model=StopResult,
+    responses=error_responses(401, 403, 404, 422),
+)
+async def stop_reply(session_id: str, visitor: CurrentVisitor, lane: CurrentLane) -> StopResult:
+    """Stop the reply streaming in this conversation (the widget's Stop button, like `/stop`).
+
+    What arrived is kept, stored as interrupted; its stream ends with `done` and status `stopped`.
+    `stopped` is false when no reply was streaming in this server process.
+    """
+    session = lane.visitors.owned_session(visitor, session_id)
+    return StopResult(stopped=lane.engine.stop_turn(session.id))
 
 
 @router.get(
@@ -275,6 +277,10 @@ async def attachment(
     )
 
 
-def iso_utc(moment: datetime) -> str:
-    # SQLite hands datetimes back without an offset; they were stored as UTC.
-    return (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)).isoformat()
+async def counted(events: AsyncIterator[bytes], slot: StreamSlot) -> AsyncIterator[bytes]:
+    """The stream, holding one of the client's stream slots until it ends."""
+    try:
+        async for event in events:
+            yield event
+    finally:
+        slot.close()

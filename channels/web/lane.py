@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
 
 from fastapi import HTTPException, Request, status
 
@@ -11,11 +15,17 @@ from bot.storage.models import ChatSession
 from bot.storage.store import Store
 from bot.turns.attachments import AttachmentStore
 from bot.turns.engine import Engine
+from channels.web.clients import ClientAddresses, StreamSlots
 from channels.web.ratelimit import RateLimiter
 from channels.web.schemas import PersonaView, SessionState, UploadLimits
 from channels.web.uploads import ACCEPTED_TYPES, MAX_FILES
 from channels.web.visitors import Visitor, Visitors
 from persona import Persona
+
+log = logging.getLogger(__name__)
+
+# How often idle visitors and expired link codes are swept (on the next new visitor).
+SWEEP_SECONDS = 600.0
 
 
 @dataclass
@@ -23,6 +33,11 @@ class WebLane:
     runtime: Runtime
     visitors: Visitors
     limiter: RateLimiter
+    clients: ClientAddresses
+    visitors_per_ip: RateLimiter
+    messages_per_ip: RateLimiter
+    streams: StreamSlots
+    _last_sweep: float | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, runtime: Runtime) -> WebLane:
@@ -31,6 +46,10 @@ class WebLane:
             runtime=runtime,
             visitors=Visitors(runtime.store, runtime.engine, web.cors_origins),
             limiter=RateLimiter(web.rate_limit_per_minute),
+            clients=ClientAddresses(web.trusted_proxies),
+            visitors_per_ip=RateLimiter(web.visitors_per_ip_per_minute),
+            messages_per_ip=RateLimiter(web.messages_per_ip_per_minute),
+            streams=StreamSlots(web.streams_per_ip),
         )
 
     @property
@@ -45,16 +64,25 @@ class WebLane:
     def attachments(self) -> AttachmentStore:
         return self.runtime.engine.attachments
 
-    def check_rate(self, visitor: Visitor) -> None:
-        wait = self.limiter.hit(visitor.id)
-        if wait is not None:
-            seconds = int(wait + 0.999)
-            raise HTTPException(
-                status.HTTP_429_TOO_MANY_REQUESTS,
-                f"You are sending messages too fast (limit: {self.limiter.per_minute} a minute). "
-                f"Try again in {seconds} seconds.",
-                headers={"Retry-After": str(seconds)},
-            )
+    def check_rate(self, visitor: Visitor, ip: str) -> None:
+        """A message's two limits: per visitor, and per client address (visitors are free to mint)."""
+        too_fast(self.limiter, visitor.id, "You are sending messages too fast")
+        too_fast(self.messages_per_ip, ip, "Too many messages from your address")
+
+    def check_new_visitor(self, ip: str) -> None:
+        too_fast(self.visitors_per_ip, ip, "Too many new visitors from your address")
+
+    async def sweep_if_due(self) -> None:
+        """Forget visitors that never wrote and expired link codes, at most every SWEEP_SECONDS."""
+        now = time.monotonic()
+        if self._last_sweep is not None and now - self._last_sweep < SWEEP_SECONDS:
+            return
+        self._last_sweep = now
+        idle = timedelta(hours=self.runtime.settings.channels.web.idle_visitor_hours)
+        visitors = await asyncio.to_thread(self.store.forget_idle_visitors, idle)
+        codes = await asyncio.to_thread(self.store.delete_expired_link_codes)
+        if visitors or codes:
+            log.info("forgot %d idle web visitors and %d expired link codes", visitors, codes)
 
     def persona_of(self, session: ChatSession) -> PersonaView:
         return persona_view(self.engine.persona_for(session))
@@ -84,3 +112,14 @@ async def lane_of(request: Request) -> WebLane:
 
 def persona_view(persona: Persona) -> PersonaView:
     return PersonaView(id=persona.id, name=persona.name, greeting=persona.greeting)
+
+
+def too_fast(limiter: RateLimiter, key: str, what: str) -> None:
+    wait = limiter.hit(key)
+    if wait is not None:
+        seconds = int(wait + 0.999)
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            f"{what} (limit: {limiter.per_minute} a minute). Try again in {seconds} seconds.",
+            headers={"Retry-After": str(seconds)},
+        )

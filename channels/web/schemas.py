@@ -46,7 +46,11 @@ class AttachmentView(BaseModel):
 class MessageView(BaseModel):
     id: int
     seq: int
-    role: str
+    role: str = Field(description="`user`, `assistant`, or `system` for an event.")
+    event: str | None = Field(
+        default=None,
+        description="For events only: `command`, `command_reply`, `persona_switch`, `error` or `note`.",
+    )
     text: str
     status: str
     persona_id: str | None = None

@@ -13,6 +13,15 @@ class WebSettings(LaneSettings):
     port: int = 8080
     cors_origins: list[str] = Field(default_factory=list)
     rate_limit_per_minute: int = 30
+    # The client IP comes from X-Forwarded-For only when the connecting peer is one
+    # of these addresses or networks (a reverse proxy); otherwise it is the peer.
+    trusted_proxies: list[str] = Field(default_factory=list)
+    # Per client IP: new visitors and messages a minute, and replies streaming at once (per process).
+    visitors_per_ip_per_minute: int = 10
+    messages_per_ip_per_minute: int = 120
+    streams_per_ip: int = 4
+    # Visitors that never sent a message are forgotten this long after they were created.
+    idle_visitor_hours: float = 24.0
     # The operator's console (/admin) and /metrics are served only when this is set.
     admin_token: SecretStr | None = None
     # Lets Prometheus scrape /metrics without the admin token (the console still needs it).

@@ -191,7 +191,7 @@ async def test_health_shows_lanes_model_errors_and_job_queue(tmp_path: Path, fak
         ) as http:
             health = (await http.get("/admin/api/health", headers=BEARER)).json()
         lanes = {lane["name"]: lane["state"] for lane in health["lanes"]}
-        assert lanes == {"web": "running", "telegram": "not configured", "discord": "configured"}
+        assert lanes == {"web": "running", "telegram": "off", "discord": "configured"}
         errors = health["model"]["recent_errors"]
         assert [error["kind"] for error in errors] == ["ProviderUnavailable"]
         assert "Try again" in errors[0]["message"] and errors[0]["purpose"] is None

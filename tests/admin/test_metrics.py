@@ -18,6 +18,7 @@ from tests.admin.conftest import BASE_URL
 from tests.admin.seed import BEARER, admin_runtime, seed
 from tests.fakes.openai_server import FakeOpenAI, Hang, Reply, context_overflow, rate_limited, server_error
 from tests.support.runtime import inbound
+from transcript import Context
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -176,3 +177,22 @@ async def test_a_stopped_turn_is_counted_as_stopped(model_runtime: Runtime, fake
     assert events[-1].status == "stopped"  # type: ignore[union-attr]
     after = value(await scrape(model_runtime), "chorus_turns_total", lane="web", outcome="stopped")
     assert after == before + 1
+
+
+async def test_tokens_in_are_the_context_the_turn_sent(tmp_path: Path) -> None:
+    runtime = admin_runtime(tmp_path, memory_enabled="false")
+    sent: list[int] = []
+
+    async def remember(_session: object, context: Context | None) -> None:
+        if context is not None:
+            sent.append(context.stats.total_tokens)
+
+    runtime.engine.after_turn_jobs.insert(0, remember)
+    try:
+        before = value(await scrape(runtime), "chorus_tokens_total", direction="in")
+        await runtime.engine.respond(inbound("count me in, please"))
+        await runtime.engine.drain()
+        after = value(await scrape(runtime), "chorus_tokens_total", direction="in")
+        assert after - before == sent[0] > 0
+    finally:
+        await runtime.aclose()

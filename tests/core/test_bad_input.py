@@ -112,3 +112,18 @@ async def test_vision_models_get_images_as_parts(runtimes, tmp_path, fake_openai
         assert parts[0] == {"type": "text", "text": "look"}
         assert parts[1]["type"] == "image_url"
         assert parts[1]["image_url"]["url"].startswith("data:image/jpeg;base64,")
+
+
+def test_file_size_refusal_shows_sizes_that_differ() -> None:
+    from bot.errors import AttachmentTooLarge
+
+    mb = 1_048_576
+    assert (
+        str(AttachmentTooLarge("a.pdf", int(10.5 * mb), 10 * mb)) == "'a.pdf' is 10.5 MB; the limit is 10 MB."
+    )
+    assert str(AttachmentTooLarge("b.pdf", 10 * mb + 40_000, 10 * mb)).endswith(
+        "is 10.04 MB; the limit is 10 MB."
+    )
+    assert str(AttachmentTooLarge("c.pdf", 10 * mb + 1, 10 * mb)) == (
+        "'c.pdf' is 10,485,761 bytes; the limit is 10,485,760 bytes."
+    )

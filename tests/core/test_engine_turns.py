@@ -171,4 +171,8 @@ async def test_a_redelivered_command_is_run_once(runtimes, tmp_path):
     assert first.kind == "command" and "Switched to Sage" in first.text
     assert again.kind == "duplicate" and not again.should_send
     events = [m.content for m in runtime.store.messages(first.session_id)]
-    assert events == ["command: /persona sage", "persona switched from ada to sage"]
+    assert events == [
+        "command: /persona sage",
+        "persona switched from ada to sage",
+        f"command reply: {first.text}",
+    ]

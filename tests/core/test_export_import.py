@@ -40,6 +40,7 @@ def test_export_import_export_is_lossless(tmp_path, monkeypatch, capsys):
         "assistant",
         "system",
         "system",
+        "system",
         "user",
         "assistant",
     ]

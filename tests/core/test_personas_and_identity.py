@@ -23,6 +23,7 @@ async def test_persona_switch_tags_the_next_turn_and_keeps_earlier_tags(runtimes
         ("assistant", "ada", "reply to: hello"),
         ("system", None, "command: /persona captain"),
         ("system", "captain", "persona switched from ada to captain"),
+        ("system", None, f"command reply: {switched.text}"),
         ("assistant", "captain", "reply to: and now?"),
     ]
     sent = fake_openai.requests[-1].json["messages"]

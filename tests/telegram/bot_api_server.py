@@ -1,17 +1,29 @@
 """A real Telegram Bot API server on 127.0.0.1 that tests drive and inspect.
 
     async with FakeBotAPI() as api:
-        api.push(private_text(1, "hello"))          # served by the next getUpdates
+        api.push(private_text(1, "hello"))          # served by getUpdates until confirmed
         api.fail_next("editMessageText", flood(1))  # the next edit answers 429
         await api.wait_for(lambda: api.sent_texts(chat_id=1))
         assert api.calls_to("sendChatAction")
 
 It answers the methods the Telegram lane uses (getMe, getUpdates, sendMessage,
-editMessageText, sendChatAction, getFile, setMyCommands, setWebhook, deleteWebhook)
-and serves file downloads, with Telegram's own rules where tests need them: 4096
-characters per message, legacy Markdown that must parse, "message is not modified".
-`getUpdates` hands out whatever was pushed, even an update id it served before, so
-tests can re-deliver an update the way a restarted poller sees it.
+editMessageText, sendMessageDraft, deleteMessage, sendChatAction, getFile,
+setMyCommands, setWebhook, deleteWebhook) and serves file downloads, the way
+Telegram does rather than the way Chorus expects:
+
+- getUpdates hands out every update not yet confirmed; an update is confirmed only
+  when a later call passes an `offset` above its id, so a poller that never
+  confirmed (it crashed, or its next call never arrived) gets it again. While a
+  webhook is set, getUpdates answers 409.
+- message text follows Telegram's rules (tests/telegram/telegram_text.py): entities
+  in UTF-16 units checked against the text, legacy Markdown parsed as Telegram
+  parses it, 4096 characters, "message is not modified", and an edit of a message
+  that was deleted is "message to edit not found".
+- a group chat takes at most 20 messages (sends and edits) a minute; more is a 429
+  with the seconds until the oldest leaves the window.
+- sendMessageDraft (Bot API 9.3) works in private chats only; a draft is shown until
+  the bot sends a message to that chat, and `press_stop` is the person pressing the
+  Stop button of a draft sent with `can_stop`.
 """
 
 from __future__ import annotations
@@ -20,6 +32,7 @@ import asyncio
 import itertools
 import json
 import time
+from collections import deque
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -28,13 +41,14 @@ from typing import Any
 from aiohttp import web
 
 from tests.support.local_server import LocalServer
+from tests.telegram.telegram_text import FormattedText, TextRejected, formatted_text
 
 TOKEN = "123456:TEST-token-for-chorus"
 BOT_ID = 123456
 BOT_USERNAME = "chorus_bot"
-MESSAGE_LIMIT = 4096
+GROUP_MESSAGES_PER_MINUTE = 20
 # Form fields aiogram sends JSON-encoded.
-JSON_FIELDS = {"reply_parameters", "commands", "allowed_updates", "reply_markup", "scope"}
+JSON_FIELDS = {"reply_parameters", "commands", "allowed_updates", "reply_markup", "scope", "entities"}
 _update_ids = itertools.count(1000)
 _message_ids = itertools.count(1)
 
@@ -56,27 +70,61 @@ class StoredFile:
 
 
 @dataclass
+class ChatMessage:
+    """A message the bot sent, as it stands now (edits applied)."""
+
+    chat_id: str
+    message_id: int
+    shown: FormattedText
+    deleted: bool = False
+
+
+@dataclass
+class Draft:
+    """A streamed draft (sendMessageDraft) and every text it showed."""
+
+    chat_id: str
+    draft_id: int
+    shown: FormattedText
+    can_stop: bool
+    history: list[FormattedText] = field(default_factory=list)
+    visible: bool = True
+
+
+@dataclass
 class FakeBotAPI(LocalServer):
     token: str = TOKEN
     calls: list[Call] = field(default_factory=list)
+    group_limit_per_minute: int = GROUP_MESSAGES_PER_MINUTE
 
     shutdown_timeout = 0.5
 
     def __post_init__(self) -> None:
         super().__init__()
-        self._updates: list[dict[str, Any]] = []
+        self._pending: list[dict[str, Any]] = []
         self._updates_ready = asyncio.Event()
         self._failures: dict[str, list[dict[str, Any]]] = {}
         self._files: dict[str, StoredFile] = {}
-        self._texts: dict[tuple[str, int], str] = {}
+        self._messages: dict[tuple[str, int], ChatMessage] = {}
+        self._drafts: dict[tuple[str, int], Draft] = {}
+        self._group_sends: dict[str, deque[float]] = {}
         self._sent_ids = itertools.count(5000)
+        self._webhook_url = ""
+        # While set, getUpdates calls that carry an offset are lost on the way.
+        self.losing_confirmations = False
 
     # --- what tests call -------------------------------------------------------
 
     def push(self, *updates: dict[str, Any]) -> None:
-        """Queue updates for the next getUpdates."""
-        self._updates.extend(updates)
+        """Telegram receives updates for the bot; getUpdates serves them until confirmed."""
+        known = {update["update_id"] for update in self._pending}
+        self._pending.extend(update for update in updates if update["update_id"] not in known)
+        self._pending.sort(key=lambda update: update["update_id"])
         self._updates_ready.set()
+
+    @property
+    def unconfirmed(self) -> list[int]:
+        return [update["update_id"] for update in self._pending]
 
     def fail_next(self, method: str, error: dict[str, Any]) -> None:
         """The next call of `method` answers with `error` (a Bot API error body)."""
@@ -85,18 +133,43 @@ class FakeBotAPI(LocalServer):
     def add_file(self, file_id: str, data: bytes, path: str) -> None:
         self._files[file_id] = StoredFile(file_id, path, data)
 
+    def delete_message(self, chat_id: int, message_id: int) -> None:
+        """Someone deletes a message the bot sent."""
+        self._messages[(str(chat_id), message_id)].deleted = True
+
+    def press_stop(self, chat_id: int, draft_id: int, first_name: str = "Alice") -> None:
+        """The person presses Stop on a draft sent with `can_stop`."""
+        draft = self._drafts[(str(chat_id), draft_id)]
+        assert draft.can_stop, "this draft has no Stop button"
+        self.push(
+            {
+                "update_id": next(_update_ids),
+                "stopped_message_generation": {
+                    "chat": private_chat(chat_id, first_name),
+                    "draft_id": draft_id,
+                },
+            }
+        )
+
     def calls_to(self, method: str) -> list[Call]:
         return [call for call in self.calls if call.method == method]
 
-    def sent_texts(self, chat_id: int | None = None) -> list[str]:
-        """The text of every message as it stands now (edits applied), oldest first."""
+    def messages(self, chat_id: int | None = None) -> list[ChatMessage]:
+        """Messages the bot sent that are still there, oldest first."""
         return [
-            text
-            for (chat, _), text in sorted(self._texts.items(), key=lambda item: item[0][1])
-            if chat_id is None or chat == str(chat_id)
+            message
+            for (chat, _), message in sorted(self._messages.items(), key=lambda item: item[0][1])
+            if (chat_id is None or chat == str(chat_id)) and not message.deleted
         ]
 
-    async def wait_for(self, condition: Callable[[], Any], timeout: float = 5.0) -> Any:
+    def sent_texts(self, chat_id: int | None = None) -> list[str]:
+        """The visible text of every message as it stands now (edits applied), oldest first."""
+        return [message.shown.text for message in self.messages(chat_id)]
+
+    def drafts(self, chat_id: int) -> list[Draft]:
+        return [draft for (chat, _), draft in self._drafts.items() if chat == str(chat_id)]
+
+    async def wait_for(self, condition: Callable[[], Any], timeout: float = 60.0) -> Any:
         deadline = time.monotonic() + timeout
         while not (result := condition()):
             if time.monotonic() > deadline:
@@ -115,14 +188,17 @@ class FakeBotAPI(LocalServer):
 
     # --- the Bot API -----------------------------------------------------------
 
-    async def _method(self, request: web.Request) -> web.Response:
+    async def _method(self, request: web.Request) -> web.StreamResponse:
         if request.match_info["token"] != self.token:
             return _error(401, "Unauthorized")
         method = request.match_info["method"]
         params = _params(await request.post())
+        if method == "getUpdates" and self.losing_confirmations and "offset" in params:
+            # Lost on the way: Telegram never sees this call or the offset it confirms.
+            if request.transport is not None:
+                request.transport.close()
+            return web.StreamResponse()
         self.calls.append(Call(method, params, time.monotonic()))
-        if method == "getUpdates":
-            return await self._get_updates(request, params)
         failures = self._failures.get(method)
         if failures:
             body = failures.pop(0)
@@ -130,9 +206,12 @@ class FakeBotAPI(LocalServer):
         handler = getattr(self, f"_api_{method}", None)
         if handler is None:
             return _error(404, "Not Found: method not found")
-        return await handler(params)
+        try:
+            return await handler(request, params)
+        except TextRejected as rejected:
+            return _error(400, rejected.description)
 
-    async def _api_getMe(self, _params: dict[str, Any]) -> web.Response:
+    async def _api_getMe(self, _request: web.Request, _params: dict[str, Any]) -> web.Response:
         return _ok(
             {
                 "id": BOT_ID,
@@ -145,56 +224,92 @@ class FakeBotAPI(LocalServer):
             }
         )
 
-    async def _get_updates(self, request: web.Request, params: dict[str, Any]) -> web.Response:
-        if not self._updates:
+    async def _api_getUpdates(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        if self._webhook_url:
+            return _error(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; "
+                "use deleteWebhook to delete the webhook first",
+            )
+        offset = int(params.get("offset", 0))
+        if offset > 0:
+            # Everything below the offset is confirmed and never served again.
+            self._pending = [update for update in self._pending if update["update_id"] >= offset]
+        if not self._pending:
             self._updates_ready.clear()
-            timeout = float(params.get("timeout", 0))
             with suppress(TimeoutError):
-                await asyncio.wait_for(self._updates_ready.wait(), timeout)
-        if request.transport is None or request.transport.is_closing():
-            # The poller went away (a stopped lane): the updates wait for the next one.
-            return _ok([])
-        updates, self._updates = self._updates, []
-        return _ok(updates)
+                await asyncio.wait_for(self._updates_ready.wait(), float(params.get("timeout", 0)))
+        limit = int(params.get("limit", 100))
+        return _ok(self._pending[:limit])
 
-    async def _api_sendMessage(self, params: dict[str, Any]) -> web.Response:
-        rejected = _check_text(params)
-        if rejected:
-            return rejected
+    async def _api_sendMessage(self, _request: web.Request, params: dict[str, Any]) -> web.Response:
+        chat_id = str(params["chat_id"])
+        shown = formatted_text(params)
+        limited = self._group_limit(chat_id)
+        if limited is not None:
+            return limited
         message_id = next(self._sent_ids)
-        self._texts[(str(params["chat_id"]), message_id)] = params["text"]
-        return _ok(_bot_message(params, message_id))
+        self._messages[(chat_id, message_id)] = ChatMessage(chat_id, message_id, shown)
+        # A message from the bot replaces its draft in that chat.
+        for draft in self.drafts(int(chat_id)):
+            draft.visible = False
+        return _ok(_bot_message(params, message_id, shown))
 
-    async def _api_editMessageText(self, params: dict[str, Any]) -> web.Response:
+    async def _api_editMessageText(self, _request: web.Request, params: dict[str, Any]) -> web.Response:
         key = (str(params["chat_id"]), int(params["message_id"]))
-        if key not in self._texts:
+        stored = self._messages.get(key)
+        if stored is None or stored.deleted:
             return _error(400, "Bad Request: message to edit not found")
-        rejected = _check_text(params)
-        if rejected:
-            return rejected
-        if self._texts[key] == params["text"]:
+        shown = formatted_text(params)
+        if stored.shown == shown:
             return _error(
                 400,
                 "Bad Request: message is not modified: specified new message content and "
                 "reply markup are exactly the same as a current content and reply markup "
                 "of the message",
             )
-        self._texts[key] = params["text"]
-        return _ok(_bot_message(params, key[1]))
+        limited = self._group_limit(key[0])
+        if limited is not None:
+            return limited
+        stored.shown = shown
+        return _ok(_bot_message(params, key[1], shown))
 
-    async def _api_sendChatAction(self, _params: dict[str, Any]) -> web.Response:
+    async def _api_sendMessageDraft(self, _request: web.Request, params: dict[str, Any]) -> web.Response:
+        chat_id = str(params["chat_id"])
+        if int(chat_id) < 0:
+            return _error(400, "Bad Request: drafts can be sent only to private chats")
+        draft_id = int(params.get("draft_id", 0))
+        if draft_id == 0:
+            return _error(400, "Bad Request: draft_id must be non-zero")
+        shown = formatted_text(params, allow_empty=True)
+        can_stop = str(params.get("can_stop", "")).lower() == "true"
+        draft = self._drafts.setdefault((chat_id, draft_id), Draft(chat_id, draft_id, shown, can_stop))
+        draft.shown, draft.can_stop, draft.visible = shown, can_stop, True
+        draft.history.append(shown)
         return _ok(True)
 
-    async def _api_setMyCommands(self, _params: dict[str, Any]) -> web.Response:
+    async def _api_deleteMessage(self, _request: web.Request, params: dict[str, Any]) -> web.Response:
+        stored = self._messages.get((str(params["chat_id"]), int(params["message_id"])))
+        if stored is None or stored.deleted:
+            return _error(400, "Bad Request: message to delete not found")
+        stored.deleted = True
         return _ok(True)
 
-    async def _api_setWebhook(self, _params: dict[str, Any]) -> web.Response:
+    async def _api_sendChatAction(self, _request: web.Request, _params: dict[str, Any]) -> web.Response:
         return _ok(True)
 
-    async def _api_deleteWebhook(self, _params: dict[str, Any]) -> web.Response:
+    async def _api_setMyCommands(self, _request: web.Request, _params: dict[str, Any]) -> web.Response:
         return _ok(True)
 
-    async def _api_getFile(self, params: dict[str, Any]) -> web.Response:
+    async def _api_setWebhook(self, _request: web.Request, params: dict[str, Any]) -> web.Response:
+        self._webhook_url = str(params.get("url", ""))
+        return _ok(True)
+
+    async def _api_deleteWebhook(self, _request: web.Request, _params: dict[str, Any]) -> web.Response:
+        self._webhook_url = ""
+        return _ok(True)
+
+    async def _api_getFile(self, _request: web.Request, params: dict[str, Any]) -> web.Response:
         stored = self._files.get(params["file_id"])
         if stored is None:
             return _error(400, "Bad Request: invalid file_id")
@@ -215,6 +330,20 @@ class FakeBotAPI(LocalServer):
             if stored.path == request.match_info["path"]:
                 return web.Response(body=stored.data)
         return web.Response(status=404)
+
+    def _group_limit(self, chat_id: str) -> web.Response | None:
+        """Telegram's flood control for groups: 20 messages a minute, then 429."""
+        if int(chat_id) > 0:
+            return None
+        now = time.monotonic()
+        sent = self._group_sends.setdefault(chat_id, deque())
+        while sent and now - sent[0] >= 60:
+            sent.popleft()
+        if len(sent) >= self.group_limit_per_minute:
+            wait = max(1, int(60 - (now - sent[0])) + 1)
+            return web.json_response(flood(wait), status=429)
+        sent.append(now)
+        return None
 
 
 # --- updates as Telegram sends them -----------------------------------------------
@@ -296,7 +425,55 @@ def _entities(text: str) -> list[dict[str, Any]]:
     return entities
 
 
-# --- errors and Telegram's text rules -------------------------------------------
+def sticker(file_id: str = "stk1", emoji: str = "😀") -> dict[str, Any]:
+    return {
+        "file_id": file_id,
+        "file_unique_id": f"{file_id}-u",
+        "type": "regular",
+        "width": 512,
+        "height": 512,
+        "is_animated": False,
+        "is_video": False,
+        "emoji": emoji,
+    }
+
+
+def voice(file_id: str = "voc1", duration: int = 3) -> dict[str, Any]:
+    return {
+        "file_id": file_id,
+        "file_unique_id": f"{file_id}-u",
+        "duration": duration,
+        "mime_type": "audio/ogg",
+    }
+
+
+def video_note(file_id: str = "vn1") -> dict[str, Any]:
+    return {"file_id": file_id, "file_unique_id": f"{file_id}-u", "length": 240, "duration": 4}
+
+
+def location(latitude: float = 52.52, longitude: float = 13.405) -> dict[str, Any]:
+    return {"latitude": latitude, "longitude": longitude}
+
+
+def poll(question: str = "Lunch?") -> dict[str, Any]:
+    return {
+        "id": "poll-1",
+        "question": question,
+        "options": [
+            {"persistent_id": "o1", "text": "yes", "voter_count": 0},
+            {"persistent_id": "o2", "text": "no", "voter_count": 0},
+        ],
+        "total_voter_count": 0,
+        "is_closed": False,
+        "is_anonymous": True,
+        "type": "regular",
+        "allows_multiple_answers": False,
+        "allows_revoting": False,
+        "members_only": False,
+    }
+
+
+# --- errors ---------------------------------------------------------------------
 
 
 def flood(retry_after: int) -> dict[str, Any]:
@@ -308,39 +485,6 @@ def flood(retry_after: int) -> dict[str, Any]:
     }
 
 
-def _check_text(params: dict[str, Any]) -> web.Response | None:
-    text = params.get("text", "")
-    if not text.strip():
-        return _error(400, "Bad Request: message text is empty")
-    if len(text) > MESSAGE_LIMIT:
-        return _error(400, "Bad Request: message is too long")
-    if params.get("parse_mode") == "Markdown":
-        offset = _unclosed_markdown(text)
-        if offset is not None:
-            return _error(
-                400,
-                "Bad Request: can't parse entities: Can't find end of the entity "
-                f"starting at byte offset {offset}",
-            )
-    return None
-
-
-def _unclosed_markdown(text: str) -> int | None:
-    """Where an entity of Telegram's legacy Markdown opens without closing, else None."""
-    position = 0
-    while position < len(text):
-        for marker in ("```", "`", "*", "_"):
-            if text.startswith(marker, position):
-                end = text.find(marker, position + len(marker))
-                if end == -1:
-                    return len(text[:position].encode())
-                position = end + len(marker)
-                break
-        else:
-            position += 2 if text[position] == "\\" else 1
-    return None
-
-
 def _params(form: Any) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for key, value in form.items():
@@ -348,14 +492,18 @@ def _params(form: Any) -> dict[str, Any]:
     return params
 
 
-def _bot_message(params: dict[str, Any], message_id: int) -> dict[str, Any]:
-    return {
+def _bot_message(params: dict[str, Any], message_id: int, shown: FormattedText) -> dict[str, Any]:
+    chat_id = int(params["chat_id"])
+    body: dict[str, Any] = {
         "message_id": message_id,
         "date": int(time.time()),
-        "chat": {"id": int(params["chat_id"]), "type": "private"},
+        "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
         "from": {"id": BOT_ID, "is_bot": True, "first_name": "Chorus", "username": BOT_USERNAME},
-        "text": params["text"],
+        "text": shown.text,
     }
+    if shown.entities:
+        body["entities"] = shown.entities
+    return body
 
 
 def _ok(result: Any) -> web.Response:

@@ -16,6 +16,7 @@ from tests.telegram.bot_api_server import TOKEN, FakeBotAPI
 
 # Fast enough for tests, slow enough that throttling and albums are observable.
 EDIT_INTERVAL = 0.2
+GROUP_EDIT_INTERVAL = 0.5
 ALBUM_DELAY = 0.2
 
 LaneFactory = Callable[..., Awaitable[TelegramLane]]
@@ -46,7 +47,12 @@ async def start_lane(runtime: Runtime) -> AsyncIterator[LaneFactory]:
 
     async def start(**settings: Any) -> TelegramLane:
         runtime.settings.channels.telegram = runtime.settings.channels.telegram.model_copy(update=settings)
-        lane = TelegramLane(runtime, edit_interval=EDIT_INTERVAL, album_delay=ALBUM_DELAY)
+        lane = TelegramLane(
+            runtime,
+            edit_interval=EDIT_INTERVAL,
+            group_edit_interval=GROUP_EDIT_INTERVAL,
+            album_delay=ALBUM_DELAY,
+        )
         await lane.start()
         lanes.append(lane)
         return lane

@@ -41,7 +41,8 @@ class LinkedPerson:
             return len(texts) > before and not texts[-1].endswith(CURSOR)
 
         await self.bot_api.wait_for(delivered)
-        return self.bot_api.sent_texts(self.telegram_id)[-1]
+        # Replies of a persona open with its name in bold; the rest is what the model said.
+        return self.bot_api.sent_texts(self.telegram_id)[-1].removeprefix("Ada\n")
 
     async def on_web(self, text: str) -> str:
         # Exactly what the web lane hands over for a visitor's message.

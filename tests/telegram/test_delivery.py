@@ -13,7 +13,7 @@ from bot.runtime import Runtime
 from channels.telegram.lane import TelegramLane
 from channels.web.app import create_app
 from tests.fakes.openai_server import FakeOpenAI
-from tests.telegram.bot_api_server import FakeBotAPI, private_text
+from tests.telegram.bot_api_server import TOKEN, FakeBotAPI, private_text
 from tests.telegram.conftest import LaneFactory
 
 SECRET = "s3cret-token_1"
@@ -35,7 +35,7 @@ async def test_webhook_is_registered_with_the_secret(webhook: httpx.AsyncClient,
     registered = bot_api.calls_to("setWebhook")[0].params
     assert registered["url"] == WEBHOOK_URL
     assert registered["secret_token"] == SECRET
-    assert registered["allowed_updates"] == ["message"]
+    assert registered["allowed_updates"] == ["message", "stopped_message_generation"]
     assert not bot_api.calls_to("getUpdates")
     assert (await webhook.get("/healthz")).status_code == 200  # the same app serves the web lane
 
@@ -55,7 +55,7 @@ async def test_webhook_rejects_a_wrong_or_missing_secret(
     )
 
     assert (wrong.status_code, missing.status_code, right.status_code) == (401, 401, 200)
-    await bot_api.wait_for(lambda: bot_api.sent_texts(801) == ["reply to: hello"])
+    await bot_api.wait_for(lambda: bot_api.sent_texts(801) == ["Ada\nreply to: hello"])
     assert all("let me in" not in request.body.decode() for request in fake_openai.requests)
 
 
@@ -69,42 +69,63 @@ async def test_webhook_update_posted_twice_gets_one_reply(
         assert response.json() == {"ok": True}
     await webhook.post("/hooks/telegram", json=private_text(802, "next"), headers=headers)
 
-    await bot_api.wait_for(lambda: bot_api.sent_texts(802)[-1:] == ["reply to: next"])
+    await bot_api.wait_for(lambda: bot_api.sent_texts(802)[-1:] == ["Ada\nreply to: next"])
 
-    assert bot_api.sent_texts(802) == ["reply to: only once please", "reply to: next"]
+    assert bot_api.sent_texts(802) == ["Ada\nreply to: only once please", "Ada\nreply to: next"]
     assert len(fake_openai.requests) == 2
 
 
-async def test_polling_update_served_twice_gets_one_reply(
+async def test_polling_confirms_each_update_with_the_next_offset(
     lane: TelegramLane, bot_api: FakeBotAPI, fake_openai: FakeOpenAI
 ) -> None:
-    update = private_text(803, "only once please")
-    bot_api.push(update)
-    await bot_api.wait_for(lambda: bot_api.sent_texts(803) == ["reply to: only once please"])
+    first, second = private_text(803, "one"), private_text(803, "two")
+    bot_api.push(first)
+    await bot_api.wait_for(lambda: bot_api.sent_texts(803) == ["Ada\nreply to: one"])
+    bot_api.push(second)
+    await bot_api.wait_for(lambda: bot_api.sent_texts(803)[-1:] == ["Ada\nreply to: two"])
 
-    bot_api.push(update, private_text(803, "next"))
-    await bot_api.wait_for(lambda: bot_api.sent_texts(803)[-1:] == ["reply to: next"])
-
-    assert bot_api.sent_texts(803) == ["reply to: only once please", "reply to: next"]
+    # Telegram forgets an update once a later getUpdates passes an offset above its id.
+    await bot_api.wait_for(lambda: not bot_api.unconfirmed)
+    offsets = [int(call.params.get("offset", 0)) for call in bot_api.calls_to("getUpdates")]
+    assert first["update_id"] + 1 in offsets and second["update_id"] + 1 in offsets
     assert len(fake_openai.requests) == 2
 
 
-async def test_restarted_lane_does_not_answer_an_update_again(
+async def test_update_redelivered_after_a_lost_confirmation_is_answered_once(
     start_lane: LaneFactory, bot_api: FakeBotAPI, fake_openai: FakeOpenAI
 ) -> None:
     update = private_text(804, "only once please")
+    # The poller's calls that would confirm the update never reach Telegram, and the
+    # process stops: Telegram still holds the update as unconfirmed.
+    bot_api.losing_confirmations = True
     first = await start_lane()
     bot_api.push(update)
-    await bot_api.wait_for(lambda: bot_api.sent_texts(804) == ["reply to: only once please"])
+    await bot_api.wait_for(lambda: bot_api.sent_texts(804) == ["Ada\nreply to: only once please"])
     await first.stop()
+    assert bot_api.unconfirmed == [update["update_id"]]
+    bot_api.losing_confirmations = False
 
     # A fresh process remembers nothing; the stored message id is what stops a second reply.
     await start_lane()
-    bot_api.push(update, private_text(804, "next"))
-    await bot_api.wait_for(lambda: bot_api.sent_texts(804)[-1:] == ["reply to: next"])
+    await bot_api.wait_for(lambda: not bot_api.unconfirmed)
+    bot_api.push(private_text(804, "next"))
+    await bot_api.wait_for(lambda: bot_api.sent_texts(804)[-1:] == ["Ada\nreply to: next"])
 
-    assert bot_api.sent_texts(804) == ["reply to: only once please", "reply to: next"]
+    assert bot_api.sent_texts(804) == ["Ada\nreply to: only once please", "Ada\nreply to: next"]
     assert len(fake_openai.requests) == 2
+    served = [call for call in bot_api.calls_to("getUpdates") if call.params.get("offset") is None]
+    assert len(served) >= 2  # each process started without an offset and was served the update
+
+
+async def test_get_updates_is_refused_while_a_webhook_is_set(bot_api: FakeBotAPI) -> None:
+    async with httpx.AsyncClient(base_url=bot_api.base_url) as client:
+        await client.post(f"/bot{TOKEN}/setWebhook", data={"url": WEBHOOK_URL})
+        refused = await client.post(f"/bot{TOKEN}/getUpdates", data={"timeout": "0"})
+        await client.post(f"/bot{TOKEN}/deleteWebhook")
+        served = await client.post(f"/bot{TOKEN}/getUpdates", data={"timeout": "0"})
+
+    assert refused.status_code == 409 and "webhook is active" in refused.json()["description"]
+    assert served.json() == {"ok": True, "result": []}
 
 
 async def test_webhook_mode_without_a_secret_is_refused(runtime: Runtime) -> None:

@@ -67,7 +67,7 @@ async def test_activation_always_answers_every_group_message(
     await start_lane(activation="always")
     bot_api.push(message(group_chat(GROUP), CAROL, "anyone there?"))
 
-    await bot_api.wait_for(lambda: bot_api.sent_texts(GROUP) == ["reply to: Carol: anyone there?"])
+    await bot_api.wait_for(lambda: bot_api.sent_texts(GROUP) == ["Ada\nreply to: Carol: anyone there?"])
 
 
 async def test_each_forum_topic_is_its_own_session(
@@ -97,7 +97,7 @@ async def test_allow_lists_ignore_other_users_and_chats(
     bot_api.push(message(group_chat(-100999), BOB, "wrong group", message_id=32))
     bot_api.push(message(group_chat(GROUP), BOB, "allowed", message_id=33))
 
-    await bot_api.wait_for(lambda: bot_api.sent_texts() == ["reply to: Bob Stone: allowed"])
+    await bot_api.wait_for(lambda: bot_api.sent_texts() == ["Ada\nreply to: Bob Stone: allowed"])
 
     assert stored(runtime, 31) is None
     assert stored(runtime, 32, chat=-100999) is None

@@ -51,7 +51,8 @@ class Alice:
             return len(texts) > before and not texts[-1].endswith(CURSOR)
 
         await self.bot_api.wait_for(delivered, timeout=DEADLINE)
-        return self.bot_api.sent_texts(self.telegram_id)[-1]
+        # Replies of a persona open with its name in bold; the rest is what the model said.
+        return self.bot_api.sent_texts(self.telegram_id)[-1].removeprefix("Ada\n")
 
     async def on_web(self, text: str) -> str:
         final = (await self.web.say(text))[-1]

@@ -21,7 +21,7 @@ async def test_private_text_gets_a_streamed_reply_with_typing(
 ) -> None:
     bot_api.push(private_text(501, "hello there"))
 
-    await bot_api.wait_for(lambda: bot_api.sent_texts(501) == ["reply to: hello there"])
+    await bot_api.wait_for(lambda: bot_api.sent_texts(501) == ["Ada\nreply to: hello there"])
 
     assert last_user_text(fake_openai.requests[0].json) == "hello there"
     typing = bot_api.calls_to("sendChatAction")

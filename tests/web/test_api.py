@@ -245,7 +245,8 @@ async def test_chat_commands_work_and_new_moves_to_a_fresh_session(client: httpx
     assert (await visitor.history())["messages"] == []
     # The old conversation stays readable, but new messages go to the current one.
     old_page = await visitor.get(f"/api/sessions/{old_session}/messages")
-    assert [message["text"] for message in old_page.json()["messages"]][0] == "remember me"
+    old_messages = [message for message in old_page.json()["messages"] if message["event"] is None]
+    assert old_messages[0]["text"] == "remember me"
     stale = await visitor.post_message("late", session_id=old_session)
     assert stale.status_code == 409 and new_done.data["session_id"] in stale.json()["detail"]
 
@@ -260,7 +261,7 @@ async def test_link_code_shown_on_the_web_joins_a_telegram_account(client: httpx
     assert linked.kind == "command" and linked.session_id == visitor.session_id
     reply: Reply = await engine.respond(inbound("and now from telegram", lane="telegram", user_id="tg-7"))
     assert reply.session_id == visitor.session_id
-    texts = [message["text"] for message in (await visitor.history())["messages"]]
+    texts = [message["text"] for message in (await visitor.history())["messages"] if message["event"] is None]
     assert texts[0] == "started on the web" and texts[2] == "and now from telegram"
 
 
@@ -311,3 +312,30 @@ async def test_disabled_web_lane_keeps_only_healthz(make_client: ClientFactory) 
     assert (await client.post("/api/session")).status_code == 404
     assert (await client.get("/")).status_code == 404
     assert (await client.get("/widget.js")).status_code == 404
+
+
+async def test_history_shows_commands_their_answers_and_persona_switches_as_events(
+    client: httpx.AsyncClient,
+) -> None:
+    visitor = await WebVisitor.start(client)
+    await visitor.say("hello")
+    help_text = (await visitor.say("/help"))[-1].data["text"]
+    switched = await client.post(
+        f"/api/sessions/{visitor.session_id}/persona", json={"persona_id": "sage"}, headers=visitor.headers
+    )
+    shown = [(m["role"], m["event"], m["text"]) for m in (await visitor.history())["messages"]]
+    assert shown[2:] == [
+        ("system", "command", "/help"),
+        ("system", "command_reply", help_text),
+        ("system", "command", "/persona sage"),
+        ("system", "persona_switch", "Now speaking: Sage"),
+        ("system", "command_reply", switched.json()["text"]),
+    ]
+    assert [event for _, event, _ in shown[:2]] == [None, None]
+
+
+async def test_status_and_context_name_the_same_model(client: httpx.AsyncClient) -> None:
+    visitor = await WebVisitor.start(client)
+    status = (await visitor.say("/status"))[-1].data["text"]
+    context = (await visitor.say("/context"))[-1].data["text"]
+    assert "Model: demo" in status and "model demo" in context

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Browser, Page, Route, async_playwright
 
 from bot.providers.openai import OpenAICompatibleProvider
 from channels.web.app import create_app
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import FakeOpenAI, Hang, Reply
 from tests.support.files import png_image
 from tests.support.live_server import LiveServer
 from tests.support.runtime import make_runtime
@@ -191,3 +192,132 @@ async def test_panel_fills_a_phone_width_screen(browser: Browser, server: LiveSe
     await send(page, "hi from a phone")
     composer = await page.locator("textarea").bounding_box()
     assert composer is not None and composer["y"] + composer["height"] <= 667
+
+
+def shadow(script: str) -> str:
+    """A page function body with `root` bound to the widget's shadow root."""
+    return f"() => {{ const root = document.querySelector('#chorus-widget').shadowRoot; {script} }}"
+
+
+async def test_after_a_reload_commands_their_answers_and_persona_switches_are_shown(
+    browser: Browser, server: LiveServer
+) -> None:
+    page = await open_demo(browser, server.base_url)
+    await send(page, "hello")
+    await page.fill("textarea", "/help")
+    await page.press("textarea", "Enter")
+    await page.wait_for_selector("[data-role=notice]:has-text('/persona')")
+    await page.select_option("select.persona-picker", "sage")
+    await page.wait_for_selector("[data-role=notice]:has-text('Switched to Sage')")
+
+    await page.reload()
+    await page.wait_for_selector("#chorus-widget[data-ready]", state="attached")
+    commands = page.locator("[data-role=command]")
+    assert [await commands.nth(i).inner_text() for i in range(await commands.count())] == [
+        "/help",
+        "/persona sage",
+    ]
+    events = page.locator("[data-event]")
+    kinds = [await events.nth(i).get_attribute("data-event") for i in range(await events.count())]
+    assert kinds == ["command", "command_reply", "command", "persona_switch", "command_reply"]
+    assert await page.locator("[data-event=persona_switch]").inner_text() == "Now speaking: Sage"
+    assert "/persona" in await page.locator("[data-event=command_reply]").first.inner_text()
+
+
+async def test_the_view_scrolls_to_the_reply_after_an_image_loads(
+    browser: Browser, server: LiveServer, tmp_path: Path
+) -> None:
+    image = tmp_path / "tall.png"
+    image.write_bytes(png_image(160, 160))
+    page = await open_demo(browser, server.base_url)
+    for number in range(4):
+        await send(page, f"message {number}")
+    await page.set_input_files("input[type=file]", str(image))
+    await send(page, "and a picture")
+
+    # After the reload the image arrives only once the history is on screen and scrolled down.
+    release = asyncio.Event()
+
+    async def hold_image(route: Route) -> None:
+        await release.wait()
+        await route.continue_()
+
+    await page.route("**/api/attachments/*", hold_image)
+    await page.reload()
+    await page.wait_for_selector("#chorus-widget[data-ready]", state="attached")
+    at_bottom = (
+        "const log = root.querySelector('.log');"
+        " return log.scrollHeight - log.scrollTop - log.clientHeight < 2;"
+    )
+    assert await page.evaluate(
+        shadow(
+            "return root.querySelector('.log').scrollHeight > root.querySelector('.log').clientHeight + 200;"
+        )
+    )
+    assert await page.evaluate(shadow(at_bottom))
+    release.set()
+    await page.wait_for_function(shadow("return root.querySelector('.files img').naturalWidth === 160;"))
+    await page.wait_for_function(shadow(at_bottom))
+
+
+async def test_a_refused_file_gets_the_reason_and_no_retry(
+    browser: Browser, server: LiveServer, tmp_path: Path
+) -> None:
+    program = tmp_path / "setup.exe"
+    program.write_bytes(b"MZ\x90\x00")
+    page = await open_demo(browser, server.base_url)
+    await page.set_input_files("input[type=file]", str(program))
+    await page.fill("textarea", "install this")
+    await page.press("textarea", "Enter")
+    refused = page.locator(".msg.error")
+    await refused.wait_for()
+    text = await refused.inner_text()
+    for name in ("PNG", "JPEG", "GIF", "WebP", "PDF", "TXT", "Markdown", "CSV", "JSON"):
+        assert name in text
+    assert await page.locator(".retry").count() == 0
+    assert await page.locator("[role=alert] button").is_hidden()
+
+
+async def test_on_a_desktop_the_panel_docks_in_the_corner_and_can_be_minimised(
+    browser: Browser, server: LiveServer
+) -> None:
+    page = await open_demo(browser, server.base_url, viewport={"width": 1280, "height": 800})
+    panel = page.locator("section.panel")
+    content = page.locator("main")
+    box, text = await panel.bounding_box(), await content.bounding_box()
+    assert box is not None and text is not None
+    # A corner panel, and the page's content stays beside it, not under it.
+    assert box["width"] < 420 and box["x"] + box["width"] <= 1280 and box["y"] + box["height"] <= 800
+    assert text["x"] + text["width"] <= box["x"]
+    await page.click("button.minimise")
+    minimised = await panel.bounding_box()
+    assert minimised is not None and minimised["height"] < 80
+    assert await page.locator("textarea").is_hidden()
+    recentred = await content.bounding_box()
+    assert recentred is not None and recentred["x"] > text["x"]
+    await page.click("button.minimise")
+    assert await page.locator("textarea").is_visible()
+    await send(page, "still here")
+
+
+async def test_stop_ends_a_streaming_reply_and_shows_it_stopped(
+    runtimes, browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script(Hang(seconds=60, after_text="Once upon a time"), "A short answer.")
+    runtime = runtimes(tmp_path, provider=OpenAICompatibleProvider(fake_openai.base_url))
+    async with LiveServer(create_app(runtime)) as live:
+        page = await open_demo(browser, live.base_url)
+        await page.fill("textarea", "tell me a long story")
+        await page.press("textarea", "Enter")
+        await page.wait_for_selector("[data-author=assistant] .text:has-text('Once upon a time')")
+        assert await page.locator("button.send").is_hidden()
+        await page.click("button.stop")
+        stopped = page.locator("[data-author=assistant][data-status=stopped]")
+        await stopped.wait_for()
+        assert await stopped.locator(".text").inner_text() == "Once upon a time\n\n[Stopped.]"
+        assert await page.locator("button.stop").is_hidden()
+        await send(page, "and now?")
+        assert "A short answer." in await page.locator(ASSISTANT).last.inner_text()
+        [(session, _count)] = runtime.store.list_sessions()
+        messages = runtime.store.messages(session.id)
+    assert [(m.role, m.status) for m in messages if m.role == "assistant"][0] == ("assistant", "interrupted")

@@ -17,6 +17,12 @@
   var TITLE = script.getAttribute("data-title") || "Chat";
   var START_OPEN = script.getAttribute("data-open") === "true";
   var HISTORY_PAGE = 30;
+  // On a desktop the open panel docks in the corner and the page makes room for it
+  // (data-dock="false" lets it float over the page instead).
+  var DOCK = script.getAttribute("data-dock") !== "false";
+  var DESKTOP = window.matchMedia("(min-width: 900px)");
+  var PANEL_WIDTH = 380;
+  var GAP = 20;
 
   var CSS = [
     ":host { all: initial; }",
@@ -33,6 +39,10 @@
     "header .title { font-weight: 600; flex: 1; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }",
     "header select { max-width: 150px; font: inherit; border-radius: 6px; border: 0; padding: 4px; }",
     "header button { background: transparent; color: #fff; border: 0; font-size: 20px; cursor: pointer; padding: 0 4px; }",
+    ".panel.minimised { height: auto; }",
+    ".panel.minimised > :not(header) { display: none !important; }",
+    ".panel.minimised header { cursor: pointer; }",
+    ".msg.command { opacity: .85; font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 13px; }",
     ".alert { padding: 8px 12px; background: #fdecea; color: #8a1c12; border-bottom: 1px solid #f5c2bd; font-size: 13px;",
     "  display: flex; gap: 8px; align-items: center; }",
     ".alert span { flex: 1; }",
@@ -66,6 +76,7 @@
     ".attach { background: #eef0f8; color: #3b4cca; }",
     ".send { background: #3b4cca; color: #fff; font-weight: 600; }",
     ".send:disabled { opacity: .5; cursor: default; }",
+    ".stop { background: #8a1c12; color: #fff; font-weight: 600; }",
     "@media (max-width: 480px) {",
     "  .panel { right: 0; bottom: 0; width: 100vw; height: 100%; max-height: none; border-radius: 0; }",
     "  .launcher { right: 12px; bottom: 12px; }",
@@ -201,6 +212,7 @@
   var titleNode = el("span", { class: "title", text: TITLE });
   var personaPicker = el("select", { class: "persona-picker", "aria-label": "Persona", onchange: switchPersona });
   var closeButton = el("button", { type: "button", "aria-label": "Close chat", text: "\u00d7", onclick: close });
+  var minimiseButton = el("button", { class: "minimise", type: "button", "aria-label": "Minimise chat", text: "\u2013", onclick: toggleMinimised });
   var alertText = el("span");
   var alertRetry = el("button", { type: "button", text: "Retry", hidden: true });
   var alertBox = el("div", { class: "alert", role: "alert", hidden: true }, [alertText, alertRetry]);
@@ -211,9 +223,10 @@
   var attachButton = el("button", { class: "attach", type: "button", "aria-label": "Attach files", text: "+", onclick: function () { fileInput.click(); } });
   var textarea = el("textarea", { rows: 1, placeholder: "Write a message\u2026", "aria-label": "Message", onkeydown: onKey });
   var sendButton = el("button", { class: "send", type: "submit", text: "Send" });
-  var form = el("form", { onsubmit: function (event) { event.preventDefault(); send(); } }, [attachButton, fileInput, textarea, sendButton]);
+  var stopButton = el("button", { class: "stop", type: "button", text: "Stop", "aria-label": "Stop the reply", hidden: true, onclick: stopReply });
+  var form = el("form", { onsubmit: function (event) { event.preventDefault(); send(); } }, [attachButton, fileInput, textarea, sendButton, stopButton]);
   var panel = el("section", { class: "panel", role: "dialog", "aria-label": TITLE, hidden: true }, [
-    el("header", {}, [titleNode, personaPicker, closeButton]),
+    el("header", { onclick: function (event) { if (event.target === titleNode && minimised()) toggleMinimised(); } }, [titleNode, personaPicker, minimiseButton, closeButton]),
     alertBox,
     log,
     pendingStrip,
@@ -225,13 +238,42 @@
   function open() {
     panel.hidden = false;
     launcher.hidden = true;
+    panel.classList.remove("minimised");
+    dock();
     textarea.focus();
   }
 
   function close() {
     panel.hidden = true;
     launcher.hidden = false;
+    dock();
   }
+
+  function minimised() {
+    return panel.classList.contains("minimised");
+  }
+
+  function toggleMinimised() {
+    panel.classList.toggle("minimised");
+    minimiseButton.setAttribute("aria-label", minimised() ? "Restore chat" : "Minimise chat");
+    dock();
+    if (!minimised()) scrollDown();
+  }
+
+  // The open panel takes a column at the page's right edge, so it covers none of the page.
+  var pageMargin = null;
+  function dock() {
+    var docked = DOCK && DESKTOP.matches && !panel.hidden && !minimised();
+    if (docked && pageMargin === null) {
+      pageMargin = document.body.style.marginRight;
+      document.body.style.marginRight = PANEL_WIDTH + 2 * GAP + "px";
+    } else if (!docked && pageMargin !== null) {
+      document.body.style.marginRight = pageMargin;
+      pageMargin = null;
+    }
+    host.toggleAttribute("data-docked", docked);
+  }
+  DESKTOP.addEventListener("change", dock);
 
   function showAlert(message, retry) {
     alertText.textContent = message;
@@ -253,8 +295,20 @@
     return log.scrollHeight - log.scrollTop - log.clientHeight < 80;
   }
 
+  // Whether the view follows the newest message: true until the person scrolls up.
+  // Content that grows later (an image that finished loading) keeps it at the bottom.
+  var following = true;
+  log.addEventListener("scroll", function () {
+    following = nearBottom();
+  });
+
   function scrollDown() {
     log.scrollTop = log.scrollHeight;
+    following = true;
+  }
+
+  function keepFollowing() {
+    if (following) scrollDown();
   }
 
   // --- session and history --------------------------------------------------------
@@ -338,6 +392,7 @@
   }
 
   function storedBubble(message) {
+    if (message.role === "system") return eventBubble(message);
     var node = bubble(message.role, message.persona_name);
     node.textNode.textContent = message.text;
     node.setAttribute("data-message-id", message.id);
@@ -353,9 +408,20 @@
     return el("div", { class: "msg notice" + (isError ? " error" : ""), "data-role": "notice", text: text });
   }
 
+  // A stored event: a command as the person typed it, or a notice (answers, persona switches, errors).
+  function eventBubble(message) {
+    if (message.event === "command") {
+      return el("div", { class: "msg user command", "data-role": "command", "data-event": "command", "data-message-id": message.id, text: message.text });
+    }
+    var node = noticeBubble(message.text, message.event === "error");
+    node.setAttribute("data-event", message.event);
+    node.setAttribute("data-message-id", message.id);
+    return node;
+  }
+
   function storedFile(file) {
     if (file.kind === "image") {
-      var image = el("img", { alt: file.filename });
+      var image = el("img", { alt: file.filename, onload: keepFollowing });
       // Fetched with the visitor's token (an <img src> could not send it), shown as a blob.
       request(file.url)
         .then(function (response) {
@@ -484,14 +550,17 @@
       .then(function (response) {
         hideAlert();
         return readEvents(response, function (name, data) {
-          var follow = nearBottom();
           if (name === "delta") {
             reply.textNode.textContent += data.text;
           } else {
             finished = true;
             finishReply(reply, name, data);
+            if (data.kind === "command") {
+              mine.classList.add("command");
+              mine.setAttribute("data-role", "command");
+            }
           }
-          if (follow) scrollDown();
+          keepFollowing();
         });
       })
       .then(function () {
@@ -509,16 +578,32 @@
         reply.classList.add("error");
         reply.querySelector(".persona").textContent = "";
         reply.textNode.textContent = (partial ? partial + "\n\n" : "") + error.message;
-        reply.appendChild(el("button", { class: "retry", type: "button", text: "Retry", onclick: retry }));
-        showAlert(error.message, error.status === 429 ? null : retry);
+        // A refusal (bad file, too large, not allowed) fails the same way again: no Retry.
+        if (retryable(error.status)) {
+          reply.appendChild(el("button", { class: "retry", type: "button", text: "Retry", onclick: retry }));
+        }
+        showAlert(error.message, retryable(error.status) && error.status !== 429 ? retry : null);
       })
       .then(function () {
         setSending(false);
       });
   }
 
+  function retryable(status) {
+    return status === 0 || status === 408 || status === 429 || status >= 500;
+  }
+
+  function stopReply() {
+    stopButton.disabled = true;
+    request("/api/sessions/" + state.sessionId + "/stop", { method: "POST" }).catch(function (error) {
+      showAlert(error.message);
+    });
+  }
+
   function finishReply(reply, name, data) {
     reply.classList.remove("streaming");
+    if (data.status) reply.setAttribute("data-status", data.status);
+    if (data.status === "stopped") reply.classList.add("stopped");
     if (data.message_id) reply.setAttribute("data-message-id", data.message_id);
     if (data.persona_id) reply.setAttribute("data-persona-id", data.persona_id);
     reply.querySelector(".persona").textContent = data.persona_name || "";
@@ -536,6 +621,10 @@
   function setSending(sending) {
     state.sending = sending;
     sendButton.disabled = sending || state.loading;
+    // While a reply streams, Stop takes the place of Send.
+    sendButton.hidden = sending;
+    stopButton.hidden = !sending;
+    stopButton.disabled = false;
   }
 
   function setLoading(loading) {
