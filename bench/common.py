@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import resource
 import statistics
 from collections.abc import Iterator, Sequence
@@ -10,7 +11,19 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-LOCOMO_DIR = REPO.parent / "shared" / "data" / "locomo"
+
+
+def _locomo_dir() -> Path:
+    """`CHORUS_LOCOMO_DIR`, or the nearest `shared/data/locomo` above the checkout."""
+    if os.environ.get("CHORUS_LOCOMO_DIR"):
+        return Path(os.environ["CHORUS_LOCOMO_DIR"])
+    for folder in REPO.parents:
+        if (folder / "shared" / "data" / "locomo").is_dir():
+            return folder / "shared" / "data" / "locomo"
+    return REPO.parent / "shared" / "data" / "locomo"
+
+
+LOCOMO_DIR = _locomo_dir()
 
 
 def percentile(samples: Sequence[float], share: float) -> float:

@@ -33,8 +33,8 @@ from bench.common import (  # noqa: E402
 )
 from bot.config import load_settings  # noqa: E402
 from bot.runtime import build_runtime  # noqa: E402
-from bot.search_terms import search_text  # noqa: E402
 from bot.storage.database import open_session  # noqa: E402
+from bot.storage.index_text import message_index_text  # noqa: E402
 from bot.storage.models import ChatSession, Message  # noqa: E402
 from bot.storage.store import INDEX_MESSAGE, owner_token  # noqa: E402
 from bot.turns.inbound import Actor, InboundMessage  # noqa: E402
@@ -95,7 +95,14 @@ def populate(runtime, size: int, texts: list[str], owner: str) -> ChatSession:
         token = owner_token("person", owner)
         db.connection().execute(
             INDEX_MESSAGE,
-            [{"id": row.id, "owner": token, "content": search_text(row.content)} for row in rows],
+            [
+                {
+                    "id": row.id,
+                    "owner": token,
+                    "content": message_index_text(row.sender_name, row.content, now),
+                }
+                for row in rows
+            ],
         )
         db.commit()
     return runtime.store.get_session(session.id)

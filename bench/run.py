@@ -20,6 +20,8 @@ BENCHMARKS = {
     "web": ("bench.web_visitors", "Web lane: concurrent visitors"),
     "context": ("bench.context_replay", "Context management: LoCoMo replay in a small window"),
     "memory": ("bench.memory_offload", "Long-term memory: LoCoMo offload and recall"),
+    "recall": ("bench.recall", "Recall: the development question set over LoCoMo group chats"),
+    "console": ("bench.console", "Operator's console: list, transcript and context chart on a busy database"),
     "startup": ("bench.startup", "Cold start: chorus serve to healthy, chorus sessions"),
 }
 

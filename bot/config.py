@@ -116,6 +116,10 @@ class MemorySettings(BaseModel):
     dedup_threshold: float = 0.8
     recent_window: int = 50
     recall_items: int = 3
+    # Recalled lines in a turn's context stop at this share of the context budget.
+    recall_budget_share: float = 0.1
+    # Dense recall (sentence embeddings) when the `dense` extra is installed; off = full-text only.
+    dense: bool = True
     # The end of a session's activity: this many seconds without a turn (or the
     # process shutting down) offloads whatever is pending; 0 turns the timer off.
     idle_seconds: float = 600.0

@@ -88,9 +88,21 @@ class _ChorusHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """stderr, in the configured format."""
 
 
+class AccessQueryFilter(logging.Filter):
+    """Drops query strings from uvicorn's access lines: a search term can quote a message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if record.name == "uvicorn.access" and isinstance(args, tuple) and len(args) == 5:
+            client, method, path, version, status = args
+            record.args = (client, method, str(path).split("?", 1)[0], version, status)
+        return True
+
+
 def make_handler(log_format: LogFormat) -> logging.Handler:
     handler = _ChorusHandler()
     handler.addFilter(ContextFilter())
+    handler.addFilter(AccessQueryFilter())
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(_TEXT_FORMAT))
     return handler
 

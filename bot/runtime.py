@@ -14,6 +14,7 @@ from bot.commands.registry import CommandRegistry
 from bot.config import Settings
 from bot.context.maintenance import ContextMaintainer
 from bot.memory import MemoryService, choose_distiller
+from bot.memory.dense import load_embedder
 from bot.providers import make_provider
 from bot.providers.base import ChatProvider
 from bot.providers.observed import ObservedProvider
@@ -113,7 +114,10 @@ def build_runtime(
     engine.after_turn_jobs.append(context.after_turn)
     engine.overflow_handler = context.recover_from_overflow
     memory = MemoryService(
-        MemoryStore(database), settings.memory, choose_distiller(provider, settings.model.name)
+        MemoryStore(database),
+        settings.memory,
+        choose_distiller(provider, settings.model.name),
+        load_embedder() if settings.memory.dense else None,
     )
     engine.memory = memory
     if settings.memory.enabled:

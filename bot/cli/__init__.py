@@ -1,8 +1,9 @@
 """The `chorus` command line.
 
 Each command imports what it uses when it runs: a storage-only command (`sessions`,
-`export`, `import`, `recall`, `db upgrade`) opens the database and nothing else, so it
-never loads a lane, the model provider or the turn engine.
+`export`, `recall`, `db upgrade`) opens the database and nothing else, so it never loads
+a lane, the model provider or the turn engine. `serve`, `chat` and `import` (which
+distils the imported conversation into memory with the model) build the whole runtime.
 """
 
 from __future__ import annotations
@@ -143,11 +144,19 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from bot.cli.transfer import import_json, load_document
+    import asyncio
 
-    with opened_store(args.settings) as store:
-        chat = import_json(store, attachment_store(args.settings), load_document(args.file))
+    from bot.cli.transfer import import_json, load_document
+    from bot.runtime import build_runtime
+
+    runtime = build_runtime(args.settings)
+    chat = import_json(runtime.store, runtime.engine.attachments, load_document(args.file))
     print(f"Imported as session {chat.id} ({chat.last_seq} messages).")
+    if runtime.settings.memory.enabled and runtime.memory is not None:
+        # An imported conversation is remembered like a live one: distil it all now.
+        result = asyncio.run(runtime.memory.flush(chat))
+        print(f"Distilled {result.written if result else 0} memory items from it.")
+    asyncio.run(runtime.aclose())
     return 0
 
 

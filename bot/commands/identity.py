@@ -16,7 +16,9 @@ async def link_command(context: CommandContext, args: str) -> CommandAnswer:
         ttl = engine.settings.limits.link_code_ttl_seconds
         code = engine.store.create_link_code(account.person_id, timedelta(seconds=ttl))
         return CommandAnswer(
-            f"Your link code: {code.code}\nSend /link {code.code} to me on another app within "
+            # Code spans: one tap copies the code on Telegram, and the command inside
+            # is not a second tappable /link that would make a new code.
+            f"Your link code: `{code.code}`\nOn another app, send me `/link {code.code}` within "
             f"{max(ttl // 60, 1)} minutes to continue this conversation there. It works once."
         )
     merge = engine.store.redeem_link_code(

@@ -22,7 +22,8 @@ RECALL_HITS = 5
 
 def item_line(item: MemoryItem) -> str:
     repeated = f" ×{item.mentions}" if item.mentions > 1 else ""
-    return f"#{item.id} [{item.kind}] {item.created_at:%Y-%m-%d}{repeated} — {shorten(item.content, 200)}"
+    said = item.said_at or item.created_at
+    return f"#{item.id} [{item.kind}] {said:%Y-%m-%d}{repeated} — {shorten(item.content, 200)}"
 
 
 def item_record(item: MemoryItem) -> dict[str, Any]:
@@ -35,6 +36,9 @@ def item_record(item: MemoryItem) -> dict[str, Any]:
         "mentions": item.mentions,
         "source": item.source,
         "session_id": item.session_id,
+        "first_seq": item.source_seq,
+        "last_seq": item.source_last_seq,
+        "said_at": item.said_at.isoformat() if item.said_at is not None else None,
         "created_at": item.created_at.isoformat(),
         "updated_at": item.updated_at.isoformat(),
     }
@@ -85,7 +89,9 @@ async def recall_command(context: CommandContext, args: str) -> CommandAnswer:
     hits = memory.recall.search(Owner.of(context.route.session), args, RECALL_HITS)
     if not hits:
         return CommandAnswer(f"Nothing found for “{args.strip()}”.")
-    return CommandAnswer("\n".join(f"{n}. {format_hit(hit)}" for n, hit in enumerate(hits, 1)))
+    return CommandAnswer(
+        "\n".join(f"{n}. {format_hit(hit)} · score {hit.score:.3f}" for n, hit in enumerate(hits, 1))
+    )
 
 
 COMMANDS = (

@@ -9,23 +9,29 @@ only through `bot.storage.memory_store` and never rewrites the transcript.
 
 from __future__ import annotations
 
-from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller, SourceBlock
-from bot.memory.items import DistilledItem, MemoryKind
-from bot.memory.offload import Offloader, OffloadResult
-from bot.memory.recall import Recall, TurnMemory
-from bot.memory.service import MemoryService, choose_distiller
+import importlib
+from typing import Any
 
-__all__ = [
-    "DistilledItem",
-    "Distiller",
-    "MemoryKind",
-    "MemoryService",
-    "ModelDistiller",
-    "OffloadResult",
-    "Offloader",
-    "Recall",
-    "RuleDistiller",
-    "SourceBlock",
-    "TurnMemory",
-    "choose_distiller",
-]
+# Names are imported on first use: `chorus recall` needs recall alone, not the
+# distillers and the model providers behind them.
+_EXPORTS = {
+    "DistilledItem": "bot.memory.items",
+    "Distiller": "bot.memory.distill",
+    "MemoryKind": "bot.memory.items",
+    "MemoryService": "bot.memory.service",
+    "ModelDistiller": "bot.memory.distill",
+    "OffloadResult": "bot.memory.offload",
+    "Offloader": "bot.memory.offload",
+    "Recall": "bot.memory.recall",
+    "RuleDistiller": "bot.memory.distill",
+    "SourceBlock": "bot.memory.distill",
+    "TurnMemory": "bot.memory.recall",
+    "choose_distiller": "bot.memory.service",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'bot.memory' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

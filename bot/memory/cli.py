@@ -3,19 +3,39 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from sqlalchemy.engine import Engine as DatabaseEngine
 
 from bot.config import MemorySettings
 from bot.errors import ChorusError
-from bot.memory.recall import Recall, format_hit
-from bot.storage.memory_store import MemoryStore, Owner
+from bot.memory.dense import DenseIndex, load_embedder
+from bot.memory.recall import Recall, format_hit, hit_text
+from bot.storage.memory_store import MemoryStore, Owner, RecallHit
 from bot.storage.store import Store
 
 
 class UnknownSession(ChorusError):
     def __init__(self, prefix: str) -> None:
         super().__init__(f"no single session matches '{prefix}' (see `chorus sessions`)")
+
+
+def hit_record(hit: RecallHit) -> dict[str, Any]:
+    """One hit as `--json` prints it."""
+    return {
+        "kind": hit.label if hit.source == "memory" else "message",
+        "source": hit.source,
+        "id": hit.id,
+        "role": hit.label if hit.source == "message" else None,
+        "sender": hit.sender_name,
+        "text": hit.text,
+        "shown": hit_text(hit),
+        "session_id": hit.session_id,
+        "first_seq": hit.seq,
+        "last_seq": hit.last_seq,
+        "date": hit.said_at.isoformat() if hit.said_at is not None else None,
+        "score": round(hit.score, 6),
+    }
 
 
 def recall_output(
@@ -31,25 +51,12 @@ def recall_output(
     chat = Store(database).find_session(session_prefix)
     if chat is None:
         raise UnknownSession(session_prefix)
-    hits = Recall(MemoryStore(database), settings).search(Owner.of(chat), query, limit)
+    memory = MemoryStore(database)
+    embedder = load_embedder() if settings.dense else None
+    dense = DenseIndex(memory, embedder) if embedder is not None else None
+    hits = Recall(memory, settings, dense).search(Owner.of(chat), query, limit)
     if as_json:
-        return json.dumps(
-            [
-                {
-                    "source": hit.source,
-                    "id": hit.id,
-                    "label": hit.label,
-                    "text": hit.text,
-                    "session_id": hit.session_id,
-                    "seq": hit.seq,
-                    "created_at": hit.created_at.isoformat(),
-                    "score": round(hit.score, 4),
-                }
-                for hit in hits
-            ],
-            ensure_ascii=False,
-            indent=2,
-        )
+        return json.dumps([hit_record(hit) for hit in hits], ensure_ascii=False, indent=2)
     if not hits:
         return f"Nothing found for “{query}”."
-    return "\n".join(f"{n}. {format_hit(hit)}" for n, hit in enumerate(hits, 1))
+    return "\n".join(f"{n}. {format_hit(hit)} (score {hit.score:.4f})" for n, hit in enumerate(hits, 1))

@@ -171,12 +171,11 @@ def parse_model_items(answer: str, max_items: int) -> list[DistilledItem] | None
     except ValueError:
         return None
     entries = parsed.get("items") if isinstance(parsed, dict) else parsed
-    if not isinstance(entries, list):
+    # A bare list of numbers is no answer: "[12] Alice: …" quoted back starts like JSON.
+    if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
         return None
     items: list[DistilledItem] = []
     for entry in entries[:max_items]:
-        if not isinstance(entry, dict):
-            continue
         content = str(entry.get("content", "")).strip()
         kind = str(entry.get("kind", "fact")).strip().lower()
         if not content:

@@ -21,8 +21,10 @@ class DistilledItem:
     content: str
     importance: int
     source: ItemSource
-    # The message the item was taken from (its `seq` in the session).
+    # The messages the item was taken from (first and last `seq` in the session);
+    # `last_seq` None means the item came from the one message at `seq`.
     seq: int | None = None
+    last_seq: int | None = None
 
 
 def clamp_importance(value: int) -> int:

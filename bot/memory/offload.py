@@ -3,24 +3,35 @@
 Items and the cursor move together in one transaction after distillation
 succeeded, so a failed model call or a crash leaves the cursor where it was
 (the same messages are offered again next time) and a stored range is never
-distilled twice.
+distilled twice. A backlog is offloaded in chunks (each the size of one trigger)
+until the cursor catches up; each chunk commits on its own.
+
+Items are dated by the messages they came from, and a relative date in them
+("yesterday") is written out against that date. With dense recall on, the
+chunk's messages and items are embedded here, in the background job.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from bot.config import MemorySettings
 from bot.memory.cursor import fingerprint, slice_after_cursor
+from bot.memory.dense import Embedder, embedded_text, to_blob
 from bot.memory.distill import Distiller, SourceBlock
 from bot.memory.filters import extract_memory_tag, hard_filter, is_duplicate, is_no_update
 from bot.memory.items import DistilledItem
 from bot.memory.tags import items_from_tag
-from bot.memory.triggers import Pending, measure, should_offload
-from bot.search_terms import content_key, search_text, similarity_tokens
+from bot.memory.triggers import Pending, first_chunk, measure, should_offload
+from bot.search_dates import relative_mentions
+from bot.search_terms import content_key, similarity_tokens
+from bot.storage.index_text import item_index_text
 from bot.storage.memory_store import CursorMoved, MemoryStore, NewMemoryItem, Owner
 from bot.storage.models import ChatSession, Message
 
@@ -36,75 +47,132 @@ class OffloadResult:
     merged: int  # items that repeated a stored one and reinforced it
     deduped: int  # blocks and items dropped as near-duplicates of recent ones
     reset: bool  # the cursor did not match the transcript and restarted
+    chunks: int = 1  # distillations it took
+
+    def __add__(self, other: OffloadResult) -> OffloadResult:
+        return OffloadResult(
+            messages=self.messages + other.messages,
+            chars_sent=self.chars_sent + other.chars_sent,
+            distilled=self.distilled + other.distilled,
+            written=self.written + other.written,
+            merged=self.merged + other.merged,
+            deduped=self.deduped + other.deduped,
+            reset=self.reset or other.reset,
+            chunks=self.chunks + other.chunks,
+        )
 
 
 class Offloader:
-    def __init__(self, store: MemoryStore, distiller: Distiller, settings: MemorySettings) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        distiller: Distiller,
+        settings: MemorySettings,
+        embedder: Embedder | None = None,
+    ) -> None:
         self.store = store
         self.distiller = distiller
         self.settings = settings
+        self.embedder = embedder
         self._locks: dict[str, asyncio.Lock] = {}
 
     def pending(self, session_id: str) -> Pending:
         return measure(slice_after_cursor(self.store, session_id).messages)
 
     async def offload(self, session: ChatSession, *, force: bool = False) -> OffloadResult | None:
-        """Offload what is pending if a trigger is reached (or anything, with `force`).
+        """Offload what is pending, chunk by chunk, while a trigger is reached (or all, with `force`).
 
         None when nothing was due. Raises whatever the distiller raises; the
-        cursor then stays where it was.
+        cursor then stays after the last chunk that was stored.
         """
         lock = self._locks.setdefault(session.id, asyncio.Lock())
         async with lock:
             cut = slice_after_cursor(self.store, session.id)
-            if not cut.messages:
-                return None
-            pending = measure(cut.messages)
-            if not (should_offload(pending, self.settings) or (force and pending.any)):
-                return None
-            tagged, blocks = split_tagged(cut.messages)
-            owner = Owner.of(session)
-            recent = [
-                similarity_tokens(item.content)
-                for item in self.store.recent_items(owner, self.settings.recent_window)
-            ]
-            threshold = self.settings.dedup_threshold
-            fresh_blocks = [block for block in blocks if not is_duplicate(block.text, recent, threshold)]
-            deduped = len(blocks) - len(fresh_blocks)
-            distilled: list[DistilledItem] = []
-            if fresh_blocks:
-                distilled = await self.distiller.distill(fresh_blocks, self.settings.max_items)
-            items = [*tagged, *distilled]
-            kept: list[DistilledItem] = []
-            for item in items:
-                if is_duplicate(item.content, recent, threshold):
-                    deduped += 1
-                    continue
-                recent.append(similarity_tokens(item.content))
-                kept.append(item)
-            last = cut.messages[-1]
-            try:
-                counts = self.store.commit_offload(
-                    session,
-                    cut.expected_seq,
-                    last.seq,
-                    fingerprint(last),
-                    [to_new_item(item) for item in kept],
-                    deduped=deduped,
-                    reset=cut.reset,
-                )
-            except CursorMoved:
-                log.info("memory offload of session %s skipped: another worker stored it", session.id)
-                return None
-            return OffloadResult(
-                messages=len(cut.messages),
-                chars_sent=sum(len(block.text) for block in fresh_blocks),
-                distilled=len(items),
-                written=counts.written,
-                merged=counts.merged,
+            expected, reset, remaining = cut.expected_seq, cut.reset, cut.messages
+            total: OffloadResult | None = None
+            while remaining:
+                pending = measure(remaining)
+                if not (should_offload(pending, self.settings) or (force and pending.any)):
+                    break
+                chunk = first_chunk(remaining, self.settings)
+                result = await self._offload_chunk(session, expected, chunk, reset)
+                if result is None:
+                    break
+                total = result if total is None else total + result
+                expected, reset, remaining = chunk[-1].seq, False, remaining[len(chunk) :]
+                await asyncio.sleep(0)  # a long backlog shares the event loop between chunks
+            return total
+
+    async def _offload_chunk(
+        self, session: ChatSession, expected_seq: int | None, chunk: Sequence[Message], reset: bool
+    ) -> OffloadResult | None:
+        tagged, blocks = split_tagged(chunk)
+        owner = Owner.of(session)
+        recent = [
+            similarity_tokens(item.content)
+            for item in self.store.recent_items(owner, self.settings.recent_window)
+        ]
+        threshold = self.settings.dedup_threshold
+        fresh_blocks = [block for block in blocks if not is_duplicate(block.text, recent, threshold)]
+        deduped = len(blocks) - len(fresh_blocks)
+        distilled: list[DistilledItem] = []
+        if fresh_blocks:
+            distilled = await self.distiller.distill(fresh_blocks, self.settings.max_items)
+        items = [*tagged, *distilled]
+        kept: list[DistilledItem] = []
+        for item in items:
+            if is_duplicate(item.content, recent, threshold):
+                deduped += 1
+                continue
+            recent.append(similarity_tokens(item.content))
+            kept.append(item)
+        new_items = [to_new_item(item, chunk) for item in kept]
+        message_vectors: list[tuple[int, bytes]] = []
+        if self.embedder is not None:
+            new_items, message_vectors = self._embed(new_items, chunk)
+        last = chunk[-1]
+        try:
+            counts = self.store.commit_offload(
+                session,
+                expected_seq,
+                last.seq,
+                fingerprint(last),
+                new_items,
                 deduped=deduped,
-                reset=cut.reset,
+                reset=reset,
+                message_vectors=message_vectors,
             )
+        except CursorMoved:
+            log.info("memory offload of session %s skipped: another worker stored it", session.id)
+            return None
+        return OffloadResult(
+            messages=len(chunk),
+            chars_sent=sum(len(block.text) for block in fresh_blocks),
+            distilled=len(items),
+            written=counts.written,
+            merged=counts.merged,
+            deduped=deduped,
+            reset=reset,
+        )
+
+    def _embed(
+        self, items: list[NewMemoryItem], chunk: Sequence[Message]
+    ) -> tuple[list[NewMemoryItem], list[tuple[int, bytes]]]:
+        assert self.embedder is not None
+        said = [message for message in chunk if message.content.strip() and message.id is not None]
+        texts = [item.content for item in items] + [
+            embedded_text(message.sender_name, message.content) for message in said
+        ]
+        vectors: list[Any] = list(self.embedder.embed(texts)) if texts else []
+        embedded_items = [
+            dataclasses.replace(item, embedding=to_blob(vector))
+            for item, vector in zip(items, vectors, strict=False)
+        ]
+        message_vectors = [
+            (message.id or 0, to_blob(vector))
+            for message, vector in zip(said, vectors[len(items) :], strict=True)
+        ]
+        return embedded_items, message_vectors
 
 
 def split_tagged(messages: Sequence[Message]) -> tuple[list[DistilledItem], list[SourceBlock]]:
@@ -124,13 +192,30 @@ def split_tagged(messages: Sequence[Message]) -> tuple[list[DistilledItem], list
     return tagged, blocks
 
 
-def to_new_item(item: DistilledItem) -> NewMemoryItem:
+def to_new_item(item: DistilledItem, chunk: Sequence[Message]) -> NewMemoryItem:
+    """The stored form of an item: its source range (the whole chunk when unknown) and date."""
+    first = item.seq if item.seq is not None else chunk[0].seq
+    last = item.last_seq if item.last_seq is not None else (first if item.seq is not None else chunk[-1].seq)
+    said_at = next((message.created_at for message in chunk if message.seq == first), None)
+    content = with_resolved_dates(item.content, said_at)
     return NewMemoryItem(
         kind=item.kind,
-        content=item.content,
-        search_text=search_text(item.content),
+        content=content,
+        search_text=item_index_text(content, said_at),
         content_key=content_key(item.content),
         importance=item.importance,
         source=item.source,
-        source_seq=item.seq,
+        source_seq=first,
+        source_last_seq=last,
+        said_at=said_at,
     )
+
+
+def with_resolved_dates(content: str, said_at: datetime | None) -> str:
+    """ "I moved last year" said in 2023 is kept as "I moved last year (last year = 2022)"."""
+    if said_at is None:
+        return content
+    resolved = [
+        f"{mention.phrase} = {mention.span.label()}" for mention in relative_mentions(content, said_at.date())
+    ]
+    return f"{content} ({'; '.join(resolved)})" if resolved else content

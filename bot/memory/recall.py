@@ -1,23 +1,44 @@
-"""Recall: full-text search over an owner's memory items and stored messages.
+"""Recall: hybrid search over an owner's memory items and stored messages.
 
-Used three ways: automatically, a few hits added to each turn (one search, the
-newest user message as the query, the current window left out); by `/recall`;
-and by `chorus recall`. Scoped by owner, so a group never recalls private memory.
+Used three ways: automatically, a few hits added to each turn (the newest user
+message as the query, the current window left out, within the context budget);
+by `/recall`; and by `chorus recall`. Scoped by owner, so a group never recalls
+private memory.
+
+Each source ranks on its own — full-text over items, full-text over messages
+(both by bm25), and, when dense recall is on, sentence-embedding similarity over
+each — and the ranked lists are merged by reciprocal-rank fusion: scores of
+different sources are not on one scale, ranks are. A memory item and the message
+it was distilled from are one slot: they count as one hit, shown as the message.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bot.config import MemorySettings
+from bot.memory.dense import DenseIndex
 from bot.memory.snapshot import build_snapshot, shorten
+from bot.search_dates import query_date_terms, relative_mentions
 from bot.search_terms import words
 from bot.storage.memory_store import MemoryStore, Owner, RecallHit
 from bot.storage.models import ChatSession
-from transcript import CONTEXT_COUNT, TranscriptRow
+from transcript import CONTEXT_COUNT, TranscriptRow, count_tokens
 
 RECALL_SNIPPET_CHARS = 300
+# The usual reciprocal-rank-fusion constant: a hit's share falls slowly with its rank,
+# so agreement between lists outweighs a single list's order.
+RRF_K = 60
+# An item list ranks fewer, shorter rows than the message list it restates; its
+# ranks count a little less, so a message is not outranked by its own summary's rank.
+ITEM_WEIGHT = 0.9
+# How deep each list is read before fusion, per hit asked for.
+CANDIDATES_PER_HIT = 4
+MIN_CANDIDATES = 20
+# Ranking costs grow with how many rows match a term, so a query keeps only its
+# most distinctive words: longer words are rarer, the cheapest proxy for IDF.
+MAX_QUERY_TERMS = 8
 
 
 @dataclass(frozen=True)
@@ -28,27 +49,133 @@ class TurnMemory:
     recall: tuple[str, ...]
 
 
+def query_terms(query: str) -> list[str]:
+    """The dates the query names, then its most distinctive words (at most MAX_QUERY_TERMS)."""
+    dates, rest = query_date_terms(query)
+    unique = list(dict.fromkeys(term for term in words(rest) if term))
+    distinctive = sorted(unique, key=len, reverse=True)
+    return [*dates, *distinctive][:MAX_QUERY_TERMS]
+
+
+def slot(hit: RecallHit) -> tuple[str, str, int]:
+    """Hits that share a slot: a message, and every item distilled from that message alone."""
+    if hit.source == "message" and hit.seq is not None:
+        return ("message", hit.session_id, hit.seq)
+    if hit.seq is not None and hit.last_seq in (None, hit.seq):
+        return ("message", hit.session_id, hit.seq)
+    return ("memory", hit.session_id, hit.id)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """One ranked list for fusion: which retriever produced it, and how much its ranks count."""
+
+    retriever: str  # "full-text" or "dense": lists of one retriever are views of the same evidence
+    weight: float
+    hits: Sequence[RecallHit]
+
+
+def fuse(rankings: Sequence[Ranking], limit: int) -> list[RecallHit]:
+    """Reciprocal-rank fusion over slots; each slot is shown by its message when one was found.
+
+    A retriever ranks items and messages in two lists, but an item restates its
+    message: a slot gets the best of its ranks within a retriever, and the
+    retrievers' shares add up. Summing within a retriever would rank a message
+    above a better match just because a sentence of it was also distilled.
+    """
+    shares: dict[tuple[str, str, int], dict[str, float]] = {}
+    shown: dict[tuple[str, str, int], RecallHit] = {}
+    for ranking in rankings:
+        voted: set[tuple[str, str, int]] = set()
+        for hit in ranking.hits:
+            key = slot(hit)
+            if key in voted:
+                continue  # one vote per list and slot: several items of one message are one hit
+            voted.add(key)
+            share = ranking.weight / (RRF_K + len(voted))
+            by_retriever = shares.setdefault(key, {})
+            by_retriever[ranking.retriever] = max(by_retriever.get(ranking.retriever, 0.0), share)
+            current = shown.get(key)
+            if current is None or (current.source == "memory" and hit.source == "message"):
+                shown[key] = hit
+    scores = {key: sum(by_retriever.values()) for key, by_retriever in shares.items()}
+    best = sorted(scores, key=lambda key: scores[key], reverse=True)[:limit]
+    return [replace(shown[key], score=scores[key]) for key in best]
+
+
+def hit_date(hit: RecallHit) -> str:
+    return hit.said_at.date().isoformat() if hit.said_at is not None else "undated"
+
+
+def hit_seqs(hit: RecallHit) -> str:
+    if hit.seq is None:
+        return "?"
+    return f"#{hit.seq}" if hit.last_seq in (None, hit.seq) else f"#{hit.seq}–{hit.last_seq}"
+
+
+def hit_text(hit: RecallHit) -> str:
+    """The hit's words, a message prefixed with its sender, relative dates resolved."""
+    text = f"{hit.sender_name}: {hit.text}" if hit.source == "message" and hit.sender_name else hit.text
+    if hit.source == "message" and hit.said_at is not None:
+        resolved = [
+            f"{mention.phrase} = {mention.span.label()}"
+            for mention in relative_mentions(hit.text, hit.said_at.date())
+        ]
+        if resolved:
+            text = f"{text} ({'; '.join(resolved)})"
+    return text
+
+
 def format_hit(hit: RecallHit) -> str:
-    day = hit.created_at.date().isoformat()
-    if hit.source == "memory":
-        return f"[{hit.label}, {day}] {shorten(hit.text, RECALL_SNIPPET_CHARS)}"
-    return f"[{hit.label} message, {day}] {shorten(hit.text, RECALL_SNIPPET_CHARS)}"
+    kind = f"{hit.label} message" if hit.source == "message" else hit.label
+    return f"[{kind} {hit_seqs(hit)}, {hit_date(hit)}] {shorten(hit_text(hit), RECALL_SNIPPET_CHARS)}"
 
 
 class Recall:
-    def __init__(self, store: MemoryStore, settings: MemorySettings) -> None:
+    def __init__(self, store: MemoryStore, settings: MemorySettings, dense: DenseIndex | None = None) -> None:
         self.store = store
         self.settings = settings
+        self.dense = dense
 
-    def search(self, owner: Owner, query: str, limit: int) -> list[RecallHit]:
-        """The `limit` most relevant items and messages of `owner` for `query`."""
-        return self.store.search(owner, words(query), limit)
+    def search(
+        self,
+        owner: Owner,
+        query: str,
+        limit: int,
+        *,
+        window_session_id: str | None = None,
+        window_from_seq: int | None = None,
+    ) -> list[RecallHit]:
+        """The `limit` most relevant items and messages of `owner` for `query`, best first."""
+        if limit <= 0 or not query.strip():
+            return []
+        candidates = max(limit * CANDIDATES_PER_HIT, MIN_CANDIDATES)
+        lexical = self.store.full_text(
+            owner,
+            query_terms(query),
+            candidates,
+            window_session_id=window_session_id,
+            window_from_seq=window_from_seq,
+        )
+        rankings = [
+            Ranking("full-text", ITEM_WEIGHT, lexical["memory"]),
+            Ranking("full-text", 1.0, lexical["message"]),
+        ]
+        if self.dense is not None:
+            items, messages = self.dense.search(
+                owner, query, candidates, window_session_id=window_session_id, window_from_seq=window_from_seq
+            )
+            rankings += [Ranking("dense", ITEM_WEIGHT, items), Ranking("dense", 1.0, messages)]
+        return fuse(rankings, limit)
 
-    def for_turn(self, session: ChatSession, rows: Sequence[TranscriptRow]) -> TurnMemory:
+    def for_turn(
+        self, session: ChatSession, rows: Sequence[TranscriptRow], token_budget: int | None = None
+    ) -> TurnMemory:
         """The snapshot of the newest items, and hits for the newest user message.
 
         `rows` are the rows the turn's window is built from (oldest first); the
         newest `CONTEXT_COUNT` of them are in context and are not recalled again.
+        Recalled lines stop at `memory.recall_budget_share` of `token_budget`.
         """
         owner = Owner.of(session)
         newest = self.store.recent_items(owner, self.settings.snapshot_items)
@@ -58,12 +185,21 @@ class Recall:
             return TurnMemory(snapshot, ())
         in_snapshot = {item.id for item in newest}
         window = rows[-CONTEXT_COUNT:]
-        hits = self.store.search(
+        hits = self.search(
             owner,
-            words(query),
+            query,
             self.settings.recall_items + len(in_snapshot),
             window_session_id=session.id,
             window_from_seq=window[0].seq if window else None,
         )
         fresh = [hit for hit in hits if not (hit.source == "memory" and hit.id in in_snapshot)]
-        return TurnMemory(snapshot, tuple(format_hit(hit) for hit in fresh[: self.settings.recall_items]))
+        room = None if token_budget is None else int(token_budget * self.settings.recall_budget_share)
+        lines: list[str] = []
+        for hit in fresh[: self.settings.recall_items]:
+            line = format_hit(hit)
+            if room is not None:
+                room -= count_tokens(line)
+                if room < 0:
+                    break
+            lines.append(line)
+        return TurnMemory(snapshot, tuple(lines))

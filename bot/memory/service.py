@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 
 from bot.config import MemorySettings
+from bot.memory.dense import DenseIndex, Embedder
 from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller
 from bot.memory.offload import Offloader, OffloadResult
 from bot.memory.recall import Recall, TurnMemory
@@ -39,11 +40,17 @@ def count_offload(result: OffloadResult | None) -> OffloadResult | None:
 
 
 class MemoryService:
-    def __init__(self, store: MemoryStore, settings: MemorySettings, distiller: Distiller) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        settings: MemorySettings,
+        distiller: Distiller,
+        embedder: Embedder | None = None,
+    ) -> None:
         self.store = store
         self.settings = settings
-        self.offloader = Offloader(store, distiller, settings)
-        self.recall = Recall(store, settings)
+        self.offloader = Offloader(store, distiller, settings, embedder)
+        self.recall = Recall(store, settings, DenseIndex(store, embedder) if embedder is not None else None)
         self._idle: dict[str, tuple[asyncio.TimerHandle, ChatSession]] = {}
         self._flushes: set[asyncio.Task[OffloadResult | None]] = set()
 
@@ -57,10 +64,12 @@ class MemoryService:
             # Armed even when the offload failed: the idle flush retries it.
             self._arm_idle(session)
 
-    def for_turn(self, session: ChatSession, rows: Sequence[TranscriptRow]) -> TurnMemory:
+    def for_turn(
+        self, session: ChatSession, rows: Sequence[TranscriptRow], token_budget: int | None = None
+    ) -> TurnMemory:
         if not self.settings.enabled:
             return TurnMemory("", ())
-        return self.recall.for_turn(session, rows)
+        return self.recall.for_turn(session, rows, token_budget)
 
     async def flush(self, session: ChatSession) -> OffloadResult | None:
         """Offload everything pending for the session, whatever the triggers say."""

@@ -44,3 +44,19 @@ def should_offload(pending: Pending, settings: MemorySettings) -> bool:
         or pending.chars >= settings.chars_threshold
         or pending.steps >= settings.steps_threshold
     )
+
+
+def first_chunk(messages: Sequence[Message], settings: MemorySettings) -> Sequence[Message]:
+    """The shortest prefix of `messages` that reaches a trigger (all of them if none does).
+
+    A long backlog — hundreds of group messages before the bot is addressed — is
+    offloaded chunk by chunk, so each distillation sees a bounded excerpt and
+    its item limit never drops the rest of the backlog.
+    """
+    turns = chars = 0
+    for steps, message in enumerate(messages, 1):
+        turns += message.role == "assistant"
+        chars += len(hard_filter(message.content))
+        if should_offload(Pending(turns, chars, steps), settings):
+            return messages[:steps]
+    return messages

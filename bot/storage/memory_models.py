@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Column, Index, Text
+from sqlalchemy import Column, Index, LargeBinary, Text
 from sqlmodel import Field, SQLModel
 
 from bot.storage.models import utcnow
@@ -26,9 +26,13 @@ class MemoryItem(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     owner_kind: str = Field(max_length=16)  # "person" | "group"
     owner_id: str = Field(max_length=256)
-    # The session and message the item was first taken from.
+    # The session and the range of messages (first and last seq) the item was taken from.
     session_id: str = Field(max_length=32)
     source_seq: int | None = None
+    source_last_seq: int | None = None
+    # When its source messages were said (not when the offload ran): dates in
+    # recall and date search come from here.
+    said_at: datetime | None = None
     kind: str = Field(max_length=16)
     content: str = Field(sa_column=Column(Text, nullable=False))
     # `content` normalised for the full-text index (CJK split into characters).
@@ -41,6 +45,24 @@ class MemoryItem(SQLModel, table=True):
     mentions: int = 1
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+    # The sentence embedding of `content` (float32, unit length), when dense recall is on.
+    embedding: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+
+
+class MessageEmbedding(SQLModel, table=True):
+    """The sentence embedding of one stored message, written by the offload job.
+
+    Messages are append-only, so their vectors live beside them; the owner is
+    copied here so dense recall reads one owner's vectors without a join.
+    """
+
+    __tablename__ = "message_embeddings"
+    __table_args__ = (Index("ix_message_embeddings_owner", "owner_kind", "owner_id", "message_id"),)
+
+    message_id: int = Field(primary_key=True, foreign_key="messages.id")
+    owner_kind: str = Field(max_length=16)
+    owner_id: str = Field(max_length=256)
+    vector: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
 
 
 class MemoryCursor(SQLModel, table=True):

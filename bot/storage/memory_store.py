@@ -18,13 +18,10 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from bot.storage.database import open_session
-from bot.storage.memory_models import MemoryCursor, MemoryItem
+from bot.storage.memory_models import MemoryCursor, MemoryItem, MessageEmbedding
 from bot.storage.models import ChatSession, Message, table_of, utcnow
 from bot.storage.store import owner_token
 
-# Distilled items outrank raw messages of similar relevance in recall.
-MEMORY_RANK_WEIGHT = 1.25
-# Enough terms to find what a question is about, few enough to keep one query cheap.
 ITEMS = table_of(MemoryItem)
 NEWEST_ITEMS = (
     sa_select(ITEMS)
@@ -32,11 +29,9 @@ NEWEST_ITEMS = (
     .order_by(ITEMS.c.updated_at.desc(), ITEMS.c.id.desc())
     .limit(bindparam("limit"))
 )
-# Ranking costs grow with how many rows match a term, so a query keeps only its
-# most distinctive words: longer words are rarer, the cheapest proxy for IDF.
-MAX_QUERY_TERMS = 8
 # Rows of the current window that may be ranked before being left out.
 WINDOW_ALLOWANCE = 40
+SOURCES = ("memory", "message")
 
 
 @dataclass(frozen=True)
@@ -60,6 +55,9 @@ class NewMemoryItem:
     importance: int
     source: str
     source_seq: int | None
+    source_last_seq: int | None = None
+    said_at: datetime | None = None
+    embedding: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -77,8 +75,10 @@ class RecallHit:
     text: str
     label: str  # the item's kind, or the message's role
     session_id: str
-    seq: int | None
-    created_at: datetime
+    seq: int | None  # the message's seq, or the first seq of the item's source messages
+    last_seq: int | None  # the last seq of the item's source messages (a message: its own)
+    said_at: datetime | None  # when the message (or the item's source) was said
+    sender_name: str | None  # who said the message; None for items (their text names the speaker)
     score: float  # higher is more relevant
 
 
@@ -130,6 +130,7 @@ class MemoryStore:
         *,
         deduped: int,
         reset: bool,
+        message_vectors: Sequence[tuple[int, bytes]] = (),
     ) -> CommitCounts:
         """Store `items` and move the cursor from `expected_seq` to `new_seq`, atomically.
 
@@ -163,6 +164,9 @@ class MemoryStore:
                         owner_id=owner.id,
                         session_id=session.id,
                         source_seq=item.source_seq,
+                        source_last_seq=item.source_last_seq,
+                        said_at=item.said_at,
+                        embedding=item.embedding,
                         kind=item.kind,
                         content=item.content,
                         search_text=item.search_text,
@@ -176,6 +180,12 @@ class MemoryStore:
                 written += 1
                 # Later items of the same batch must see this one for merging.
                 db.flush()
+            for message_id, vector in message_vectors:
+                db.merge(
+                    MessageEmbedding(
+                        message_id=message_id, owner_kind=owner.kind, owner_id=owner.id, vector=vector
+                    )
+                )
             self._advance(db, session, owner, expected_seq, new_seq, fingerprint, now)
             db.execute(
                 update(MemoryCursor)
@@ -290,126 +300,176 @@ class MemoryStore:
 
     # --- recall ----------------------------------------------------------------
 
-    def search(
+    def full_text(
         self,
         owner: Owner,
         terms: Sequence[str],
-        limit: int,
+        candidates: int,
         *,
         window_session_id: str | None = None,
         window_from_seq: int | None = None,
         include_messages: bool = True,
-    ) -> list[RecallHit]:
-        """Memory items and stored messages of `owner` matching any of `terms`, best first.
+    ) -> dict[str, list[RecallHit]]:
+        """Memory items and stored messages of `owner` matching any of `terms`, each list best first.
 
         Messages of `window_session_id` from `window_from_seq` on are the model's
-        current window and are left out.
+        current window and are left out. Scores are each backend's own relevance
+        (bm25 or ts_rank): comparable within a list, not across lists.
         """
-        unique_terms = distinctive_terms(terms)
-        if not unique_terms or limit <= 0:
-            return []
+        ranked: dict[str, list[RecallHit]] = {source: [] for source in SOURCES}
+        if not terms or candidates <= 0:
+            return ranked
         params: dict[str, Any] = {
             "owner_kind": owner.kind,
             "owner_id": owner.id,
-            "window_session": window_session_id or "",
-            "window_from": window_from_seq if window_from_seq is not None else 2**62,
-            "limit": limit,
+            **_window(window_session_id, window_from_seq),
             # The window's own messages match their query best; they are taken out
-            # after ranking, so rank enough to still have `limit` left.
-            "candidates": limit + WINDOW_ALLOWANCE,
+            # after ranking, so rank enough to still have `candidates` left.
+            "candidates": candidates + WINDOW_ALLOWANCE,
         }
         if self.database.dialect.name == "postgresql":
-            params["query"] = " | ".join(unique_terms)
+            params["query"] = " | ".join(terms)
             statement = _POSTGRES_SEARCH
         else:
             # The owner token narrows the match inside the index (see migration 0003).
-            token = owner_token(owner.kind, owner.id)
-            any_term = " OR ".join(f'"{term}"' for term in unique_terms)
-            params["memory_query"] = f'owner:"{token}" AND search_text:({any_term})'
-            params["message_query"] = f'owner:"{token}" AND content:({any_term})'
+            owner_match = f'owner:"{owner_token(owner.kind, owner.id)}"'
+            any_term = " OR ".join(f'"{term}"' for term in terms)
+            params["memory_query"] = f"{owner_match} AND search_text:({any_term})"
+            params["message_query"] = f"{owner_match} AND content:({any_term})"
             statement = _SQLITE_SEARCH
         parts = [statement["memory"]] + ([statement["messages"]] if include_messages else [])
         sql = " UNION ALL ".join(f"SELECT * FROM ({part}) AS part_{n}" for n, part in enumerate(parts))
         with self.database.connect() as connection:
             rows = connection.execute(text(sql), params).all()
-        scores = [float(row.score) for row in rows]
-        # Scores of two sources are not on one scale, so each is divided by its
-        # source's best before merging.
-        best: dict[str, float] = {}
-        for row, score in zip(rows, scores, strict=True):
-            best[row.source] = max(best.get(row.source, 0.0), score)
-        hits = [
-            RecallHit(
-                source=row.source,
-                id=int(row.id),
-                text=row.content,
-                label=row.label,
-                session_id=row.session_id,
-                seq=row.seq,
-                created_at=_as_datetime(row.created_at),
-                score=_relative(score, best[row.source])
-                * (MEMORY_RANK_WEIGHT if row.source == "memory" else 1.0),
-            )
-            for row, score in zip(rows, scores, strict=True)
-            if score > 0
-        ]
-        hits.sort(key=lambda hit: hit.score, reverse=True)
-        return hits[:limit]
+        for row in rows:
+            if float(row.score) > 0:
+                ranked[row.source].append(_hit(row))
+        for hits in ranked.values():
+            hits.sort(key=lambda hit: hit.score, reverse=True)
+            del hits[candidates:]
+        return ranked
+
+    def vectors_after(self, owner: Owner, source: str, after_id: int) -> list[tuple[int, bytes]]:
+        """(id, embedding) of the owner's items or messages with an id above `after_id`, in id order."""
+        sql = _ITEM_VECTORS if source == "memory" else _MESSAGE_VECTORS
+        with self.database.connect() as connection:
+            rows = connection.execute(
+                sql, {"owner_kind": owner.kind, "owner_id": owner.id, "after": after_id}
+            ).all()
+        return [(int(row[0]), bytes(row[1])) for row in rows]
+
+    def hits_by_id(
+        self,
+        owner: Owner,
+        source: str,
+        ids: Sequence[int],
+        *,
+        window_session_id: str | None = None,
+        window_from_seq: int | None = None,
+    ) -> list[RecallHit]:
+        """The owner's items or messages with these ids, in the order given (missing ones left out)."""
+        if not ids:
+            return []
+        sql = (_ITEMS_BY_ID if source == "memory" else _MESSAGES_BY_ID).bindparams(
+            bindparam("ids", expanding=True)
+        )
+        params = {
+            "owner_kind": owner.kind,
+            "owner_id": owner.id,
+            "ids": list(ids),
+            **_window(window_session_id, window_from_seq),
+        }
+        with self.database.connect() as connection:
+            found = {int(row.id): _hit(row) for row in connection.execute(sql, params)}
+        return [found[identifier] for identifier in ids if identifier in found]
 
 
+def _window(session_id: str | None, from_seq: int | None) -> dict[str, Any]:
+    return {
+        "window_session": session_id or "",
+        "window_from": from_seq if from_seq is not None else 2**62,
+    }
+
+
+def _hit(row: Any) -> RecallHit:
+    return RecallHit(
+        source=row.source,
+        id=int(row.id),
+        text=row.content,
+        label=row.label,
+        session_id=row.session_id,
+        seq=row.seq,
+        last_seq=row.last_seq,
+        said_at=None if row.said_at is None else _as_datetime(row.said_at),
+        sender_name=row.sender_name,
+        score=float(row.score),
+    )
+
+
+_ITEM_COLUMNS = (
+    "'memory' AS source, m.id AS id, m.content AS content, m.kind AS label, m.session_id AS session_id, "
+    "m.source_seq AS seq, m.source_last_seq AS last_seq, m.said_at AS said_at, NULL AS sender_name"
+)
+_MESSAGE_COLUMNS = (
+    "'message' AS source, g.id AS id, g.content AS content, g.role AS label, g.session_id AS session_id, "
+    "g.seq AS seq, g.seq AS last_seq, g.created_at AS said_at, g.sender_name AS sender_name"
+)
+_OUTSIDE_WINDOW = "NOT (g.session_id = :window_session AND g.seq >= :window_from)"
 # bm25() is lower-is-better; it is negated so both backends rank by a higher score.
 # The owner column gets weight 0: it narrows the match and takes no part in ranking.
 _SQLITE_SEARCH = {
     "memory": (
-        "SELECT 'memory' AS source, m.id AS id, m.content AS content, m.kind AS label, "
-        "m.session_id AS session_id, m.source_seq AS seq, m.created_at AS created_at, hits.score AS score "
+        f"SELECT {_ITEM_COLUMNS}, hits.score AS score "
         "FROM (SELECT rowid, -bm25(memory_items_fts, 0.0, 1.0) AS score FROM memory_items_fts "
         "WHERE memory_items_fts MATCH :memory_query ORDER BY score DESC LIMIT :candidates) AS hits "
         "JOIN memory_items m ON m.id = hits.rowid "
         "WHERE m.owner_kind = :owner_kind AND m.owner_id = :owner_id"
     ),
     "messages": (
-        "SELECT 'message' AS source, g.id AS id, g.content AS content, g.role AS label, "
-        "g.session_id AS session_id, g.seq AS seq, g.created_at AS created_at, hits.score AS score "
+        f"SELECT {_MESSAGE_COLUMNS}, hits.score AS score "
         "FROM (SELECT rowid, -bm25(messages_fts, 0.0, 1.0) AS score FROM messages_fts "
         "WHERE messages_fts MATCH :message_query ORDER BY score DESC LIMIT :candidates) AS hits "
         "JOIN messages g ON g.id = hits.rowid JOIN sessions s ON s.id = g.session_id "
-        "WHERE s.owner_kind = :owner_kind AND s.owner_id = :owner_id "
-        "AND NOT (g.session_id = :window_session AND g.seq >= :window_from)"
+        f"WHERE s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"
     ),
 }
+# The message expression is the one migration 0004 indexes (sender name and content).
+_POSTGRES_MESSAGE_TEXT = "to_tsvector('simple', coalesce(g.sender_name, '') || ' ' || g.content)"
 _POSTGRES_SEARCH = {
     source: f"SELECT * FROM ({query}) AS best_matches"
     for source, query in {
         "memory": (
-            "SELECT 'memory' AS source, m.id AS id, m.content AS content, m.kind AS label, "
-            "m.session_id AS session_id, m.source_seq AS seq, m.created_at AS created_at, "
+            f"SELECT {_ITEM_COLUMNS}, "
             "ts_rank(to_tsvector('simple', m.search_text), to_tsquery('simple', :query)) AS score "
             "FROM memory_items m WHERE to_tsvector('simple', m.search_text) @@ to_tsquery('simple', :query) "
             "AND m.owner_kind = :owner_kind AND m.owner_id = :owner_id ORDER BY score DESC LIMIT :candidates"
         ),
         "messages": (
-            "SELECT 'message' AS source, g.id AS id, g.content AS content, g.role AS label, "
-            "g.session_id AS session_id, g.seq AS seq, g.created_at AS created_at, "
-            "ts_rank(to_tsvector('simple', g.content), to_tsquery('simple', :query)) AS score "
+            f"SELECT {_MESSAGE_COLUMNS}, "
+            f"ts_rank({_POSTGRES_MESSAGE_TEXT}, to_tsquery('simple', :query)) AS score "
             "FROM messages g JOIN sessions s ON s.id = g.session_id "
-            "WHERE to_tsvector('simple', g.content) @@ to_tsquery('simple', :query) "
+            f"WHERE {_POSTGRES_MESSAGE_TEXT} @@ to_tsquery('simple', :query) "
             "AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND g.role != 'system' "
-            "AND NOT (g.session_id = :window_session AND g.seq >= :window_from) "
-            "ORDER BY score DESC LIMIT :candidates"
+            f"AND {_OUTSIDE_WINDOW} ORDER BY score DESC LIMIT :candidates"
         ),
     }.items()
 }
-
-
-def distinctive_terms(terms: Sequence[str]) -> list[str]:
-    """At most MAX_QUERY_TERMS distinct terms, the longest first (ties keep query order)."""
-    unique = list(dict.fromkeys(term for term in terms if term))
-    return sorted(unique, key=len, reverse=True)[:MAX_QUERY_TERMS]
-
-
-def _relative(score: float, best: float) -> float:
-    return score / best if best > 0 else 0.0
+_ITEM_VECTORS = text(
+    "SELECT id, embedding FROM memory_items WHERE owner_kind = :owner_kind AND owner_id = :owner_id "
+    "AND embedding IS NOT NULL AND id > :after ORDER BY id"
+)
+_MESSAGE_VECTORS = text(
+    "SELECT message_id, vector FROM message_embeddings WHERE owner_kind = :owner_kind "
+    "AND owner_id = :owner_id AND message_id > :after ORDER BY message_id"
+)
+_ITEMS_BY_ID = text(
+    f"SELECT {_ITEM_COLUMNS}, 0.0 AS score FROM memory_items m WHERE m.id IN :ids "
+    "AND m.owner_kind = :owner_kind AND m.owner_id = :owner_id"
+)
+_MESSAGES_BY_ID = text(
+    f"SELECT {_MESSAGE_COLUMNS}, 0.0 AS score FROM messages g JOIN sessions s ON s.id = g.session_id "
+    f"WHERE g.id IN :ids AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"
+)
 
 
 def _as_datetime(value: Any) -> datetime:

@@ -55,3 +55,8 @@ def current_revision(engine: Engine) -> str | None:
         found = connection.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
     # Several rows would mean branches, which this history never has.
     return found[0] if len(found) == 1 else None
+
+
+def is_current(engine: Engine) -> bool:
+    """Whether the database is at the head revision, read without loading Alembic."""
+    return current_revision(engine) == head_revision()

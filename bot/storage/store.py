@@ -21,8 +21,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.errors import LinkCodeError
-from bot.search_terms import search_text
 from bot.storage.database import open_session
+from bot.storage.index_text import message_index_text
 from bot.storage.models import (
     Account,
     Attachment,
@@ -585,13 +585,14 @@ class Store:
         )
         documents = sum(1 for attachment in message.attachments if attachment.kind == "document")
         content = clean_text(message.content)
+        sender_name = clean_optional(message.sender_name)
         values = {
             "session_id": session_id,
             "role": message.role,
             "content": content,
             "persona_id": message.persona_id,
             "sender_id": message.sender_id,
-            "sender_name": clean_optional(message.sender_name),
+            "sender_name": sender_name,
             "lane": message.lane,
             "platform_chat_id": message.platform_chat_id,
             "platform_message_id": message.platform_message_id,
@@ -615,7 +616,7 @@ class Store:
                         {
                             "id": message_id,
                             "owner": owner_token(owner_kind, owner_id),
-                            "content": search_text(content),
+                            "content": message_index_text(sender_name, content, created_at),
                         },
                     )
                 if message.attachments:

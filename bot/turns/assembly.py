@@ -57,14 +57,17 @@ class ContextAssembler:
     ) -> Context:
         view = view or self.view(session.id)
         rows = view.projected
-        remembered = self.memory.for_turn(session, rows) if self.memory is not None else None
+        budget = self.budget_for(persona)
+        remembered = (
+            self.memory.for_turn(session, rows, budget.max_tokens) if self.memory is not None else None
+        )
         vision = self.settings.model.vision
         if vision:
             rows = [self._with_image_data(row) for row in rows]
         return build_context(
             rows,
             persona=persona,
-            budget=self.budget_for(persona),
+            budget=budget,
             capabilities=Capabilities(vision=vision),
             group=session.kind == "group",
             documents=self.store.session_documents(session.id) if session.document_count else (),

@@ -173,17 +173,27 @@ class Engine:
                 yield event
 
     async def record(self, inbound: InboundMessage) -> Reply:
-        """Store a group message the bot was not addressed in, as context only."""
+        """Store a group message the bot was not addressed in, as context only.
+
+        It schedules after-turn work like a turn does: recorded messages are steps
+        for memory offload, and the idle timer must cover them too.
+        """
         text = clean_text(inbound.text)
         route = resolve_route(self.store, inbound, self.personas.default.id)
         async with self.locks.hold(route.session.id):
-            stored_id: int | None
             try:
                 stored_id = (await self._store_user_message(inbound, route, text)).id
             except DuplicateMessage as duplicate:
-                stored_id = duplicate.existing.id
+                return Reply(
+                    kind="recorded",
+                    text="",
+                    session_id=route.session.id,
+                    user_message_id=duplicate.existing.id,
+                )
             except ChorusError as error:
                 return Reply(kind="error", text=str(error), session_id=route.session.id)
+        # A recorded message is a step of the conversation: memory offload counts it.
+        self._schedule_after_turn(route.session, None)
         return Reply(kind="recorded", text="", session_id=route.session.id, user_message_id=stored_id)
 
     def stop_turn(self, session_id: str) -> bool:

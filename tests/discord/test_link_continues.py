@@ -63,7 +63,7 @@ def last_turn(server: FakeOpenAI) -> RecordedRequest:
 
 
 def code_in(shown: str) -> str:
-    found = re.search(r"Your link code: (\S+)", shown)
+    found = re.search(r"Your link code: `?(\w+)", shown)
     assert found is not None, shown
     return found.group(1)
 

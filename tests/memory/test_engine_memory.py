@@ -66,7 +66,7 @@ async def test_recall_adds_relevant_older_items_to_the_turn(runtime: Runtime) ->
     await runtime.engine.drain()
     preamble = await system_text(runtime)
     recalled = preamble.split("## Recalled from earlier\n")[1]
-    assert recalled.startswith("- [decision, ")
+    assert recalled.startswith("- [decision #1, ")
     assert "Alice: We decided to name the cat Miso after the soup." in recalled.splitlines()[0]
 
 
@@ -76,7 +76,7 @@ async def test_recall_ranks_the_most_relevant_first(runtime: Runtime) -> None:
     await say(runtime, "It turns out the database server ran out of disk.")
     answer = await say(runtime, "/recall database server disk")
     first = answer.splitlines()[0]
-    assert first.startswith("1. [conclusion, ") and "ran out of disk" in first
+    assert first.startswith("1. [user message #5, ") and "ran out of disk" in first
     assert "paint the office" not in answer.splitlines()[1]
 
 
@@ -120,15 +120,17 @@ def test_chorus_recall_prints_hits_and_json(
     config = str(Path(__file__).resolve().parents[2] / "config.yaml")
     assert chorus(["--config", config, "recall", session_id[:10], "postgresql billing", "-k", "1"]) == 0
     printed = capsys.readouterr().out.strip()
-    assert printed.startswith("1. [decision, 20")
-    assert printed.endswith("We decided to use PostgreSQL for billing.")
+    # The message and the decision distilled from it share one slot, shown as the message.
+    assert printed.startswith("1. [user message #1, 20")
+    assert "Alice: We decided to use PostgreSQL for billing. (score 0.0" in printed
     assert chorus(["--config", config, "recall", session_id, "billing", "--json"]) == 0
     hits = json.loads(capsys.readouterr().out)
-    assert [(hit["source"], hit["label"]) for hit in hits] == [
-        ("memory", "decision"),
-        ("message", "user"),
-        ("message", "assistant"),
+    assert [(hit["kind"], hit["first_seq"], hit["last_seq"]) for hit in hits] == [
+        ("message", 1, 1),
+        ("message", 2, 2),
     ]
+    assert hits[0]["sender"] == "Alice" and hits[0]["date"].startswith("20")
+    assert hits[0]["score"] > hits[1]["score"] > 0
     assert chorus(["--config", config, "recall", "nosuchsession", "billing"]) == 2
 
 
@@ -140,5 +142,5 @@ async def test_recall_finds_messages_written_without_spaces(runtimes, tmp_path: 
         await say(quiet, f"Unrelated chatter number {n}.")
     answer = await say(quiet, "/recall 数据库")
     first = answer.splitlines()[0]
-    assert first.startswith("1. [user message, ")
+    assert first.startswith("1. [user message #1, ")
     assert "新的数据库服务器" in first

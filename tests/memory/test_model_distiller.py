@@ -66,12 +66,13 @@ async def test_a_model_that_fails_then_succeeds_offloads_every_turn_exactly_once
         assert all(r.headers[PURPOSE_HEADER.lower()] == MEMORY_PURPOSE for r in memory_calls)
         sent = [re.findall(r"^\[(\d+)\]", r.json["messages"][1]["content"], re.M) for r in memory_calls]
         # Turn n stores seqs 2n-1 and 2n. After turn 2 the call fails with 1–4; after turn 3
-        # 1–6 are sent again and stored; turn 4 is below the threshold; 7–10 after turn 5.
+        # 1–4 are sent again and stored (a chunk is one trigger's worth: two turns) while
+        # 5–6 wait below the threshold; 5–8 go after turn 4, 9–12 after turn 6.
         assert sent == [
             ["1", "2", "3", "4"],
-            ["1", "2", "3", "4", "5", "6"],
-            ["7", "8", "9", "10"],
-            ["11", "12"],
+            ["1", "2", "3", "4"],
+            ["5", "6", "7", "8"],
+            ["9", "10", "11", "12"],
         ]
         items = MemoryStore(runtime.database).all_items(Owner.of(session))
         assert [item.content for item in items] == [f"seen {n}" for n in range(1, 13)]

@@ -81,11 +81,12 @@ async def test_a_failing_distiller_leaves_the_cursor_and_every_message_is_offloa
     await memory.offload(session)
     exchange(runtime, session, "It turns out the outage came from an expired certificate.", "Yes.")
     await memory.offload(session)
-    # The failed batch was offered again whole; after success no seq is sent twice.
-    assert distiller.calls == [[1, 2], [1, 2, 3, 4], [5, 6]]
+    # The failed chunk was offered again, then the next one (each one turn long, the
+    # trigger); after success no seq is sent twice.
+    assert distiller.calls == [[1, 2], [1, 2], [3, 4], [5, 6]]
     assert [kind for kind, _ in items_of(runtime)] == ["decision", "constraint", "conclusion"]
     cursor = MemoryStore(runtime.database).cursor(session.id)
-    assert cursor is not None and (cursor.last_seq, cursor.offloads, cursor.written) == (6, 2, 3)
+    assert cursor is not None and (cursor.last_seq, cursor.offloads, cursor.written) == (6, 3, 3)
 
 
 async def test_a_transcript_changed_under_the_cursor_resets_it_without_duplicates(
@@ -126,8 +127,9 @@ async def test_duplicates_are_skipped_across_restarts_and_old_repeats_merge(runt
     assert result is not None and (result.written, result.merged, result.deduped) == (1, 1, 0)
     stored = MemoryStore(runtime.database).all_items(Owner("person", "p1"))
     assert [(item.kind, item.mentions) for item in stored] == [("decision", 2), ("constraint", 1)]
+    # The last offload took two chunks, one turn each.
     assert MemoryStore(runtime.database).totals(Owner("person", "p1")) == {
-        "offloads": 3,
+        "offloads": 4,
         "written": 2,
         "merged": 1,
         "deduped": 1,

@@ -22,11 +22,14 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
     """The shipped config.yaml, pointed at `tmp_path`, with `overrides` merged in.
 
     Overrides use the environment naming (`model_base_url="http://…"` sets
-    `model.base_url`), the same path an operator uses.
+    `model.base_url`), the same path an operator uses. Dense recall is off unless a
+    test turns it on (`memory_dense=True`): embedding every offloaded message would
+    cost the whole suite minutes on two cores, and tests/memory/test_dense.py covers it.
     """
     environ = {
         "CHORUS_DATABASE_URL": f"sqlite:///{tmp_path / 'chorus.db'}",
         "CHORUS_DATA_DIR": str(tmp_path / "data"),
+        "CHORUS_MEMORY_DENSE": "false",
     }
     for key, value in overrides.items():
         environ["CHORUS_" + key.upper()] = value if isinstance(value, str) else _json(value)

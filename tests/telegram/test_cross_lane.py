@@ -61,7 +61,7 @@ class LinkedPerson:
     async def link(self) -> None:
         self.visitor_id, _token = self.runtime.store.create_visitor()
         shown = await self.on_telegram("/link")
-        code = re.search(r"Your link code: (\S+)", shown)
+        code = re.search(r"Your link code: `?(\w+)", shown)
         assert code is not None, shown
         answer = await self.on_web(f"/link {code.group(1)}")
         assert answer.startswith("Linked."), answer

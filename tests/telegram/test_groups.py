@@ -101,3 +101,20 @@ async def test_allow_lists_ignore_other_users_and_chats(
 
     assert stored(runtime, 31) is None
     assert stored(runtime, 32, chat=-100999) is None
+
+
+async def test_unaddressed_group_messages_reach_long_term_memory(
+    start_lane: LaneFactory, runtime: Runtime, bot_api: FakeBotAPI
+) -> None:
+    from bot.storage.memory_store import MemoryStore, Owner
+
+    await start_lane()
+    facts = [f"I adopted a rescue greyhound named Comet{n} from the shelter." for n in range(20)]
+    for n, text in enumerate(facts):  # memory.steps_threshold: twenty stored messages
+        bot_api.push(message(group_chat(GROUP), CAROL if n % 2 else BOB, text, message_id=300 + n))
+    memory = MemoryStore(runtime.database)
+    owner = Owner("group", f"telegram:{GROUP}")
+    items = await bot_api.wait_for(lambda: len(memory.all_items(owner)) >= 20 and memory.all_items(owner), 60)
+    assert not bot_api.sent_texts(GROUP)  # recorded, never answered
+    assert {item.content.split(":")[0] for item in items} == {"Bob Stone", "Carol"}
+    assert {item.source_seq for item in items} == set(range(1, 21))

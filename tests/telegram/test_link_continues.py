@@ -97,7 +97,7 @@ def history_of(request: RecordedRequest) -> list[str]:
 
 
 def code_in(shown: str) -> str:
-    found = re.search(r"Your link code: (\S+)", shown)
+    found = re.search(r"Your link code: `?(\w+)", shown)
     assert found is not None, shown
     return found.group(1)
 

@@ -126,3 +126,17 @@ async def test_album_becomes_one_message_with_every_photo(
     attachments = runtime.store.attachments_for([stored.id or 0])[stored.id or 0]
     assert len(attachments) == 3
     assert runtime.store.find_platform_message("telegram", "506", "82") is None
+
+
+async def test_link_code_is_monospace_without_a_tappable_command(
+    lane: TelegramLane, bot_api: FakeBotAPI
+) -> None:
+    bot_api.push(private_text(507, "/link"))
+
+    [shown] = await bot_api.wait_for(lambda: [m.shown for m in bot_api.messages(507)])
+
+    code = shown.text.split("Your link code: ")[1].split()[0]
+    assert shown.spans("code") == [code, f"/link {code}"]
+    # Telegram makes /commands in plain text tappable; inside a code entity it does not.
+    assert shown.spans("bot_command") == []
+    assert "`" not in shown.text

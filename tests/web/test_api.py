@@ -256,7 +256,7 @@ async def test_link_code_shown_on_the_web_joins_a_telegram_account(client: httpx
     visitor = await WebVisitor.start(client)
     await visitor.say("started on the web")
     shown = (await visitor.say("/link"))[-1].data["text"]
-    code = shown.split("Your link code: ")[1].split()[0]
+    code = shown.split("Your link code: ")[1].split()[0].strip("`")
     linked = await engine.respond(inbound(f"/link {code}", lane="telegram", user_id="tg-7"))
     assert linked.kind == "command" and linked.session_id == visitor.session_id
     reply: Reply = await engine.respond(inbound("and now from telegram", lane="telegram", user_id="tg-7"))
@@ -271,7 +271,7 @@ async def test_link_code_from_telegram_entered_on_the_web_shares_the_session(
     engine = client.runtime.engine  # type: ignore[attr-defined]
     first = await engine.respond(inbound("hello from telegram", lane="telegram", user_id="tg-8"))
     shown = await engine.respond(inbound("/link", lane="telegram", user_id="tg-8"))
-    code = shown.text.split("Your link code: ")[1].split()[0]
+    code = shown.text.split("Your link code: ")[1].split()[0].strip("`")
     visitor = await WebVisitor.start(client)
     done = (await visitor.say(f"/link {code}"))[-1]
     assert done.data["kind"] == "command" and "Linked" in done.data["text"]

@@ -1,7 +1,7 @@
 """Repair the SQLite full-text indexes of databases migrated by an earlier 0003.
 
-Revision ID: 0004_repair_search_index
-Revises: 0003_memory
+Revision ID: 0005_repair_search_index
+Revises: 0004_recall
 Create Date: 2026-11-30
 
 Revision 0003 shipped in three shapes before it settled. A database migrated by an
@@ -15,21 +15,24 @@ earlier one still has what that shape created:
   would be indexed twice.
 
 This revision drops whatever an earlier shape left and rebuilds the affected
-index in the current shape, the message index with the same search words the
+index in the current shape, the message index with the same search text the
 store writes. A database migrated by the current 0003 is left as it is.
 PostgreSQL's 0003 never changed, so there is nothing to repair there.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
-from bot.search_terms import search_text
+from bot.storage.index_text import message_index_text
 from bot.storage.store import owner_token
 
-revision = "0004_repair_search_index"
-down_revision = "0003_memory"
+revision = "0005_repair_search_index"
+down_revision = "0004_recall"
 branch_labels = None
 depends_on = None
 
@@ -68,7 +71,7 @@ _MESSAGES_FTS = (
     f"CREATE VIRTUAL TABLE messages_fts USING fts5(owner, content, content='', tokenize='{_FTS_TOKENIZER}')"
 )
 _MESSAGES_TO_INDEX = sa.text(
-    "SELECT m.id, s.owner_kind, s.owner_id, m.content FROM messages m "
+    "SELECT m.id, s.owner_kind, s.owner_id, m.sender_name, m.content, m.created_at FROM messages m "
     "JOIN sessions s ON s.id = m.session_id WHERE m.role != 'system' ORDER BY m.id"
 )
 _INDEX_MESSAGE = sa.text("INSERT INTO messages_fts(rowid, owner, content) VALUES (:id, :owner, :content)")
@@ -109,15 +112,17 @@ def upgrade() -> None:
         op.execute("DROP TABLE IF EXISTS messages_fts")
         op.execute(_MESSAGES_FTS)
         bind = op.get_bind()
-        for message_id, owner_kind, owner_id, content in bind.execute(_MESSAGES_TO_INDEX).all():
-            bind.execute(
-                _INDEX_MESSAGE,
-                {
-                    "id": message_id,
-                    "owner": owner_token(owner_kind, owner_id),
-                    "content": search_text(content),
-                },
-            )
+        for row in bind.execute(_MESSAGES_TO_INDEX).all():
+            text = message_index_text(row.sender_name, row.content, _moment(row.created_at))
+            owner = owner_token(row.owner_kind, row.owner_id)
+            bind.execute(_INDEX_MESSAGE, {"id": row.id, "owner": owner, "content": text})
+
+
+def _moment(value: Any) -> datetime | None:
+    # SQLite hands back text from a raw query.
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value))
 
 
 def downgrade() -> None:

@@ -1,0 +1,267 @@
+"""Recall benchmark: does `chorus recall -k 10` bring back the turns a question is about?
+
+Each conversation of the development question set (bench/data/recall_questions.json) is
+loaded as a group chat through the engine, as real use would: every turn is a group
+message the bot was not addressed in (`Engine.record`), dated with its LoCoMo session date,
+so the after-turn jobs offload memory as they go; the group's idle flush runs at the end.
+Each question is then asked with the same search `/recall` and `chorus recall` use, and a
+hit covers the turns it came from (a message: its turn; a memory item: its source range).
+
+Reported per category and overall: recall@5 and @10 of any evidence turn and of all of
+them, search latency p50/p99, index size and build time — for Chorus with dense recall,
+Chorus full-text only, and plain BM25 (rank-bm25, Okapi) over the same turns' text.
+
+Run: .venv/bin/python bench/recall.py [--questions FILE] [--conversations 26,30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sqlite3
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import LOCOMO_DIR, markdown_table, percentile  # noqa: E402
+from bot.config import load_settings  # noqa: E402
+from bot.runtime import Runtime, build_runtime  # noqa: E402
+from bot.storage.memory_store import Owner, RecallHit  # noqa: E402
+from bot.turns.inbound import Actor, InboundMessage  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+QUESTIONS = REPO / "bench" / "data" / "recall_questions.json"
+KS = (5, 10)
+_LOCOMO_DATE = re.compile(
+    r"(?P<time>\d{1,2}:\d\d\s*[ap]m) on (?P<day>\d{1,2}) (?P<month>\w+),? (?P<year>\d{4})"
+)
+
+
+@dataclass
+class Turn:
+    dia_id: str
+    speaker: str
+    text: str
+    said_at: datetime
+
+
+Outcome = tuple[bool, bool, bool, bool]
+
+
+@dataclass
+class Variant:
+    name: str
+    build_seconds: float = 0.0
+    index_bytes: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    # category → [(found any @5, all @5, any @10, all @10)]
+    outcomes: dict[str, list[Outcome]] = field(default_factory=lambda: defaultdict(list))
+
+
+def session_date(text: str) -> datetime:
+    match = _LOCOMO_DATE.search(text)
+    if match is None:
+        raise ValueError(f"unreadable LoCoMo date: {text!r}")
+    stamp = f"{match['day']} {match['month']} {match['year']} {match['time'].replace(' ', '')}"
+    return datetime.strptime(stamp, "%d %B %Y %I:%M%p").replace(tzinfo=UTC)
+
+
+def load_turns(conversation: str) -> list[Turn]:
+    """Every turn with text, in order, dated by its session (photo captions are not text)."""
+    data = json.loads((LOCOMO_DIR / f"{conversation}.json").read_text(encoding="utf-8"))
+    turns: list[Turn] = []
+    index = 1
+    while f"session_{index}" in data:
+        said = session_date(data[f"session_{index}_date_time"])
+        for turn in data[f"session_{index}"]:
+            if turn.get("text", "").strip():
+                turns.append(Turn(turn["dia_id"], turn["speaker"], turn["text"], said))
+        index += 1
+    return turns
+
+
+def outcome(ranked: Sequence[set[str]], evidence: set[str]) -> Outcome:
+    found: list[bool] = []
+    for k in KS:
+        covered = set().union(*ranked[:k]) if ranked else set()
+        found += [bool(covered & evidence), evidence <= covered]
+    return found[0], found[1], found[2], found[3]
+
+
+async def build_chorus(directory: Path, turns: list[Turn], conversation: str, dense: bool) -> Runtime:
+    settings = load_settings(
+        REPO / "config.yaml",
+        {
+            "CHORUS_DATABASE_URL": f"sqlite:///{directory / 'recall.db'}",
+            "CHORUS_DATA_DIR": str(directory),
+            "CHORUS_MEMORY_DENSE": json.dumps(dense),
+            "CHORUS_MEMORY_IDLE_SECONDS": "0",
+        },
+    )
+    runtime = build_runtime(settings)
+    for n, turn in enumerate(turns):
+        await runtime.engine.record(
+            InboundMessage(
+                lane="telegram",
+                platform_message_id=str(n),
+                chat_id=f"locomo-{conversation}",
+                chat_kind="group",
+                actor=Actor(user_id=turn.speaker.lower(), display_name=turn.speaker, username=None),
+                text=turn.text,
+                received_at=turn.said_at,
+            )
+        )
+    await runtime.engine.drain()
+    assert runtime.memory is not None
+    for session, _ in runtime.store.list_sessions():
+        await runtime.memory.flush(session)  # the group went idle
+    return runtime
+
+
+def index_bytes(database_file: Path) -> int:
+    """Bytes of the full-text indexes, memory items and stored embeddings."""
+    connection = sqlite3.connect(database_file)
+    try:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return int(
+            connection.execute(
+                "SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name LIKE 'messages_fts%' "
+                "OR name LIKE 'memory_items%' OR name LIKE 'ix_memory_items%' OR name LIKE '%embeddings%'"
+            ).fetchone()[0]
+        )
+    finally:
+        connection.close()
+
+
+def chorus_search(runtime: Runtime, dia_by_seq: dict[int, str]) -> Callable[[str], list[set[str]]]:
+    assert runtime.memory is not None
+    session = runtime.store.list_sessions()[0][0]
+    owner = Owner.of(session)
+    recall = runtime.memory.recall
+
+    def covered(hit: RecallHit) -> set[str]:
+        first = hit.seq or 0
+        last = hit.last_seq if hit.last_seq is not None else first
+        return {dia_by_seq[seq] for seq in range(first, last + 1) if seq in dia_by_seq}
+
+    def search(question: str) -> list[set[str]]:
+        return [covered(hit) for hit in recall.search(owner, question, max(KS))]
+
+    return search
+
+
+def bm25_search(turns: list[Turn]) -> Callable[[str], list[set[str]]]:
+    from rank_bm25 import BM25Okapi
+
+    def tokens(text: str) -> list[str]:
+        return re.findall(r"\w+", text.lower())
+
+    index = BM25Okapi([tokens(turn.text) for turn in turns])
+
+    def search(question: str) -> list[set[str]]:
+        scores = index.get_scores(tokens(question))
+        best = sorted(range(len(turns)), key=lambda i: scores[i], reverse=True)[: max(KS)]
+        return [{turns[i].dia_id} for i in best if scores[i] > 0]
+
+    return search
+
+
+def ask(variant: Variant, search: Callable[[str], list[set[str]]], questions: list[dict[str, Any]]) -> None:
+    for question in questions:
+        started = time.perf_counter()
+        ranked = search(question["question"])
+        variant.latencies_ms.append((time.perf_counter() - started) * 1000)
+        variant.outcomes[question["category"]].append(outcome(ranked, set(question["evidence"])))
+
+
+async def measure_conversation(
+    conversation: str, questions: list[dict[str, Any]], variants: dict[str, Variant], dense_available: bool
+) -> None:
+    turns = load_turns(conversation)
+    started = time.perf_counter()
+    bm25 = bm25_search(turns)
+    variants["rank-bm25"].build_seconds += time.perf_counter() - started
+    ask(variants["rank-bm25"], bm25, questions)
+    for name, dense in (("chorus full-text", False), ("chorus + dense", True)):
+        if dense and not dense_available:
+            continue
+        with tempfile.TemporaryDirectory() as directory:
+            started = time.perf_counter()
+            runtime = await build_chorus(Path(directory), turns, conversation, dense)
+            variants[name].build_seconds += time.perf_counter() - started
+            session_id = runtime.store.list_sessions()[0][0].id
+            messages = [m for m in runtime.store.messages(session_id) if m.role == "user"]
+            dia_by_seq = {message.seq: turn.dia_id for message, turn in zip(messages, turns, strict=True)}
+            search = chorus_search(runtime, dia_by_seq)
+            search(questions[0]["question"])  # warm: the first query reads the owner's vectors
+            ask(variants[name], search, questions)
+            await runtime.aclose()
+            runtime.database.dispose()
+            variants[name].index_bytes += index_bytes(Path(directory) / "recall.db")
+
+
+def table(variants: dict[str, Variant]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for variant in variants.values():
+        if not variant.latencies_ms:
+            continue
+        categories = sorted(variant.outcomes)
+        everything = [result for category in categories for result in variant.outcomes[category]]
+        for category, results in [*((c, variant.outcomes[c]) for c in categories), ("all", everything)]:
+            share = [sum(result[i] for result in results) / len(results) for i in range(4)]
+            row: dict[str, Any] = {
+                "method": variant.name,
+                "category": category,
+                "questions": len(results),
+                "any@5": share[0],
+                "all@5": share[1],
+                "any@10": share[2],
+                "all@10": share[3],
+            }
+            if category == "all":
+                row |= {
+                    "p50 ms": percentile(variant.latencies_ms, 0.5),
+                    "p99 ms": percentile(variant.latencies_ms, 0.99),
+                    "index KiB": variant.index_bytes / 1024,
+                    "build s": variant.build_seconds,
+                }
+            rows.append(row)
+    headers = ["method", "category", "questions", "any@5", "all@5", "any@10", "all@10"]
+    headers += ["p50 ms", "p99 ms", "index KiB", "build s"]
+    return [{header: row.get(header, "") for header in headers} for row in rows]
+
+
+def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--questions", type=Path, default=QUESTIONS)
+    parser.add_argument("--conversations", help="comma-separated LoCoMo ids (default: all in the set)")
+    args = parser.parse_args(list(argv) if argv is not None else [])
+    questions = json.loads(args.questions.read_text(encoding="utf-8"))["questions"]
+    in_set = sorted({question["conversation"] for question in questions})
+    wanted = args.conversations.split(",") if args.conversations else in_set
+    from bot.memory.dense import load_embedder
+
+    dense_available = load_embedder() is not None
+    variants = {name: Variant(name) for name in ("chorus + dense", "chorus full-text", "rank-bm25")}
+    for conversation in wanted:
+        asked = [question for question in questions if question["conversation"] == conversation]
+        asyncio.run(measure_conversation(conversation, asked, variants, dense_available))
+    rows = table(variants)
+    print(markdown_table(rows))
+    if not dense_available:
+        print("\n(dense recall not measured: the `dense` extra is not installed)")
+    return rows
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,116 @@
+"""What recall finds and how it shows it: fusion, sender names, stop words, dates, the turn budget."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from bot.memory.recall import Ranking, Recall, fuse, query_terms
+from bot.runtime import Runtime
+from bot.search_terms import words
+from bot.storage.memory_store import MemoryStore, Owner, RecallHit
+from tests.support.runtime import inbound, make_runtime
+
+GROUP = {"chat_id": "g9", "chat_kind": "group"}
+OWNER = Owner("group", "web:g9")
+
+
+@pytest.fixture
+async def runtime(tmp_path: Path) -> Runtime:
+    # Full-text only (the test default), so these tests say what the lexical side does alone.
+    built = make_runtime(tmp_path, memory_idle_seconds=0)
+    yield built
+    await built.aclose()
+
+
+async def record(runtime: Runtime, text: str, name: str, when: datetime | None = None) -> None:
+    message = inbound(text, user_id=name.lower(), display_name=name, **GROUP)
+    if when is not None:
+        message = type(message)(**{**message.__dict__, "received_at": when})
+    await runtime.engine.record(message)
+
+
+def recall(runtime: Runtime, query: str, limit: int = 5) -> list[RecallHit]:
+    assert runtime.memory is not None
+    return runtime.memory.recall.search(OWNER, query, limit)
+
+
+def test_queries_lose_stop_words_and_contraction_fragments_but_keep_cjk() -> None:
+    assert words("How has Caroline's sister been? Didn't she paint?") == ["caroline", "sister", "paint"]
+    assert words("We're sure it’s Melanie’s") == ["sure", "melanie"]
+    assert words("我们决定用新的数据库") == ["决", "定", "用", "新", "数", "据", "库"]
+    assert query_terms("What did Caroline do in July 2022?")[0] == "m202207"
+
+
+def test_an_item_and_its_source_message_take_one_slot() -> None:
+    said = datetime(2023, 5, 8, tzinfo=UTC)
+
+    def hit(source: str, id: int, seq: int) -> RecallHit:
+        return RecallHit(source, id, f"text {id}", "fact", "s1", seq, seq, said, None, 1.0)
+
+    items = [hit("memory", 1, 5), hit("memory", 2, 5), hit("memory", 3, 9)]
+    messages = [hit("message", 50, 5), hit("message", 70, 7)]
+    fused = fuse([Ranking("full-text", 1.0, items), Ranking("full-text", 1.0, messages)], 10)
+    # Seq 5 has two items and its message: one slot, shown as the message.
+    assert [(h.source, h.seq) for h in fused] == [("message", 5), ("memory", 9), ("message", 7)]
+    assert fused[0].score > fused[1].score
+
+
+async def test_messages_and_items_are_fused_by_rank_not_by_source(runtime: Runtime) -> None:
+    await record(runtime, "The quarterly budget review moved to the green meeting room.", "Dana")
+    for n in range(19):
+        await record(runtime, f"I decided the budget for project {n} stays small.", "Eli")
+    await runtime.engine.drain()
+    hits = recall(runtime, "green meeting room budget review", 10)
+    assert hits[0].text.startswith("The quarterly budget review moved to the green meeting room")
+    assert len({hit.seq for hit in hits}) == len(hits)  # ten hits, ten different messages
+
+
+async def test_a_message_is_found_by_its_senders_name(runtime: Runtime) -> None:
+    await record(runtime, "I adopted a puppy from the shelter.", "Caroline")
+    await record(runtime, "I adopted a kitten from the shelter.", "Melanie")
+    await runtime.engine.drain()
+    for who in ("Caroline", "Melanie"):
+        first = recall(runtime, f"What did {who} adopt from the shelter?")[0]
+        assert first.sender_name == who
+
+
+async def test_dates_are_the_messages_own_searchable_and_relative_ones_resolved(runtime: Runtime) -> None:
+    may = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    july = datetime(2022, 7, 2, 9, 0, tzinfo=UTC)
+    await record(runtime, "I went to a support group yesterday, it was powerful.", "Caroline", may)
+    await record(runtime, "We ran a charity race for mental health.", "Melanie", july)
+    for n in range(18):
+        await record(runtime, f"Filler remark number {n} about the weather.", "Eli", may)
+    await runtime.engine.drain()  # twenty steps: the offload ran
+    items = MemoryStore(runtime.database).all_items(OWNER)
+    support = next(item for item in items if "support group" in item.content)
+    assert support.said_at is not None and support.said_at.date().isoformat() == "2023-05-08"
+    assert (support.source_seq, support.source_last_seq) == (1, 1)
+    assert support.content.endswith("(yesterday = 2023-05-07)")
+    # A question naming the day the message talks about, or the month something was said.
+    assert recall(runtime, "What happened on 7 May 2023?")[0].seq == 1
+    assert recall(runtime, "What did they do in July 2022?")[0].seq == 2
+    assert runtime.memory is not None
+    shown = Recall(MemoryStore(runtime.database), runtime.memory.settings).search(OWNER, "support group", 1)
+    assert shown[0].said_at is not None and shown[0].said_at.date().isoformat() == "2023-05-08"
+
+
+async def test_a_turns_recall_stays_within_its_share_of_the_context_budget(tmp_path: Path) -> None:
+    runtime = make_runtime(tmp_path, memory_idle_seconds=0, memory_recall_items=3, model_context_window=2000)
+    try:
+        for n in range(40):
+            await record(runtime, f"Harbor story {n}: " + "the harbor lights were bright " * 12, "Eli")
+        reply = await runtime.engine.respond(
+            inbound("Tell me about the harbor lights", was_mentioned=True, **GROUP)
+        )
+        await runtime.engine.drain()
+        session = runtime.store.get_session(reply.session_id or "")
+        assert session is not None
+        context = await runtime.engine.inspect(session)
+        budget = 2000 - runtime.settings.model.reply_reserve_tokens
+        assert 0 < context.stats.tokens.recall <= budget * runtime.settings.memory.recall_budget_share + 20
+    finally:
+        await runtime.aclose()
