@@ -21,6 +21,7 @@ BENCHMARKS = {
     "context": ("bench.context_replay", "Context management: LoCoMo replay in a small window"),
     "memory": ("bench.memory_offload", "Long-term memory: LoCoMo offload and recall"),
     "recall": ("bench.recall", "Recall: the development question set over LoCoMo group chats"),
+    "telegram": ("bench.telegram_format", "Telegram: Markdown to text and entities, split at 4096"),
     "console": ("bench.console", "Operator's console: list, transcript and context chart on a busy database"),
     "startup": ("bench.startup", "Cold start: chorus serve to healthy, chorus sessions"),
 }

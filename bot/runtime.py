@@ -13,6 +13,7 @@ from bot.commands import memory as memory_commands
 from bot.commands.registry import CommandRegistry
 from bot.config import Settings
 from bot.context.maintenance import ContextMaintainer
+from bot.health import LaneHealth
 from bot.memory import MemoryService, choose_distiller
 from bot.memory.dense import load_embedder
 from bot.providers import make_provider
@@ -39,6 +40,7 @@ class Runtime:
     engine: Engine
     memory: MemoryService | None = None
     context: ContextMaintainer | None = None
+    lanes: LaneHealth = field(default_factory=LaneHealth)
     _closed: bool = field(default=False, init=False, repr=False)
 
     async def aclose(self) -> None:

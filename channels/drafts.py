@@ -12,12 +12,19 @@ Handle = TypeVar("Handle")
 CURSOR = " ▌"
 
 
+class DraftGone(Exception):
+    """Raised by a lane's `edit` when the draft message no longer exists or can't be edited."""
+
+
 class DraftStream(Generic[Handle]):
     """Shows a reply while it streams, then delivers the final text in parts.
 
-    The first update sends a draft message; later updates edit it at most once
-    per `interval` seconds (platforms rate-limit edits). `finish` edits the draft
-    into the first part of the final text and sends any further parts.
+    The first update sends a draft message (after `first_after` seconds of streaming,
+    so a reply that finishes sooner is sent once, without edits); later updates edit it
+    at most once per `interval` seconds (platforms rate-limit edits). `finish` edits the
+    draft into the first part of the final text and sends any further parts. When the
+    draft is gone (deleted by someone, no longer editable), the next preview starts a
+    new draft and the final text is sent as a new message: no reply is lost.
     """
 
     def __init__(
@@ -27,24 +34,38 @@ class DraftStream(Generic[Handle]):
         edit: Callable[[Handle, str], Awaitable[None]],
         limit: int,
         interval: float = 1.0,
+        first_after: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._send = send
         self._edit = edit
         self._limit = limit
         self._interval = interval
+        self._first_after = first_after
         self._clock = clock
         self._draft: Handle | None = None
         self._shown = ""
+        self._started: float | None = None
         self._last_edit = float("-inf")
+        self._finishing = False
 
     @property
     def draft(self) -> Handle | None:
         return self._draft
 
+    @property
+    def finishing(self) -> bool:
+        """True once `finish` delivers the final text: lanes drop draft-only controls then."""
+        return self._finishing
+
     async def update(self, text: str) -> None:
         """Show `text` (the reply so far) if the throttle allows."""
-        if not text.strip() or self._clock() - self._last_edit < self._interval:
+        now = self._clock()
+        if self._started is None:
+            self._started = now
+        if not text.strip() or now - self._started < self._first_after:
+            return
+        if now - self._last_edit < self._interval:
             return
         preview = _preview(text, self._limit)
         if preview == self._shown:
@@ -53,13 +74,17 @@ class DraftStream(Generic[Handle]):
 
     async def finish(self, text: str) -> list[Handle]:
         """Deliver the final text; returns the messages that carry it."""
+        self._finishing = True
         parts = split_message(text, self._limit)
         delivered: list[Handle] = []
         if self._draft is not None:
-            if parts[0] != self._shown:
-                await self._edit(self._draft, parts[0])
-            delivered.append(self._draft)
-        else:
+            try:
+                if parts[0] != self._shown:
+                    await self._edit(self._draft, parts[0])
+                delivered.append(self._draft)
+            except DraftGone:
+                self._draft = None
+        if not delivered:
             delivered.append(await self._send(parts[0]))
         for part in parts[1:]:
             delivered.append(await self._send(part))
@@ -67,10 +92,13 @@ class DraftStream(Generic[Handle]):
 
     async def _show(self, preview: str) -> None:
         self._last_edit = self._clock()
+        if self._draft is not None:
+            try:
+                await self._edit(self._draft, preview)
+            except DraftGone:
+                self._draft = None
         if self._draft is None:
             self._draft = await self._send(preview)
-        else:
-            await self._edit(self._draft, preview)
         self._shown = preview
 
 

@@ -45,8 +45,8 @@ def read_safetensors(path: Path) -> dict[str, Array]:
 def _layer_norm(x: Array, weight: Array, bias: Array, eps: float) -> Array:
     mean = x.mean(-1, keepdims=True)
     variance = ((x - mean) ** 2).mean(-1, keepdims=True)
-    normed: Array = (x - mean) / np.sqrt(variance + eps) * weight + bias
-    return normed
+    normalised: Array = (x - mean) / np.sqrt(variance + eps) * weight + bias
+    return normalised
 
 
 def _gelu(x: Array) -> Array:
@@ -136,8 +136,8 @@ class MiniLM:
             p = f"encoder.layer.{layer}."
 
             def dense(values: Array, name: str, prefix: str = p) -> Array:
-                out: Array = values @ w[prefix + name + ".weight"] + w[prefix + name + ".bias"]
-                return out
+                product: Array = values @ w[prefix + name + ".weight"] + w[prefix + name + ".bias"]
+                return product
 
             qkv = dense(x, "attention.self.qkv").reshape(batch, width, 3, self.heads, head)
             q, k, v = (qkv[:, :, part].transpose(0, 2, 1, 3) for part in range(3))

@@ -19,7 +19,6 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from bot.config import MemorySettings
 from bot.memory.cursor import fingerprint, slice_after_cursor
@@ -163,7 +162,7 @@ class Offloader:
         texts = [item.content for item in items] + [
             embedded_text(message.sender_name, message.content) for message in said
         ]
-        vectors: list[Any] = list(self.embedder.embed(texts)) if texts else []
+        vectors = list(self.embedder.embed(texts)) if texts else []
         embedded_items = [
             dataclasses.replace(item, embedding=to_blob(vector))
             for item, vector in zip(items, vectors, strict=False)

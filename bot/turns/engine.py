@@ -315,7 +315,7 @@ class Engine:
                     async with aclosing(plan.running.pieces(self.provider.stream(request))) as deltas:
                         async for piece in deltas:
                             pieces.append(piece)
-                            yield Delta(piece, persona.id, persona.name)
+                            yield Delta(piece, persona.id, persona.name, session_id=plan.session.id)
                     break
                 except ContextOverflowError:
                     recovered = (

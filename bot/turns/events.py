@@ -10,11 +10,15 @@ ReplyKind = Literal["assistant", "command", "error", "duplicate", "recorded"]
 
 @dataclass(frozen=True)
 class Delta:
-    """A piece of the assistant's reply as it streams, and the persona writing it."""
+    """A piece of the assistant's reply as it streams, and the persona writing it.
+
+    It also names the session, so a lane can offer a Stop control while the reply streams.
+    """
 
     text: str
     persona_id: str | None = None
     persona_name: str | None = None
+    session_id: str | None = None
 
 
 @dataclass(frozen=True)

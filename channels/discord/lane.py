@@ -1,19 +1,30 @@
-"""`DiscordLane`: the Discord client's lifecycle inside `chorus serve`."""
+"""`DiscordLane`: the Discord client's lifecycle inside `chorus serve`.
+
+Startup never blocks the other lanes on Discord: when Discord is unreachable or answers
+5xx, the lane keeps retrying with backoff in the background (and says so in the log)
+while the web lane serves. A rejected token at startup stops `chorus serve` with advice;
+a fatal gateway close later (4004 token reset, 4014 intent not enabled) marks the lane
+failed in /healthz and tells the operator the fix.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 
+import aiohttp
 import discord
+from discord.utils import MISSING
 from fastapi import FastAPI
 
 from bot.errors import ConfigError
 from bot.runtime import Runtime
 from channels.discord.client import ChorusClient
+from channels.discord.endpoints import Endpoints, route_webhooks_in_this_task
 
 log = logging.getLogger(__name__)
 
+LANE = "discord"
 TOKEN_HELP = (
     "Check CHORUS_DISCORD_TOKEN (channels.discord.token): copy the bot token again from the Developer Portal."
 )
@@ -21,44 +32,112 @@ INTENT_HELP = (
     "Discord refused the Message Content intent: enable it under Bot → Privileged Gateway "
     "Intents in the Developer Portal, then restart."
 )
+# Failures worth retrying: Discord (or the way to it) is down, not our configuration.
+UNREACHABLE = (OSError, aiohttp.ClientError, asyncio.TimeoutError, discord.DiscordServerError)
+RETRY_FIRST = 2.0
+FIRST_LOGIN_TIMEOUT = 10.0
+RETRY_MAX = 120.0
 
 
 class DiscordLane:
-    name = "discord"
+    name = LANE
 
-    def __init__(self, runtime: Runtime, *, edit_interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        edit_interval: float = 1.0,
+        retry_first: float = RETRY_FIRST,
+        first_login_timeout: float = FIRST_LOGIN_TIMEOUT,
+    ) -> None:
         settings = runtime.settings.channels.discord
         if settings.token is None:
             raise ConfigError("The Discord lane needs a bot token: set CHORUS_DISCORD_TOKEN.")
         self._token = settings.token.get_secret_value()
-        self.client = ChorusClient(runtime.engine, settings, edit_interval=edit_interval)
+        self._endpoints = Endpoints(settings.api_base, settings.gateway_url)
+        self._health = runtime.lanes
+        self._retry_first = retry_first
+        self._first_login_timeout = first_login_timeout
+        self.client = ChorusClient(runtime.engine, settings, self._endpoints, edit_interval=edit_interval)
+        self.client.event(self.on_ready)
         self._gateway: asyncio.Task[None] | None = None
+
+    async def on_ready(self) -> None:
+        self._health.running(LANE)
 
     async def start(self) -> None:
         """Log in (a wrong token fails here, at startup), then keep the gateway in the background."""
+        self._health.starting(LANE)
         try:
-            await self.client.login(self._token)
+            # A Discord that does not answer must not hold up the other lanes' start.
+            await asyncio.wait_for(self.client.login(self._token), self._first_login_timeout)
+            logged_in = True
         except discord.LoginFailure as error:
+            self._health.failed(LANE, f"Discord rejected the bot token. {TOKEN_HELP}")
             await self.client.close()
             raise ConfigError(f"Discord rejected the bot token. {TOKEN_HELP}") from error
-        self._gateway = asyncio.create_task(self.client.connect(), name="discord-gateway")
-        self._gateway.add_done_callback(_report_gateway_end)
+        except UNREACHABLE as error:
+            self._unreachable(error, self._retry_first)
+            logged_in = False
+        self._gateway = asyncio.create_task(self._run(logged_in), name="discord-gateway")
 
     def mount(self, app: FastAPI) -> None:
         """The Discord lane talks over the gateway only: no routes on the web app."""
 
     async def stop(self) -> None:
-        await self.client.close()
+        # The gateway task goes first: it may be waiting to retry a login, and while its
+        # reader still waits on the socket, aiohttp hands it the close and discord.py answers
+        # 4000 (resume later) instead of 1000.
         if self._gateway is not None:
+            self._gateway.cancel()
             await asyncio.gather(self._gateway, return_exceptions=True)
             self._gateway = None
+        await self.client.close()
 
+    async def _run(self, logged_in: bool) -> None:
+        route_webhooks_in_this_task(self._endpoints)
+        if not logged_in and not await self._login_with_retries():
+            return
+        try:
+            await self.client.connect()
+        except discord.PrivilegedIntentsRequired:
+            self._fail(INTENT_HELP)
+        except discord.ConnectionClosed as error:
+            if error.code == 4004:
+                self._fail(f"Discord closed the gateway: authentication failed (4004). {TOKEN_HELP}")
+            else:
+                self._fail(
+                    f"Discord closed the gateway with code {error.code}: {error.reason or 'no reason'}."
+                )
+        except Exception as error:
+            log.exception("the Discord gateway connection ended")
+            self._fail(f"The Discord gateway connection ended: {error}")
 
-def _report_gateway_end(task: asyncio.Task[None]) -> None:
-    if task.cancelled() or task.exception() is None:
-        return
-    error = task.exception()
-    if isinstance(error, discord.PrivilegedIntentsRequired):
-        log.error(INTENT_HELP)
-    else:
-        log.error("the Discord gateway connection ended: %s", error, exc_info=error)
+    async def _login_with_retries(self) -> bool:
+        delay = self._retry_first
+        while not self.client.is_closed():
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX)
+            # A failed attempt leaves its HTTP session (and connector) open; the next opens new ones.
+            await self.client.http.close()
+            self.client.http.connector = MISSING
+            try:
+                await self.client.login(self._token)
+            except discord.LoginFailure:
+                self._fail(f"Discord rejected the bot token. {TOKEN_HELP}")
+                return False
+            except UNREACHABLE as error:
+                self._unreachable(error, delay)
+                continue
+            log.info("Discord is reachable again; the Discord lane is connecting")
+            return True
+        return False
+
+    def _unreachable(self, error: BaseException, retry_in: float) -> None:
+        reason = f"Discord is unreachable ({type(error).__name__}: {error}); retrying in {retry_in:.0f} s"
+        log.warning("%s. The other lanes keep serving.", reason)
+        self._health.starting(LANE, reason)
+
+    def _fail(self, reason: str) -> None:
+        log.error("The Discord lane stopped. %s", reason)
+        self._health.failed(LANE, reason)

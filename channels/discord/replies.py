@@ -1,53 +1,178 @@
-"""A turn's reply on Discord: typing, one draft edited as the text streams, then the parts."""
+"""A turn's reply on Discord: typing, one draft edited as the text streams, then the parts.
+
+Assistant replies in server channels and threads are posted through the channel's webhook
+under the persona's name and avatar; in DMs, and in servers where no webhook can be had,
+they start with the persona's name in bold. While the reply streams, its draft carries a
+Stop button; the final text replaces it without the button.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import AsyncExitStack, aclosing, suppress
+from typing import Any
 
 import discord
+from discord.utils import MISSING, escape_markdown
 
-from bot.turns.events import Delta, TurnEvent
-from channels.drafts import DraftStream
+from bot.turns.events import Delta, Reply, TurnEvent
+from channels.discord.webhooks import PersonaWebhooks
+from channels.drafts import DraftGone, DraftStream
+from persona import Persona, PersonaRegistry
 
 MESSAGE_LIMIT = 2000
+UNKNOWN_MESSAGE = 10008
+UNKNOWN_WEBHOOK = 10015
+# A Stop button's custom id: this prefix and the session whose turn it stops.
+STOP_PREFIX = "chorus-stop:"
+
+
+def stop_view(session_id: str) -> discord.ui.View:
+    """A Stop button for the turn running in `session_id`.
+
+    The view is finished before it is sent, so discord.py keeps no per-message state for
+    it: clicks are handled by custom id in `on_interaction`, which also works for a button
+    left over from before a restart.
+    """
+    view = discord.ui.View(timeout=None)
+    view.add_item(
+        discord.ui.Button(
+            label="Stop", emoji="⏹️", style=discord.ButtonStyle.secondary, custom_id=STOP_PREFIX + session_id
+        )
+    )
+    view.stop()
+    return view
+
+
+class DiscordReply:
+    """Plays one turn's events back in the channel of the message it answers."""
+
+    def __init__(
+        self,
+        message: discord.Message,
+        *,
+        personas: PersonaRegistry,
+        webhooks: PersonaWebhooks,
+        edit_interval: float,
+    ) -> None:
+        self._message = message
+        self._channel = message.channel
+        self._in_guild = message.guild is not None
+        self._personas = personas
+        self._webhooks = webhooks
+        self._persona: Persona | None = None
+        self._session_id: str | None = None
+        # Resolved when the first assistant text arrives; None: post as the bot itself.
+        self._webhook: discord.Webhook | None = None
+        self._sent: list[discord.Message] = []
+        self._typing = AsyncExitStack()
+        # A reply that ends within the first interval is sent once, without edits.
+        self.drafts: DraftStream[discord.Message] = DraftStream(
+            send=self._send,
+            edit=self._edit,
+            limit=MESSAGE_LIMIT,
+            interval=edit_interval,
+            first_after=edit_interval,
+        )
+
+    async def play(self, events: AsyncGenerator[TurnEvent, None]) -> None:
+        """The engine's stream is always read to the end, so the reply is stored even when
+        Discord refuses a preview."""
+        streamed = ""
+        async with self._typing:
+            await self._typing.enter_async_context(self._channel.typing())
+            # aclosing: if Discord fails for good, the engine stores the partial reply at once.
+            async with aclosing(events) as turn:
+                async for event in turn:
+                    if isinstance(event, Delta):
+                        await self._speaker(event.persona_id, event.session_id)
+                        streamed += event.text
+                        with suppress(discord.HTTPException):
+                            await self.drafts.update(self._framed(streamed))
+                    elif event.should_send:
+                        await self._finish(event)
+
+    async def _finish(self, reply: Reply) -> None:
+        if reply.kind == "assistant":
+            await self._speaker(reply.persona_id, reply.session_id)
+        await self.drafts.finish(self._framed(reply.text))
+
+    async def _speaker(self, persona_id: str | None, session_id: str | None) -> None:
+        if self._persona is not None or persona_id is None:
+            return
+        self._persona = self._personas.resolve(persona_id)
+        self._session_id = session_id
+        if self._in_guild:
+            self._webhook = await self._webhooks.for_channel(self._channel)
+
+    def _framed(self, text: str) -> str:
+        """Without a webhook, an assistant reply names its persona in a bold first line."""
+        if self._persona is None or self._webhook is not None:
+            return text
+        return f"**{escape_markdown(self._persona.name)}**\n{text}"
+
+    def _view(self, *, first: bool) -> Any:
+        # The Stop button rides on the streaming draft only.
+        if self.drafts.finishing or not first or self._session_id is None:
+            return MISSING
+        return stop_view(self._session_id)
+
+    async def _send(self, text: str) -> discord.Message:
+        # The first visible message replaces the typing indicator.
+        await self._typing.aclose()
+        view = self._view(first=not self._sent)
+        posted: discord.Message | None = None
+        if self._webhook is not None and self._persona is not None:
+            posted = await self._send_as_persona(self._webhook, self._persona, text, view)
+        if posted is None:
+            # DMs answer in place; in busy server channels the reply points at its question.
+            if self._in_guild:
+                reference = self._message.to_reference(fail_if_not_exists=False)
+                posted = await self._channel.send(text, reference=reference, view=view)
+            else:
+                posted = await self._channel.send(text, view=view)
+        self._sent.append(posted)
+        return posted
+
+    async def _send_as_persona(
+        self, webhook: discord.Webhook, persona: Persona, text: str, view: Any
+    ) -> discord.Message | None:
+        try:
+            return await webhook.send(
+                text,
+                username=persona.name,
+                avatar_url=persona.avatar_url or MISSING,
+                thread=self._channel if isinstance(self._channel, discord.Thread) else MISSING,
+                view=view,
+                wait=True,
+            )
+        except discord.NotFound as error:
+            if error.code != UNKNOWN_WEBHOOK:
+                raise
+            # Deleted by an admin: this reply goes out as the bot, the next one gets a new webhook.
+            self._webhooks.forget(webhook)
+            self._webhook = None
+            return None
+
+    async def _edit(self, draft: discord.Message, text: str) -> None:
+        view = None if self.drafts.finishing else MISSING
+        try:
+            # A webhook message edits itself through its webhook (and its thread).
+            await draft.edit(content=text, view=view)
+        except discord.NotFound as error:
+            if error.code == UNKNOWN_MESSAGE:
+                raise DraftGone from error
+            raise
 
 
 async def deliver_reply(
-    message: discord.Message, events: AsyncGenerator[TurnEvent, None], *, edit_interval: float
+    message: discord.Message,
+    events: AsyncGenerator[TurnEvent, None],
+    *,
+    personas: PersonaRegistry,
+    webhooks: PersonaWebhooks,
+    edit_interval: float,
 ) -> None:
-    """Answer `message` in its channel; the first part references it.
-
-    Edits are throttled to one per `edit_interval` seconds; discord.py waits out any
-    429 it still gets. The engine's stream is always read to the end, so the reply
-    is stored even when Discord refuses a preview.
-    """
-    channel = message.channel
-    sent: list[discord.Message] = []
-    async with AsyncExitStack() as typing:
-        await typing.enter_async_context(channel.typing())
-
-        async def send(text: str) -> discord.Message:
-            # The first visible message replaces the typing indicator.
-            await typing.aclose()
-            if sent:
-                posted = await channel.send(text)
-            else:
-                posted = await channel.send(text, reference=message.to_reference(fail_if_not_exists=False))
-            sent.append(posted)
-            return posted
-
-        async def edit(draft: discord.Message, text: str) -> None:
-            await draft.edit(content=text)
-
-        drafts = DraftStream(send=send, edit=edit, limit=MESSAGE_LIMIT, interval=edit_interval)
-        streamed = ""
-        # aclosing: if Discord fails for good, the engine stores the partial reply at once.
-        async with aclosing(events) as turn:
-            async for event in turn:
-                if isinstance(event, Delta):
-                    streamed += event.text
-                    with suppress(discord.HTTPException):
-                        await drafts.update(streamed)
-                elif event.should_send:
-                    await drafts.finish(event.text)
+    """Answer `message` in its channel."""
+    reply = DiscordReply(message, personas=personas, webhooks=webhooks, edit_interval=edit_interval)
+    await reply.play(events)

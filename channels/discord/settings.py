@@ -11,6 +11,9 @@ from channels.registry import LaneSettings
 
 class DiscordSettings(LaneSettings):
     token: SecretStr | None = None
+    # Where the client connects; change them for a proxy (or a local stand-in in tests).
+    api_base: str = "https://discord.com/api/v10"
+    gateway_url: str = "wss://gateway.discord.gg"
     activation: Literal["mention", "always"] = "mention"
     allowed_guilds: list[str] = Field(default_factory=list)
     allowed_channels: list[str] = Field(default_factory=list)

@@ -10,9 +10,12 @@ import discord
 from bot.turns.inbound import Actor, AttachmentKind, InboundAttachment, InboundMessage, ReplyTo
 
 USER_MENTION = re.compile(r"<@!?(\d+)>")
+ROLE_MENTION = re.compile(r"<@&(\d+)>")
 
 
-def message_inbound(message: discord.Message, me: discord.abc.User) -> InboundMessage:
+def message_inbound(
+    message: discord.Message, me: discord.abc.User, application_id: int | None = None
+) -> InboundMessage:
     """A DM is the person's private chat; a guild channel or thread is a group chat.
 
     A thread is a channel of its own on Discord, so its id alone keeps its session apart.
@@ -24,7 +27,7 @@ def message_inbound(message: discord.Message, me: discord.abc.User) -> InboundMe
         chat_kind="private" if message.guild is None else "group",
         actor=actor(message.author),
         text=readable_text(message, me),
-        was_mentioned=is_addressed(message, me),
+        was_mentioned=is_addressed(message, me, application_id),
         reply_to=reply_to(message),
         attachments=tuple(inbound_attachment(item) for item in message.attachments),
     )
@@ -47,25 +50,53 @@ def actor(user: discord.abc.User) -> Actor:
     return Actor(user_id=str(user.id), display_name=user.display_name, username=user.name, is_bot=user.bot)
 
 
-def is_addressed(message: discord.Message, me: discord.abc.User) -> bool:
-    """Mentioned by name, or a reply to one of the bot's messages."""
+def is_addressed(message: discord.Message, me: discord.abc.User, application_id: int | None = None) -> bool:
+    """Mentioned by name or through its managed role, or a reply to one of the bot's messages.
+
+    Discord's autocomplete often offers the bot's managed role (`<@&role>`) rather than
+    the bot; a persona's message posted through the bot's webhook (an application-owned
+    webhook, so the message names the application) is the bot's too.
+    """
     if any(user.id == me.id for user in message.mentions):
         return True
+    if any(is_own_role(role, me) for role in message.role_mentions):
+        return True
     resolved = message.reference.resolved if message.reference is not None else None
-    return isinstance(resolved, discord.Message) and resolved.author.id == me.id
+    if not isinstance(resolved, discord.Message):
+        return False
+    if resolved.author.id == me.id:
+        return True
+    return (
+        resolved.webhook_id is not None
+        and application_id is not None
+        and resolved.application_id == application_id
+    )
+
+
+def is_own_role(role: discord.Role, me: discord.abc.User) -> bool:
+    """The role Discord created for this bot when it joined the server."""
+    return role.tags is not None and role.tags.bot_id == me.id
 
 
 def readable_text(message: discord.Message, me: discord.abc.User) -> str:
-    """The text without the bot's own mention; other people's mentions become @names."""
+    """The text without the bot's own mention (or its role's); other mentions become @names."""
     names = {user.id: user.display_name for user in message.mentions}
+    roles = {role.id: role for role in message.role_mentions}
 
-    def replace(match: re.Match[str]) -> str:
+    def replace_user(match: re.Match[str]) -> str:
         user_id = int(match.group(1))
         if user_id == me.id:
             return ""
         return f"@{names[user_id]}" if user_id in names else match.group(0)
 
-    return USER_MENTION.sub(replace, message.content).strip()
+    def replace_role(match: re.Match[str]) -> str:
+        role = roles.get(int(match.group(1)))
+        if role is None:
+            return match.group(0)
+        return "" if is_own_role(role, me) else f"@{role.name}"
+
+    text = USER_MENTION.sub(replace_user, message.content)
+    return ROLE_MENTION.sub(replace_role, text).strip()
 
 
 def reply_to(message: discord.Message) -> ReplyTo | None:

@@ -49,6 +49,8 @@ FIRST_CHUNK_WAIT = 1.5
 # Draft calls that fail for other reasons than flood control before drafting stops.
 DRAFT_FAILURES = 3
 CURSOR = " ▌"
+# A draft shows the first message's worth of the reply; rendering more of it would only cost time.
+DRAFT_SOURCE_CHARS = 8192
 # Telegram: at most 20 messages a minute to one group; edits count too.
 GROUP_MESSAGES_PER_MINUTE = 20
 # Kept free for the final parts of a reply when draft edits use the group's budget.
@@ -134,9 +136,13 @@ async def deliver_reply(
                     reply = event
     finally:
         await streamer.close()
-    if reply is not None and reply.should_send:
+    if reply is not None and reply.should_send and reply.text.strip():
         speaker = reply.persona_name if reply.kind == "assistant" else None
-        await view.finish(split(render(reply.text, speaker=speaker)))
+        parts = split(render(reply.text, speaker=speaker))
+        if not any(part.text.strip() for part in parts):
+            # Markdown that renders to nothing visible: show what the model wrote.
+            parts = split(plain(reply.text.strip()))
+        await view.finish(parts)
     return reply
 
 
@@ -361,7 +367,7 @@ class DraftStreamer:
     def update(self, text: str, speaker: str | None) -> None:
         if not text.strip():
             return
-        self._text, self._speaker = text, speaker
+        self._text, self._speaker = text[:DRAFT_SOURCE_CHARS], speaker
         if self._started_at is None:
             self._started_at = self._clock()
         if self._task is None:

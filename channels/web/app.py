@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Response
 from fastapi.middleware.cors import CORSMiddleware
 
 from bot.runtime import Runtime
@@ -17,7 +17,7 @@ from channels.web.admin import mount_admin
 from channels.web.docs import mount_docs
 from channels.web.errors import install_error_handlers
 from channels.web.lane import WebLane
-from channels.web.schemas import Health
+from channels.web.schemas import Health, LaneHealthView
 
 
 def create_host_app(runtime: Runtime) -> FastAPI:
@@ -30,9 +30,26 @@ def create_host_app(runtime: Runtime) -> FastAPI:
     mount_docs(app)
     install_error_handlers(app)
 
-    @app.get("/healthz", response_model=Health, tags=["service"])
-    async def healthz() -> Health:
-        return Health(status="ok", model=runtime.engine.provider.name)
+    @app.get(
+        "/healthz",
+        response_model=Health,
+        tags=["service"],
+        responses={503: {"model": Health, "description": "A lane has failed; `lanes` says why."}},
+    )
+    async def healthz(response: Response) -> Health:
+        lanes = runtime.lanes.snapshot()
+        failed = runtime.lanes.any_failed()
+        if failed:
+            # Supervisors watch the status code: a failed lane needs the operator.
+            response.status_code = 503
+        return Health(
+            status="failed" if failed else "ok",
+            model=runtime.engine.provider.name,
+            lanes={
+                name: LaneHealthView(state=status.state, reason=status.reason, since=status.since)
+                for name, status in lanes.items()
+            },
+        )
 
     mount_admin(app, runtime)
     return app

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 
@@ -80,9 +83,17 @@ class CommandResult(BaseModel):
     persona: PersonaView
 
 
+class LaneHealthView(BaseModel):
+    state: Literal["starting", "running", "failed"]
+    reason: str | None = None
+    since: datetime
+
+
 class Health(BaseModel):
+    # "ok", or "failed" (HTTP 503) when a lane has stopped for good; `lanes` says which and why.
     status: str
     model: str
+    lanes: dict[str, LaneHealthView] = Field(default_factory=dict)
 
 
 class FieldProblem(BaseModel):

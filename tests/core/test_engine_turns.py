@@ -107,9 +107,10 @@ async def test_consumer_leaving_mid_stream_keeps_the_partial_reply(runtimes, tmp
     runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     stream = runtime.engine.stream(inbound("count"))
     first = await anext(stream)
-    assert first == Delta("one ", "ada", "Ada")  # each piece names the persona writing it
     await stream.aclose()
     session_id = runtime.store.list_sessions()[0][0].id
+    # Each piece names the persona writing it and the session, for a lane's Stop control.
+    assert first == Delta("one ", "ada", "Ada", session_id=session_id)
     assistant = [m for m in runtime.store.messages(session_id) if m.role == "assistant"]
     assert [(m.content, m.status) for m in assistant] == [("one ", "interrupted")]
 

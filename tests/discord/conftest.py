@@ -1,14 +1,13 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import discord
 import pytest
 import pytest_asyncio
-import yarl
-from discord.gateway import DiscordWebSocket
 
 from bot.runtime import Runtime
 from channels.discord.lane import DiscordLane
@@ -19,12 +18,40 @@ from tests.support.runtime import make_runtime
 LaneFactory = Callable[..., Awaitable[tuple[DiscordLane, Runtime]]]
 
 
+async def eventually(condition: Callable[[], bool], timeout: float = 60.0) -> None:
+    """Wait for state the stand-in does not see change (the lane's own), checking often."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.02)
+
+
+def spoken(text: str, persona: str = "Ada") -> str:
+    """An assistant reply as a DM shows it: the persona's name in bold, then the text."""
+    return f"**{persona}**\n{text}"
+
+
+@pytest.fixture(autouse=True)
+def no_unhandled_errors_in_event_handlers(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """discord.py only logs what an event handler raises; such a test must not pass."""
+    yield
+    records = caplog.get_records("call")
+    errors = [r.getMessage() for r in records if r.name == "discord.client" and r.levelno >= logging.ERROR]
+    assert not errors, errors
+
+
 @pytest_asyncio.fixture
-async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
+async def fake_discord() -> AsyncIterator[FakeDiscord]:
     async with FakeDiscord() as server:
-        monkeypatch.setattr(discord.http.Route, "BASE", server.api_base)
-        monkeypatch.setattr(DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(server.gateway_url))
         yield server
+
+
+def lane_settings(server: FakeDiscord, token: str = VALID_TOKEN) -> dict[str, str]:
+    """The Discord lane's settings for the stand-in, as environment overrides."""
+    return {
+        "discord_token": token,
+        "channels_discord_api_base": server.api_base,
+        "channels_discord_gateway_url": server.gateway_url,
+    }
 
 
 @pytest_asyncio.fixture
@@ -38,9 +65,9 @@ async def start_lane(
         runtime = make_runtime(
             tmp_path / f"runtime{len(started)}",
             model_base_url=fake_openai.base_url,
-            **{"discord_token": VALID_TOKEN, **overrides},
+            **{**lane_settings(fake_discord), **overrides},
         )
-        lane = DiscordLane(runtime, edit_interval=0.05)
+        lane = DiscordLane(runtime, edit_interval=0.05, retry_first=0.05)
         started.append((lane, runtime))
         fake_discord.connected.clear()
         await lane.start()

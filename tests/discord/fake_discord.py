@@ -175,6 +175,8 @@ class FakeDiscord(LocalServer):
         self.token = VALID_TOKEN
         # Status codes the next REST calls get instead of an answer (an outage).
         self.failures: list[int] = []
+        # While set, REST calls get no answer at all (a network that swallows packets).
+        self.silent = False
         self._ids = itertools.count(1200000000000000000)
         self._changed = asyncio.Condition()
         self._rate_limit_edits: list[float] = []
@@ -202,6 +204,11 @@ class FakeDiscord(LocalServer):
     @property
     def connected(self) -> asyncio.Event:
         return self.gateway.connected
+
+    @property
+    def close_codes(self) -> list[int | None]:
+        """The close code of each gateway connection the client ended (1000: a clean close)."""
+        return self.gateway.client_close_codes
 
     @property
     def identify(self) -> dict[str, Any] | None:
@@ -283,7 +290,7 @@ class FakeDiscord(LocalServer):
         message = self.message(message_id)
         data = {"custom_id": custom_id, "component_type": 2}
         return await self._interact(
-            3, data, channel_id=message.channel_id, user=user, message=self._message_payload_of(message)
+            3, data, channel_id=message.channel_id, user=user, message=self.payload_of(message)
         )
 
     async def dispatch(self, event: str, data: dict[str, Any]) -> None:
@@ -353,7 +360,7 @@ class FakeDiscord(LocalServer):
                 payload["member"] = self._member(nick)
         return payload
 
-    def _message_payload_of(self, message: SentMessage) -> dict[str, Any]:
+    def payload_of(self, message: SentMessage) -> dict[str, Any]:
         author = BOT
         if message.webhook_id is not None:
             author = {
@@ -569,6 +576,8 @@ class FakeDiscord(LocalServer):
             await self._notify()
 
     async def _respond(self, request: web.Request, call: RestCall) -> web.Response:
+        while self.silent:
+            await asyncio.sleep(0.05)
         if self.failures:
             status = self.failures.pop(0)
             return _json({"message": f"{status}: Server Error", "code": 0}, status=status)
@@ -712,7 +721,7 @@ class FakeDiscord(LocalServer):
             avatar_url=avatar_url,
         )
         self.sent.append(message)
-        payload = self._message_payload_of(message)
+        payload = self.payload_of(message)
         await self.dispatch("MESSAGE_CREATE", payload)
         return payload
 
@@ -731,7 +740,7 @@ class FakeDiscord(LocalServer):
         message.versions.append(body["content"] if body.get("content") is not None else message.text)
         if "components" in body:
             message.components = body["components"] or []
-        payload = self._message_payload_of(message)
+        payload = self.payload_of(message)
         await self.dispatch("MESSAGE_UPDATE", payload)
         return payload
 
@@ -807,7 +816,8 @@ class FakeDiscord(LocalServer):
         payload = await self._create(
             target, body, webhook=webhook, username=username, avatar_url=body.get("avatar_url")
         )
-        return _json(payload) if call.query.get("wait") == "true" else _no_content()
+        # Discord reads query booleans as true/false or 1/0.
+        return _json(payload) if call.query.get("wait", "").lower() in ("true", "1") else _no_content()
 
     async def _edit_webhook_message(
         self, webhook_id: int, token: str, message_id: int, call: RestCall

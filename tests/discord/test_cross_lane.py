@@ -6,7 +6,7 @@ import itertools
 
 from bot.runtime import Runtime
 from bot.turns.inbound import Actor, InboundMessage
-from tests.discord.conftest import LaneFactory
+from tests.discord.conftest import LaneFactory, spoken
 from tests.discord.fake_discord import DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -50,7 +50,7 @@ async def test_a_linked_person_continues_one_conversation_across_web_and_discord
     visitor_id = await link_web_and_discord(runtime, fake_discord)
     await runtime.engine.respond(web_message(visitor_id, FIRST))
     await fake_discord.post_message(DM_CHANNEL_ID, FOLLOW_UP)
-    await fake_discord.wait_until(lambda: fake_discord.sent[-1].text == f"reply to: {FOLLOW_UP}")
+    await fake_discord.wait_until(lambda: fake_discord.sent[-1].text == spoken(f"reply to: {FOLLOW_UP}"))
     from_discord = fake_openai.requests[-1]
     await lane.stop()
 

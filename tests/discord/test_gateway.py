@@ -10,7 +10,7 @@ import types
 import discord
 import pytest
 
-from tests.discord.conftest import LaneFactory
+from tests.discord.conftest import LaneFactory, spoken
 from tests.discord.fake_discord import DM_CHANNEL_ID, FakeDiscord
 from tests.discord.fake_gateway import SPLIT_ABOVE, ZlibStreamCodec
 
@@ -52,7 +52,9 @@ async def test_zlib_stream_one_context_per_connection_with_split_payloads(
     await fake_discord.post_message(DM_CHANNEL_ID, long_text)
     await fake_discord.post_message(DM_CHANNEL_ID, "still readable")
 
-    await fake_discord.wait_for_texts(DM_CHANNEL_ID, [f"reply to: {long_text}", "reply to: still readable"])
+    await fake_discord.wait_for_texts(
+        DM_CHANNEL_ID, [spoken(f"reply to: {long_text}"), spoken("reply to: still readable")]
+    )
     (connection,) = fake_discord.gateway.connections
     assert connection.compress == "zlib-stream"
     assert isinstance(connection.codec, ZlibStreamCodec) and connection.codec.split_payloads >= 2
@@ -64,7 +66,7 @@ async def test_the_client_asks_for_the_compression_it_can_read(
     await start_lane()
     await fake_discord.post_message(DM_CHANNEL_ID, "hello")
 
-    await fake_discord.wait_for_texts(DM_CHANNEL_ID, ["reply to: hello"])
+    await fake_discord.wait_for_texts(DM_CHANNEL_ID, [spoken("reply to: hello")])
     (connection,) = fake_discord.gateway.connections
     assert connection.compress == discord.utils._ActiveDecompressionContext.COMPRESSION_TYPE
     assert connection.heartbeats >= 1
@@ -79,7 +81,7 @@ async def test_op_7_reconnect_resumes_and_replays_what_was_missed(
     # Sent while the client is away: it must come back through RESUME.
     await fake_discord.post_message(DM_CHANNEL_ID, "are you back?")
 
-    await fake_discord.wait_for_texts(DM_CHANNEL_ID, ["reply to: are you back?"])
+    await fake_discord.wait_for_texts(DM_CHANNEL_ID, [spoken("reply to: are you back?")])
     assert len(gateway.identifies) == 1
     assert [resume["session_id"] for resume in gateway.resumes] == ["session-1"]
     assert gateway.connections[1].path == "/gateway-resume"
@@ -91,7 +93,7 @@ async def test_a_dropped_connection_resumes(start_lane: LaneFactory, fake_discor
     await gateway.close(4000, "Unknown error")
     await fake_discord.post_message(DM_CHANNEL_ID, "after the drop")
 
-    await fake_discord.wait_for_texts(DM_CHANNEL_ID, ["reply to: after the drop"])
+    await fake_discord.wait_for_texts(DM_CHANNEL_ID, [spoken("reply to: after the drop")])
     assert len(gateway.identifies) == 1 and len(gateway.resumes) == 1
 
 
@@ -103,7 +105,7 @@ async def test_invalid_session_resumable_resumes(start_lane: LaneFactory, fake_d
     await gateway.resumed.wait()
     await fake_discord.post_message(DM_CHANNEL_ID, "resumed")
 
-    await fake_discord.wait_for_texts(DM_CHANNEL_ID, ["reply to: resumed"])
+    await fake_discord.wait_for_texts(DM_CHANNEL_ID, [spoken("reply to: resumed")])
     assert len(gateway.identifies) == 1
 
 
@@ -117,7 +119,17 @@ async def test_invalid_session_not_resumable_identifies_again(
     await fake_discord.wait_until(lambda: gateway.session is not None and gateway.session.id == "session-2")
     await fake_discord.post_message(DM_CHANNEL_ID, "new session")
 
-    await fake_discord.wait_for_texts(DM_CHANNEL_ID, ["reply to: new session"])
+    await fake_discord.wait_for_texts(DM_CHANNEL_ID, [spoken("reply to: new session")])
     # The client closed the invalidated connection cleanly before identifying again.
     assert gateway.connections[0].close_code == 1000
     assert gateway.connections[1].path == "/gateway"
+
+
+async def test_stopping_the_lane_closes_the_gateway_with_1000(
+    start_lane: LaneFactory, fake_discord: FakeDiscord
+) -> None:
+    lane, _ = await start_lane()
+
+    await lane.stop()
+
+    await fake_discord.wait_until(lambda: fake_discord.close_codes == [1000])

@@ -23,16 +23,17 @@ async def test_guild_answers_a_mention_and_keeps_unaddressed_messages_as_context
 ) -> None:
     await start_lane()
     await fake_discord.post_message(CHANNEL_ID, "the deploy is on Friday", author=BOB)
-    question = await fake_discord.post_message(
-        CHANNEL_ID, f"{MENTION} when is the deploy?", nick="Ali", mentions=(BOT,)
-    )
+    await fake_discord.post_message(CHANNEL_ID, f"{MENTION} when is the deploy?", nick="Ali", mentions=(BOT,))
 
     await fake_discord.wait_for_texts(CHANNEL_ID, ["reply to: Ali: when is the deploy?"])
 
     assert len(fake_openai.requests) == 1
     history = [(m["role"], message_text(m)) for m in fake_openai.requests[0].messages[1:]]
     assert history == [("user", "Bob: the deploy is on Friday"), ("user", "Ali: when is the deploy?")]
-    assert fake_discord.sent_in(CHANNEL_ID)[0].reference_id == int(question["id"])
+    # Posted by the persona through the channel webhook, under its own name.
+    assert [(m.username, m.webhook_id is not None) for m in fake_discord.sent_in(CHANNEL_ID)] == [
+        ("Ada", True)
+    ]
 
 
 async def test_a_reply_to_the_bot_counts_as_addressing_it(
@@ -41,16 +42,14 @@ async def test_a_reply_to_the_bot_counts_as_addressing_it(
     await start_lane()
     await fake_discord.post_message(CHANNEL_ID, f"{MENTION} hi", mentions=(BOT,))
     await fake_discord.wait_for_texts(CHANNEL_ID, ["reply to: Alice: hi"])
-    bot_message = fake_discord.message_payload(
-        CHANNEL_ID, "reply to: Alice: hi", author=BOT, message_id=fake_discord.sent[0].id
-    )
+    persona_message = fake_discord.payload_of(fake_discord.sent[0])
 
-    await fake_discord.post_message(CHANNEL_ID, "and tomorrow?", replying_to=bot_message)
+    await fake_discord.post_message(CHANNEL_ID, "and tomorrow?", replying_to=persona_message)
 
     await fake_discord.wait_until(lambda: len(fake_discord.texts_in(CHANNEL_ID)) == 2)
     await fake_discord.wait_until(lambda: "▌" not in fake_discord.texts_in(CHANNEL_ID)[1])
     last = fake_openai.requests[-1].messages[-1]
-    assert message_text(last) == "Alice: > Chorus: reply to: Alice: hi\nand tomorrow?"
+    assert message_text(last) == "Alice: > Ada: reply to: Alice: hi\nand tomorrow?"
 
 
 async def test_a_thread_is_its_own_group_session(

@@ -10,7 +10,7 @@ from PIL import Image
 from bot.errors import ConfigError
 from channels.discord.lane import DiscordLane
 from channels.text import split_message
-from tests.discord.conftest import LaneFactory
+from tests.discord.conftest import LaneFactory, lane_settings, spoken
 from tests.discord.fake_discord import ALICE, DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, message_text
 from tests.fakes.openai_server import Reply as OpenAIReply
@@ -21,11 +21,12 @@ async def test_dm_is_answered_in_the_persons_session(
     start_lane: LaneFactory, fake_discord: FakeDiscord, fake_openai: FakeOpenAI
 ) -> None:
     _, runtime = await start_lane()
-    sent = await fake_discord.post_message(DM_CHANNEL_ID, "hello there")
+    await fake_discord.post_message(DM_CHANNEL_ID, "hello there")
 
-    await fake_discord.wait_for_texts(DM_CHANNEL_ID, ["reply to: hello there"])
+    await fake_discord.wait_for_texts(DM_CHANNEL_ID, [spoken("reply to: hello there")])
 
-    assert fake_discord.sent_in(DM_CHANNEL_ID)[0].reference_id == int(sent["id"])
+    # A DM answers in place: no quote-reply.
+    assert fake_discord.sent_in(DM_CHANNEL_ID)[0].reference_id is None
     assert fake_discord.calls_to("POST", f"/channels/{DM_CHANNEL_ID}/typing")
     assert fake_discord.identify is not None and fake_discord.identify["intents"] & (1 << 15)
     account = runtime.store.find_account("discord", ALICE["id"])
@@ -67,7 +68,9 @@ async def test_persona_switch_by_text_command(
 
     await fake_discord.post_message(DM_CHANNEL_ID, "teach me")
 
-    await fake_discord.wait_until(lambda: fake_discord.texts_in(DM_CHANNEL_ID)[-1] == "reply to: teach me")
+    await fake_discord.wait_until(
+        lambda: fake_discord.texts_in(DM_CHANNEL_ID)[-1] == spoken("reply to: teach me", "Sage")
+    )
     system = fake_openai.requests[0].messages[0]
     assert system["role"] == "system" and "You are Sage" in message_text(system)
     assert fake_openai.requests[0].json["temperature"] == 0.5
@@ -83,9 +86,9 @@ async def test_a_long_streamed_reply_is_edited_then_split_at_2000_without_breaki
     fake_discord.rate_limit_next_edit(0.05)
     await start_lane()
 
-    message = await fake_discord.post_message(DM_CHANNEL_ID, "show me the loop")
+    await fake_discord.post_message(DM_CHANNEL_ID, "show me the loop")
 
-    expected = split_message(answer, 2000)
+    expected = split_message(spoken(answer), 2000)
     await fake_discord.wait_for_texts(DM_CHANNEL_ID, expected)
     assert len(answer) > 2000 and len(expected) == 2
     parts = fake_discord.sent_in(DM_CHANNEL_ID)
@@ -93,7 +96,7 @@ async def test_a_long_streamed_reply_is_edited_then_split_at_2000_without_breaki
     assert parts[1].text.startswith("```python\n")
     # The first message was a streamed draft: shown with a cursor, edited, then finalised.
     assert parts[0].versions[0].endswith("▌") and len(parts[0].versions) >= 3
-    assert [p.reference_id for p in parts] == [int(message["id"]), None]
+    assert [p.reference_id for p in parts] == [None, None]
     patches = fake_discord.calls_to("PATCH", f"/messages/{parts[0].id}")
     assert len(patches) == len(parts[0].versions)  # one extra call: the 429 that was retried
 
@@ -103,12 +106,14 @@ async def test_a_redelivered_message_is_not_answered_twice(
 ) -> None:
     await start_lane()
     original = await fake_discord.post_message(DM_CHANNEL_ID, "only once")
-    await fake_discord.wait_for_texts(DM_CHANNEL_ID, ["reply to: only once"])
+    await fake_discord.wait_for_texts(DM_CHANNEL_ID, [spoken("reply to: only once")])
 
     await fake_discord.dispatch("MESSAGE_CREATE", original)
     await fake_discord.post_message(DM_CHANNEL_ID, "next")
 
-    await fake_discord.wait_for_texts(DM_CHANNEL_ID, ["reply to: only once", "reply to: next"])
+    await fake_discord.wait_for_texts(
+        DM_CHANNEL_ID, [spoken("reply to: only once"), spoken("reply to: next")]
+    )
     assert len(fake_openai.requests) == 2
 
 
@@ -121,7 +126,7 @@ def _png() -> bytes:
 async def test_a_rejected_token_fails_at_startup_with_advice(
     tmp_path: Path, fake_discord: FakeDiscord
 ) -> None:
-    runtime = make_runtime(tmp_path, discord_token="not-the-token")
+    runtime = make_runtime(tmp_path, **lane_settings(fake_discord, token="not-the-token"))
     lane = DiscordLane(runtime)
     try:
         with pytest.raises(ConfigError, match="Discord rejected the bot token. Check CHORUS_DISCORD_TOKEN"):

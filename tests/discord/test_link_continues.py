@@ -12,7 +12,7 @@ import httpx
 from bot.providers.openai import PURPOSE_HEADER
 from bot.runtime import Runtime
 from channels.web.app import create_app
-from tests.discord.conftest import LaneFactory
+from tests.discord.conftest import LaneFactory, spoken
 from tests.discord.fake_discord import DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, message_text
 from tests.web.helpers import WebVisitor
@@ -78,7 +78,7 @@ async def test_the_newer_discord_conversation_continues_on_the_web_byte_identica
         try:
             await alice.on_web(WEB_FIRST)
             old_web_session = alice.web.session_id
-            await alice.on_discord(DISCORD_FIRST, reply=f"reply to: {DISCORD_FIRST}")
+            await alice.on_discord(DISCORD_FIRST, reply=spoken(f"reply to: {DISCORD_FIRST}"))
             # The code is shown in the widget and entered in the Discord DM.
             linked = await alice.on_discord(f"/link {code_in(await alice.on_web('/link'))}")
             assert linked.startswith("Linked. Your private chats on discord, web now share one conversation.")
@@ -86,7 +86,7 @@ async def test_the_newer_discord_conversation_continues_on_the_web_byte_identica
             await alice.web.refresh()
             assert alice.web.session_id != old_web_session
             if asked_on == "discord":
-                await alice.on_discord(QUESTION, reply=f"reply to: {QUESTION}")
+                await alice.on_discord(QUESTION, reply=spoken(f"reply to: {QUESTION}"))
             else:
                 assert await alice.on_web(QUESTION) == f"reply to: {QUESTION}"
             requests.append(last_turn(fake_openai))
@@ -109,7 +109,7 @@ async def test_the_newer_web_conversation_continues_in_the_discord_dm(
         lane, runtime = await start_lane()
         alice, client = await alice_on(runtime, fake_discord)
         try:
-            await alice.on_discord(DISCORD_FIRST, reply=f"reply to: {DISCORD_FIRST}")
+            await alice.on_discord(DISCORD_FIRST, reply=spoken(f"reply to: {DISCORD_FIRST}"))
             await alice.on_web(WEB_FIRST)
             web_session = alice.web.session_id
             # The code is shown in the Discord DM and entered in the widget.
@@ -118,7 +118,7 @@ async def test_the_newer_web_conversation_continues_in_the_discord_dm(
             assert alice.web.session_id == web_session
             question = "Where does my sister live?"
             if asked_on == "discord":
-                await alice.on_discord(question, reply=f"reply to: {question}")
+                await alice.on_discord(question, reply=spoken(f"reply to: {question}"))
             else:
                 await alice.on_web(question)
             requests.append(last_turn(fake_openai))

@@ -10,7 +10,8 @@ from tests.web.helpers import WebVisitor
 
 
 async def test_healthz_and_openapi_docs(client: httpx.AsyncClient) -> None:
-    assert (await client.get("/healthz")).json() == {"status": "ok", "model": "demo"}
+    # No other lane runs here, so there is no lane state to report.
+    assert (await client.get("/healthz")).json() == {"status": "ok", "model": "demo", "lanes": {}}
     docs = await client.get("/docs")
     assert docs.status_code == 200
     # The docs page works offline: its Swagger UI comes from this server, not a CDN.
