@@ -8,7 +8,8 @@ Each question is then asked with the same search `/recall` and `chorus recall` u
 hit covers the turns it came from (a message: its turn; a memory item: its source range).
 
 Reported per category and overall: recall@5 and @10 of any evidence turn and of all of
-them, search latency p50/p99, index size and build time — for Chorus with dense recall,
+them, search latency p50/p99, index size, build time, the wall time of a whole
+`chorus recall` command (process start-up included) — for Chorus with dense recall,
 Chorus full-text only, and plain BM25 (rank-bm25, Okapi) over the same turns' text.
 
 Run: .venv/bin/python bench/recall.py [--questions FILE] [--conversations 26,30]
@@ -19,8 +20,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import LOCOMO_DIR, markdown_table, percentile  # noqa: E402
+from bench.common import LOCOMO_DIR, markdown_table, median, percentile  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.runtime import Runtime, build_runtime  # noqa: E402
 from bot.storage.memory_store import Owner, RecallHit  # noqa: E402
@@ -64,6 +67,8 @@ class Variant:
     build_seconds: float = 0.0
     index_bytes: int = 0
     latencies_ms: list[float] = field(default_factory=list)
+    # Wall time of a whole `chorus recall` process (start-up included).
+    command_seconds: list[float] = field(default_factory=list)
     # category → [(found any @5, all @5, any @10, all @10)]
     outcomes: dict[str, list[Outcome]] = field(default_factory=lambda: defaultdict(list))
 
@@ -208,6 +213,32 @@ async def measure_conversation(
             await runtime.aclose()
             runtime.database.dispose()
             variants[name].index_bytes += index_bytes(Path(directory) / "recall.db")
+            variants[name].command_seconds += time_command(Path(directory), session_id, questions, dense)
+
+
+def time_command(
+    directory: Path, session_id: str, questions: list[dict[str, Any]], dense: bool
+) -> list[float]:
+    """Seconds for `chorus recall SESSION QUESTION -k 10`, as an operator runs it, three times."""
+    environ = {
+        **os.environ,
+        "CHORUS_DATABASE_URL": f"sqlite:///{directory / 'recall.db'}",
+        "CHORUS_DATA_DIR": str(directory),
+        "CHORUS_MEMORY_DENSE": json.dumps(dense),
+    }
+    timings: list[float] = []
+    for question in questions[:3]:
+        started = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "bot.cli", "--config", str(REPO / "config.yaml"), "recall", session_id]
+            + [question["question"], "-k", "10"],
+            env=environ,
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+        )
+        timings.append(time.perf_counter() - started)
+    return timings
 
 
 def table(variants: dict[str, Variant]) -> list[dict[str, Any]]:
@@ -233,11 +264,12 @@ def table(variants: dict[str, Variant]) -> list[dict[str, Any]]:
                     "p50 ms": percentile(variant.latencies_ms, 0.5),
                     "p99 ms": percentile(variant.latencies_ms, 0.99),
                     "index KiB": variant.index_bytes / 1024,
+                    "chorus recall s": median(variant.command_seconds) if variant.command_seconds else "",
                     "build s": variant.build_seconds,
                 }
             rows.append(row)
     headers = ["method", "category", "questions", "any@5", "all@5", "any@10", "all@10"]
-    headers += ["p50 ms", "p99 ms", "index KiB", "build s"]
+    headers += ["p50 ms", "p99 ms", "index KiB", "build s", "chorus recall s"]
     return [{header: row.get(header, "") for header in headers} for row in rows]
 
 

@@ -1,11 +1,16 @@
-"""Web lane under load: concurrent visitors each send a message and read the streamed reply.
+"""Web lane under load: visitors send messages and read the streamed replies.
 
 Starts `chorus serve` (demo provider, a temporary SQLite database) as a subprocess on a
-free 127.0.0.1 port, then N visitors, each with its own httpx client, start a session and
-all send one message at once. Reports replies/s, p50/p99 time to first token and to the
-full reply, errors and the server's peak RSS.
+free 127.0.0.1 port. Two modes:
 
-    .venv/bin/python bench/web_visitors.py [--visitors 500]
+- open loop (the capacity measure): messages arrive at a fixed rate, whether or not
+  earlier replies have finished, for a few seconds per rate; reports first-token p50/p99,
+  the server's CPU milliseconds per turn (from /proc) and the highest rate whose
+  first-token p99 stays under 500 ms;
+- burst (a robustness check): N visitors start a session and all send one message at
+  once; reports replies/s, latencies, errors and the server's peak RSS.
+
+    .venv/bin/python bench/web_visitors.py [--visitors 500] [--rates 5,10,20,40] [--seconds 6]
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -30,6 +36,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import REPO, markdown_table, median, percentile  # noqa: E402
 
 DEFAULT_VISITORS = 500
+DEFAULT_RATES = (5, 10, 20, 40, 80)
+DEFAULT_SECONDS = 6.0
+FIRST_TOKEN_TARGET_SECONDS = 0.5
+# Every simulated visitor connects from 127.0.0.1: lift the per-address limits for the benchmark.
+UNLIMITED_ADDRESS = {
+    "CHORUS_CHANNELS_WEB_VISITORS_PER_IP_PER_MINUTE": "1000000",
+    "CHORUS_CHANNELS_WEB_MESSAGES_PER_IP_PER_MINUTE": "1000000",
+    "CHORUS_CHANNELS_WEB_STREAMS_PER_IP": "1000000",
+}
 RUN_TIMEOUT_SECONDS = 180.0
 REQUEST_TIMEOUT_SECONDS = 120.0
 STARTUP_TIMEOUT_SECONDS = 30.0
@@ -54,10 +69,12 @@ def start_server(workdir: Path, port: int, log: IO[bytes]) -> subprocess.Popen[b
         {
             "CHORUS_DATABASE_URL": f"sqlite:///{workdir / 'chorus.db'}",
             "CHORUS_DATA_DIR": str(workdir / "data"),
-            "CHORUS_LOG_LEVEL": "WARNING",
+            # INFO: the server logs its event-loop stalls (p99, max) when it stops.
+            "CHORUS_LOG_LEVEL": "INFO",
             "CHORUS_CHANNELS_WEB_HOST": "127.0.0.1",
             "CHORUS_CHANNELS_WEB_PORT": str(port),
             "PYTHONPATH": str(REPO),
+            **UNLIMITED_ADDRESS,
         }
     )
     return subprocess.Popen(
@@ -92,6 +109,12 @@ def peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class StartLine:
     """Holds every visitor until all have a session, then lets them send together."""
@@ -108,6 +131,116 @@ class StartLine:
         if self.arrived == self.expected:
             self.all_arrived.set()
         await self.go.wait()
+
+
+async def read_reply(response: httpx.Response, began: float, outcome: Outcome) -> None:
+    if response.status_code != 200:
+        outcome.error = f"HTTP {response.status_code}"
+        return
+    event = ""
+    async for line in response.aiter_lines():
+        if line.startswith("event: "):
+            event = line[7:]
+        elif line.startswith("data: "):
+            if event == "delta" and outcome.first_token is None:
+                outcome.first_token = time.perf_counter() - began
+            elif event == "done":
+                outcome.full_reply = time.perf_counter() - began
+                if not json.loads(line[6:]).get("message_id"):
+                    outcome.error = "done without a stored message"
+            elif event == "error":
+                outcome.error = json.loads(line[6:]).get("text", "error event")
+    if outcome.full_reply is None and outcome.error is None:
+        outcome.error = "stream ended without a done event"
+
+
+async def new_visitors(base_url: str, count: int) -> list[tuple[str, str]]:
+    """(token, session id) of `count` new visitors, made before the clock starts."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=REQUEST_TIMEOUT_SECONDS) as client:
+        made = []
+        for number in range(count):
+            client.cookies.clear()
+            state = (await client.post("/api/session", json={"name": f"Visitor {number}"})).json()
+            made.append((state["token"], state["session_id"]))
+        return made
+
+
+async def open_loop_step(base_url: str, pid: int, rate: float, seconds: float) -> dict[str, Any]:
+    """Messages from fresh visitors at `rate` a second for `seconds`; latency and server CPU."""
+    visitors = await new_visitors(base_url, round(rate * seconds))
+    limits = httpx.Limits(max_connections=len(visitors), max_keepalive_connections=0)
+    async with httpx.AsyncClient(base_url=base_url, timeout=REQUEST_TIMEOUT_SECONDS, limits=limits) as client:
+
+        async def one(token: str, session_id: str, number: int) -> Outcome:
+            outcome = Outcome()
+            began = time.perf_counter()
+            try:
+                async with client.stream(
+                    "POST",
+                    f"/api/sessions/{session_id}/messages",
+                    headers={"Authorization": f"Bearer {token}"},
+                    files={"text": (None, f"Hello from visitor {number}, what can you do?")},
+                ) as response:
+                    await read_reply(response, began, outcome)
+            except (httpx.HTTPError, ValueError, KeyError) as error:
+                outcome.error = f"{type(error).__name__}: {error}"
+            return outcome
+
+        cpu_before = cpu_seconds(pid)
+        started = time.perf_counter()
+        tasks = []
+        for number, (token, session_id) in enumerate(visitors):
+            # Arrivals on a fixed schedule: a slow server does not slow the arrivals down.
+            delay = started + number / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(token, session_id, number)))
+        outcomes = await asyncio.wait_for(asyncio.gather(*tasks), RUN_TIMEOUT_SECONDS)
+        cpu = cpu_seconds(pid) - cpu_before
+    first = [outcome.first_token for outcome in outcomes if outcome.first_token is not None]
+    done = [outcome for outcome in outcomes if outcome.full_reply is not None and not outcome.error]
+    return {
+        "rate /s": rate,
+        "turns": len(done),
+        "errors": len(outcomes) - len(done),
+        "TTFT p50 ms": median(first) * 1000,
+        "TTFT p99 ms": percentile(first, 0.99) * 1000,
+        "server CPU ms/turn": cpu / max(len(done), 1) * 1000,
+    }
+
+
+async def run_open_loop(rates: list[float], seconds: float) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix="chorus-web-bench-") as workdir:
+        port = free_port()
+        base_url = f"http://127.0.0.1:{port}"
+        log_path = Path(workdir) / "server.log"
+        log = log_path.open("wb")
+        server = start_server(Path(workdir), port, log)
+        rows = []
+        try:
+            await wait_until_healthy(base_url, server, log_path)
+            # One turn first, so the measured steps see a warm server.
+            await open_loop_step(base_url, server.pid, 1, 1)
+            for rate in rates:
+                rows.append(await open_loop_step(base_url, server.pid, rate, seconds))
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                server.kill()
+            log.close()
+    return rows
+
+
+def highest_rate(rows: list[dict[str, Any]]) -> float | None:
+    """The highest arrival rate whose first-token p99 stayed under the target, with no errors."""
+    good = [
+        row["rate /s"]
+        for row in rows
+        if row["errors"] == 0 and row["TTFT p99 ms"] < FIRST_TOKEN_TARGET_SECONDS * 1000
+    ]
+    return max(good) if good else None
 
 
 async def visit(base_url: str, number: int, start_line: StartLine) -> Outcome:
@@ -131,24 +264,7 @@ async def visit(base_url: str, number: int, start_line: StartLine) -> Outcome:
                 headers=headers,
                 files={"text": (None, f"Hello from visitor {number}, what can you do?")},
             ) as response:
-                if response.status_code != 200:
-                    outcome.error = f"HTTP {response.status_code}"
-                    return outcome
-                event = ""
-                async for line in response.aiter_lines():
-                    if line.startswith("event: "):
-                        event = line[7:]
-                    elif line.startswith("data: "):
-                        if event == "delta" and outcome.first_token is None:
-                            outcome.first_token = time.perf_counter() - began
-                        elif event == "done":
-                            outcome.full_reply = time.perf_counter() - began
-                            if not json.loads(line[6:]).get("message_id"):
-                                outcome.error = "done without a stored message"
-                        elif event == "error":
-                            outcome.error = json.loads(line[6:]).get("text", "error event")
-            if outcome.full_reply is None and outcome.error is None:
-                outcome.error = "stream ended without a done event"
+                await read_reply(response, began, outcome)
         except (httpx.HTTPError, ValueError, KeyError) as error:
             outcome.error = f"{type(error).__name__}: {error}"
     return outcome
@@ -174,10 +290,11 @@ async def run(visitors: int) -> dict[str, Any]:
         finally:
             server.terminate()
             try:
-                server.wait(timeout=15)
+                server.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 server.kill()
             log.close()
+            stalls = loop_stalls(log_path.read_text(errors="replace"))
     first = [outcome.first_token for outcome in outcomes if outcome.first_token is not None]
     full = [
         outcome.full_reply for outcome in outcomes if outcome.full_reply is not None and not outcome.error
@@ -196,17 +313,37 @@ async def run(visitors: int) -> dict[str, Any]:
         "full p50 ms": median(full) * 1000,
         "full p99 ms": percentile(full, 0.99) * 1000,
         "server peak RSS MiB": rss,
+        "loop stall p99 ms": stalls[0],
+        "loop stall max ms": stalls[1],
     }
 
 
-def main(visitors: int = DEFAULT_VISITORS) -> list[dict[str, Any]]:
+def loop_stalls(server_log: str) -> tuple[float, float]:
+    """p99 and longest event-loop stall of the server's run, from the line it logs at exit."""
+    found = re.search(r"event loop stalls: p99 ([\d.]+) ms, max ([\d.]+) ms", server_log)
+    return (float(found.group(1)), float(found.group(2))) if found else (float("nan"), float("nan"))
+
+
+def main(
+    visitors: int = DEFAULT_VISITORS,
+    rates: tuple[float, ...] = DEFAULT_RATES,
+    seconds: float = DEFAULT_SECONDS,
+) -> list[dict[str, Any]]:
+    open_rows = asyncio.run(run_open_loop(list(rates), seconds))
+    print(f"\n### Web lane, open loop: fixed arrival rates, {seconds:g} s each, demo provider, SQLite\n")
+    print(markdown_table(open_rows))
+    best = highest_rate(open_rows)
+    print(f"\nHighest rate with first-token p99 < 500 ms and no errors: {best if best else 'none'} /s")
     rows = [asyncio.run(run(visitors))]
-    print(f"\n### Web lane: {visitors} concurrent visitors, demo provider, SQLite\n")
+    print(f"\n### Web lane: burst of {visitors} concurrent visitors, demo provider, SQLite\n")
     print(markdown_table(rows))
-    return rows
+    return open_rows + rows
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--visitors", type=int, default=DEFAULT_VISITORS)
-    main(parser.parse_args().visitors)
+    parser.add_argument("--rates", default=",".join(str(rate) for rate in DEFAULT_RATES))
+    parser.add_argument("--seconds", type=float, default=DEFAULT_SECONDS)
+    arguments = parser.parse_args()
+    main(arguments.visitors, tuple(float(rate) for rate in arguments.rates.split(",")), arguments.seconds)

@@ -125,6 +125,16 @@ class MemorySettings(BaseModel):
     idle_seconds: float = 600.0
 
 
+class RecoverySettings(BaseModel):
+    # What a starting process does with a turn a dead process left unanswered:
+    # answer it on its lane, tell the person it went unanswered, or leave it.
+    mode: Literal["answer", "notice", "off"] = "answer"
+    # Older unanswered messages are left alone: an answer hours late helps nobody.
+    max_age_seconds: float = 3600.0
+    # With several processes on PostgreSQL, how often each looks for turns of one that died.
+    scan_seconds: float = 15.0
+
+
 class ChannelSettingsBase(BaseModel):
     """The `channels` section: one field per lane in `channels.registry`, named after the lane."""
 
@@ -160,12 +170,15 @@ class Settings(BaseSettings):
     data_dir: Path = Path("./data")
     log_level: str = "INFO"
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    # On SIGTERM/SIGINT, how long running turns may take to finish before they are cut.
+    shutdown_grace_seconds: float = 20.0
     default_persona: str = "assistant"
     personas: list[PersonaSettings] = Field(default_factory=lambda: [FALLBACK_PERSONA])
     model: ModelSettings = Field(default_factory=ModelSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    recovery: RecoverySettings = Field(default_factory=RecoverySettings)
     channels: ChannelSettings = Field(default_factory=ChannelSettings)
 
     @classmethod

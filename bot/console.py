@@ -317,17 +317,25 @@ class Console:
         }
 
     def lanes(self) -> list[dict[str, str]]:
-        """Every lane Chorus knows, and whether these settings run it.
+        """Every lane Chorus knows: the state it reported (running, starting, failed and why),
+        else whether these settings run it.
 
-        The web lane serves this console, so when it is on it is running; the others are
-        started by `chorus serve` when their settings make them active.
+        The web lane serves this console, so when it is on it is running; a lane that
+        reports no state yet is shown as configured.
         """
         channels = self.runtime.settings.channels
         active = {spec.name for spec in lane_registry.active_lanes(channels)}
-        return [
-            {"name": spec.name, "state": _lane_state(spec.name, spec.name in active), "reason": ""}
-            for spec in lane_registry.lanes()
-        ]
+        reported = self.runtime.lanes.snapshot()
+        states = []
+        for spec in lane_registry.lanes():
+            status = reported.get(spec.name)
+            if status is not None:
+                states.append({"name": spec.name, "state": status.state, "reason": status.reason or ""})
+            else:
+                states.append(
+                    {"name": spec.name, "state": _lane_state(spec.name, spec.name in active), "reason": ""}
+                )
+        return states
 
     def _session_info(self, session: ChatSession) -> dict[str, Any]:
         return {

@@ -22,6 +22,7 @@ from sqlmodel import Session, col, select
 
 from bot.errors import LinkCodeError
 from bot.storage.database import open_session
+from bot.storage.delivery_models import Delivery
 from bot.storage.index_text import message_index_text
 from bot.storage.models import (
     Account,
@@ -46,6 +47,7 @@ PERSONS = table_of(Person)
 ACCOUNTS = table_of(Account)
 MESSAGES = table_of(Message)
 ATTACHMENTS = table_of(Attachment)
+DELIVERIES = table_of(Delivery)
 ROW_COLUMNS = (
     MESSAGES.c.id,
     MESSAGES.c.seq,
@@ -81,6 +83,12 @@ BUMP_SEQUENCE = (
 )
 INSERT_MESSAGE = insert(MESSAGES).returning(MESSAGES.c.id)
 INSERT_ATTACHMENT = insert(ATTACHMENTS)
+INSERT_DELIVERY = insert(DELIVERIES)
+CLOSE_DELIVERY = (
+    update(DELIVERIES)
+    .where(DELIVERIES.c.user_message_id == bindparam("answered_message"), DELIVERIES.c.state == "open")
+    .values(state="replied", updated_at=bindparam("touched_at"))
+)
 # A document's text is stored once per content hash: later uploads of the same file
 # keep NULL and read the text of the first row that has it.
 _SHARED = ATTACHMENTS.alias("shared")
@@ -132,6 +140,21 @@ KNOWN_PRIVATE_ROUTE = (
 
 VISITOR_TOKENS = table_of(VisitorToken)
 LINK_CODES = table_of(LinkCode)
+# A web visitor's token → its account and active private session, in one read (every request).
+VISITOR_ROUTE = (
+    select(
+        VISITOR_TOKENS.c.visitor_id,
+        *(column.label(f"account_{column.name}") for column in ACCOUNTS.c),
+        *(column.label(f"session_{column.name}") for column in SESSIONS.c),
+    )
+    .select_from(VISITOR_TOKENS)
+    .outerjoin(
+        ACCOUNTS, (ACCOUNTS.c.lane == "web") & (ACCOUNTS.c.platform_user_id == VISITOR_TOKENS.c.visitor_id)
+    )
+    .outerjoin(PERSONS, PERSONS.c.id == ACCOUNTS.c.person_id)
+    .outerjoin(SESSIONS, SESSIONS.c.id == PERSONS.c.active_session_id)
+    .where(VISITOR_TOKENS.c.token_hash == bindparam("token_hash"))
+)
 # Web visitors past the cutoff whose person never stored a message anywhere and has
 # no account besides the visitor's own (a linked person is someone's real history).
 _OTHER_ACCOUNTS = ACCOUNTS.alias("other_accounts")
@@ -178,6 +201,16 @@ class NewAttachment:
 
 
 @dataclass(frozen=True)
+class DeliveryTarget:
+    """For a message that asks for an answer: what a lane needs to deliver it later."""
+
+    chat_kind: str
+    thread_id: str | None
+    # The process answering it now.
+    owner: str
+
+
+@dataclass(frozen=True)
 class NewMessage:
     """Everything needed to append one message to a session."""
 
@@ -196,6 +229,8 @@ class NewMessage:
     attachments: tuple[NewAttachment, ...] = ()
     # False for imported copies: they keep their platform ids but no idempotency key.
     live: bool = True
+    # Set on a user message that starts a turn: its delivery state is stored with it.
+    delivery: DeliveryTarget | None = None
 
 
 @dataclass(frozen=True)
@@ -468,6 +503,19 @@ class Store:
             found = db.get(VisitorToken, _token_hash(token))
             return found.visitor_id if found is not None else None
 
+    def visitor_route(self, token: str) -> tuple[str, tuple[Account, ChatSession] | None] | None:
+        """The visitor of a token, with its account and active session when both exist; None if unknown."""
+        with self.database.connect() as connection:
+            row = connection.execute(VISITOR_ROUTE, {"token_hash": _token_hash(token)}).first()
+        if row is None:
+            return None
+        fields = row._mapping
+        if fields["account_id"] is None or fields["session_id"] is None:
+            return row.visitor_id, None
+        account = Account(**{column.name: fields[f"account_{column.name}"] for column in ACCOUNTS.c})
+        session = ChatSession(**{column.name: fields[f"session_{column.name}"] for column in SESSIONS.c})
+        return row.visitor_id, (account, session)
+
     def forget_idle_visitors(self, idle: timedelta, batch: int = 500) -> int:
         """Delete web visitors created longer than `idle` ago that never stored a message.
 
@@ -618,6 +666,29 @@ class Store:
                             "owner": owner_token(owner_kind, owner_id),
                             "content": message_index_text(sender_name, content, created_at),
                         },
+                    )
+                if message.delivery is not None and key is not None:
+                    connection.execute(
+                        INSERT_DELIVERY,
+                        {
+                            "user_message_id": message_id,
+                            "session_id": session_id,
+                            "ingest_key": key,
+                            "lane": message.lane,
+                            "chat_id": message.platform_chat_id,
+                            "chat_kind": message.delivery.chat_kind,
+                            "thread_id": message.delivery.thread_id,
+                            "platform_message_id": message.platform_message_id,
+                            "state": "open",
+                            "owner": message.delivery.owner,
+                            "created_at": created_at,
+                            "updated_at": created_at,
+                        },
+                    )
+                elif message.role == "assistant" and message.reply_to_id is not None:
+                    # The reply and the end of its turn's open state commit together.
+                    connection.execute(
+                        CLOSE_DELIVERY, {"answered_message": message.reply_to_id, "touched_at": created_at}
                     )
                 if message.attachments:
                     texts = {

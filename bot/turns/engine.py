@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing, nullcontext
 from dataclasses import dataclass
@@ -28,9 +29,19 @@ from bot.errors import (
 from bot.logs import bind_session, turn_scope
 from bot.metrics import observe_turn
 from bot.providers.base import ChatProvider, ChatRequest, shown_model
+from bot.storage.deliveries import DeliveryStore
+from bot.storage.delivery_models import Delivery
 from bot.storage.models import ChatSession
 from bot.storage.sanitise import clean_text
-from bot.storage.store import DuplicateMessage, NewAttachment, NewMessage, Store, StoredMessage
+from bot.storage.store import (
+    DeliveryTarget,
+    DuplicateMessage,
+    NewAttachment,
+    NewMessage,
+    Store,
+    StoredMessage,
+    ingest_key,
+)
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
 from bot.turns.events import Delta, Reply, TurnEvent
@@ -55,11 +66,17 @@ AfterTurnJob = Callable[[ChatSession, "Context | None"], Awaitable[None]]
 OverflowHandler = Callable[[ChatSession, Context], Awaitable[bool]]
 
 QUOTE_CHARS = 200
+# Lanes whose turns a restart can finish: they reach the person without the process
+# that took the message (the terminal's person is gone with it).
+RECOVERABLE_LANES = frozenset({"telegram", "discord", "web"})
 # Stored `system` rows of a command and of its answer start with these.
 COMMAND_EVENT = "command: "
 COMMAND_REPLY_EVENT = "command reply: "
 # Ends the text of a reply the person stopped, so every lane shows it as stopped.
 STOPPED_NOTE = "[Stopped.]"
+# Ends the text of a reply cut because the process was shutting down.
+SHUTDOWN_NOTE = "[Cut off: the server was restarting. Send your message again to get a full answer.]"
+RESTARTING_MESSAGE = "Chorus is restarting, so this message was not answered. Please send it again soon."
 OVERFLOW_MESSAGE = (
     "This conversation has grown too large for the model, even after folding older "
     "messages. Your message is saved; try /compact, /snip some messages, or /new."
@@ -96,6 +113,11 @@ class Engine:
         self.assembler = ContextAssembler(settings, store, attachments)
         self.locks = SessionLocks()
         self.running = RunningTurns()
+        # Names this process in the delivery state of the turns it answers.
+        self.instance_id = uuid.uuid4().hex
+        self.deliveries = DeliveryStore(store.database)
+        # User messages this process's recovery is answering: a re-delivered copy waits for it.
+        self.recovering: set[int] = set()
         self.after_turn_jobs: list[AfterTurnJob] = []
         self.overflow_handler: OverflowHandler | None = None
         # What the context and memory commands act on, when this process runs them.
@@ -115,18 +137,24 @@ class Engine:
             raise RuntimeError("a turn ended without its final Reply")
         return reply
 
-    async def stream(self, inbound: InboundMessage) -> AsyncGenerator[TurnEvent, None]:
-        """Run a turn: zero or more `Delta`s, then exactly one `Reply`."""
+    async def stream(
+        self, inbound: InboundMessage, route: Route | None = None
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """Run a turn: zero or more `Delta`s, then exactly one `Reply`.
+
+        `route` is the message's route when the lane already resolved it for this
+        request (the web lane authenticates by it), so it is not looked up twice.
+        """
         # Log records written during the turn (and by its after-turn work) carry its ids.
         with turn_scope(inbound.lane):
-            async with aclosing(self._stream(inbound)) as events:
+            async with aclosing(self._stream(inbound, route)) as events:
                 async for event in events:
                     yield event
 
-    async def _stream(self, inbound: InboundMessage) -> AsyncGenerator[TurnEvent, None]:
+    async def _stream(self, inbound: InboundMessage, route: Route | None) -> AsyncGenerator[TurnEvent, None]:
         text = clean_text(inbound.text)
         try:
-            route = resolve_route(self.store, inbound, self.personas.default.id)
+            route = route or resolve_route(self.store, inbound, self.personas.default.id)
         except ChorusError as error:
             yield Reply(kind="error", text=str(error))
             return
@@ -139,8 +167,10 @@ class Engine:
                 try:
                     self._store_command(inbound, route, text)
                 except DuplicateMessage:
+                    stored_already(inbound)
                     yield Reply(kind="duplicate", text="", session_id=route.session.id)
                     return
+                stored_already(inbound)
                 answer = await self.commands.run(
                     command,
                     CommandContext(
@@ -160,6 +190,9 @@ class Engine:
                 text=answer.text,
                 session_id=answer.session_id or route.session.id,
             )
+            return
+        if self.running.closing:
+            yield Reply(kind="error", text=RESTARTING_MESSAGE, session_id=route.session.id)
             return
         # A turn that had to wait re-reads the session: the one before may have switched persona.
         waited = self.locks.busy(route.session.id)
@@ -192,9 +225,48 @@ class Engine:
                 )
             except ChorusError as error:
                 return Reply(kind="error", text=str(error), session_id=route.session.id)
+            finally:
+                stored_already(inbound)
         # A recorded message is a step of the conversation: memory offload counts it.
         self._schedule_after_turn(route.session, None)
         return Reply(kind="recorded", text="", session_id=route.session.id, user_message_id=stored_id)
+
+    async def resume(self, delivery: Delivery) -> AsyncGenerator[TurnEvent, None]:
+        """Answer a stored user message that a process which died left unanswered."""
+        session = self.store.get_session(delivery.session_id)
+        if session is None:
+            yield Reply(kind="error", text="This conversation no longer exists.")
+            return
+        async with self.locks.hold(session.id):
+            if self.store.reply_to(delivery.user_message_id) is not None:
+                yield Reply(kind="duplicate", text="", session_id=session.id)
+                return
+            session = self.store.get_session(session.id) or session
+            plan = TurnPlan(
+                session=session,
+                persona=self.persona_for(session),
+                user_message_id=delivery.user_message_id,
+                running=self.running.begin(session.id),
+            )
+            try:
+                async with aclosing(self._generate(plan)) as events:
+                    async for event in events:
+                        yield event
+            finally:
+                self.running.end(session.id, plan.running)
+            self._schedule_after_turn(session, plan.context)
+
+    def note_draft(self, inbound: InboundMessage, draft_id: str) -> None:
+        """A lane shows this turn's reply in platform message `draft_id`."""
+        key = ingest_key(inbound.lane, inbound.chat_id, inbound.platform_message_id)
+        if key is not None:
+            self.deliveries.note_draft(key, draft_id)
+
+    def delivered(self, inbound: InboundMessage) -> None:
+        """A lane finished showing this turn's reply: nothing is left for a restart to repair."""
+        key = ingest_key(inbound.lane, inbound.chat_id, inbound.platform_message_id)
+        if key is not None:
+            self.deliveries.delivered(key)
 
     def stop_turn(self, session_id: str) -> bool:
         """Ask the turn running for this session in this process to stop; False when none runs.
@@ -236,9 +308,15 @@ class Engine:
         session = self.store.refresh(route.session) if reread else route.session
         persona = self.persona_for(session)
         try:
-            user_message_id = (await self._store_user_message(inbound, route, text)).id
+            user_message_id = (await self._store_user_message(inbound, route, text, deliver=True)).id
+            stored_already(inbound)
         except DuplicateMessage as duplicate:
-            if self.store.reply_to(duplicate.existing.id or 0) is not None:
+            stored_already(inbound)
+            existing = duplicate.existing.id or 0
+            answered = self.store.reply_to(existing) is not None
+            # Recovery is answering it, or already told the person it went unanswered.
+            handled = existing in self.recovering or self.deliveries.state_of(existing) == "noticed"
+            if answered or handled:
                 yield Reply(
                     kind="duplicate",
                     text="",
@@ -265,7 +343,9 @@ class Engine:
             self.running.end(session.id, plan.running)
         self._schedule_after_turn(session, plan.context)
 
-    async def _store_user_message(self, inbound: InboundMessage, route: Route, text: str) -> StoredMessage:
+    async def _store_user_message(
+        self, inbound: InboundMessage, route: Route, text: str, *, deliver: bool = False
+    ) -> StoredMessage:
         if not text.strip() and not inbound.attachments:
             raise EmptyMessage()
         limit = self.settings.limits.max_message_chars
@@ -290,6 +370,11 @@ class Engine:
                 platform_message_id=inbound.platform_message_id,
                 created_at=inbound.received_at,
                 attachments=tuple(stored),
+                delivery=(
+                    DeliveryTarget(inbound.chat_kind, inbound.thread_id, self.instance_id)
+                    if deliver and inbound.lane in RECOVERABLE_LANES
+                    else None
+                ),
             ),
         )
 
@@ -325,6 +410,7 @@ class Engine:
                     )
                     if not recovered:
                         self._store_event(session, "error: context overflow")
+                        self.deliveries.finish(plan.user_message_id, "failed")
                         yield self._error(plan, OVERFLOW_MESSAGE)
                         finished = True
                         return
@@ -352,6 +438,7 @@ class Engine:
         except ProviderError as error:
             finished = True
             self._store_event(session, f"error: {error}")
+            self.deliveries.finish(plan.user_message_id, "failed")
             yield self._error(plan, f"{error} Your message is saved.")
         finally:
             if not finished:
@@ -407,15 +494,24 @@ class Engine:
 
     def _stopped_reply(self, plan: TurnPlan, text: str) -> Reply:
         stored = self._store_reply(plan, text, "interrupted")
+        shutdown = plan.running.reason == "shutdown"
+        note = SHUTDOWN_NOTE if shutdown else STOPPED_NOTE
+        if shutdown:
+            log.warning(
+                "turn cut (shutdown): session %s, message %d, %d characters kept",
+                plan.session.id,
+                plan.user_message_id,
+                len(text),
+            )
         return Reply(
             kind="assistant",
-            text=f"{text}\n\n{STOPPED_NOTE}" if text.strip() else STOPPED_NOTE,
+            text=f"{text}\n\n{note}" if text.strip() else note,
             session_id=plan.session.id,
             message_id=stored.id,
             user_message_id=plan.user_message_id,
             persona_id=plan.persona.id,
             persona_name=plan.persona.name,
-            status="stopped",
+            status="interrupted" if shutdown else "stopped",
         )
 
     def _error(self, plan: TurnPlan, text: str) -> Reply:
@@ -445,6 +541,11 @@ class Engine:
                 getattr(job, "__qualname__", job),
                 session.id,
             )
+
+
+def stored_already(inbound: InboundMessage) -> None:
+    if inbound.on_stored is not None:
+        inbound.on_stored()
 
 
 def with_quote(text: str, inbound: InboundMessage) -> str:

@@ -59,3 +59,6 @@ class InboundMessage:
     reply_to: ReplyTo | None = None
     attachments: tuple[InboundAttachment, ...] = field(default_factory=tuple)
     received_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    # Called once the message is safely stored (or found stored already): a lane
+    # confirms receipt to its platform only then, so a crash before it loses nothing.
+    on_stored: Callable[[], None] | None = field(default=None, compare=False, repr=False)

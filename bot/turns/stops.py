@@ -1,4 +1,5 @@
-"""Stopping a running reply: the person asked for it (`/stop`, a Stop button).
+"""Stopping a running reply: the person asked for it (`/stop`, a Stop button), or
+the process is shutting down and the reply outlived its grace period.
 
 The model's stream is read in a task of its own, so a stop request can end it
 at once — even while the turn waits for the next piece — without cancelling
@@ -11,6 +12,10 @@ import asyncio
 from collections.abc import AsyncGenerator
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
+from typing import Literal
+
+# Why a turn ended early: the person stopped it, or the process was shutting down.
+StopReason = Literal["stop", "shutdown"]
 
 
 @dataclass
@@ -25,10 +30,12 @@ class RunningTurn:
     """The handle a stop request reaches: one per running turn."""
 
     stopped: bool = False
+    reason: StopReason = "stop"
     _reader: asyncio.Task[None] | None = field(default=None, repr=False)
 
-    def stop(self) -> None:
+    def stop(self, reason: StopReason = "stop") -> None:
         self.stopped = True
+        self.reason = reason
         if self._reader is not None:
             self._reader.cancel()
 
@@ -67,23 +74,55 @@ async def _read(stream: AsyncGenerator[str, None], queue: asyncio.Queue[str | _E
 
 
 class RunningTurns:
-    """The turns running in this process, by session id (the turn lock allows one per session)."""
+    """The turns running in this process, by session id (the turn lock allows one per session).
+
+    `closing` is set when shutdown begins (no new turns); after `cut_all` every turn,
+    including one that only gets its session's lock later, ends at once.
+    """
 
     def __init__(self) -> None:
         self._turns: dict[str, RunningTurn] = {}
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.closing = False
+        self._cutting = False
+
+    def __len__(self) -> int:
+        return len(self._turns)
 
     def begin(self, session_id: str) -> RunningTurn:
         turn = RunningTurn()
+        if self._cutting:
+            turn.stop("shutdown")
         self._turns[session_id] = turn
+        self._idle.clear()
         return turn
 
     def end(self, session_id: str, turn: RunningTurn) -> None:
         if self._turns.get(session_id) is turn:
             del self._turns[session_id]
+        if not self._turns:
+            self._idle.set()
 
     def stop(self, session_id: str) -> bool:
         turn = self._turns.get(session_id)
         if turn is None or turn.stopped:
             return False
         turn.stop()
+        return True
+
+    def cut_all(self) -> int:
+        """Stop every running turn for shutdown; returns how many were running."""
+        self._cutting = True
+        running = [turn for turn in self._turns.values() if not turn.stopped]
+        for turn in running:
+            turn.stop("shutdown")
+        return len(running)
+
+    async def wait_idle(self, timeout: float) -> bool:
+        """True once no turn runs, False when `timeout` passed first."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
         return True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 
@@ -48,6 +49,8 @@ class ChorusClient(discord.Client):
         self.edit_interval = edit_interval
         self.webhooks = PersonaWebhooks(self)
         self.tree = app_commands.CommandTree(self)
+        # Turns being answered, so a shutdown can let their last edits land.
+        self.replying: set[asyncio.Task[object]] = set()
 
     async def setup_hook(self) -> None:
         add_engine_commands(self.tree, self.engine.commands.describe(), self.run_slash_command)
@@ -71,13 +74,20 @@ class ChorusClient(discord.Client):
             return
         if inbound.was_mentioned and not inbound.text and not inbound.attachments:
             inbound = dataclasses.replace(inbound, text=BARE_MENTION_COMMAND)
-        await deliver_reply(
-            message,
-            self.engine.stream(inbound),
-            personas=self.engine.personas,
-            webhooks=self.webhooks,
-            edit_interval=self.edit_interval,
-        )
+        task = asyncio.current_task()
+        assert task is not None
+        self.replying.add(task)
+        try:
+            await deliver_reply(
+                message,
+                self.engine.stream(inbound),
+                personas=self.engine.personas,
+                webhooks=self.webhooks,
+                edit_interval=self.edit_interval,
+            )
+            self.engine.delivered(inbound)
+        finally:
+            self.replying.discard(task)
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         """A Stop button: the custom id names the session whose running turn it stops."""

@@ -53,7 +53,7 @@ class RoutedHTTPClient(HTTPClient):
 
 class RoutedWebhookAdapter(AsyncWebhookAdapter):
     def __init__(self, endpoints: Endpoints) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]  # discord.py leaves it unannotated
+        super().__init__()  # type: ignore[no-untyped-call]
         self.endpoints = endpoints
 
     async def request(self, route: Route, session: aiohttp.ClientSession, **kwargs: Any) -> Any:

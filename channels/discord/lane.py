@@ -84,6 +84,11 @@ class DiscordLane:
     def mount(self, app: FastAPI) -> None:
         """The Discord lane talks over the gateway only: no routes on the web app."""
 
+    async def drain(self, timeout: float) -> None:
+        """Wait up to `timeout` for replies being delivered (a shutdown's last edits)."""
+        if self.client.replying:
+            await asyncio.wait(list(self.client.replying), timeout=timeout)
+
     async def stop(self) -> None:
         # The gateway task goes first: it may be waiting to retry a login, and while its
         # reader still waits on the socket, aiohttp hands it the close and discord.py answers

@@ -125,14 +125,17 @@ class DiscordReply:
         if self._webhook is not None and self._persona is not None:
             posted = await self._send_as_persona(self._webhook, self._persona, text, view)
         if posted is None:
-            # DMs answer in place; in busy server channels the reply points at its question.
-            if self._in_guild:
-                reference = self._message.to_reference(fail_if_not_exists=False)
-                posted = await self._channel.send(text, reference=reference, view=view)
-            else:
-                posted = await self._channel.send(text, view=view)
+            posted = await self._send_as_bot(text, view)
         self._sent.append(posted)
         return posted
+
+    async def _send_as_bot(self, text: str, view: Any) -> discord.Message:
+        if not self._in_guild:
+            # A DM answers in place, without quoting.
+            return await self._channel.send(text, view=view)
+        # In a busy server channel the reply points at its question.
+        reference = self._message.to_reference(fail_if_not_exists=False)
+        return await self._channel.send(text, reference=reference, view=view)
 
     async def _send_as_persona(
         self, webhook: discord.Webhook, persona: Persona, text: str, view: Any

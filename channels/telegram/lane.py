@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-from contextlib import suppress
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from functools import partial
 from urllib.parse import urlsplit
 
 from aiogram import Bot, Dispatcher
@@ -19,9 +21,12 @@ from pydantic import ValidationError
 
 from bot.errors import ConfigError
 from bot.runtime import Runtime
+from bot.storage.delivery_models import Delivery
+from bot.turns.events import TurnEvent
 from bot.turns.inbound import Actor, InboundMessage
 from channels.telegram.albums import AlbumCollector
 from channels.telegram.middlewares import AllowList, SkipSeenUpdates
+from channels.telegram.polling import UpdatePoller
 from channels.telegram.replies import DeliveryOptions, ReplyTarget, deliver_reply, send_text
 from channels.telegram.router import build_router
 from channels.telegram.translate import (
@@ -87,7 +92,7 @@ class TelegramLane:
             )
         )
         self._me: User | None = None
-        self._polling: asyncio.Task[None] | None = None
+        self._poller: UpdatePoller | None = None
         self._webhook_updates: set[asyncio.Task[None]] = set()
 
     @property
@@ -114,18 +119,27 @@ class TelegramLane:
             return
         # A webhook left from an earlier deployment would make getUpdates fail.
         await self.bot.delete_webhook()
-        self._polling = asyncio.create_task(
-            self.dispatcher.start_polling(
-                self.bot, handle_signals=False, close_bot_session=False, allowed_updates=updates
-            )
-        )
+        self._poller = UpdatePoller(self.bot, self.dispatcher, updates)
+        self._poller.start()
+
+    async def stop_intake(self) -> None:
+        """Take no more updates; those taken are stored, then confirmed to Telegram."""
+        if self._poller is not None:
+            await self._poller.stop()
+
+    async def drain(self, timeout: float) -> None:
+        """Wait up to `timeout` for replies being delivered (a shutdown's last edits)."""
+        running = list(self._webhook_updates)
+        if self._poller is not None:
+            await self._poller.wait_handlers(timeout)
+        if running:
+            await asyncio.wait(running, timeout=timeout)
 
     async def stop(self) -> None:
-        if self._polling is not None:
-            with suppress(RuntimeError):  # polling never got going
-                await self.dispatcher.stop_polling()
-            await asyncio.gather(self._polling, return_exceptions=True)
-            self._polling = None
+        await self.stop_intake()
+        if self._poller is not None:
+            await self._poller.wait_handlers(0)
+            self._poller = None
         await self.albums.close()
         for task in list(self._webhook_updates):
             task.cancel()
@@ -162,21 +176,53 @@ class TelegramLane:
 
     async def _take_turn(self, messages: list[Message]) -> None:
         """Hand one message (or one album) to the engine and deliver what it answers."""
-        me = self._me or await self.bot.me()
-        inbound = to_inbound(messages, self.bot, me)
-        first = messages[0]
-        if inbound.chat_kind == "group" and not self._should_answer(inbound, first, me):
-            await self.engine.record(inbound)
-            return
-        private = inbound.chat_kind == "private"
+        try:
+            me = self._me or await self.bot.me()
+            inbound = replace(to_inbound(messages, self.bot, me), on_stored=partial(self._stored, messages))
+            first = messages[0]
+            if inbound.chat_kind == "group" and not self._should_answer(inbound, first, me):
+                await self.engine.record(inbound)
+                return
+            private = inbound.chat_kind == "private"
+            target = ReplyTarget(
+                chat_id=first.chat.id,
+                thread_id=first.message_thread_id if inbound.thread_id else None,
+                reply_to_message_id=None if private else first.message_id,
+                # The message id is unique in the chat and never 0: a fresh draft per reply.
+                draft_id=first.message_id if private and self.native_drafts else 0,
+            )
+
+            async def note_draft(draft_id: int) -> None:
+                self.engine.note_draft(inbound, str(draft_id))
+
+            await deliver_reply(
+                self.bot, target, self.engine.stream(inbound), self.delivery, on_draft=note_draft
+            )
+            self.engine.delivered(inbound)
+        finally:
+            # Whatever happened, these updates need nothing more from Telegram.
+            self._stored(messages)
+
+    async def resume(self, delivery: Delivery, events: AsyncIterator[TurnEvent]) -> None:
+        """Deliver a turn another process took (recovery), over the draft message it left."""
+        private = delivery.chat_kind == "private"
         target = ReplyTarget(
-            chat_id=first.chat.id,
-            thread_id=first.message_thread_id if inbound.thread_id else None,
-            reply_to_message_id=None if private else first.message_id,
-            # The message id is unique in the chat and never 0: a fresh draft per reply.
-            draft_id=first.message_id if private and self.native_drafts else 0,
+            chat_id=int(delivery.chat_id),
+            thread_id=int(delivery.thread_id) if delivery.thread_id else None,
+            reply_to_message_id=None if private else int(delivery.platform_message_id),
+            draft_id=int(delivery.platform_message_id) if private and self.native_drafts else 0,
         )
-        await deliver_reply(self.bot, target, self.engine.stream(inbound), self.delivery)
+        await deliver_reply(
+            self.bot,
+            target,
+            events,
+            self.delivery,
+            left_draft=int(delivery.draft_id) if delivery.draft_id else None,
+        )
+
+    def _stored(self, messages: list[Message]) -> None:
+        if self._poller is not None:
+            self._poller.stored(messages)
 
     async def _refuse_unsupported(self, message: Message) -> None:
         """A sticker, voice note, location…: a short answer in private, silence in groups unless addressed."""

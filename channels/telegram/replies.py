@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -115,11 +115,23 @@ async def deliver_reply(
     target: ReplyTarget,
     events: AsyncIterator[TurnEvent],
     options: DeliveryOptions | None = None,
+    *,
+    left_draft: int | None = None,
+    on_draft: Callable[[int], Awaitable[None]] | None = None,
 ) -> Reply | None:
-    """Stream the turn into a draft while typing shows, then deliver the final text."""
+    """Stream the turn into a draft while typing shows, then deliver the final text.
+
+    `left_draft`: a draft message an earlier process left (a recovered turn), edited
+    into this reply; `on_draft` learns the id of a draft message once one is sent, so
+    a restart can finish it.
+    """
     options = options or DeliveryOptions()
     writer = MessageWriter(bot, target, options.budget)
-    view: DraftView = NativeDraft(writer, target.draft_id) if target.draft_id else EditedDraft(writer)
+    view: DraftView = (
+        NativeDraft(writer, target.draft_id)
+        if target.draft_id and left_draft is None
+        else EditedDraft(writer, left_draft, on_draft)
+    )
     interval = options.group_edit_interval if target.is_group else options.edit_interval
     streamer = DraftStreamer(view, writer, interval=max(interval, options.edit_interval))
     reply: Reply | None = None
@@ -302,14 +314,22 @@ class EditedDraft:
 
     cursor = CURSOR
 
-    def __init__(self, writer: MessageWriter) -> None:
+    def __init__(
+        self,
+        writer: MessageWriter,
+        message_id: int | None = None,
+        on_draft: Callable[[int], Awaitable[None]] | None = None,
+    ) -> None:
         self._writer = writer
-        self._message_id: int | None = None
+        self._message_id = message_id
+        self._on_draft = on_draft
         self._shown: TelegramText | None = None
 
     async def show(self, preview: TelegramText) -> None:
         if self._message_id is None:
             self._message_id = await self._writer.send(preview)
+            if self._on_draft is not None:
+                await self._on_draft(self._message_id)
         else:
             try:
                 await self._writer.edit(self._message_id, preview, final=False)

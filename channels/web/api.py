@@ -206,7 +206,7 @@ async def post_message(
     )
     slot = lane.streams.open(ip)
     return StreamingResponse(
-        counted(turn_events(lane.engine, lane.store, inbound), slot),
+        counted(turn_events(lane.engine, lane.store, inbound, visitor.route), slot),
         media_type="text/event-stream",
         headers=SSE_HEADERS,
         # Also frees the slot when the stream never started (the client left at once).

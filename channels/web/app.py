@@ -6,12 +6,15 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Response
 from fastapi.middleware.cors import CORSMiddleware
 
 from bot.runtime import Runtime
+from bot.storage.delivery_models import Delivery
+from bot.turns.events import TurnEvent
 from channels.web import api, pages
 from channels.web.admin import mount_admin
 from channels.web.docs import mount_docs
@@ -92,6 +95,12 @@ class WebRunner:
 
     async def stop(self) -> None:
         """Nothing of its own to stop: the server stops with `chorus serve`."""
+
+    async def resume(self, delivery: Delivery, events: AsyncIterator[TurnEvent]) -> None:
+        """A recovered web turn: its stream is gone, so the reply is only stored; the
+        visitor finds it in the conversation's history."""
+        async for _ in events:
+            pass
 
 
 def complete_openapi(app: FastAPI, runtime: Runtime) -> None:

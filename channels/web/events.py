@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from bot.storage.store import Store
 from bot.turns.engine import Engine
-from bot.turns.events import Delta, Reply
+from bot.turns.events import Delta, Reply, TurnEvent
 from bot.turns.inbound import InboundMessage
+from bot.turns.routing import Route
 
 log = logging.getLogger(__name__)
 
+COALESCE_SECONDS = 0.05
 SERVER_FAILURE = "Something went wrong on the server while answering. Your message may be saved; try again."
 
 
@@ -22,21 +27,82 @@ def encode_event(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-async def turn_events(engine: Engine, store: Store, inbound: InboundMessage) -> AsyncIterator[bytes]:
-    """Stream one turn; a retried message that was already answered gets the stored answer."""
+class Pieces:
+    """What the turn has streamed and the SSE side has not sent yet."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.final: Reply | None = None
+        self.failed = False
+        self.changed = asyncio.Event()
+
+    def take_text(self) -> str:
+        text = "".join(self.text)
+        self.text.clear()
+        return text
+
+
+async def run_turn(events: AsyncGenerator[TurnEvent, None], pieces: Pieces, who: str) -> None:
+    """Read the turn into `pieces` (a task of its own, so sending can pace itself)."""
     try:
-        async for event in engine.stream(inbound):
-            if isinstance(event, Delta):
-                yield encode_event("delta", {"text": event.text})
-            elif event.kind == "error":
-                yield encode_event("error", final_payload(event))
-            elif event.kind == "duplicate":
-                yield encode_event("done", duplicate_payload(store, event))
-            else:
-                yield encode_event("done", final_payload(event))
+        async with contextlib.aclosing(events) as turn:
+            async for event in turn:
+                if isinstance(event, Delta):
+                    pieces.text.append(event.text)
+                else:
+                    pieces.final = event
+                pieces.changed.set()
     except Exception:
-        log.exception("web turn failed for visitor %s", inbound.actor.user_id)
-        yield encode_event("error", {"kind": "error", "text": SERVER_FAILURE, "status": "failed"})
+        log.exception("web turn failed for visitor %s", who)
+        pieces.failed = True
+    finally:
+        pieces.changed.set()
+
+
+async def turn_events(
+    engine: Engine, store: Store, inbound: InboundMessage, route: Route | None = None
+) -> AsyncIterator[bytes]:
+    """Stream one turn; a retried message that was already answered gets the stored answer.
+
+    Text is sent as it comes, but at most one `delta` event per COALESCE_SECONDS: a model
+    streams a token at a time, and an event (JSON, an ASGI send and a socket write) per
+    token was most of the server's work per turn. The first piece goes at once, and text
+    never waits longer than COALESCE_SECONDS, even when the model pauses.
+    """
+    pieces = Pieces()
+    turn = asyncio.create_task(run_turn(engine.stream(inbound, route), pieces, inbound.actor.user_id))
+    sent_at = -COALESCE_SECONDS
+    try:
+        while True:
+            await pieces.changed.wait()
+            pieces.changed.clear()
+            pause = sent_at + COALESCE_SECONDS - time.monotonic()
+            if pause > 0 and pieces.final is None and not pieces.failed:
+                await asyncio.sleep(pause)
+            text = pieces.take_text()
+            if text:
+                yield encode_event("delta", {"text": text})
+                sent_at = time.monotonic()
+            if pieces.failed:
+                yield encode_event("error", {"kind": "error", "text": SERVER_FAILURE, "status": "failed"})
+                return
+            if pieces.final is not None:
+                yield encode_event(*final_event(store, pieces.final))
+                return
+    finally:
+        if not turn.done():
+            # The client went away: end the turn now, so what arrived is stored as interrupted.
+            turn.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await turn
+
+
+def final_event(store: Store, reply: Reply) -> tuple[str, dict[str, Any]]:
+    if reply.kind == "error":
+        return "error", final_payload(reply)
+    if reply.kind == "duplicate":
+        return "done", duplicate_payload(store, reply)
+    return "done", final_payload(reply)
 
 
 def final_payload(reply: Reply) -> dict[str, Any]:

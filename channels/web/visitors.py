@@ -60,8 +60,8 @@ class Visitors:
     def authenticate(self, request: Request) -> Visitor:
         """The visitor behind the request's token; 401 without a valid one."""
         credentials = credentials_of(request)
-        visitor_id = self.store.visitor_for_token(credentials.token) if credentials else None
-        if credentials is None or visitor_id is None:
+        found = self.store.visitor_route(credentials.token) if credentials else None
+        if credentials is None or found is None:
             raise HTTPException(
                 status.HTTP_401_UNAUTHORIZED,
                 "No valid visitor token. Start a session with POST /api/session first.",
@@ -69,6 +69,10 @@ class Visitors:
             )
         if credentials.from_cookie and request.method not in SAFE_METHODS:
             self._check_origin(request)
+        visitor_id, route = found
+        # One read resolves the visitor for the whole request, the turn included.
+        if route is not None:
+            return Visitor(id=visitor_id, route=Route(account=route[0], session=route[1]))
         return self.visit(visitor_id, None)
 
     def visit(self, visitor_id: str, name: str | None) -> Visitor:
@@ -109,6 +113,8 @@ class Visitors:
 
     def current_session(self, visitor: Visitor, session_id: str) -> ChatSession:
         """The session the visitor talks in now; 409 for an older one of theirs."""
+        if session_id == visitor.session.id:
+            return visitor.session
         session = self.owned_session(visitor, session_id)
         if session.id != visitor.session.id:
             raise HTTPException(

@@ -192,6 +192,16 @@ async def test_health_shows_lanes_model_errors_and_job_queue(tmp_path: Path, fak
             health = (await http.get("/admin/api/health", headers=BEARER)).json()
         lanes = {lane["name"]: lane["state"] for lane in health["lanes"]}
         assert lanes == {"web": "running", "telegram": "off", "discord": "configured"}
+        # A lane that reports its state is shown with it, and with the reason it failed.
+        runtime.lanes.failed(
+            "discord", "Discord closed the gateway with 4014: enable the Message Content Intent."
+        )
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=create_app(runtime)), base_url=BASE_URL
+        ) as http:
+            reported = (await http.get("/admin/api/health", headers=BEARER)).json()["lanes"]
+        discord = next(lane for lane in reported if lane["name"] == "discord")
+        assert discord["state"] == "failed" and "4014" in discord["reason"]
         errors = health["model"]["recent_errors"]
         assert [error["kind"] for error in errors] == ["ProviderUnavailable"]
         assert "Try again" in errors[0]["message"] and errors[0]["purpose"] is None

@@ -24,6 +24,9 @@ from tests.web.test_widget_browser import CHROMIUM, CHROMIUM_ARGS
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 DEADLINE_MS = 60_000
+DISCORD_FAILURE = (
+    "Discord closed the gateway with 4014 (disallowed intents): enable the Message Content Intent."
+)
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium")
 
@@ -48,8 +51,14 @@ async def browser() -> AsyncIterator[Browser]:
 async def console(tmp_path: Path) -> AsyncIterator[Console]:
     # A small window, so the long conversation's chart shows context management at work.
     runtime = admin_runtime(
-        tmp_path, model_context_window="4000", context_collapse_share="0.6", context_compact_share="0.8"
+        tmp_path,
+        model_context_window="4000",
+        context_collapse_share="0.6",
+        context_compact_share="0.8",
+        channels_discord_token="not-a-real-token",
     )
+    # The Discord lane is configured but not started here; it reports what a refused gateway reports.
+    runtime.lanes.failed("discord", DISCORD_FAILURE)
     seeded = await seed(runtime)
     long_id = ""
     for number in range(18):
@@ -188,5 +197,7 @@ async def test_personas_and_health_pages(browser: Browser, console: Console) -> 
     await page.click("[data-nav=health]")
     await page.wait_for_selector("[data-testid=lanes]")
     assert "running" in await page.inner_text("tr[data-lane=web]")
+    discord = await page.inner_text("tr[data-lane=discord]")
+    assert "failed" in discord and "4014" in discord
     assert await page.inner_text("[data-testid=queue-depth]") == "0"
     await screenshot(page, "health")

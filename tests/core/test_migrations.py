@@ -152,7 +152,7 @@ def test_repair_rebuilds_the_first_shape_with_owners(tmp_path: Path) -> None:
 
 def test_repair_leaves_a_current_database_as_it_is(tmp_path: Path) -> None:
     engine = create_database_engine(f"sqlite:///{tmp_path / 'current.db'}")
-    migrate.upgrade(engine, "0004_recall")
+    migrate.upgrade(engine, "0005_deliveries")
     _say(Store(engine), "一只袋熊")  # written by the store, CJK split into characters
     with engine.connect() as connection:
         before = connection.execute(text("SELECT count(*) FROM messages_fts_idx")).scalar_one()

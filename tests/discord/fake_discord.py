@@ -643,6 +643,8 @@ class FakeDiscord(LocalServer):
                 return _json({"url": self.gateway_url})
             case "PUT", ["applications", _, "commands"]:
                 return _json(self._register_commands(call.json))
+            case "GET", ["channels", channel_id]:
+                return _json(self._channel_payload(int(channel_id)))
             case "POST", ["channels", _, "typing"]:
                 return _no_content()
             case "POST", ["channels", channel_id, "messages"]:

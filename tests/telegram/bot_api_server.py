@@ -102,6 +102,8 @@ class FakeBotAPI(LocalServer):
     def __post_init__(self) -> None:
         super().__init__()
         self._pending: list[dict[str, Any]] = []
+        # The highest offset a getUpdates call passed: every update below it is confirmed.
+        self.confirmed_offset = 0
         self._updates_ready = asyncio.Event()
         self._failures: dict[str, list[dict[str, Any]]] = {}
         self._files: dict[str, StoredFile] = {}
@@ -233,6 +235,7 @@ class FakeBotAPI(LocalServer):
             )
         offset = int(params.get("offset", 0))
         if offset > 0:
+            self.confirmed_offset = max(self.confirmed_offset, offset)
             # Everything below the offset is confirmed and never served again.
             self._pending = [update for update in self._pending if update["update_id"] >= offset]
         if not self._pending:

@@ -1,7 +1,7 @@
 """Repair the SQLite full-text indexes of databases migrated by an earlier 0003.
 
-Revision ID: 0005_repair_search_index
-Revises: 0004_recall
+Revision ID: 0006_repair_search_index
+Revises: 0005_deliveries
 Create Date: 2026-11-30
 
 Revision 0003 shipped in three shapes before it settled. A database migrated by an
@@ -31,8 +31,8 @@ from alembic import op
 from bot.storage.index_text import message_index_text
 from bot.storage.store import owner_token
 
-revision = "0005_repair_search_index"
-down_revision = "0004_recall"
+revision = "0006_repair_search_index"
+down_revision = "0005_deliveries"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,130 @@
+"""getUpdates long polling that confirms an update only once its message is stored.
+
+Telegram keeps re-sending an update until a later getUpdates call passes an
+`offset` above its id. aiogram's own polling confirms each update as soon as it
+is handed out, so a crash before the message reached the database lost it; here
+the offset only moves past updates whose message is stored (or that turned out
+to need nothing), and a restarted process is sent the rest again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import suppress
+
+from aiogram import Bot, Dispatcher
+from aiogram.exceptions import TelegramNetworkError, TelegramServerError
+from aiogram.methods import GetUpdates
+from aiogram.types import Message, Update
+
+log = logging.getLogger(__name__)
+
+POLL_TIMEOUT = 25
+# How long a lane that stops waits for updates it took to reach the database,
+# and for Telegram to take the final offset.
+STORE_WAIT_SECONDS = 5.0
+RETRY_DELAY = 1.0
+
+
+class UpdatePoller:
+    def __init__(self, bot: Bot, dispatcher: Dispatcher, allowed_updates: list[str]) -> None:
+        self._bot = bot
+        self._dispatcher = dispatcher
+        self._allowed = allowed_updates
+        # Update ids handed to the dispatcher whose message is not stored yet.
+        self._pending: dict[int, tuple[int, int] | None] = {}
+        self._highest = -1
+        self._progress = asyncio.Event()
+        self._handlers: set[asyncio.Task[None]] = set()
+        self._task: asyncio.Task[None] | None = None
+        self.confirmed_offset: int | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="telegram-polling")
+
+    def stored(self, messages: list[Message]) -> None:
+        """The messages are in the database: their updates may be confirmed."""
+        keys = {(message.chat.id, message.message_id) for message in messages}
+        for update_id, key in list(self._pending.items()):
+            if key in keys:
+                del self._pending[update_id]
+        self._progress.set()
+
+    @property
+    def offset(self) -> int | None:
+        """The offset that confirms everything stored: just below the oldest pending update."""
+        if self._pending:
+            return min(self._pending)
+        return self._highest + 1 if self._highest >= 0 else None
+
+    async def stop(self) -> None:
+        """Stop taking updates, let the ones taken reach the database, confirm them."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        with suppress(TimeoutError):
+            async with asyncio.timeout(STORE_WAIT_SECONDS):
+                while self._pending:
+                    self._progress.clear()
+                    await self._progress.wait()
+        offset = self.offset
+        if offset is not None and offset != self.confirmed_offset:
+            # A zero-timeout call whose only purpose is the offset: it confirms, and
+            # whatever it returns stays unconfirmed for the next process.
+            with suppress(TelegramNetworkError, TelegramServerError):
+                await self._bot(
+                    GetUpdates(offset=offset, timeout=0, limit=1, allowed_updates=self._allowed),
+                    request_timeout=int(STORE_WAIT_SECONDS),
+                )
+                self.confirmed_offset = offset
+        log.info("Telegram polling stopped; confirmed offset %s", self.confirmed_offset)
+
+    async def wait_handlers(self, timeout: float) -> None:
+        """Wait for updates being handled (their replies being delivered), up to `timeout`."""
+        if self._handlers:
+            await asyncio.wait(list(self._handlers), timeout=timeout)
+
+    async def _run(self) -> None:
+        while True:
+            offset = self.offset
+            try:
+                updates = await self._bot(
+                    GetUpdates(offset=offset, timeout=POLL_TIMEOUT, allowed_updates=self._allowed),
+                    request_timeout=POLL_TIMEOUT + 10,
+                )
+            except (TelegramNetworkError, TelegramServerError) as error:
+                log.warning("getUpdates failed (%s); retrying", error)
+                await asyncio.sleep(RETRY_DELAY)
+                continue
+            self.confirmed_offset = offset
+            fresh = [update for update in updates if update.update_id > self._highest]
+            for update in fresh:
+                self._take(update)
+            if updates and not fresh:
+                # Only updates still on their way to the database came back: wait
+                # for one of them instead of asking again at once.
+                self._progress.clear()
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(self._progress.wait(), 1.0)
+
+    def _take(self, update: Update) -> None:
+        self._highest = max(self._highest, update.update_id)
+        message = update.message
+        self._pending[update.update_id] = (message.chat.id, message.message_id) if message else None
+        task = asyncio.create_task(self._handle(update))
+        self._handlers.add(task)
+        task.add_done_callback(self._handlers.discard)
+
+    async def _handle(self, update: Update) -> None:
+        try:
+            await self._dispatcher.feed_update(self._bot, update)
+        except Exception:
+            log.exception("Telegram update %s failed", update.update_id)
+        finally:
+            message = update.message
+            # An album item only joins a collector here; its album's turn confirms it.
+            if message is None or message.media_group_id is None:
+                self._pending.pop(update.update_id, None)
+                self._progress.set()
