@@ -17,6 +17,8 @@ from sqlalchemy.engine import Engine
 if TYPE_CHECKING:
     from alembic.config import Config
 
+# The advisory-lock class that serialises migrations (see bot.liveness for the others).
+MIGRATION_LOCK_CLASS = 7300
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 VERSIONS_DIR = MIGRATIONS_DIR / "versions"
 
@@ -44,6 +46,10 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
     config = alembic_config(engine.url.render_as_string(hide_password=False))
     with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            # Processes starting together on one database migrate one after another; the
+            # lock ends with this transaction.
+            connection.execute(text("SELECT pg_advisory_xact_lock(:kind, 0)"), {"kind": MIGRATION_LOCK_CLASS})
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
 
