@@ -48,6 +48,10 @@ class ModelSettings(BaseModel):
     read_timeout: float = 120.0
     max_retries: int = 3
 
+    def model_for(self, persona_model: str | None) -> str:
+        """The model a persona speaks with: its own, else the deployment's."""
+        return persona_model or self.name
+
     def window_for(self, model: str) -> int:
         return self.context_windows.get(model, self.context_window)
 

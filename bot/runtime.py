@@ -42,8 +42,13 @@ class Runtime:
     memory: MemoryService | None = None
     context: ContextMaintainer | None = None
     lanes: LaneHealth = field(default_factory=LaneHealth)
+    _closed: bool = field(default=False, init=False, repr=False)
 
     async def aclose(self) -> None:
+        """Finish background work and release connections; closing twice does nothing more."""
+        if self._closed:
+            return
+        self._closed = True
         await self.engine.drain()
         if self.memory is not None:
             await self.memory.aclose()
@@ -102,12 +107,7 @@ def build_runtime(
         store=store,
         personas=build_personas(settings),
         provider=provider,
-        attachments=AttachmentStore(
-            settings.data_dir,
-            settings.limits.max_upload_bytes,
-            settings.limits.image_max_side,
-            settings.limits.image_max_pixels,
-        ),
+        attachments=AttachmentStore.from_settings(settings),
         commands=commands,
     )
     if database.dialect.name == "postgresql":
@@ -115,7 +115,13 @@ def build_runtime(
         from bot.storage.advisory_locks import LOCK_CONNECTIONS, PostgresSessionLocks
 
         engine.locks.shared = PostgresSessionLocks(settings.database_url, LOCK_CONNECTIONS)
-    context = ContextMaintainer(engine)
+    context = ContextMaintainer(
+        settings=settings,
+        store=store,
+        assembler=engine.assembler,
+        personas=engine.personas,
+        provider=provider,
+    )
     engine.maintainer = context
     engine.after_turn_jobs.append(context.after_turn)
     engine.overflow_handler = context.recover_from_overflow

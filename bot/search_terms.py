@@ -17,7 +17,7 @@ import re
 import unicodedata
 from functools import cache
 
-import stopwords  # type: ignore[import-untyped]
+import stopwords
 
 # A word may carry apostrophes inside ("don't", "caroline's"); they are resolved below.
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*", re.UNICODE)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install Chorus with its test tools into .venv, make sure the peers the tests
 # talk to are there (Debian's Chromium for the browser tests, a local PostgreSQL
-# for the PostgreSQL storage tests), then run the whole test suite.
+# for the PostgreSQL storage tests), check lint, formatting and types, then run
+# the whole test suite with coverage (the floor is `fail_under` in pyproject.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,4 +32,8 @@ as_root su postgres -c "psql -p $pg_port -tAc \"SELECT 1 FROM pg_roles WHERE rol
     || as_root su postgres -c "psql -p $pg_port -qc \"CREATE ROLE chorus LOGIN SUPERUSER PASSWORD 'chorus'\""
 export CHORUS_TEST_POSTGRES_URL="postgresql://chorus:chorus@127.0.0.1:${pg_port}/postgres"
 
-exec .venv/bin/python -m pytest "$@"
+echo "ruff check"; .venv/bin/ruff check .
+echo "ruff format --check"; .venv/bin/ruff format --check .
+echo "mypy (strict: bot, channels, transcript, persona)"; .venv/bin/mypy
+
+exec .venv/bin/python -m pytest --cov --cov-report=term "$@"

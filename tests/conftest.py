@@ -1,1 +1,26 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.runtime import Runtime
 from tests.fakes.openai_server import fake_openai_fixture  # noqa: F401
+from tests.support.runtime import RuntimeFactory, make_runtime
+
+
+@pytest.fixture
+async def runtimes() -> AsyncIterator[RuntimeFactory]:
+    """`make_runtime`, with every runtime built closed when the test ends, pass or fail."""
+    built: list[Runtime] = []
+
+    def build(tmp_path: Path, *args: Any, **overrides: Any) -> Runtime:
+        runtime = make_runtime(tmp_path, *args, **overrides)
+        built.append(runtime)
+        return runtime
+
+    yield build
+    for runtime in reversed(built):
+        await runtime.aclose()

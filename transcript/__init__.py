@@ -1,7 +1,7 @@
 """Pure functions from a session's stored rows to the model's messages for one turn.
 
 Owns `CONTEXT_COUNT`, token counting, the rolling window and the context contract
-(DESIGN §6), plus compaction planning, collapse projection and the /context report
+(docs/ARCHITECTURE.md §5), plus compaction planning, collapse projection and the /context report
 (§7). The engine calls `build_context` for every lane's turns, so all lanes share one
 `CONTEXT_COUNT`. It must not do I/O, hold state between turns or decide identity,
 and never imports aiogram, discord, fastapi, sqlmodel, httpx, `bot` or `channels`.
@@ -40,7 +40,7 @@ from transcript.compaction import (
 )
 from transcript.context import Context, ContextStats, Message, TokensByPart
 from transcript.inspect import ContextOverview, render_context_report
-from transcript.limits import CONTEXT_COUNT, DEFAULT_CHAR_CAP
+from transcript.limits import CONTEXT_COUNT
 from transcript.names import sanitise_name
 from transcript.rows import AttachmentRef, TranscriptRow
 from transcript.tokens import count_message_tokens, count_tokens, truncate_to_tokens
@@ -49,7 +49,6 @@ from transcript.window import RowLike, window
 __all__ = [
     "COLLAPSE_INSTRUCTIONS",
     "CONTEXT_COUNT",
-    "DEFAULT_CHAR_CAP",
     "AttachmentRef",
     "Budget",
     "Capabilities",

@@ -14,7 +14,7 @@ class Budget:
     max_messages: int = CONTEXT_COUNT
     # The whole request, system preamble included.
     max_tokens: int | None = None
-    # History only, as in seed 000's character cap.
+    # History only, as in the window's character cap (docs/ARCHITECTURE.md §5).
     max_chars: int | None = None
     # Text of one document; the rest of it is cut.
     document_tokens: int = 1500

@@ -1,4 +1,4 @@
-"""Stored rows → the model's messages for one turn: the transcript contract of DESIGN §6."""
+"""Stored rows → the model's messages for one turn: the transcript contract (docs/ARCHITECTURE.md §5)."""
 
 from __future__ import annotations
 

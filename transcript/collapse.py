@@ -1,4 +1,4 @@
-"""Context collapse (seed 004) and snips: what the model sees of the stored rows.
+"""Context collapse and snips (docs/ARCHITECTURE.md §6): what the model sees of the stored rows.
 
 A collapse folds a range of messages into a short summary; `project_view`
 replaces each collapsed range by one note carrying that summary and leaves out

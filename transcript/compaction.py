@@ -1,4 +1,4 @@
-"""Compaction (seed 002): fold older messages into one model-written summary.
+"""Compaction (docs/ARCHITECTURE.md §6): fold older messages into one model-written summary.
 
 Pure planning and algorithms: which rows to summarise, how to chunk them by
 tokens, the prompts, and the progressive / staged / fallback summarisation
@@ -9,6 +9,7 @@ to a plain statement and never to an empty summary.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -19,8 +20,9 @@ from transcript.context import Message
 from transcript.rows import TranscriptRow
 from transcript.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens, truncate_to_tokens
 
+log = logging.getLogger(__name__)
+
 # The model's window when none is configured for it.
-DEFAULT_CONTEXT_TOKENS = 128_000
 # A chunk may use at most this share of the window ...
 BASE_CHUNK_RATIO = 0.4
 # ... and never less than this share, however large the messages are.
@@ -262,7 +264,9 @@ class SummaryRun:
             try:
                 text = (await self.summarise(messages)).strip()
             except Exception:
-                # Whatever the summariser raised, the chain degrades instead of blocking a chat.
+                # Whatever the summariser raised, the chain degrades instead of blocking a chat;
+                # the traceback is kept for the operator.
+                log.warning("summariser call %d failed", self.calls, exc_info=True)
                 text = ""
             if text:
                 return text

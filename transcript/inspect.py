@@ -1,4 +1,4 @@
-"""The `/context` report: what the model sees now, as plain text (seed 004's inspection)."""
+"""The `/context` report: what the model sees now, as plain text (docs/ARCHITECTURE.md §6, inspection)."""
 
 from __future__ import annotations
 

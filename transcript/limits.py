@@ -11,8 +11,6 @@ import os
 
 DEFAULT_CONTEXT_COUNT = 20
 CONTEXT_COUNT_VARIABLE = "CHORUS_CONTEXT_COUNT"
-# About 8000 tokens of history, the seed's default for a small self-hosted model.
-DEFAULT_CHAR_CAP = 16000
 
 _log = logging.getLogger(__name__)
 

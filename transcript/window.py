@@ -1,4 +1,4 @@
-"""Which stored rows fit in a turn: the rolling window of seed 000.
+"""Which stored rows fit in a turn: the rolling window (docs/ARCHITECTURE.md §5).
 
 `window` keeps the seed's buildContextWindow semantics exactly; `build_context`
 reuses its two steps (drop the oldest until the caps fit, then start at a user

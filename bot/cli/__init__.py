@@ -1,26 +1,28 @@
-"""The `chorus` command line."""
+"""The `chorus` command line.
+
+Each command imports what it uses when it runs: a storage-only command (`sessions`,
+`export`, `recall`, `db upgrade`) opens the database and nothing else, so it never loads
+a lane, the model provider or the turn engine. `serve`, `chat` and `import` (which
+distils the imported conversation into memory with the model) build the whole runtime.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.config import load_settings
+from bot.config import Settings, load_settings
 from bot.errors import ChorusError
 from bot.logs import configure_logging
-from bot.storage import migrate
-from bot.storage.database import create_database_engine
 
 if TYPE_CHECKING:
-    from bot.runtime import Runtime
-
-# The whole runtime (engine, lanes' settings, providers) is imported only by the commands
-# that run it; `chorus recall` answers from the database alone, so it starts fast.
+    from bot.storage.store import Store
+    from bot.turns.attachments import AttachmentStore
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    import asyncio
+
     from bot.cli.serve import serve
 
     asyncio.run(serve(args.settings))
@@ -86,6 +90,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
+    import asyncio
+
     from bot.runtime import build_runtime
     from channels.terminal import chat_loop
 
@@ -101,10 +107,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    from bot.runtime import build_runtime
-
-    runtime = build_runtime(args.settings)
-    rows = runtime.store.list_sessions()
+    with opened_store(args.settings) as store:
+        rows = store.list_sessions()
     if not rows:
         print("No sessions yet.")
     for chat, count in rows:
@@ -112,39 +116,36 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             f"{chat.id}  {chat.kind:<7}  {count:>6} messages  persona={chat.persona_id}  "
             f"updated {chat.updated_at:%Y-%m-%d %H:%M}"
         )
-    _close(runtime)
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from bot.cli.transfer import export_json, export_markdown
-    from bot.runtime import build_runtime
 
-    runtime = build_runtime(args.settings)
-    chat = runtime.store.find_session(args.session)
-    if chat is None:
-        print(
-            f"chorus: no single session matches '{args.session}' (see `chorus sessions`)",
-            file=sys.stderr,
-        )
-        return 2
-    if args.format == "json":
-        text = json.dumps(
-            export_json(runtime.store, runtime.engine.attachments, chat),
-            ensure_ascii=False,
-            indent=2,
-        )
-    else:
-        text = export_markdown(runtime.store, chat)
+    with opened_store(args.settings) as store:
+        chat = store.find_session(args.session)
+        if chat is None:
+            print(
+                f"chorus: no single session matches '{args.session}' (see `chorus sessions`)",
+                file=sys.stderr,
+            )
+            return 2
+        if args.format == "json":
+            text = json.dumps(
+                export_json(store, attachment_store(args.settings), chat), ensure_ascii=False, indent=2
+            )
+        else:
+            text = export_markdown(store, chat)
     if args.output:
         Path(args.output).write_text(text + "\n", encoding="utf-8")
     else:
         print(text)
-    _close(runtime)
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    import asyncio
+
     from bot.cli.transfer import import_json, load_document
     from bot.runtime import build_runtime
 
@@ -155,28 +156,31 @@ def cmd_import(args: argparse.Namespace) -> int:
         # An imported conversation is remembered like a live one: distil it all now.
         result = asyncio.run(runtime.memory.flush(chat))
         print(f"Distilled {result.written if result else 0} memory items from it.")
-    _close(runtime)
+    asyncio.run(runtime.aclose())
     return 0
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
     from bot.memory.cli import recall_output
 
-    database = create_database_engine(args.settings.database_url)
-    try:
-        if not migrate.is_current(database):
-            migrate.upgrade(database)
+    with opened_store(args.settings) as store:
         print(
             recall_output(
-                database, args.settings.memory, args.session, args.query, limit=args.k, as_json=args.json
+                store.database,
+                args.settings.memory,
+                args.session,
+                args.query,
+                limit=args.k,
+                as_json=args.json,
             )
         )
-    finally:
-        database.dispose()
     return 0
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    from bot.storage import migrate
+    from bot.storage.database import create_database_engine
+
     database = create_database_engine(args.settings.database_url)
     migrate.upgrade(database)
     print(f"Database is at revision {migrate.current_revision(database)}.")
@@ -184,5 +188,22 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
-def _close(runtime: Runtime) -> None:
-    asyncio.run(runtime.aclose())
+@contextmanager
+def opened_store(settings: Settings) -> Iterator[Store]:
+    """The store on a migrated database, closed afterwards: all a storage-only command needs."""
+    from bot.storage import migrate
+    from bot.storage.database import create_database_engine
+    from bot.storage.store import Store
+
+    database = create_database_engine(settings.database_url)
+    try:
+        migrate.upgrade(database)
+        yield Store(database)
+    finally:
+        database.dispose()
+
+
+def attachment_store(settings: Settings) -> AttachmentStore:
+    from bot.turns.attachments import AttachmentStore
+
+    return AttachmentStore.from_settings(settings)

@@ -145,7 +145,7 @@ def import_json(store: Store, attachments: AttachmentStore, document: dict[str, 
         if stored.seq != item["seq"]:
             raise TranscriptFileError(f"Message sequence {item['seq']} is out of order in the export.")
         id_by_seq[stored.seq] = stored.id or 0
-    return store.get_session(session.id) or session
+    return store.refresh(session)
 
 
 def load_document(path: Path) -> dict[str, Any]:

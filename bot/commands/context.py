@@ -10,6 +10,7 @@ import re
 
 from bot.commands.registry import Command, CommandAnswer, CommandContext
 from bot.context.maintenance import ContextMaintainer
+from bot.providers.base import shown_model
 from bot.storage.models import ChatSession
 from transcript import ContextOverview, render_context_report
 
@@ -22,12 +23,12 @@ SNIP_USAGE = (
 
 
 async def context_command(context: CommandContext, _args: str) -> CommandAnswer:
-    return CommandAnswer(await context_report(context.require_maintainer(), _session(context)))
+    return CommandAnswer(await context_report(context.require_maintainer(), context.session))
 
 
 async def compact_command(context: CommandContext, args: str) -> CommandAnswer:
     maintainer = context.require_maintainer()
-    session = _session(context)
+    session = context.session
     result = await maintainer.compact_now(session, args or None)
     keep = maintainer.settings.keep_recent_messages
     if result is None:
@@ -45,7 +46,7 @@ async def compact_command(context: CommandContext, args: str) -> CommandAnswer:
 
 async def snip_command(context: CommandContext, args: str) -> CommandAnswer:
     maintainer = context.require_maintainer()
-    session = _session(context)
+    session = context.session
     span = _snip_span(maintainer, session, args.strip())
     if span is None:
         return CommandAnswer(SNIP_USAGE, ok=False)
@@ -63,7 +64,7 @@ async def snip_command(context: CommandContext, args: str) -> CommandAnswer:
 
 async def unsnip_command(context: CommandContext, args: str) -> CommandAnswer:
     maintainer = context.require_maintainer()
-    session = _session(context)
+    session = context.session
     undone = maintainer.records.undo_snips(session.id, every=args.strip().lower() == "all")
     if not undone:
         return CommandAnswer("No snipped messages to bring back.", ok=False)
@@ -90,17 +91,16 @@ COMMANDS = (
 
 
 async def context_report(maintainer: ContextMaintainer, session: ChatSession) -> str:
-    engine = maintainer.engine
-    persona = engine.persona_for(session)
-    view = engine.assembler.view(session.id)
-    built = await engine.assembler.assemble(session, persona, view)
-    model = engine.model_for(persona)
+    persona = maintainer.persona_for(session)
+    view = maintainer.assembler.view(session.id)
+    built = await maintainer.assembler.assemble(session, persona, view)
+    model = maintainer.model_for(persona)
     settings = maintainer.settings
     overview = ContextOverview(
         persona=f"{persona.name} ({persona.id})",
-        model=engine.model_shown(persona),
-        window_tokens=engine.settings.model.window_for(model),
-        reply_reserve_tokens=engine.settings.model.reply_reserve_tokens,
+        model=shown_model(maintainer.provider, model),
+        window_tokens=maintainer.model_settings.window_for(model),
+        reply_reserve_tokens=maintainer.model_settings.reply_reserve_tokens,
         stats=built.stats,
         stored_messages=session.last_seq,
         view_seqs=[row.seq for row in view.projected],
@@ -114,10 +114,6 @@ async def context_report(maintainer: ContextMaintainer, session: ChatSession) ->
     return render_context_report(overview)
 
 
-def _session(context: CommandContext) -> ChatSession:
-    return context.engine.store.get_session(context.route.session.id) or context.route.session
-
-
 def _snip_span(maintainer: ContextMaintainer, session: ChatSession, args: str) -> tuple[int, int] | None:
     """(first seq, last seq) of what `args` names, or None when it names nothing stored."""
     match = _RANGE.match(args)
@@ -125,7 +121,7 @@ def _snip_span(maintainer: ContextMaintainer, session: ChatSession, args: str) -
         return None
     if match.group(2) is None and not args.startswith("#"):
         count = int(match.group(1))
-        rows = maintainer.engine.store.recent_rows(session.id, count) if count > 0 else []
+        rows = maintainer.store.recent_rows(session.id, count) if count > 0 else []
         return (rows[0].seq, rows[-1].seq) if rows else None
     first = int(match.group(1))
     last = int(match.group(2) or first)

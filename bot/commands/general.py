@@ -10,14 +10,14 @@ async def help_command(context: CommandContext, _args: str) -> CommandAnswer:
 
 
 async def start_command(context: CommandContext, _args: str) -> CommandAnswer:
-    persona = context.engine.persona_for(context.route.session)
+    persona = context.engine.persona_for(context.session)
     greeting = persona.greeting or f"Hi, I'm {persona.name}."
     return CommandAnswer(f"{greeting}\n\nSend /help to see the commands, /persona to change voice.")
 
 
 async def status_command(context: CommandContext, _args: str) -> CommandAnswer:
     engine = context.engine
-    session = engine.store.get_session(context.route.session.id) or context.route.session
+    session = context.session
     persona = engine.persona_for(session)
     built = await engine.inspect(session)
     stats = built.stats

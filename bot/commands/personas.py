@@ -9,7 +9,7 @@ from bot.storage.store import NewMessage, Store
 
 async def persona_command(context: CommandContext, args: str) -> CommandAnswer:
     engine = context.engine
-    session = engine.store.get_session(context.route.session.id) or context.route.session
+    session = context.session
     current = engine.persona_for(session)
     if not args:
         lines = ["Personas:"]

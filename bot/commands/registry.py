@@ -13,16 +13,21 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from bot.errors import ChorusError, CommandUnavailable
 from bot.turns.inbound import InboundMessage
 from bot.turns.routing import Route
 
 if TYPE_CHECKING:
+    from bot.config import Settings
     from bot.context.maintenance import ContextMaintainer
     from bot.memory.service import MemoryService
-    from bot.turns.engine import Engine
+    from bot.providers.base import ChatProvider
+    from bot.storage.models import ChatSession
+    from bot.storage.store import Store
+    from persona import Persona, PersonaRegistry
+    from transcript import Context
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +41,44 @@ class ParsedCommand:
     args: str
 
 
+class CommandEngine(Protocol):
+    """What a command may ask of the turn engine (`bot.turns.engine.Engine` is one)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def personas(self) -> PersonaRegistry: ...
+
+    @property
+    def provider(self) -> ChatProvider: ...
+
+    @property
+    def commands(self) -> CommandRegistry: ...
+
+    def persona_for(self, session: ChatSession) -> Persona: ...
+
+    def model_for(self, persona: Persona) -> str: ...
+
+    def model_shown(self, persona: Persona) -> str: ...
+
+    async def inspect(self, session: ChatSession) -> Context: ...
+
+    def stop_turn(self, session_id: str) -> bool: ...
+
+
 @dataclass(frozen=True)
 class CommandContext:
-    engine: Engine
+    """What a command runs with: the engine's narrow surface, the message, its route and
+    the session as stored when the command runs (fresher than `route.session`)."""
+
+    engine: CommandEngine
     inbound: InboundMessage
     route: Route
+    session: ChatSession
     maintainer: ContextMaintainer | None = None
     memory: MemoryService | None = None
 

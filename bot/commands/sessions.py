@@ -8,7 +8,7 @@ from bot.commands.registry import Command, CommandAnswer, CommandContext
 async def new_command(context: CommandContext, _args: str) -> CommandAnswer:
     engine = context.engine
     inbound = context.inbound
-    old = engine.store.get_session(context.route.session.id) or context.route.session
+    old = context.session
     fresh = engine.store.start_new_session(old, inbound.lane, inbound.chat_id, inbound.thread_id)
     return CommandAnswer(
         f"Started a new conversation. The previous one is saved as {old.id[:8]} "

@@ -1,4 +1,4 @@
-"""Runs context management: compaction, collapse and overflow recovery (DESIGN §7).
+"""Runs context management: compaction, collapse and overflow recovery (docs/ARCHITECTURE.md §6).
 
 `after_turn` runs in the background after each turn: when the context passes
 `collapse_share` of the budget it folds the oldest ranges in the window, and
@@ -15,16 +15,18 @@ import logging
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from bot import metrics
-from bot.config import ContextSettings
-from bot.providers.base import PURPOSE_KEY, SUMMARY_PURPOSE, ChatRequest
+from bot.config import ContextSettings, ModelSettings, Settings
+from bot.providers.base import PURPOSE_KEY, SUMMARY_PURPOSE, ChatProvider, ChatRequest
 from bot.storage.context_models import ContextRecord
 from bot.storage.context_records import ContextRecords, ContextView
 from bot.storage.models import ChatSession
+from bot.storage.store import Store
+from bot.turns.assembly import ContextAssembler
 from bot.turns.locks import SessionLocks
-from persona import Persona
+from persona import Persona, PersonaRegistry
 from transcript import (
     COLLAPSE_INSTRUCTIONS,
     CompactionPlan,
@@ -42,9 +44,6 @@ from transcript import (
     summary_items,
     truncate_to_tokens,
 )
-
-if TYPE_CHECKING:
-    from bot.turns.engine import Engine
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -81,16 +80,33 @@ class CompactionResult:
 
 
 class ContextMaintainer:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.records: ContextRecords = engine.assembler.records
+    """Keeps each session's context within the model's window, given what it works with."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        assembler: ContextAssembler,
+        personas: PersonaRegistry,
+        provider: ChatProvider,
+    ) -> None:
+        self.settings: ContextSettings = settings.context
+        self.model_settings: ModelSettings = settings.model
+        self.store = store
+        self.assembler = assembler
+        self.records: ContextRecords = assembler.records
+        self.personas = personas
+        self.provider = provider
         self.counters = ContextCounters()
         self._locks = SessionLocks()
         self._busy: set[str] = set()
 
-    @property
-    def settings(self) -> ContextSettings:
-        return self.engine.settings.context
+    def persona_for(self, session: ChatSession) -> Persona:
+        return self.personas.resolve(session.persona_id)
+
+    def model_for(self, persona: Persona) -> str:
+        return self.model_settings.model_for(persona.model)
 
     # --- the engine's hooks ------------------------------------------------------
 
@@ -108,8 +124,8 @@ class ContextMaintainer:
     async def recover_from_overflow(self, session: ChatSession, context: Context) -> bool:
         """Fold the oldest range still in the window so the retried request is smaller."""
         async with self._locks.hold(session.id):
-            persona = self.engine.persona_for(session)
-            view = self.engine.assembler.view(session.id)
+            persona = self.persona_for(session)
+            view = self.assembler.view(session.id)
             folded = await self._timed(
                 self._collapse(session, persona, view, context.stats.kept_seqs, keep_recent=1)
             )
@@ -123,14 +139,14 @@ class ContextMaintainer:
     async def compact_now(self, session: ChatSession, focus: str | None = None) -> CompactionResult | None:
         """`/compact`: summarise all but the most recent messages now."""
         async with self._locks.hold(session.id):
-            view = self.engine.assembler.view(session.id)
+            view = self.assembler.view(session.id)
             cut = keep_recent_cut(view.rows, self.settings.keep_recent_messages, view.snips)
             return await self._timed(self._compact(session, view, cut, focus))
 
     # --- the work --------------------------------------------------------------
 
     async def _maintain(self, session: ChatSession) -> None:
-        persona = self.engine.persona_for(session)
+        persona = self.persona_for(session)
         view, context = await self._build(session, persona)
         for _ in range(MAX_COLLAPSES_PER_TURN):
             if _share(context) < self.settings.collapse_share:
@@ -152,8 +168,8 @@ class ContextMaintainer:
         await self._compact(session, view, cut, None)
 
     async def _build(self, session: ChatSession, persona: Persona) -> tuple[ContextView, Context]:
-        view = self.engine.assembler.view(session.id)
-        return view, await self.engine.assembler.assemble(session, persona, view)
+        view = self.assembler.view(session.id)
+        return view, await self.assembler.assemble(session, persona, view)
 
     async def _compact(
         self, session: ChatSession, view: ContextView, cut: int, focus: str | None
@@ -161,13 +177,13 @@ class ContextMaintainer:
         previous = view.summary_last_seq
         if cut <= previous:
             return None
-        rows = self.engine.store.rows_between(session.id, previous + 1, cut)
+        rows = self.store.rows_between(session.id, previous + 1, cut)
         plan = plan_compaction(
             rows, previous_last_seq=previous, cut_seq=cut, collapses=view.collapses, snips=view.snips
         )
         if plan is None:
             return None
-        persona = self.engine.persona_for(session)
+        persona = self.persona_for(session)
         window = self._window(persona)
         target = min(self.settings.summary_tokens, window // SUMMARY_WINDOW_SHARE)
         items = summary_items(plan.rows)
@@ -243,18 +259,18 @@ class ContextMaintainer:
         left the window are counted with one indexed query.
         """
         budget = context.stats.budget_tokens or 1
-        reply = self.engine.settings.model.reply_reserve_tokens / budget
+        reply = self.model_settings.reply_reserve_tokens / budget
         if _share(context) + reply >= min(self.settings.collapse_share, self.settings.compact_share):
             return True
         if not context.stats.kept_seqs:
             return False
         summarised = self.records.latest_summary_seq(session.id)
-        dropped = self.engine.store.count_conversation(session.id, summarised, min(context.stats.kept_seqs))
+        dropped = self.store.count_conversation(session.id, summarised, min(context.stats.kept_seqs))
         return dropped >= self.settings.compact_dropped_messages
 
     def _dropped_messages(self, session: ChatSession, view: ContextView, context: Context) -> int:
         """Conversation messages after the summary that are older than the window (not snipped)."""
-        return self.engine.store.count_conversation(
+        return self.store.count_conversation(
             session.id,
             view.summary_last_seq,
             min(context.stats.kept_seqs),
@@ -262,7 +278,7 @@ class ContextMaintainer:
         )
 
     def _window(self, persona: Persona) -> int:
-        return self.engine.settings.model.window_for(self.engine.model_for(persona))
+        return self.model_settings.window_for(self.model_for(persona))
 
     def _run(self, persona: Persona, target_tokens: int) -> SummaryRun:
         return SummaryRun(
@@ -273,7 +289,7 @@ class ContextMaintainer:
         )
 
     def _summariser(self, persona: Persona, target_tokens: int) -> Summarise:
-        model = self.engine.model_for(persona)
+        model = self.model_for(persona)
 
         async def summarise(messages: list[Message]) -> str:
             # Persona-neutral: no persona on the request, the summariser's own prompt.
@@ -283,7 +299,7 @@ class ContextMaintainer:
                 max_tokens=target_tokens,
                 extra={PURPOSE_KEY: SUMMARY_PURPOSE},
             )
-            return await self.engine.provider.complete(request)
+            return await self.provider.complete(request)
 
         return summarise
 

@@ -1,4 +1,4 @@
-"""Long-term memory: continuous offload of durable facts, and recall (DESIGN §8, seed 003).
+"""Long-term memory: continuous offload of durable facts, and recall (docs/ARCHITECTURE.md §7).
 
 Owns offload triggers and the per-session cursor, the hard filter, `<memory>` tag
 parsing, the rule-based and model distillers, de-duplication, the per-turn snapshot

@@ -180,7 +180,7 @@ def parse_model_items(answer: str, max_items: int) -> list[DistilledItem] | None
         kind = str(entry.get("kind", "fact")).strip().lower()
         if not content:
             continue
-        memory_kind: MemoryKind = kind if kind in KINDS else "fact"  # type: ignore[assignment]
+        memory_kind: MemoryKind = kind if kind in KINDS else "fact"
         try:
             importance = int(entry.get("importance", BASE_IMPORTANCE[memory_kind]))
         except (TypeError, ValueError):

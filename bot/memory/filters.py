@@ -81,10 +81,6 @@ def extract_memory_tag(text: str) -> str | None:
     return "\n".join(bodies) if bodies else None
 
 
-def without_memory_tags(text: str) -> str:
-    return MEMORY_TAG.sub("", text)
-
-
 def is_no_update(tag_body: str) -> bool:
     """The model said there is nothing to remember ("无更新", "none", an empty tag)."""
     return _NO_UPDATE.match(tag_body) is not None

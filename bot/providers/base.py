@@ -50,3 +50,8 @@ class ChatProvider(Protocol):
 async def collect_text(deltas: AsyncIterator[str]) -> str:
     """Joins a reply stream into one string; how every provider implements `complete`."""
     return "".join([delta async for delta in deltas])
+
+
+def shown_model(provider: ChatProvider, model: str) -> str:
+    """The model as /status and /context name it: the offline demo model names itself."""
+    return "demo" if provider.name == "demo" else model

@@ -166,7 +166,7 @@ class OpenAICompatibleProvider:
         if retry_after is not None:
             return min(retry_after, self._max_backoff)
         # Jitter keeps many sessions that failed together from retrying in lockstep.
-        delay = self._backoff_base * 2**attempt * random.uniform(1.0, 1.1)
+        delay = self._backoff_base * 2.0**attempt * random.uniform(1.0, 1.1)
         return min(delay, self._max_backoff)
 
 

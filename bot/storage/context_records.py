@@ -9,21 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
 
-from sqlalchemy import Table, bindparam, func, or_, update
+from sqlalchemy import bindparam, func, or_, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.storage.context_models import COLLAPSE, SUMMARY, ContextRecord, ContextSnip
 from bot.storage.database import open_session
-from bot.storage.models import utcnow
+from bot.storage.models import table_of, utcnow
 from bot.storage.store import Store
 from transcript import Collapse, Snip, TranscriptRow, count_tokens, project_view
 
-RECORDS = cast(Table, ContextRecord.__table__)
-SNIPS = cast(Table, ContextSnip.__table__)
+RECORDS = table_of(ContextRecord)
+SNIPS = table_of(ContextSnip)
 
 
 # Read on every turn, so built once (see bot/storage/store.py).

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import cast
 
-from sqlalchemy import Table, bindparam, select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Engine
 
 from bot.storage.delivery_models import Delivery
-from bot.storage.models import utcnow
+from bot.storage.models import table_of, utcnow
 
-DELIVERIES = cast(Table, Delivery.__table__)
+DELIVERIES = table_of(Delivery)
 
 SET_DRAFT = (
     update(DELIVERIES)

@@ -10,20 +10,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, bindparam, delete, func, text, update
+from sqlalchemy import bindparam, delete, func, text, update
+from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from bot.storage.database import open_session
 from bot.storage.memory_models import MemoryCursor, MemoryItem, MessageEmbedding
-from bot.storage.models import ChatSession, Message, utcnow
+from bot.storage.models import ChatSession, Message, table_of, utcnow
 from bot.storage.store import owner_token
 
-ITEMS = cast(Table, MemoryItem.__table__)
+ITEMS = table_of(MemoryItem)
 NEWEST_ITEMS = (
-    select(ITEMS)
+    sa_select(ITEMS)
     .where(ITEMS.c.owner_kind == bindparam("owner_kind"), ITEMS.c.owner_id == bindparam("owner_id"))
     .order_by(ITEMS.c.updated_at.desc(), ITEMS.c.id.desc())
     .limit(bindparam("limit"))

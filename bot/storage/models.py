@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import Column, Text, UniqueConstraint
+from sqlalchemy import Column, Table, Text, UniqueConstraint
+from sqlalchemy import inspect as inspect_mapping
 from sqlmodel import Field, SQLModel
 
 
@@ -145,3 +146,11 @@ class VisitorToken(SQLModel, table=True):
     token_hash: str = Field(primary_key=True, max_length=64)
     visitor_id: str = Field(index=True, max_length=32)
     created_at: datetime = Field(default_factory=utcnow)
+
+
+def table_of(model: type[SQLModel]) -> Table:
+    """The Core table of a table model, for SQL written against columns (typed, unlike `__table__`)."""
+    table = inspect_mapping(model).local_table
+    if not isinstance(table, Table):
+        raise TypeError(f"{model.__name__} is not mapped to a table")
+    return table

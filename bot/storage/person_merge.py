@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import Table, delete, func, update
 from sqlalchemy import select as sa_select
@@ -21,10 +21,10 @@ from sqlmodel import Session, SQLModel, col, select
 import bot.storage.tables  # noqa: F401  (every table in the metadata, for _owned_tables)
 from bot.search_terms import jaccard, search_text, similarity_tokens
 from bot.storage.memory_models import MemoryItem
-from bot.storage.models import Account, ChatSession, LinkCode, Message, Person
+from bot.storage.models import Account, ChatSession, LinkCode, Message, Person, table_of
 from bot.storage.store import INDEX_MESSAGE, UNINDEX_MESSAGE, owner_token
 
-ITEMS = cast(Table, MemoryItem.__table__)
+ITEMS = table_of(MemoryItem)
 PERSON = "person"
 
 

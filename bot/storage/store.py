@@ -12,9 +12,10 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Table, bindparam, delete, exists, func, insert, text, update
+from sqlalchemy import bindparam, delete, exists, func, insert, text, update
+from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine, Row
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -32,6 +33,7 @@ from bot.storage.models import (
     Message,
     Person,
     VisitorToken,
+    table_of,
     utcnow,
 )
 from bot.storage.sanitise import clean_optional, clean_text
@@ -40,12 +42,12 @@ from transcript import AttachmentRef, TranscriptRow
 if TYPE_CHECKING:
     from bot.storage.person_merge import PersonMerge
 
-SESSIONS = cast(Table, ChatSession.__table__)
-PERSONS = cast(Table, Person.__table__)
-ACCOUNTS = cast(Table, Account.__table__)
-MESSAGES = cast(Table, Message.__table__)
-ATTACHMENTS = cast(Table, Attachment.__table__)
-DELIVERIES = cast(Table, Delivery.__table__)
+SESSIONS = table_of(ChatSession)
+PERSONS = table_of(Person)
+ACCOUNTS = table_of(Account)
+MESSAGES = table_of(Message)
+ATTACHMENTS = table_of(Attachment)
+DELIVERIES = table_of(Delivery)
 ROW_COLUMNS = (
     MESSAGES.c.id,
     MESSAGES.c.seq,
@@ -106,7 +108,7 @@ TEXT_STORED = (
     .limit(1)
 )
 RECENT_ROWS = (
-    select(*ROW_COLUMNS)
+    sa_select(*ROW_COLUMNS)
     .where(
         MESSAGES.c.session_id == bindparam("session_id"),
         MESSAGES.c.seq > bindparam("after_seq"),
@@ -115,15 +117,15 @@ RECENT_ROWS = (
     .order_by(MESSAGES.c.seq.desc())
     .limit(bindparam("limit"))
 )
-ACCOUNT_BY_PLATFORM_ID = select(ACCOUNTS).where(
+ACCOUNT_BY_PLATFORM_ID = sa_select(ACCOUNTS).where(
     ACCOUNTS.c.lane == bindparam("lane"), ACCOUNTS.c.platform_user_id == bindparam("platform_user_id")
 )
 ACTIVE_PRIVATE_SESSION = (
-    select(SESSIONS)
+    sa_select(SESSIONS)
     .join(PERSONS, PERSONS.c.active_session_id == SESSIONS.c.id)
     .where(PERSONS.c.id == bindparam("person_id"))
 )
-SESSION_BY_ID = select(SESSIONS).where(SESSIONS.c.id == bindparam("session_id"))
+SESSION_BY_ID = sa_select(SESSIONS).where(SESSIONS.c.id == bindparam("session_id"))
 # A known sender's account and active private session in one read (the common case).
 KNOWN_PRIVATE_ROUTE = (
     select(
@@ -136,8 +138,8 @@ KNOWN_PRIVATE_ROUTE = (
     .where(ACCOUNTS.c.lane == bindparam("lane"), ACCOUNTS.c.platform_user_id == bindparam("platform_user_id"))
 )
 
-VISITOR_TOKENS = cast(Table, VisitorToken.__table__)
-LINK_CODES = cast(Table, LinkCode.__table__)
+VISITOR_TOKENS = table_of(VisitorToken)
+LINK_CODES = table_of(LinkCode)
 # A web visitor's token → its account and active private session, in one read (every request).
 VISITOR_ROUTE = (
     select(
@@ -555,6 +557,14 @@ class Store:
             found = connection.execute(SESSION_BY_ID, {"session_id": session_id}).first()
         return ChatSession(**found._mapping) if found is not None else None
 
+    def refresh(self, session: ChatSession) -> ChatSession:
+        """The session as stored now (a turn or command may have changed it meanwhile)."""
+        found = self.get_session(session.id)
+        if found is None:
+            # Sessions are never deleted; a missing row means the database was swapped underneath.
+            raise LookupError(f"session {session.id} is no longer stored")
+        return found
+
     def find_session(self, prefix: str) -> ChatSession | None:
         """A session by id or unambiguous id prefix (as typed on a command line)."""
         with self._session() as db:
@@ -622,13 +632,15 @@ class Store:
             else None
         )
         documents = sum(1 for attachment in message.attachments if attachment.kind == "document")
+        content = clean_text(message.content)
+        sender_name = clean_optional(message.sender_name)
         values = {
             "session_id": session_id,
             "role": message.role,
-            "content": clean_text(message.content),
+            "content": content,
             "persona_id": message.persona_id,
             "sender_id": message.sender_id,
-            "sender_name": clean_optional(message.sender_name),
+            "sender_name": sender_name,
             "lane": message.lane,
             "platform_chat_id": message.platform_chat_id,
             "platform_message_id": message.platform_message_id,
@@ -652,9 +664,7 @@ class Store:
                         {
                             "id": message_id,
                             "owner": owner_token(owner_kind, owner_id),
-                            "content": message_index_text(
-                                str(values["sender_name"] or ""), str(values["content"]), created_at
-                            ),
+                            "content": message_index_text(sender_name, content, created_at),
                         },
                     )
                 if message.delivery is not None and key is not None:
@@ -718,7 +728,7 @@ class Store:
             seq=seq,
             session_id=session_id,
             role=message.role,
-            content=values["content"],
+            content=content,
             persona_id=message.persona_id,
             status=message.status,
         )
@@ -756,7 +766,7 @@ class Store:
             files: dict[int, list[AttachmentRef]] = {}
             if with_files:
                 for attachment in connection.execute(
-                    select(*ATTACHMENT_COLUMNS)
+                    sa_select(*ATTACHMENT_COLUMNS)
                     .where(ATTACHMENTS.c.message_id.in_(with_files))
                     .order_by(ATTACHMENTS.c.id)
                 ):

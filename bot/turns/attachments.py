@@ -23,6 +23,7 @@ from PIL import Image, UnidentifiedImageError
 from pypdf import PdfReader
 from pypdf.errors import PdfReadError
 
+from bot.config import Settings
 from bot.errors import AttachmentTooLarge, CorruptDocument, ImageTooLarge, UnsupportedAttachment
 from bot.storage.store import NewAttachment
 from bot.turns.inbound import InboundAttachment
@@ -85,6 +86,11 @@ class AttachmentStore:
         self.max_bytes = max_bytes
         self.image_max_side = image_max_side
         self.image_max_pixels = image_max_pixels
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AttachmentStore:
+        limits = settings.limits
+        return cls(settings.data_dir, limits.max_upload_bytes, limits.image_max_side, limits.image_max_pixels)
 
     def check_declared(self, attachment: InboundAttachment) -> str:
         """Reject what we can before downloading anything; returns the mime type."""

@@ -28,7 +28,7 @@ from bot.errors import (
 )
 from bot.logs import bind_session, turn_scope
 from bot.metrics import observe_turn
-from bot.providers.base import ChatProvider, ChatRequest
+from bot.providers.base import ChatProvider, ChatRequest, shown_model
 from bot.storage.deliveries import DeliveryStore
 from bot.storage.delivery_models import Delivery
 from bot.storage.models import ChatSession
@@ -133,7 +133,8 @@ class Engine:
         async for event in self.stream(inbound):
             if isinstance(event, Reply):
                 reply = event
-        assert reply is not None
+        if reply is None:
+            raise RuntimeError("a turn ended without its final Reply")
         return reply
 
     async def stream(
@@ -176,6 +177,8 @@ class Engine:
                         engine=self,
                         inbound=inbound,
                         route=route,
+                        # Read under the lock: a turn before may have switched persona or session.
+                        session=self.store.refresh(route.session),
                         maintainer=self.maintainer,
                         memory=self.memory,
                     ),
@@ -212,7 +215,7 @@ class Engine:
         route = resolve_route(self.store, inbound, self.personas.default.id)
         async with self.locks.hold(route.session.id):
             try:
-                stored = await self._store_user_message(inbound, route, text)
+                stored_id = (await self._store_user_message(inbound, route, text)).id
             except DuplicateMessage as duplicate:
                 return Reply(
                     kind="recorded",
@@ -226,7 +229,7 @@ class Engine:
                 stored_already(inbound)
         # A recorded message is a step of the conversation: memory offload counts it.
         self._schedule_after_turn(route.session, None)
-        return Reply(kind="recorded", text="", session_id=route.session.id, user_message_id=stored.id)
+        return Reply(kind="recorded", text="", session_id=route.session.id, user_message_id=stored_id)
 
     async def resume(self, delivery: Delivery) -> AsyncGenerator[TurnEvent, None]:
         """Answer a stored user message that a process which died left unanswered."""
@@ -291,18 +294,18 @@ class Engine:
         return await self.assembler.assemble(session, self.persona_for(session))
 
     def model_for(self, persona: Persona) -> str:
-        return persona.model or self.settings.model.name
+        return self.settings.model.model_for(persona.model)
 
     def model_shown(self, persona: Persona) -> str:
         """The model as /status and /context name it: the offline demo model names itself."""
-        return "demo" if self.provider.name == "demo" else self.model_for(persona)
+        return shown_model(self.provider, self.model_for(persona))
 
     # --- one turn ----------------------------------------------------------------
 
     async def _turn(
         self, inbound: InboundMessage, route: Route, text: str, *, reread: bool
     ) -> AsyncGenerator[TurnEvent, None]:
-        session = (self.store.get_session(route.session.id) if reread else None) or route.session
+        session = self.store.refresh(route.session) if reread else route.session
         persona = self.persona_for(session)
         try:
             user_message_id = (await self._store_user_message(inbound, route, text, deliver=True)).id

@@ -27,7 +27,8 @@ class AlbumCollector:
         self._timers: dict[tuple[int, str], asyncio.Task[None]] = {}
 
     def add(self, message: Message) -> None:
-        assert message.media_group_id is not None
+        if message.media_group_id is None:
+            raise ValueError("only messages of an album are collected")
         key = (message.chat.id, message.media_group_id)
         self._items.setdefault(key, []).append(message)
         waiting = self._timers.get(key)

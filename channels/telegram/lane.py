@@ -109,7 +109,8 @@ class TelegramLane:
         await self.bot.set_my_commands(self._commands())
         updates = self.dispatcher.resolve_used_update_types()
         if self.settings.mode == "webhook":
-            assert self.settings.webhook_url and self.settings.webhook_secret
+            if not (self.settings.webhook_url and self.settings.webhook_secret):
+                raise ConfigError("Telegram webhook mode needs webhook_url and webhook_secret.")
             await self.bot.set_webhook(
                 url=self.settings.webhook_url,
                 secret_token=self.settings.webhook_secret.get_secret_value(),

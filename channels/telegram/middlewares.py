@@ -25,7 +25,8 @@ class SkipSeenUpdates(BaseMiddleware):
         self._remember = remember
 
     async def __call__(self, handler: Handler, event: TelegramObject, data: dict[str, Any]) -> Any:
-        assert isinstance(event, Update)
+        if not isinstance(event, Update):
+            raise TypeError(f"SkipSeenUpdates sees updates, got {type(event).__name__}")
         if event.update_id in self._seen:
             return UNHANDLED
         self._seen[event.update_id] = None
@@ -45,7 +46,8 @@ class AllowList(BaseMiddleware):
         self._chats = {chat for entry in chats if (chat := entry.strip())}
 
     async def __call__(self, handler: Handler, event: TelegramObject, data: dict[str, Any]) -> Any:
-        assert isinstance(event, Message)
+        if not isinstance(event, Message):
+            raise TypeError(f"AllowList sees messages, got {type(event).__name__}")
         if self.allows(event):
             return await handler(event, data)
         return UNHANDLED

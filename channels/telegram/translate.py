@@ -31,7 +31,8 @@ def to_inbound(messages: Sequence[Message], bot: Bot, me: User) -> InboundMessag
     """One inbound message from one Telegram message, or from every message of an album."""
     first = messages[0]
     sender = first.from_user
-    assert sender is not None, "messages without a sender are filtered out before"
+    if sender is None:
+        raise ValueError("messages without a sender are filtered out before translation")
     return InboundMessage(
         lane="telegram",
         platform_message_id=str(first.message_id),
@@ -152,7 +153,8 @@ def _downloader(bot: Bot, file_id: str, label: str) -> Callable[[], Awaitable[by
             raise AttachmentError(
                 f"I couldn't download {label} from Telegram ({error}). Please send it again."
             ) from error
-        assert downloaded is not None
+        if downloaded is None:
+            raise AttachmentError(f"Telegram sent nothing for {label}. Please send it again.")
         return downloaded.read()
 
     return fetch

@@ -223,13 +223,14 @@ async def switch_persona(
     session_id: str, body: SwitchPersona, request: Request, visitor: CurrentVisitor, lane: CurrentLane
 ) -> CommandResult:
     """Switch the persona, exactly as `/persona <id>` does on every lane."""
-    lane.visitors.current_session(visitor, session_id)
+    current = lane.visitors.current_session(visitor, session_id)
     lane.check_rate(visitor, lane.clients.client_ip(request))
     command = f"/persona {body.persona_id.strip()}"
     reply = await lane.engine.respond(lane.visitors.inbound(visitor.id, visitor.name, text=command))
     if reply.kind == "error":
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, reply.text)
-    session = lane.store.get_session(reply.session_id or session_id) or visitor.session
+    # /persona keeps the session; read it again for the persona it switched to.
+    session = lane.store.refresh(current)
     return CommandResult(
         kind=reply.kind, text=reply.text, session_id=session.id, persona=lane.persona_of(session)
     )

@@ -71,15 +71,16 @@ async def message_form(request: Request, max_files: int, max_fields: int) -> Asy
         await form.close()
 
 
-def parse_urlencoded(body: bytes, max_fields: int) -> list[tuple[str, str]]:
+def parse_urlencoded(body: bytes, max_fields: int) -> list[tuple[str, str | UploadFile]]:
     try:
-        return parse_qsl(
+        pairs = parse_qsl(
             body.decode("ascii"), keep_blank_values=True, errors="strict", max_num_fields=max_fields
         )
     except UnicodeDecodeError as error:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, INVALID_TEXT) from error
     except ValueError as error:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, "The form has too many fields.") from error
+    return [(name, value) for name, value in pairs]
 
 
 def message_fields(form: FormData) -> tuple[str | None, str | None, list[UploadFile]]:

@@ -88,7 +88,7 @@ class WebLane:
         return persona_view(self.engine.persona_for(session))
 
     def state_of(self, visitor: Visitor, token: str | None = None) -> SessionState:
-        session = self.store.get_session(visitor.session.id) or visitor.session
+        session = self.store.refresh(visitor.session)
         return SessionState(
             visitor_id=visitor.id,
             name=visitor.name,

@@ -13,7 +13,6 @@ class WebSettings(LaneSettings):
     port: int = 8080
     cors_origins: list[str] = Field(default_factory=list)
     rate_limit_per_minute: int = 30
-    public_url: str | None = None
     # The client IP comes from X-Forwarded-For only when the connecting peer is one
     # of these addresses or networks (a reverse proxy); otherwise it is the peer.
     trusted_proxies: list[str] = Field(default_factory=list)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from fastapi import HTTPException, Request, UploadFile, status
+from fastapi import HTTPException, Request, status
+from starlette.datastructures import UploadFile
 
 from bot.errors import AttachmentTooLarge, ImageTooLarge, UnsupportedAttachment
 from bot.turns.attachments import IMAGE_TYPES, PDF_TYPE, TEXT_TYPES, AttachmentStore, normalise_mime

@@ -17,8 +17,8 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 
 from bot.runtime import Runtime
 from channels.web.app import create_app
-from channels.web.server import LiveServer
 from tests.admin.seed import ADMIN_TOKEN, DOCUMENT_TEXT, Seeded, admin_runtime, seed
+from tests.support.live_server import LiveServer
 from tests.support.runtime import inbound
 from tests.web.test_widget_browser import CHROMIUM, CHROMIUM_ARGS
 

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bot.runtime import Runtime
 from bot.storage.models import ChatSession
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.runtime import inbound, make_runtime
+from tests.support.runtime import inbound
 
 
-def runtime(tmp_path: Path, server: FakeOpenAI, **overrides: Any) -> Runtime:
+def runtime(build: Callable[..., Runtime], tmp_path: Path, server: FakeOpenAI, **overrides: Any) -> Runtime:
+    """A runtime on `server` built by `build` (the `runtimes` fixture, which closes it)."""
     settings: dict[str, Any] = {
         "model_base_url": server.base_url,
         "model_max_retries": 0,
         "memory_enabled": False,
     }
     settings.update(overrides)
-    return make_runtime(tmp_path, **settings)
+    return build(tmp_path, **settings)
 
 
 async def say(rt: Runtime, text: str, **fields: Any) -> str:

@@ -1,4 +1,4 @@
-"""Token share, chunking and the adaptive ratio (seed 002), with their edge cases."""
+"""Token share, chunking and the adaptive ratio (docs/ARCHITECTURE.md §6), with their edge cases."""
 
 from __future__ import annotations
 

@@ -10,9 +10,9 @@ from tests.fakes.openai_server import FakeOpenAI, message_text
 
 
 async def test_messages_leaving_the_window_are_compacted_progressively(
-    tmp_path: Path, fake_openai: FakeOpenAI
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
-    rt = runtime(tmp_path, fake_openai, context_compact_dropped_messages=4)
+    rt = runtime(runtimes, tmp_path, fake_openai, context_compact_dropped_messages=4)
     for turn in range(1, 12):
         await say(rt, f"note {turn}")
     session = session_of(rt)
@@ -34,13 +34,13 @@ async def test_messages_leaving_the_window_are_compacted_progressively(
     system = chat_requests(fake_openai)[-1]["messages"][0]["content"]
     assert second.text in system
     assert rt.store.rows_between(session.id, 1, 2)[0].content == "note 1"  # stored history untouched
-    await rt.aclose()
 
 
 async def test_compaction_starts_when_the_history_passes_the_configured_share(
-    tmp_path: Path, fake_openai: FakeOpenAI
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     rt = runtime(
+        runtimes,
         tmp_path,
         fake_openai,
         model_context_window=2024,  # 1000 tokens of budget after the reply reserve
@@ -63,11 +63,10 @@ async def test_compaction_starts_when_the_history_passes_the_configured_share(
     assert compacted_at is not None and compacted_at > 1
     rows = rt.store.recent_rows(session.id, 2)
     assert summary.last_seq == rows[0].seq - 1  # the newest two stay verbatim
-    await rt.aclose()
 
 
 async def test_identifiers_survive_a_summary_written_by_the_model(
-    tmp_path: Path, fake_openai: FakeOpenAI
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     def faithful_summary(body: dict[str, Any]) -> str:
         conversation = message_text(body["messages"][1])
@@ -75,7 +74,7 @@ async def test_identifiers_survive_a_summary_written_by_the_model(
         return "Decisions and identifiers: " + " ".join(keep)
 
     fake_openai.summary = faithful_summary
-    rt = runtime(tmp_path, fake_openai)
+    rt = runtime(runtimes, tmp_path, fake_openai)
     await say(rt, "Deploy build 7.4.1 from https://ci.example.org/jobs/8812 to /srv/chorus/releases")
     await say(rt, "And close ticket OPS-4512 afterwards.")
     answer = await say(rt, "/compact deployment")
@@ -93,12 +92,13 @@ async def test_identifiers_survive_a_summary_written_by_the_model(
     system = chat_requests(fake_openai)[-1]["messages"][0]["content"]
     for identifier in ("7.4.1", "https://ci.example.org/jobs/8812", "/srv/chorus/releases", "OPS-4512"):
         assert identifier in system
-    await rt.aclose()
 
 
-async def test_a_failing_summariser_never_blocks_the_chat(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+async def test_a_failing_summariser_never_blocks_the_chat(
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
     fake_openai.summary = lambda body: ""
-    rt = runtime(tmp_path, fake_openai, context_compact_dropped_messages=2)
+    rt = runtime(runtimes, tmp_path, fake_openai, context_compact_dropped_messages=2)
     for turn in range(11):
         assert (await say(rt, f"see https://example.org/{turn}")).startswith("reply to:")
     session = session_of(rt)
@@ -108,4 +108,3 @@ async def test_a_failing_summariser_never_blocks_the_chat(tmp_path: Path, fake_o
     assert summary.text.startswith("[Messages #1–#2 (2 messages) could not be summarised")
     assert "https://example.org/0" in summary.text
     assert rt.context.counters.fallbacks == ["plain statement"]
-    await rt.aclose()

@@ -13,10 +13,10 @@ QUIET = {"context_compact_dropped_messages": 1000, "context_collapse_range_messa
 
 
 async def test_overflow_collapses_the_oldest_range_and_retries(
-    tmp_path: Path, fake_openai: FakeOpenAI
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     fake_openai.summary = lambda body: message_text(body["messages"][1]).split("\n", 1)[1][:300]
-    rt = runtime(tmp_path, fake_openai, **QUIET)
+    rt = runtime(runtimes, tmp_path, fake_openai, **QUIET)
     for n in range(1, 5):
         await say(rt, f"topic {n}: https://example.org/{n}")
     fake_openai.script(context_overflow(413))
@@ -36,18 +36,17 @@ async def test_overflow_collapses_the_oldest_range_and_retries(
     await rt.aclose()
 
     # A new process on the same database sees the same folded range.
-    restarted = runtime(tmp_path, fake_openai, **QUIET)
+    restarted = runtime(runtimes, tmp_path, fake_openai, **QUIET)
     view = restarted.engine.assembler.view(session.id)
     assert [(c.first_seq, c.last_seq) for c in view.collapses] == [(1, 4)]
     await say(restarted, "after restart")
     assert chat_requests(fake_openai)[-1]["messages"][1]["content"] == note
-    await restarted.aclose()
 
 
 async def test_overflow_that_never_recovers_tells_the_user_and_keeps_the_message(
-    tmp_path: Path, fake_openai: FakeOpenAI
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
-    rt = runtime(tmp_path, fake_openai, **QUIET)
+    rt = runtime(runtimes, tmp_path, fake_openai, **QUIET)
     for n in range(1, 9):
         await say(rt, f"topic {n}")
     # Every call is rejected, the collapses' summaries too (they fall back to a statement).
@@ -64,13 +63,13 @@ async def test_overflow_that_never_recovers_tells_the_user_and_keeps_the_message
     view = rt.engine.assembler.view(session.id)
     assert [(c.first_seq, c.last_seq) for c in view.collapses] == [(1, 4), (5, 8), (9, 12)]
     assert view.collapses[0].summary.startswith("[Messages #1–#4 (4 messages) could not be summarised")
-    await rt.aclose()
 
 
 async def test_background_collapse_folds_the_oldest_range_after_the_turn(
-    tmp_path: Path, fake_openai: FakeOpenAI
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     rt = runtime(
+        runtimes,
         tmp_path,
         fake_openai,
         model_context_window=2024,
@@ -89,4 +88,3 @@ async def test_background_collapse_folds_the_oldest_range_after_the_turn(
     assert (view.collapses[0].first_seq, view.collapses[0].last_seq) == (1, 2)
     built = await rt.engine.inspect(session)
     assert built.messages[1]["content"].startswith("[Earlier messages #1–#2, folded]")
-    await rt.aclose()

@@ -10,8 +10,8 @@ from tests.context.helpers import runtime, say, session_of
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 
-async def test_overlapping_records_are_refused(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
-    rt = runtime(tmp_path, fake_openai)
+async def test_overlapping_records_are_refused(runtimes, tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    rt = runtime(runtimes, tmp_path, fake_openai)
     records = ContextRecords(rt.database)
     assert records.add_collapse("s1", 1, 4, "a") is not None
     assert records.add_collapse("s1", 3, 6, "b") is None  # overlaps #3–#4
@@ -24,11 +24,10 @@ async def test_overlapping_records_are_refused(tmp_path: Path, fake_openai: Fake
     assert records.latest_summary("s1").text == "two"  # type: ignore[union-attr]
     assert [(c.first_seq, c.last_seq) for c in records.collapses("s1", after_seq=0)] == [(1, 4), (5, 8)]
     assert records.collapses("s1", after_seq=4) == [records.collapses("s1")[1]]
-    await rt.aclose()
 
 
-async def test_one_background_job_per_session(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
-    rt = runtime(tmp_path, fake_openai, context_compact_dropped_messages=1000)
+async def test_one_background_job_per_session(runtimes, tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    rt = runtime(runtimes, tmp_path, fake_openai, context_compact_dropped_messages=1000)
     for n in range(12):
         await say(rt, f"m{n}")
     assert rt.context is not None
@@ -41,4 +40,3 @@ async def test_one_background_job_per_session(tmp_path: Path, fake_openai: FakeO
     assert rt.context.counters.compactions == 1
     summary = rt.context.records.latest_summary(session.id)
     assert summary is not None and (summary.last_seq, summary.text) == (4, "slow summary")
-    await rt.aclose()

@@ -10,9 +10,9 @@ from tests.fakes.openai_server import FakeOpenAI
 
 
 async def test_snip_hides_from_the_model_but_not_from_the_export(
-    tmp_path: Path, fake_openai: FakeOpenAI
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
-    rt = runtime(tmp_path, fake_openai)
+    rt = runtime(runtimes, tmp_path, fake_openai)
     for n in range(1, 5):
         await say(rt, f"message {n}")
     answer = await say(rt, "/snip 2")
@@ -40,11 +40,10 @@ async def test_snip_hides_from_the_model_but_not_from_the_export(
     assert (await rt.engine.inspect(session)).stats.kept_seqs == (1, 2, 3, 4, 5, 6, *newest)
     assert (await say(rt, "/unsnip all")) == "Brought back messages #7–#8 into the model's context."
     assert (await say(rt, "/unsnip")) == "No snipped messages to bring back."
-    await rt.aclose()
 
 
-async def test_snip_refuses_what_it_cannot_name(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
-    rt = runtime(tmp_path, fake_openai)
+async def test_snip_refuses_what_it_cannot_name(runtimes, tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    rt = runtime(runtimes, tmp_path, fake_openai)
     await say(rt, "hello")
     for args in ("", "abc", "5-3", "1-99"):
         assert (await say(rt, f"/snip {args}")).startswith("Usage: /snip N")
@@ -52,4 +51,3 @@ async def test_snip_refuses_what_it_cannot_name(tmp_path: Path, fake_openai: Fak
         "Snipped message #2 from the model's context. They stay in the stored transcript "
         "and the export; /unsnip brings them back."
     )
-    await rt.aclose()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from transcript import (
     SummaryItem,
     SummaryRun,
@@ -141,3 +143,12 @@ def test_identifiers_are_found_once_in_order() -> None:
         ["Open https://x.io/a, then ~/notes/todo.md", "again https://x.io/a; id user_42"]
     )
     assert found == ["https://x.io/a", "~/notes/todo.md", "user_42"]
+
+
+async def test_an_exception_from_the_summariser_is_logged_with_its_traceback(caplog) -> None:
+    run = SummaryRun(Recorder(RuntimeError("model down"), "kept"), attempts=2)
+    with caplog.at_level(logging.WARNING, logger="transcript.compaction"):
+        assert await run.call([{"role": "user", "content": "x"}]) == "kept"
+    failed = [record for record in caplog.records if record.name == "transcript.compaction"]
+    assert len(failed) == 1
+    assert failed[0].exc_info is not None and str(failed[0].exc_info[1]) == "model down"

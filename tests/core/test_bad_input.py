@@ -3,53 +3,49 @@
 from __future__ import annotations
 
 from tests.support.files import pdf_with_text, png_image
-from tests.support.runtime import attachment, inbound, make_runtime
+from tests.support.runtime import attachment, inbound
 
 
 def stored_roles(runtime, session_id):
     return [m.role for m in runtime.store.messages(session_id)]
 
 
-async def test_empty_message_is_refused(tmp_path):
-    runtime = make_runtime(tmp_path)
+async def test_empty_message_is_refused(runtimes, tmp_path):
+    runtime = runtimes(tmp_path)
     reply = await runtime.engine.respond(inbound("   "))
     assert reply.kind == "error"
     assert "empty" in reply.text
     assert stored_roles(runtime, reply.session_id) == []
-    await runtime.aclose()
 
 
-async def test_a_megabyte_of_text_is_refused_with_the_limit(tmp_path):
-    runtime = make_runtime(tmp_path)
+async def test_a_megabyte_of_text_is_refused_with_the_limit(runtimes, tmp_path):
+    runtime = runtimes(tmp_path)
     reply = await runtime.engine.respond(inbound("x" * 1_000_000))
     assert reply.kind == "error"
     assert "1,000,000 characters" in reply.text and "32,000" in reply.text
     assert stored_roles(runtime, reply.session_id) == []
-    await runtime.aclose()
 
 
-async def test_unsupported_attachment_type_is_refused(tmp_path):
-    runtime = make_runtime(tmp_path)
+async def test_unsupported_attachment_type_is_refused(runtimes, tmp_path):
+    runtime = runtimes(tmp_path)
     exe = attachment("setup.exe", "application/x-msdownload", b"MZ\x90\x00")
     reply = await runtime.engine.respond(inbound("install this", attachments=(exe,)))
     assert reply.kind == "error"
     assert "setup.exe" in reply.text
     assert stored_roles(runtime, reply.session_id) == []
-    await runtime.aclose()
 
 
-async def test_corrupt_pdf_is_refused(tmp_path):
-    runtime = make_runtime(tmp_path)
+async def test_corrupt_pdf_is_refused(runtimes, tmp_path):
+    runtime = runtimes(tmp_path)
     broken = attachment("report.pdf", "application/pdf", b"%PDF-1.4 this is not really a pdf")
     reply = await runtime.engine.respond(inbound("summarise", attachments=(broken,)))
     assert reply.kind == "error"
     assert "report.pdf" in reply.text and "damaged" in reply.text
     assert stored_roles(runtime, reply.session_id) == []
-    await runtime.aclose()
 
 
-async def test_file_over_the_size_limit_is_refused_before_download(tmp_path):
-    runtime = make_runtime(tmp_path, limits_max_upload_bytes="1000")
+async def test_file_over_the_size_limit_is_refused_before_download(runtimes, tmp_path):
+    runtime = runtimes(tmp_path, limits_max_upload_bytes="1000")
     fetched = []
 
     async def fetch() -> bytes:
@@ -65,20 +61,18 @@ async def test_file_over_the_size_limit_is_refused_before_download(tmp_path):
     assert reply.kind == "error"
     assert "big.txt" in reply.text and "limit" in reply.text
     assert fetched == []
-    await runtime.aclose()
 
 
-async def test_invalid_utf8_from_a_platform_is_repaired_not_fatal(tmp_path):
-    runtime = make_runtime(tmp_path)
+async def test_invalid_utf8_from_a_platform_is_repaired_not_fatal(runtimes, tmp_path):
+    runtime = runtimes(tmp_path)
     reply = await runtime.engine.respond(inbound("broken \udcff text\x00 here"))
     assert reply.kind == "assistant"
     user = runtime.store.messages(reply.session_id)[0]
     assert user.content == "broken \ufffd text here"
-    await runtime.aclose()
 
 
-async def test_documents_and_images_are_stored_by_reference(tmp_path, fake_openai):
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
+async def test_documents_and_images_are_stored_by_reference(runtimes, tmp_path, fake_openai):
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     pdf = attachment("invoice.pdf", "application/pdf", pdf_with_text("Invoice INV-2291 total 42 EUR"))
     photo = attachment("cat.png", "image/png", png_image(), kind="image")
     reply = await runtime.engine.respond(inbound("what do you see?", attachments=(pdf, photo)))
@@ -93,11 +87,10 @@ async def test_documents_and_images_are_stored_by_reference(tmp_path, fake_opena
     assert runtime.engine.attachments.path_of(files[1].path).read_bytes() == png_image()
     sent = fake_openai.requests[0].json["messages"][-1]["content"]
     assert "INV-2291" in sent and "[image: cat.png" in sent
-    await runtime.aclose()
 
 
-async def test_every_document_comes_back_in_every_later_turn(tmp_path, fake_openai):
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
+async def test_every_document_comes_back_in_every_later_turn(runtimes, tmp_path, fake_openai):
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     first = attachment("plan.md", "text/markdown", b"# Plan\nShip on 2026-12-01 from /srv/release")
     second = attachment("notes.txt", "text/plain", b"Budget code B-17")
     await runtime.engine.respond(inbound("here is the plan", attachments=(first,)))
@@ -107,11 +100,10 @@ async def test_every_document_comes_back_in_every_later_turn(tmp_path, fake_open
     for request in fake_openai.requests[2:]:
         body = request.body.decode()
         assert "/srv/release" in body and "B-17" in body
-    await runtime.aclose()
 
 
-async def test_vision_models_get_images_as_parts(tmp_path, fake_openai):
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url, model_vision="true")
+async def test_vision_models_get_images_as_parts(runtimes, tmp_path, fake_openai):
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url, model_vision="true")
     photo = attachment("cat.png", "image/png", png_image(2000, 1000), kind="image")
     await runtime.engine.respond(inbound("look", attachments=(photo,)))
     await runtime.engine.respond(inbound("and again?"))
@@ -120,7 +112,6 @@ async def test_vision_models_get_images_as_parts(tmp_path, fake_openai):
         assert parts[0] == {"type": "text", "text": "look"}
         assert parts[1]["type"] == "image_url"
         assert parts[1]["image_url"]["url"].startswith("data:image/jpeg;base64,")
-    await runtime.aclose()
 
 
 def test_file_size_refusal_shows_sizes_that_differ() -> None:

@@ -1,4 +1,4 @@
-"""The package boundaries of DESIGN §2, checked on the imports of every module."""
+"""The package boundaries of docs/ARCHITECTURE.md §2, checked on the imports of every module."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from tests.fakes.openai_server import (
 from tests.fakes.openai_server import (
     Reply as Scripted,
 )
-from tests.support.runtime import inbound, make_runtime
+from tests.support.runtime import inbound
 
 
 async def collect(engine, message):
@@ -30,9 +30,9 @@ async def collect(engine, message):
     return deltas, reply
 
 
-async def test_reply_streams_and_is_stored_with_the_persona(tmp_path, fake_openai):
+async def test_reply_streams_and_is_stored_with_the_persona(runtimes, tmp_path, fake_openai):
     fake_openai.script(Scripted("Hello there, Alice!", chunks=["Hello ", "there, ", "Alice!"]))
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     deltas, reply = await collect(runtime.engine, inbound("hi"))
     assert deltas == ["Hello ", "there, ", "Alice!"]
     assert reply.kind == "assistant"
@@ -49,22 +49,20 @@ async def test_reply_streams_and_is_stored_with_the_persona(tmp_path, fake_opena
     assert sent["stream"] is True
     assert sent["messages"][0]["role"] == "system"
     assert sent["messages"][-1] == {"role": "user", "content": "hi", "name": "Alice"}
-    await runtime.aclose()
 
 
-async def test_rate_limit_then_success(tmp_path, fake_openai):
+async def test_rate_limit_then_success(runtimes, tmp_path, fake_openai):
     fake_openai.script(rate_limited("0"), "after the wait")
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     reply = await runtime.engine.respond(inbound("hello"))
     assert reply.kind == "assistant"
     assert reply.text == "after the wait"
     assert len(fake_openai.requests) == 2
-    await runtime.aclose()
 
 
-async def test_server_errors_become_a_clear_reply_and_keep_the_message(tmp_path, fake_openai):
+async def test_server_errors_become_a_clear_reply_and_keep_the_message(runtimes, tmp_path, fake_openai):
     fake_openai.script(*[server_error(500)] * 4)
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url, model_max_retries="3")
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url, model_max_retries="3")
     reply = await runtime.engine.respond(inbound("please remember this"))
     assert reply.kind == "error"
     assert "Your message is saved" in reply.text
@@ -72,32 +70,29 @@ async def test_server_errors_become_a_clear_reply_and_keep_the_message(tmp_path,
     assert [m.role for m in stored] == ["user", "system"]
     assert stored[0].content == "please remember this"
     assert stored[1].content.startswith("error:")
-    await runtime.aclose()
 
 
-async def test_read_timeout_is_reported(tmp_path, fake_openai):
+async def test_read_timeout_is_reported(runtimes, tmp_path, fake_openai):
     fake_openai.script(Hang(5.0), Hang(5.0))
-    runtime = make_runtime(
+    runtime = runtimes(
         tmp_path, model_base_url=fake_openai.base_url, model_read_timeout="0.3", model_max_retries="1"
     )
     reply = await runtime.engine.respond(inbound("anyone there?"))
     assert reply.kind == "error"
     assert [m.role for m in runtime.store.messages(reply.session_id)][0] == "user"
-    await runtime.aclose()
 
 
-async def test_malformed_stream_is_reported(tmp_path, fake_openai):
+async def test_malformed_stream_is_reported(runtimes, tmp_path, fake_openai):
     fake_openai.script(Malformed("{not json"))
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     reply = await runtime.engine.respond(inbound("hi"))
     assert reply.kind == "error"
     assert not [m for m in runtime.store.messages(reply.session_id) if m.role == "assistant"]
-    await runtime.aclose()
 
 
-async def test_interrupted_stream_is_stored_marked_interrupted(tmp_path, fake_openai):
+async def test_interrupted_stream_is_stored_marked_interrupted(runtimes, tmp_path, fake_openai):
     fake_openai.script(Drop("The first half of"))
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     reply = await runtime.engine.respond(inbound("tell me a story"))
     assert reply.kind == "assistant"
     assert reply.status == "interrupted"
@@ -105,12 +100,11 @@ async def test_interrupted_stream_is_stored_marked_interrupted(tmp_path, fake_op
     assert len(assistant) == 1
     assert assistant[0].status == "interrupted"
     assert assistant[0].content.startswith("The first half of")
-    await runtime.aclose()
 
 
-async def test_consumer_leaving_mid_stream_keeps_the_partial_reply(tmp_path, fake_openai):
+async def test_consumer_leaving_mid_stream_keeps_the_partial_reply(runtimes, tmp_path, fake_openai):
     fake_openai.script(Scripted("one two three four", chunks=["one ", "two ", "three ", "four"], delay=0.05))
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     stream = runtime.engine.stream(inbound("count"))
     first = await anext(stream)
     await stream.aclose()
@@ -119,11 +113,10 @@ async def test_consumer_leaving_mid_stream_keeps_the_partial_reply(tmp_path, fak
     assert first == Delta("one ", "ada", "Ada", session_id=session_id)
     assistant = [m for m in runtime.store.messages(session_id) if m.role == "assistant"]
     assert [(m.content, m.status) for m in assistant] == [("one ", "interrupted")]
-    await runtime.aclose()
 
 
-async def test_same_platform_message_twice_gives_one_message_and_one_reply(tmp_path, fake_openai):
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
+async def test_same_platform_message_twice_gives_one_message_and_one_reply(runtimes, tmp_path, fake_openai):
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     first = await runtime.engine.respond(inbound("only once", message_id="tg-77"))
     second = await runtime.engine.respond(inbound("only once", message_id="tg-77"))
     assert first.kind == "assistant"
@@ -132,12 +125,11 @@ async def test_same_platform_message_twice_gives_one_message_and_one_reply(tmp_p
     stored = runtime.store.messages(first.session_id)
     assert [m.role for m in stored] == ["user", "assistant"]
     assert len(fake_openai.requests) == 1
-    await runtime.aclose()
 
 
-async def test_redelivered_message_that_failed_before_is_answered_once(tmp_path, fake_openai):
+async def test_redelivered_message_that_failed_before_is_answered_once(runtimes, tmp_path, fake_openai):
     fake_openai.script(*[server_error(503)] * 2, "now it works")
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url, model_max_retries="1")
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url, model_max_retries="1")
     failed = await runtime.engine.respond(inbound("retry me", message_id="wh-1"))
     assert failed.kind == "error"
     retried = await runtime.engine.respond(inbound("retry me", message_id="wh-1"))
@@ -145,12 +137,11 @@ async def test_redelivered_message_that_failed_before_is_answered_once(tmp_path,
     assert retried.text == "now it works"
     users = [m for m in runtime.store.messages(failed.session_id) if m.role == "user"]
     assert len(users) == 1
-    await runtime.aclose()
 
 
-async def test_concurrent_turns_of_one_session_never_interleave(tmp_path, fake_openai):
+async def test_concurrent_turns_of_one_session_never_interleave(runtimes, tmp_path, fake_openai):
     fake_openai.script(*[Scripted(f"answer {i}", delay=0.02) for i in range(5)])
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     replies = await asyncio.gather(*(runtime.engine.respond(inbound(f"question {i}")) for i in range(5)))
     assert {reply.kind for reply in replies} == {"assistant"}
     stored = runtime.store.messages(replies[0].session_id)
@@ -158,12 +149,11 @@ async def test_concurrent_turns_of_one_session_never_interleave(tmp_path, fake_o
     for question, answer in zip(stored[::2], stored[1::2], strict=True):
         assert answer.reply_to_id == question.id
     assert [m.seq for m in stored] == list(range(1, 11))
-    await runtime.aclose()
 
 
-async def test_different_sessions_run_concurrently(tmp_path, fake_openai):
+async def test_different_sessions_run_concurrently(runtimes, tmp_path, fake_openai):
     fake_openai.script(Scripted("slow one", delay=0.3), Scripted("slow two", delay=0.3))
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     requests_seen_when_first_finished: list[int] = []
 
     async def turn(user: str) -> None:
@@ -173,11 +163,10 @@ async def test_different_sessions_run_concurrently(tmp_path, fake_openai):
     await asyncio.gather(turn("alice"), turn("bob"))
     # Both requests reached the model before either reply finished.
     assert requests_seen_when_first_finished[0] == 2
-    await runtime.aclose()
 
 
-async def test_a_redelivered_command_is_run_once(tmp_path):
-    runtime = make_runtime(tmp_path)
+async def test_a_redelivered_command_is_run_once(runtimes, tmp_path):
+    runtime = runtimes(tmp_path)
     first = await runtime.engine.respond(inbound("/persona sage", message_id="cmd-1"))
     again = await runtime.engine.respond(inbound("/persona sage", message_id="cmd-1"))
     assert first.kind == "command" and "Switched to Sage" in first.text
@@ -188,4 +177,3 @@ async def test_a_redelivered_command_is_run_once(tmp_path):
         "persona switched from ada to sage",
         f"command reply: {first.text}",
     ]
-    await runtime.aclose()

@@ -12,7 +12,7 @@ from bot.storage.memory_store import Owner
 from bot.storage.store import owner_token
 from bot.turns.events import Reply
 from tests.fakes.openai_server import FakeOpenAI, message_text
-from tests.support.runtime import inbound, make_runtime
+from tests.support.runtime import inbound
 
 
 async def say(runtime: Runtime, text: str, lane: str, user_id: str) -> Reply:
@@ -38,9 +38,9 @@ def history(fake_openai: FakeOpenAI) -> list[str]:
 
 
 async def test_the_most_recent_conversation_continues_and_the_other_stays_reachable(
-    tmp_path: Path, fake_openai: FakeOpenAI
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     older = await say(runtime, "I keep bees on my balcony.", "telegram", "4242")
     newer = await say(runtime, "I am planning a trip to Lisbon.", "web", "visitor-1")
     joining = person_of(runtime, "telegram", "4242")
@@ -67,7 +67,6 @@ async def test_the_most_recent_conversation_continues_and_the_other_stays_reacha
     # The search rows moved with the messages: none is left under the joined person's tag.
     assert search_rows(runtime, joining) == 0
     assert search_rows(runtime, person) == 6  # both conversations, three turns
-    await runtime.aclose()
 
 
 def search_rows(runtime: Runtime, person_id: str) -> int:
@@ -79,9 +78,9 @@ def search_rows(runtime: Runtime, person_id: str) -> int:
 
 
 async def test_the_code_makers_conversation_continues_when_it_is_newer(
-    tmp_path: Path, fake_openai: FakeOpenAI
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     older = await say(runtime, "My sister lives in Porto.", "web", "visitor-2")
     newer = await say(runtime, "Remind me to water the plants.", "discord", "77")
 
@@ -94,20 +93,20 @@ async def test_the_code_makers_conversation_continues_when_it_is_newer(
     assert history(fake_openai)[0] == "Remind me to water the plants."
     recalled = await say(runtime, "/recall sister Porto", "discord", "77")
     assert "My sister lives in Porto." in recalled.text
-    await runtime.aclose()
 
 
-async def test_an_account_without_history_joins_without_setting_anything_aside(tmp_path: Path) -> None:
-    runtime = make_runtime(tmp_path)
+async def test_an_account_without_history_joins_without_setting_anything_aside(
+    runtimes, tmp_path: Path
+) -> None:
+    runtime = runtimes(tmp_path)
     talked = await say(runtime, "hello from the web", "web", "visitor-3")
     linked = await link(runtime, shown_on=("web", "visitor-3"), entered_on=("telegram", "5"))
     assert linked.session_id == talked.session_id
     assert "stays saved" not in linked.text
-    await runtime.aclose()
 
 
-async def test_both_memories_merge_and_duplicates_are_kept_once(tmp_path: Path) -> None:
-    runtime = make_runtime(tmp_path)
+async def test_both_memories_merge_and_duplicates_are_kept_once(runtimes, tmp_path: Path) -> None:
+    runtime = runtimes(tmp_path)
     assert runtime.memory is not None
     memory = runtime.memory
     web = await say(runtime, "We decided to use PostgreSQL for the database.", "web", "v")
@@ -139,11 +138,12 @@ async def test_both_memories_merge_and_duplicates_are_kept_once(tmp_path: Path) 
     assert memory.store.full_text(telegram_owner, ["frankfurt"], 5) == {"memory": [], "message": []}
     listed = await say(runtime, "/memory", "web", "v")
     assert "Frankfurt" in listed.text and "tea over coffee" in listed.text
-    await runtime.aclose()
 
 
-async def test_unlink_after_a_merge_leaves_the_history_with_the_other_accounts(tmp_path: Path) -> None:
-    runtime = make_runtime(tmp_path)
+async def test_unlink_after_a_merge_leaves_the_history_with_the_other_accounts(
+    runtimes, tmp_path: Path
+) -> None:
+    runtime = runtimes(tmp_path)
     await say(runtime, "I keep bees on my balcony.", "telegram", "7")
     shared = await say(runtime, "I am planning a trip to Lisbon.", "web", "v")
     await link(runtime, shown_on=("telegram", "7"), entered_on=("web", "v"))
@@ -158,11 +158,10 @@ async def test_unlink_after_a_merge_leaves_the_history_with_the_other_accounts(t
     assert still.session_id == shared.session_id
     recalled = await say(runtime, "/recall bees", "web", "v")
     assert "I keep bees on my balcony." in recalled.text
-    await runtime.aclose()
 
 
-async def test_every_account_of_the_joining_person_comes_along(tmp_path: Path) -> None:
-    runtime = make_runtime(tmp_path)
+async def test_every_account_of_the_joining_person_comes_along(runtimes, tmp_path: Path) -> None:
+    runtime = runtimes(tmp_path)
     await say(runtime, "hi from discord", "discord", "d")
     await link(runtime, shown_on=("discord", "d"), entered_on=("telegram", "t"))
     await link(runtime, shown_on=("web", "v"), entered_on=("telegram", "t"))
@@ -170,11 +169,12 @@ async def test_every_account_of_the_joining_person_comes_along(tmp_path: Path) -
     assert person_of(runtime, "telegram", "t") == person_of(runtime, "discord", "d") == person
     lanes = sorted(account.lane for account in runtime.store.accounts_of(person))
     assert lanes == ["discord", "telegram", "web"]
-    await runtime.aclose()
 
 
-async def test_an_offload_that_started_before_the_link_stores_under_the_merged_person(tmp_path: Path) -> None:
-    runtime = make_runtime(tmp_path)
+async def test_an_offload_that_started_before_the_link_stores_under_the_merged_person(
+    runtimes, tmp_path: Path
+) -> None:
+    runtime = runtimes(tmp_path)
     assert runtime.memory is not None
     talked = await say(runtime, "My sister lives in Porto with two cats.", "web", "v")
     # What an idle offload armed before the link holds on to: the session as it was then.
@@ -189,4 +189,3 @@ async def test_an_offload_that_started_before_the_link_stores_under_the_merged_p
     assert held.owner_id != person
     items = runtime.memory.store.all_items(Owner("person", person))
     assert [item.content for item in items] == ["Alice: My sister lives in Porto with two cats."]
-    await runtime.aclose()

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
 from sqlmodel import SQLModel
 
 import bot.storage.tables  # noqa: F401
+from bot.search_terms import words as search_words
 from bot.storage import migrate
 from bot.storage.database import create_database_engine
+from bot.storage.memory_store import MemoryStore, Owner
+from bot.storage.models import ChatSession
+from bot.storage.store import NewMessage, Store
 
 
 def test_upgrade_to_head_matches_the_models(tmp_path):
@@ -30,6 +40,160 @@ def test_upgrade_is_idempotent(tmp_path):
     migrate.upgrade(engine)
     assert migrate.current_revision(engine) == first
     engine.dispose()
+
+
+# What earlier shapes of revision 0003 created, verbatim, as databases migrated by them have it.
+# The second shape added a trigger that indexes every message, which the store now does itself.
+SECOND_SHAPE_MESSAGE_TRIGGER = (
+    "CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages WHEN new.role != 'system' BEGIN "
+    "INSERT INTO messages_fts(rowid, owner, content) SELECT new.id, "
+    "hex(s.owner_kind || ':' || s.owner_id), new.content FROM sessions s WHERE s.id = new.session_id; END"
+)
+# The first shape: external-content indexes without the owner column, kept by triggers.
+FIRST_SHAPE = [
+    statement
+    for table, column in (("memory_items", "search_text"), ("messages", "content"))
+    for statement in (
+        f"CREATE VIRTUAL TABLE {table}_fts USING fts5({column}, content='{table}', content_rowid='id', "
+        "tokenize='porter unicode61 remove_diacritics 2')",
+        f"CREATE TRIGGER {table}_fts_insert AFTER INSERT ON {table} BEGIN "
+        f"INSERT INTO {table}_fts(rowid, {column}) VALUES (new.id, new.{column}); END",
+        f"CREATE TRIGGER {table}_fts_delete AFTER DELETE ON {table} BEGIN "
+        f"INSERT INTO {table}_fts({table}_fts, rowid, {column}) VALUES ('delete', old.id, old.{column}); END",
+        f"CREATE TRIGGER {table}_fts_update AFTER UPDATE OF {column} ON {table} BEGIN "
+        f"INSERT INTO {table}_fts({table}_fts, rowid, {column}) VALUES ('delete', old.id, old.{column}); "
+        f"INSERT INTO {table}_fts(rowid, {column}) VALUES (new.id, new.{column}); END",
+        f"INSERT INTO {table}_fts({table}_fts) VALUES ('rebuild')",
+    )
+]
+
+
+ROOT = Path(__file__).resolve().parents[2]
+COLUMNS_OF_MESSAGES_FTS = "SELECT name FROM pragma_table_info('messages_fts')"
+TRIGGERS = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+
+
+def _migrated_to_0003(tmp_path: Path, name: str) -> Engine:
+    engine = create_database_engine(f"sqlite:///{tmp_path / name}")
+    migrate.upgrade(engine, "0003_memory")
+    return engine
+
+
+def _say(store: Store, text_: str) -> ChatSession:
+    account = store.account("web", "visitor-1", "Visitor", None)
+    session = store.private_session(account.person_id, "assistant")
+    store.append(
+        session.id, NewMessage(role="user", content=text_, token_count=3, sender_name="Visitor", lane="web")
+    )
+    return session
+
+
+def _indexed_words(engine: Engine) -> list[str]:
+    """Every word occurrence in the message index (what a search can match)."""
+    with engine.begin() as connection:
+        connection.execute(text("CREATE VIRTUAL TABLE words USING fts5vocab(messages_fts, 'instance')"))
+        words = [row[0] for row in connection.execute(text("SELECT term FROM words"))]
+        connection.execute(text("DROP TABLE words"))
+    return words
+
+
+def test_repair_leaves_each_message_indexed_once_after_the_old_trigger(tmp_path: Path) -> None:
+    engine = _migrated_to_0003(tmp_path, "second_shape.db")
+    with engine.begin() as connection:
+        connection.execute(text(SECOND_SHAPE_MESSAGE_TRIGGER))
+    store = Store(engine)
+    _say(store, "一只袋熊 quokka")
+    # The trigger indexed the raw text too: the unspaced run is one word there, and a later
+    # change to the store's row (a person joining another) would leave that copy behind.
+    assert "一只袋熊" in _indexed_words(engine)
+
+    migrate.upgrade(engine)
+
+    words = _indexed_words(engine)
+    assert "一只袋熊" not in words
+    assert words.count("熊") == 1 and words.count("quokka") == 1
+    session = _say(store, "两只袋熊")
+    assert "两只袋熊" not in _indexed_words(engine)  # no trigger any more
+    hits = MemoryStore(engine).full_text(Owner.of(session), search_words("袋熊"), 5)["message"]
+    assert len(hits) == 2
+    engine.dispose()
+
+
+def test_repair_rebuilds_the_first_shape_with_owners(tmp_path: Path) -> None:
+    # Without an owner column in the index, the store cannot even write a message.
+    engine = _migrated_to_0003(tmp_path, "first_shape.db")
+    session = _say(Store(engine), "the wombat plan")
+    with engine.begin() as connection:
+        for index in ("memory_items_fts", "messages_fts"):
+            for suffix in ("insert", "delete", "update"):
+                connection.execute(text(f"DROP TRIGGER IF EXISTS {index}_{suffix}"))
+            connection.execute(text(f"DROP TABLE {index}"))
+    with engine.begin() as connection:
+        # The first shape's tables, filled from the messages as its migration did.
+        for statement in FIRST_SHAPE:
+            connection.execute(text(statement))
+
+    migrate.upgrade(engine)
+
+    with engine.connect() as connection:
+        columns = [
+            row[0] for row in connection.execute(text("SELECT name FROM pragma_table_info('messages_fts')"))
+        ]
+        triggers = {
+            row[0]
+            for row in connection.execute(text("SELECT name FROM sqlite_master WHERE type = 'trigger'"))
+        }
+    assert columns == ["owner", "content"]
+    assert triggers == {"memory_items_fts_insert", "memory_items_fts_delete", "memory_items_fts_update"}
+    assert _indexed_words(engine).count("wombat") == 1
+    assert MemoryStore(engine).full_text(Owner.of(session), search_words("wombat"), 5)["message"]
+    engine.dispose()
+
+
+def test_repair_leaves_a_current_database_as_it_is(tmp_path: Path) -> None:
+    engine = create_database_engine(f"sqlite:///{tmp_path / 'current.db'}")
+    migrate.upgrade(engine, "0005_deliveries")
+    _say(Store(engine), "一只袋熊")  # written by the store, CJK split into characters
+    with engine.connect() as connection:
+        before = connection.execute(text("SELECT count(*) FROM messages_fts_idx")).scalar_one()
+    migrate.upgrade(engine)
+    with engine.connect() as connection:
+        after = connection.execute(text("SELECT count(*) FROM messages_fts_idx")).scalar_one()
+    assert after == before
+    assert _indexed_words(engine).count("熊") == 1
+    engine.dispose()
+
+
+def test_revisions_form_one_chain_named_after_their_files() -> None:
+    # `migrate.upgrade` takes the newest file as the head without asking Alembic.
+    files = sorted(migrate.VERSIONS_DIR.glob("[0-9][0-9][0-9][0-9]_*.py"))
+    assert {path.name for path in migrate.VERSIONS_DIR.glob("*.py")} == {path.name for path in files}
+    previous = None
+    for path in files:
+        source = path.read_text(encoding="utf-8")
+        assert f'revision = "{path.stem}"' in source
+        assert (f'down_revision = "{previous}"' if previous else "down_revision = None") in source
+        previous = path.stem
+    assert migrate.head_revision() == previous
+
+
+def test_a_database_at_head_is_recognised_without_alembic(tmp_path: Path) -> None:
+    engine = create_database_engine(f"sqlite:///{tmp_path / 'head.db'}")
+    assert migrate.current_revision(engine) is None
+    migrate.upgrade(engine)
+    assert migrate.current_revision(engine) == migrate.head_revision()
+    probe = (
+        "import sys\n"
+        "from bot.storage import migrate\n"
+        "from bot.storage.database import create_database_engine\n"
+        f"migrate.upgrade(create_database_engine({str(engine.url)!r}))\n"
+        "print('alembic' in sys.modules)"
+    )
+    engine.dispose()
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
 
 
 def test_the_recall_migration_dates_old_items_and_reindexes_old_messages(tmp_path):

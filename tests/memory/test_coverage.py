@@ -80,13 +80,14 @@ async def test_recorded_group_messages_below_a_trigger_are_flushed_when_the_grou
         await runtime.aclose()
 
 
-async def test_a_long_backlog_is_offloaded_in_chunks_until_the_cursor_catches_up(tmp_path: Path) -> None:
+async def test_a_long_backlog_is_offloaded_in_chunks_until_the_cursor_catches_up(
+    runtimes, tmp_path: Path
+) -> None:
     # Memory off while the group talks (as with a bot added to a busy group), then on.
-    quiet = make_runtime(tmp_path, memory_enabled=False)
+    quiet = runtimes(tmp_path, memory_enabled=False)
     for n in range(300):
         await quiet.engine.record(inbound(fact(n), user_id=f"u{n % 3}", **GROUP))
-    await quiet.aclose()
-    runtime = make_runtime(tmp_path, memory_idle_seconds=0)
+    runtime = runtimes(tmp_path, memory_idle_seconds=0)
     try:
         reply = await runtime.engine.respond(inbound("what did we decide?", was_mentioned=True, **GROUP))
         await runtime.engine.drain()

@@ -134,9 +134,9 @@ def test_chorus_recall_prints_hits_and_json(
     assert chorus(["--config", config, "recall", "nosuchsession", "billing"]) == 2
 
 
-async def test_recall_finds_messages_written_without_spaces(tmp_path: Path) -> None:
+async def test_recall_finds_messages_written_without_spaces(runtimes, tmp_path: Path) -> None:
     # No offload here: only the stored messages themselves can answer.
-    quiet = make_runtime(tmp_path, memory_turns_threshold=1000, memory_idle_seconds=0)
+    quiet = runtimes(tmp_path, memory_turns_threshold=1000, memory_idle_seconds=0)
     await say(quiet, "我们决定把订单数据迁移到新的数据库服务器。")
     for n in range(3):
         await say(quiet, f"Unrelated chatter number {n}.")
@@ -144,4 +144,3 @@ async def test_recall_finds_messages_written_without_spaces(tmp_path: Path) -> N
     first = answer.splitlines()[0]
     assert first.startswith("1. [user message #1, ")
     assert "新的数据库服务器" in first
-    await quiet.aclose()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ from bot.turns.inbound import Actor, InboundAttachment, InboundMessage
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "config.yaml"
 _message_ids = itertools.count(1)
+# `make_runtime`'s signature; the `runtimes` fixture (tests/conftest.py) is one that closes what it builds.
+RuntimeFactory = Callable[..., Runtime]
 
 
 def make_settings(tmp_path: Path, **overrides: Any) -> Settings:

@@ -9,9 +9,8 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
-from bot.runtime import Runtime
 from channels.web.app import create_app
-from tests.support.runtime import make_runtime
+from tests.support.runtime import RuntimeFactory
 
 ClientFactory = Callable[..., Awaitable[httpx.AsyncClient]]
 
@@ -31,21 +30,12 @@ def parse_events(body: str) -> list[Event]:
 
 
 @pytest_asyncio.fixture
-async def runtimes(tmp_path: Path) -> AsyncIterator[list[Runtime]]:
-    built: list[Runtime] = []
-    yield built
-    for runtime in built:
-        await runtime.aclose()
-
-
-@pytest_asyncio.fixture
-async def make_client(tmp_path: Path, runtimes: list[Runtime]) -> AsyncIterator[ClientFactory]:
+async def make_client(tmp_path: Path, runtimes: RuntimeFactory) -> AsyncIterator[ClientFactory]:
     """A factory of httpx clients talking to the app of a fresh runtime (settings overridable)."""
     clients: list[httpx.AsyncClient] = []
 
     async def make(**overrides: Any) -> httpx.AsyncClient:
-        runtime = make_runtime(tmp_path / f"runtime{len(runtimes)}", **overrides)
-        runtimes.append(runtime)
+        runtime = runtimes(tmp_path / f"runtime{len(clients)}", **overrides)
         client = httpx.AsyncClient(
             transport=httpx.ASGITransport(app=create_app(runtime)), base_url="http://chat.test"
         )

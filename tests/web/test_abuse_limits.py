@@ -10,8 +10,8 @@ import httpx
 
 from bot.storage.models import utcnow
 from channels.web.app import create_app
-from channels.web.server import LiveServer
 from tests.fakes.openai_server import FakeOpenAI, Hang
+from tests.support.live_server import LiveServer
 from tests.support.runtime import make_runtime
 from tests.web.conftest import ClientFactory, parse_events
 from tests.web.helpers import WebVisitor

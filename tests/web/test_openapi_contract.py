@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 
 from channels.web.app import create_app
-from channels.web.server import LiveServer
+from tests.support.live_server import LiveServer
 from tests.support.runtime import make_runtime
 from tests.web.helpers import WebVisitor
 

@@ -12,9 +12,9 @@ from playwright.async_api import Browser, Page, Route, async_playwright
 
 from bot.providers.openai import OpenAICompatibleProvider
 from channels.web.app import create_app
-from channels.web.server import LiveServer
 from tests.fakes.openai_server import FakeOpenAI, Hang, Reply
 from tests.support.files import png_image
+from tests.support.live_server import LiveServer
 from tests.support.runtime import make_runtime
 
 CHROMIUM = "/usr/bin/chromium"
@@ -69,11 +69,11 @@ async def send(page: Page, text: str) -> None:
 
 
 async def test_reply_streams_into_the_bubble_as_it_arrives(
-    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+    runtimes, browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     words = ["Streams ", "arrive ", "one ", "piece ", "at ", "a ", "time."]
     fake_openai.script(Reply("".join(words), chunks=words, delay=0.12))
-    runtime = make_runtime(tmp_path, provider=OpenAICompatibleProvider(fake_openai.base_url))
+    runtime = runtimes(tmp_path, provider=OpenAICompatibleProvider(fake_openai.base_url))
     async with LiveServer(create_app(runtime)) as live:
         page = await open_demo(browser, live.base_url)
         # Record every text the assistant bubble shows while the reply streams in.
@@ -89,7 +89,6 @@ async def test_reply_streams_into_the_bubble_as_it_arrives(
         )
         await send(page, "hello")
         seen: list[str] = await page.evaluate("window.__seen")
-    await runtime.aclose()
     partial = [text for text in seen if text and text != "Streams arrive one piece at a time."]
     assert "Streams arrive " in partial and "Streams arrive one piece at a " in partial
     bubble = page.locator(ASSISTANT).last
@@ -302,10 +301,10 @@ async def test_on_a_desktop_the_panel_docks_in_the_corner_and_can_be_minimised(
 
 
 async def test_stop_ends_a_streaming_reply_and_shows_it_stopped(
-    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+    runtimes, browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     fake_openai.script(Hang(seconds=60, after_text="Once upon a time"), "A short answer.")
-    runtime = make_runtime(tmp_path, provider=OpenAICompatibleProvider(fake_openai.base_url))
+    runtime = runtimes(tmp_path, provider=OpenAICompatibleProvider(fake_openai.base_url))
     async with LiveServer(create_app(runtime)) as live:
         page = await open_demo(browser, live.base_url)
         await page.fill("textarea", "tell me a long story")
@@ -321,5 +320,4 @@ async def test_stop_ends_a_streaming_reply_and_shows_it_stopped(
         assert "A short answer." in await page.locator(ASSISTANT).last.inner_text()
         [(session, _count)] = runtime.store.list_sessions()
         messages = runtime.store.messages(session.id)
-    await runtime.aclose()
     assert [(m.role, m.status) for m in messages if m.role == "assistant"][0] == ("assistant", "interrupted")

@@ -9,9 +9,10 @@ can call with a bearer header.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from http import HTTPStatus
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, status
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
@@ -37,6 +38,8 @@ PAGE_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
 }
+
+T = TypeVar("T")
 
 
 class PersonaChoice(BaseModel):
@@ -164,7 +167,7 @@ def protected_routes(console: Console, auth: AdminAuth) -> APIRouter:
     return router
 
 
-def _found(read: Any) -> Any:
+def _found(read: Callable[[], T]) -> T:
     try:
         return read()
     except NotFound as error:

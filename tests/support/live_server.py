@@ -1,4 +1,4 @@
-"""Run the web app on 127.0.0.1 inside the current event loop (tests, benchmarks)."""
+"""Run the web app on 127.0.0.1 inside the test's event loop (browser and contract tests)."""
 
 from __future__ import annotations
 
