@@ -241,10 +241,20 @@ class Engine:
             if self.store.reply_to(delivery.user_message_id) is not None:
                 yield Reply(kind="duplicate", text="", session_id=session.id)
                 return
-            session = self.store.refresh(session)
-            async with aclosing(self._answer(session, delivery.user_message_id)) as events:
-                async for event in events:
-                    yield event
+            session = self.store.get_session(session.id) or session
+            plan = TurnPlan(
+                session=session,
+                persona=self.persona_for(session),
+                user_message_id=delivery.user_message_id,
+                running=self.running.begin(session.id),
+            )
+            try:
+                async with aclosing(self._generate(plan)) as events:
+                    async for event in events:
+                        yield event
+            finally:
+                self.running.end(session.id, plan.running)
+            self._schedule_after_turn(session, plan.context)
 
     def note_draft(self, inbound: InboundMessage, draft_id: str) -> None:
         """A lane shows this turn's reply in platform message `draft_id`."""
@@ -319,17 +329,9 @@ class Engine:
         except ChorusError as error:
             yield Reply(kind="error", text=str(error), session_id=session.id)
             return
-        async with aclosing(self._answer(session, user_message_id, persona)) as events:
-            async for event in events:
-                yield event
-
-    async def _answer(
-        self, session: ChatSession, user_message_id: int, persona: Persona | None = None
-    ) -> AsyncGenerator[TurnEvent, None]:
-        """Generate the reply to a stored user message, stoppable, then schedule after-turn work."""
         plan = TurnPlan(
             session=session,
-            persona=persona or self.persona_for(session),
+            persona=persona,
             user_message_id=user_message_id,
             running=self.running.begin(session.id),
         )
