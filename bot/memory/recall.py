@@ -28,7 +28,7 @@ from bot.memory.dense import DenseIndex
 from bot.memory.snapshot import build_snapshot, shorten
 from bot.search_dates import query_date_terms, relative_mentions
 from bot.search_terms import words
-from bot.storage.memory_store import MemoryStore, Owner, RecallHit
+from bot.storage.memory_store import SOURCES, MemoryStore, Owner, RecallHit
 from bot.storage.models import ChatSession
 from transcript import CONTEXT_COUNT, TranscriptRow, count_tokens
 
@@ -185,7 +185,40 @@ class Recall:
                 owner, query, candidates, window_session_id=window_session_id, window_from_seq=window_from_seq
             )
             rankings += [Ranking("dense", ITEM_WEIGHT, items), Ranking("dense", 1.0, messages)]
-        return fuse(rankings, limit)
+        return self._read(owner, rankings, limit, window_session_id, window_from_seq)
+
+    def _read(
+        self,
+        owner: Owner,
+        rankings: Sequence[Ranking],
+        limit: int,
+        window_session_id: str | None,
+        window_from_seq: int | None,
+    ) -> list[RecallHit]:
+        """The fused hits as stored now, read in one query per source.
+
+        Dense hits carry no text, and a row may have gone since it was ranked (an
+        item forgotten or moved to another owner): such a hit is dropped and the
+        fusion redone without it.
+        """
+        gone: set[tuple[str, int]] = set()
+        while True:
+            remaining = [
+                Ranking(r.retriever, r.weight, [h for h in r.hits if (h.source, h.id) not in gone])
+                for r in rankings
+            ]
+            fused = fuse(remaining, limit)
+            stored: dict[tuple[str, int], RecallHit] = {}
+            for source in SOURCES:
+                ids = [hit.id for hit in fused if hit.source == source]
+                for hit in self.store.hits_by_id(
+                    owner, source, ids, window_session_id=window_session_id, window_from_seq=window_from_seq
+                ):
+                    stored[(source, hit.id)] = hit
+            missing = {(hit.source, hit.id) for hit in fused} - stored.keys()
+            if not missing:
+                return [replace(stored[(hit.source, hit.id)], score=hit.score) for hit in fused]
+            gone |= missing
 
     def for_turn(
         self, session: ChatSession, rows: Sequence[TranscriptRow], token_budget: int | None = None

@@ -82,6 +82,17 @@ class RecallHit:
     score: float  # higher is more relevant
 
 
+@dataclass(frozen=True)
+class VectorRow:
+    """A stored embedding with what recall needs to place its row without reading it."""
+
+    id: int
+    vector: bytes
+    session_id: str
+    seq: int | None
+    last_seq: int | None
+
+
 class CursorMoved(Exception):
     """Another worker offloaded the same range first; this batch is dropped."""
 
@@ -349,14 +360,25 @@ class MemoryStore:
             del hits[candidates:]
         return ranked
 
-    def vectors_after(self, owner: Owner, source: str, after_id: int) -> list[tuple[int, bytes]]:
-        """(id, embedding) of the owner's items or messages with an id above `after_id`, in id order."""
+    def vector_counts(self, owner: Owner) -> dict[str, tuple[int, int]]:
+        """Per source, how many of the owner's rows have a vector and the highest id among them.
+
+        Read on every dense search to tell whether a cached matrix is still whole: rows
+        are added in id order by the offload job, but a backfill, a removed item or a
+        merged person changes the count without (only) adding higher ids.
+        """
+        with self.database.connect() as connection:
+            rows = connection.execute(_VECTOR_COUNTS, {"owner_kind": owner.kind, "owner_id": owner.id}).all()
+        return {str(row[0]): (int(row[1]), int(row[2])) for row in rows}
+
+    def vectors_after(self, owner: Owner, source: str, after_id: int) -> list[VectorRow]:
+        """The owner's items or messages with a vector and an id above `after_id`, in id order."""
         sql = _ITEM_VECTORS if source == "memory" else _MESSAGE_VECTORS
         with self.database.connect() as connection:
             rows = connection.execute(
                 sql, {"owner_kind": owner.kind, "owner_id": owner.id, "after": after_id}
             ).all()
-        return [(int(row[0]), bytes(row[1])) for row in rows]
+        return [VectorRow(int(row[0]), bytes(row[1]), row[2], row[3], row[4]) for row in rows]
 
     def hits_by_id(
         self,
@@ -455,12 +477,20 @@ _POSTGRES_SEARCH = {
     }.items()
 }
 _ITEM_VECTORS = text(
-    "SELECT id, embedding FROM memory_items WHERE owner_kind = :owner_kind AND owner_id = :owner_id "
-    "AND embedding IS NOT NULL AND id > :after ORDER BY id"
+    "SELECT id, embedding, session_id, source_seq, source_last_seq FROM memory_items "
+    "WHERE owner_kind = :owner_kind AND owner_id = :owner_id AND embedding IS NOT NULL AND id > :after "
+    "ORDER BY id"
 )
 _MESSAGE_VECTORS = text(
-    "SELECT message_id, vector FROM message_embeddings WHERE owner_kind = :owner_kind "
-    "AND owner_id = :owner_id AND message_id > :after ORDER BY message_id"
+    "SELECT e.message_id, e.vector, g.session_id, g.seq, g.seq FROM message_embeddings e "
+    "JOIN messages g ON g.id = e.message_id WHERE e.owner_kind = :owner_kind AND e.owner_id = :owner_id "
+    "AND e.message_id > :after ORDER BY e.message_id"
+)
+_VECTOR_COUNTS = text(
+    "SELECT 'memory', count(*), coalesce(max(id), 0) FROM memory_items "
+    "WHERE owner_kind = :owner_kind AND owner_id = :owner_id AND embedding IS NOT NULL "
+    "UNION ALL SELECT 'message', count(*), coalesce(max(message_id), 0) FROM message_embeddings "
+    "WHERE owner_kind = :owner_kind AND owner_id = :owner_id"
 )
 _ITEMS_BY_ID = text(
     f"SELECT {_ITEM_COLUMNS}, 0.0 AS score FROM memory_items m WHERE m.id IN :ids "
