@@ -93,6 +93,14 @@ class VectorRow:
     last_seq: int | None
 
 
+@dataclass(frozen=True)
+class UnembeddedMessage:
+    id: int
+    sender_name: str | None
+    content: str
+    owner: Owner
+
+
 class CursorMoved(Exception):
     """Another worker offloaded the same range first; this batch is dropped."""
 
@@ -380,6 +388,43 @@ class MemoryStore:
             ).all()
         return [VectorRow(int(row[0]), bytes(row[1]), row[2], row[3], row[4]) for row in rows]
 
+    def items_without_vector(self, after_id: int, limit: int) -> list[tuple[int, str]]:
+        """(id, content) of items with no embedding and an id above `after_id`, in id order."""
+        with self.database.connect() as connection:
+            rows = connection.execute(_ITEMS_WITHOUT_VECTOR, {"after": after_id, "limit": limit}).all()
+        return [(int(row[0]), str(row[1])) for row in rows]
+
+    def messages_without_vector(self, after_id: int, limit: int) -> list[UnembeddedMessage]:
+        """Messages the offload has passed (at or before their session's cursor) with no embedding.
+
+        Messages after the cursor are left to the offload job, which embeds them with
+        the rest of their chunk. In id order, from above `after_id`.
+        """
+        with self.database.connect() as connection:
+            rows = connection.execute(_MESSAGES_WITHOUT_VECTOR, {"after": after_id, "limit": limit}).all()
+        return [UnembeddedMessage(int(row[0]), row[1], str(row[2]), Owner(row[3], row[4])) for row in rows]
+
+    def store_vectors(
+        self, items: Sequence[tuple[int, bytes]], messages: Sequence[tuple[UnembeddedMessage, bytes]]
+    ) -> None:
+        """Write embeddings computed after the fact; rows embedded meanwhile keep theirs."""
+        with self.database.begin() as connection:
+            if items:
+                connection.execute(_SET_ITEM_VECTOR, [{"id": id, "vector": vector} for id, vector in items])
+            if messages:
+                connection.execute(
+                    _ADD_MESSAGE_VECTOR,
+                    [
+                        {
+                            "id": message.id,
+                            "owner_kind": message.owner.kind,
+                            "owner_id": message.owner.id,
+                            "vector": vector,
+                        }
+                        for message, vector in messages
+                    ],
+                )
+
     def hits_by_id(
         self,
         owner: Owner,
@@ -491,6 +536,21 @@ _VECTOR_COUNTS = text(
     "WHERE owner_kind = :owner_kind AND owner_id = :owner_id AND embedding IS NOT NULL "
     "UNION ALL SELECT 'message', count(*), coalesce(max(message_id), 0) FROM message_embeddings "
     "WHERE owner_kind = :owner_kind AND owner_id = :owner_id"
+)
+_ITEMS_WITHOUT_VECTOR = text(
+    "SELECT id, content FROM memory_items WHERE embedding IS NULL AND id > :after ORDER BY id LIMIT :limit"
+)
+_MESSAGES_WITHOUT_VECTOR = text(
+    "SELECT g.id, g.sender_name, g.content, s.owner_kind, s.owner_id FROM messages g "
+    "JOIN sessions s ON s.id = g.session_id "
+    "JOIN memory_cursors c ON c.session_id = g.session_id AND g.seq <= c.last_seq "
+    "LEFT JOIN message_embeddings e ON e.message_id = g.id "
+    "WHERE e.message_id IS NULL AND g.role != 'system' AND g.id > :after ORDER BY g.id LIMIT :limit"
+)
+_SET_ITEM_VECTOR = text("UPDATE memory_items SET embedding = :vector WHERE id = :id AND embedding IS NULL")
+_ADD_MESSAGE_VECTOR = text(
+    "INSERT INTO message_embeddings (message_id, owner_kind, owner_id, vector) "
+    "VALUES (:id, :owner_kind, :owner_id, :vector) ON CONFLICT (message_id) DO NOTHING"
 )
 _ITEMS_BY_ID = text(
     f"SELECT {_ITEM_COLUMNS}, 0.0 AS score FROM memory_items m WHERE m.id IN :ids "
