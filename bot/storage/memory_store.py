@@ -344,7 +344,7 @@ class MemoryStore:
             **_window(window_session_id, window_from_seq),
             # The window's own messages match their query best; they are taken out
             # after ranking, so rank enough to still have `candidates` left.
-            "candidates": candidates + WINDOW_ALLOWANCE,
+            "candidates": candidates + (WINDOW_ALLOWANCE if window_session_id is not None else 0),
         }
         if self.database.dialect.name == "postgresql":
             params["query"] = " | ".join(terms)
