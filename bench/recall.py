@@ -342,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument(
         "--locomo-scale", action="store_true", help="also load every other LoCoMo conversation"
     )
-    parser.add_argument("--methods", default="dense,full-text,bm25", help="which to measure (comma-separated)")
+    parser.add_argument("--methods", default="dense,full-text,bm25", help="what to measure, comma-separated")
     args = parser.parse_args(list(argv) if argv is not None else [])
     questions = json.loads(args.questions.read_text(encoding="utf-8"))["questions"]
     in_set = sorted({question["conversation"] for question in questions})
