@@ -500,8 +500,8 @@ _SQLITE_SEARCH = {
         f"WHERE s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"
     ),
 }
-# The message expression is the one migration 0004 indexes (sender name and content).
-_POSTGRES_MESSAGE_TEXT = "to_tsvector('simple', coalesce(g.sender_name, '') || ' ' || g.content)"
+# The expression migration 0007_message_search indexes: the same index text SQLite's index holds.
+_POSTGRES_MESSAGE_TEXT = "to_tsvector('simple', f.search_text)"
 _POSTGRES_SEARCH = {
     source: f"SELECT * FROM ({query}) AS best_matches"
     for source, query in {
@@ -514,7 +514,8 @@ _POSTGRES_SEARCH = {
         "messages": (
             f"SELECT {_MESSAGE_COLUMNS}, "
             f"ts_rank({_POSTGRES_MESSAGE_TEXT}, to_tsquery('simple', :query)) AS score "
-            "FROM messages g JOIN sessions s ON s.id = g.session_id "
+            "FROM messages_fts f JOIN messages g ON g.id = f.message_id "
+            "JOIN sessions s ON s.id = g.session_id "
             f"WHERE {_POSTGRES_MESSAGE_TEXT} @@ to_tsquery('simple', :query) "
             "AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND g.role != 'system' "
             f"AND {_OUTSIDE_WINDOW} ORDER BY score DESC LIMIT :candidates"

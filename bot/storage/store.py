@@ -64,6 +64,9 @@ ROW_COLUMNS = (
 
 # The full-text row of a message (SQLite; see migration 0003_memory).
 INDEX_MESSAGE = text("INSERT INTO messages_fts(rowid, owner, content) VALUES (:id, :owner, :content)")
+# The same index text on PostgreSQL, under a GIN index (see migration 0007_message_search); the
+# owner is read from the session there, so a linked person's messages need no re-tagging.
+INDEX_MESSAGE_POSTGRES = text("INSERT INTO messages_fts (message_id, search_text) VALUES (:id, :content)")
 # The index keeps no copy of the text: a row is removed by repeating exactly what was written.
 UNINDEX_MESSAGE = text(
     "INSERT INTO messages_fts(messages_fts, rowid, owner, content) VALUES ('delete', :id, :owner, :content)"
@@ -658,15 +661,17 @@ class Store:
                     {"target_session": session_id, "new_documents": documents, "touched_at": created_at},
                 ).one()
                 message_id = connection.execute(INSERT_MESSAGE, {"seq": seq, **values}).scalar_one()
-                if message.role != "system" and connection.dialect.name == "sqlite":
-                    connection.execute(
-                        INDEX_MESSAGE,
-                        {
-                            "id": message_id,
-                            "owner": owner_token(owner_kind, owner_id),
-                            "content": message_index_text(sender_name, content, created_at),
-                        },
-                    )
+                if message.role != "system":
+                    index_row = {
+                        "id": message_id,
+                        "owner": owner_token(owner_kind, owner_id),
+                        "content": message_index_text(sender_name, content, created_at),
+                    }
+                    if connection.dialect.name == "sqlite":
+                        connection.execute(INDEX_MESSAGE, index_row)
+                    else:
+                        del index_row["owner"]
+                        connection.execute(INDEX_MESSAGE_POSTGRES, index_row)
                 if message.delivery is not None and key is not None:
                     connection.execute(
                         INSERT_DELIVERY,

@@ -48,8 +48,11 @@ def test_migrations_build_the_model_schema_on_postgres(postgres_url):
     migrate.upgrade(engine)
     with engine.connect() as connection:
         differences = compare_metadata(MigrationContext.configure(connection), SQLModel.metadata)
-    # Full-text (GIN) indexes are created by hand in the memory migration and have no model.
-    differences = [d for d in differences if not (d[0] == "remove_index" and "fts" in d[1].name)]
+    # Full-text (GIN) indexes and the message index table are created by hand in migrations
+    # and have no model.
+    differences = [
+        d for d in differences if not (d[0] in ("remove_index", "remove_table") and "fts" in d[1].name)
+    ]
     assert differences == []
     engine.dispose()
 
@@ -182,3 +185,63 @@ async def test_dates_sender_names_and_dense_vectors_on_postgres(runtimes, tmp_pa
             1, 1
         )
         assert len(MemoryStore(runtime.database).vectors_after(owner, "message", 0)) == 20
+
+
+async def test_messages_are_found_by_cjk_characters_and_dates_on_postgres(runtimes, tmp_path, postgres_url):
+    from datetime import UTC, datetime
+
+    from bot.memory.recall import query_terms
+    from bot.search_terms import words
+    from bot.storage.memory_store import MemoryStore, Owner
+
+    # Memory off: only the message index can answer.
+    runtime = runtimes(tmp_path, database_url=postgres_url, memory_enabled="false")
+    said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    for text_ in ("我们昨天看到一只袋熊", "I went to a support group yesterday.", "Lunch was fine."):
+        message = inbound(text_, user_id="c", display_name="Caroline", chat_id="g2", chat_kind="group")
+        await runtime.engine.record(type(message)(**{**message.__dict__, "received_at": said}))
+    memory = MemoryStore(runtime.database)
+    owner = Owner("group", "web:g2")
+
+    def found(terms: list[str]) -> list[str]:
+        return [hit.text for hit in memory.full_text(owner, terms, 5)["message"]]
+
+    assert found(words("袋熊")) == ["我们昨天看到一只袋熊"]
+    # The day "yesterday" (昨天) points at, and the month the messages were said in.
+    on_the_day = found(query_terms("What happened on 7 May 2023?"))
+    assert sorted(on_the_day) == ["I went to a support group yesterday.", "我们昨天看到一只袋熊"]
+    assert "Lunch was fine." in found(query_terms("What was said in May 2023?"))
+    assert not found(query_terms("What was said in June 2023?"))
+
+
+def test_the_message_search_migration_indexes_stored_messages_on_postgres(postgres_url):
+    from datetime import UTC, datetime
+
+    from bot.search_terms import words
+    from bot.storage.memory_store import MemoryStore, Owner
+
+    engine = create_database_engine(postgres_url)
+    migrate.upgrade(engine, "0006_repair_search_index")
+    said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO sessions (id, kind, owner_kind, owner_id, title, last_seq, document_count, "
+                "created_at, updated_at) VALUES ('s1', 'group', 'group', 'web:g3', '', 1, 0, :at, :at)"
+            ),
+            {"at": said},
+        )
+        connection.execute(
+            text(
+                "INSERT INTO messages (session_id, seq, role, content, sender_name, token_count, "
+                "attachment_count, status, created_at) VALUES ('s1', 1, 'user', '一只袋熊 yesterday', "
+                "'Caroline', 3, 0, 'done', :at)"
+            ),
+            {"at": said},
+        )
+    migrate.upgrade(engine)
+    owner = Owner("group", "web:g3")
+    memory = MemoryStore(engine)
+    assert [hit.seq for hit in memory.full_text(owner, words("袋熊"), 5)["message"]] == [1]
+    assert [hit.seq for hit in memory.full_text(owner, ["d20230507", "caroline"], 5)["message"]] == [1]
+    engine.dispose()
