@@ -11,6 +11,7 @@ once into memory and then only the rows added since.
 from __future__ import annotations
 
 import importlib.util
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -69,12 +70,15 @@ class LazyEmbedder:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._model: Embedder | None = None
+        # Offload and recall embed on different worker threads: the model loads once.
+        self._loading = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray[Any, Any]:
-        if self._model is None:
-            from bot.memory.minilm import MiniLM
+        with self._loading:
+            if self._model is None:
+                from bot.memory.minilm import MiniLM
 
-            self._model = MiniLM.load(self.directory)
+                self._model = MiniLM.load(self.directory)
         return self._model.embed(texts)
 
 

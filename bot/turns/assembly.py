@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
+from bot.storage.boundary import boundary_for
 from bot.storage.context_records import ContextRecords, ContextView
 from bot.storage.models import ChatSession
 from bot.storage.store import Store
@@ -34,6 +35,7 @@ class ContextAssembler:
         self.store = store
         self.attachments = attachments
         self.records = ContextRecords(store.database)
+        self.db = boundary_for(store.database)
         # Set by the app when long-term memory is on: snapshot and recall for each turn.
         self.memory: MemoryService | None = None
 
@@ -55,6 +57,14 @@ class ContextAssembler:
     async def assemble(
         self, session: ChatSession, persona: Persona, view: ContextView | None = None
     ) -> Context:
+        # Reads, recall (which may embed the query), image data and the build itself are
+        # blocking work: all of it runs on a database thread, none on the event loop.
+        return await self.db.run(self.assemble_now, session, persona, view)
+
+    def assemble_now(
+        self, session: ChatSession, persona: Persona, view: ContextView | None = None
+    ) -> Context:
+        """`assemble`, for code that already runs off the event loop."""
         view = view or self.view(session.id)
         rows = view.projected
         budget = self.budget_for(persona)
