@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 # sentences around 0–0.2): a dense list holds only rows above it, so recall can still
 # answer "nothing found".
 MIN_SIMILARITY = 0.3
+# Query vectors embedded ahead of a search (see `DenseIndex.query_vector`), newest kept.
+QUERY_CACHE = 256
 
 
 class Embedder(Protocol):
@@ -95,6 +97,21 @@ class DenseIndex:
         self.store = store
         self.embedder = embedder
         self._cache: dict[tuple[Owner, str], tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = {}
+        self._queries: dict[str, np.ndarray[Any, Any]] = {}
+
+    def query_vector(self, query: str) -> np.ndarray[Any, Any]:
+        """The query's embedding, kept for the search that follows.
+
+        A turn embeds its query on a worker thread first, so the search itself (on a
+        database thread) only reads and multiplies.
+        """
+        found = self._queries.get(query)
+        if found is None:
+            found = self.embedder.embed([query])[0]
+            if len(self._queries) >= QUERY_CACHE:
+                self._queries.pop(next(iter(self._queries)), None)
+            self._queries[query] = found
+        return found
 
     def search(
         self,
@@ -108,7 +125,7 @@ class DenseIndex:
         """Items and messages, each most similar first."""
         import numpy as np
 
-        query_vector = self.embedder.embed([query])[0]
+        query_vector = self.query_vector(query)
         ranked: list[list[RecallHit]] = []
         for source in SOURCES:
             ids, matrix = self._vectors(owner, source)

@@ -57,8 +57,12 @@ class ContextAssembler:
     async def assemble(
         self, session: ChatSession, persona: Persona, view: ContextView | None = None
     ) -> Context:
-        # Reads, recall (which may embed the query), image data and the build itself are
-        # blocking work: all of it runs on a database thread, none on the event loop.
+        # Reads, recall, image data and the build itself are blocking work: they run on a
+        # database thread, the query's embedding (CPU only) on a worker thread before it.
+        if view is None:
+            view = await self.db.run(self.view, session.id)
+        if self.memory is not None:
+            await self.memory.prepare_turn(view.projected)
         return await self.db.run(self.assemble_now, session, persona, view)
 
     def assemble_now(
