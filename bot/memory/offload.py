@@ -22,7 +22,7 @@ from datetime import datetime
 
 from bot.config import MemorySettings
 from bot.memory.cursor import fingerprint, slice_after_cursor
-from bot.memory.dense import Embedder, embedded_text, to_blob
+from bot.memory.dense import Embedder, embedded_text, off_loop, to_blob
 from bot.memory.distill import Distiller, SourceBlock
 from bot.memory.filters import extract_memory_tag, hard_filter, is_duplicate, is_no_update
 from bot.memory.items import DistilledItem
@@ -130,8 +130,8 @@ class Offloader:
         new_items = [to_new_item(item, chunk) for item in kept]
         message_vectors: list[tuple[int, bytes]] = []
         if self.embedder is not None:
-            # Embedding is CPU work (numpy): a worker thread, not the event loop or the database's.
-            new_items, message_vectors = await asyncio.to_thread(self._embed, new_items, chunk)
+            # Embedding is CPU work (numpy): its own thread, not the event loop or the database's.
+            new_items, message_vectors = await off_loop(self._embed, new_items, chunk)
         last = chunk[-1]
         try:
             counts = await self.db.run(

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Sequence
 
 from bot.config import MemorySettings
-from bot.memory.dense import DenseIndex, Embedder
+from bot.memory.dense import DenseIndex, Embedder, off_loop
 from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller
 from bot.memory.offload import Offloader, OffloadResult
 from bot.memory.recall import Recall, TurnMemory, turn_query
@@ -72,12 +72,12 @@ class MemoryService:
         return self.recall.for_turn(session, rows, token_budget)
 
     async def prepare_turn(self, rows: Sequence[TranscriptRow]) -> None:
-        """Embed the turn's query on a worker thread ahead of `for_turn` (CPU work, off the loop
-        and off the database thread, which then only reads)."""
+        """Embed the turn's query on the embedding thread ahead of `for_turn` (CPU work, off the
+        loop and off the database thread, which then only reads)."""
         dense = self.recall.dense
         query = turn_query(rows)
         if self.settings.enabled and self.settings.recall_items > 0 and dense is not None and query:
-            await asyncio.to_thread(dense.query_vector, query)
+            await off_loop(dense.query_vector, query)
 
     async def flush(self, session: ChatSession) -> OffloadResult | None:
         """Offload everything pending for the session, whatever the triggers say."""

@@ -58,7 +58,7 @@ class ContextAssembler:
         self, session: ChatSession, persona: Persona, view: ContextView | None = None
     ) -> Context:
         # Reads, recall, image data and the build itself are blocking work: they run on a
-        # database thread, the query's embedding (CPU only) on a worker thread before it.
+        # database thread, the query's embedding (CPU only) on the embedding thread before it.
         if view is None:
             view = await self.db.run(self.view, session.id)
         if self.memory is not None:
