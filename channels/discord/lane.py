@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncGenerator
 
 import aiohttp
 import discord
@@ -19,6 +20,8 @@ from fastapi import FastAPI
 
 from bot.errors import ConfigError
 from bot.runtime import Runtime
+from bot.storage.delivery_models import Delivery
+from bot.turns.events import TurnEvent
 from channels.discord.client import ChorusClient
 from channels.discord.endpoints import Endpoints, route_webhooks_in_this_task
 
@@ -61,9 +64,18 @@ class DiscordLane:
         self.client = ChorusClient(runtime.engine, settings, self._endpoints, edit_interval=edit_interval)
         self.client.event(self.on_ready)
         self._gateway: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
 
     async def on_ready(self) -> None:
+        self._ready.set()
         self._health.running(LANE)
+
+    async def resume(self, delivery: Delivery, events: AsyncGenerator[TurnEvent, None]) -> None:
+        """Finish a turn a process that died left: once connected, over the draft it left."""
+        await self._ready.wait()
+        # Recovery runs in a task of its own, not one the gateway started: route its webhook calls too.
+        route_webhooks_in_this_task(self._endpoints)
+        await self.client.resume(delivery, events)
 
     async def start(self) -> None:
         """Log in (a wrong token fails here, at startup), then keep the gateway in the background."""

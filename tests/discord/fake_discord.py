@@ -649,6 +649,10 @@ class FakeDiscord(LocalServer):
                 return _no_content()
             case "POST", ["channels", channel_id, "messages"]:
                 return _json(await self._create(int(channel_id), call.json))
+            case "GET", ["channels", channel_id, "messages", message_id]:
+                if self._unknown_message(int(message_id), int(channel_id)):
+                    return _error(404, UNKNOWN_MESSAGE, "Unknown Message")
+                return _json(self.payload_of(self.message(int(message_id))))
             case "PATCH", ["channels", channel_id, "messages", message_id]:
                 return await self._edit(int(channel_id), int(message_id), call.json)
             case "DELETE", ["channels", channel_id, "messages", message_id]:
@@ -665,6 +669,8 @@ class FakeDiscord(LocalServer):
                 return _no_content()
             case "POST", ["webhooks", webhook_id, token]:
                 return await self._execute_webhook(int(webhook_id), token, call)
+            case "GET", ["webhooks", webhook_id, token, "messages", message_id]:
+                return self._get_webhook_message(int(webhook_id), token, int(message_id), call)
             case "PATCH", ["webhooks", webhook_id, token, "messages", message_id]:
                 return await self._edit_webhook_message(int(webhook_id), token, int(message_id), call)
             case "DELETE", ["webhooks", webhook_id, token, "messages", message_id]:
@@ -820,6 +826,18 @@ class FakeDiscord(LocalServer):
         )
         # Discord reads query booleans as true/false or 1/0.
         return _json(payload) if call.query.get("wait", "").lower() in ("true", "1") else _no_content()
+
+    def _get_webhook_message(
+        self, webhook_id: int, token: str, message_id: int, call: RestCall
+    ) -> web.Response:
+        webhook = self._webhook(webhook_id, token)
+        if webhook is None:
+            return _error(404, UNKNOWN_WEBHOOK, "Unknown Webhook")
+        target = self._webhook_target(webhook, call.query)
+        message = next((m for m in self.sent if m.id == message_id), None)
+        if self._unknown_message(message_id, target) or message is None or message.webhook_id != webhook.id:
+            return _error(404, UNKNOWN_MESSAGE, "Unknown Message")
+        return _json(self.payload_of(message))
 
     async def _edit_webhook_message(
         self, webhook_id: int, token: str, message_id: int, call: RestCall
