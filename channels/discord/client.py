@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import AsyncGenerator
+from typing import Any
 
 import discord
 from discord import app_commands
@@ -47,10 +48,18 @@ def chorus_intents() -> discord.Intents:
 
 class ChorusClient(discord.Client):
     def __init__(
-        self, engine: Engine, settings: DiscordSettings, endpoints: Endpoints, *, edit_interval: float
+        self,
+        engine: Engine,
+        settings: DiscordSettings,
+        endpoints: Endpoints,
+        *,
+        edit_interval: float,
+        **client_options: Any,
     ) -> None:
         # Model output must never ping @everyone, roles or people.
-        super().__init__(intents=chorus_intents(), allowed_mentions=discord.AllowedMentions.none())
+        super().__init__(
+            intents=chorus_intents(), allowed_mentions=discord.AllowedMentions.none(), **client_options
+        )
         self.http = RoutedHTTPClient(endpoints, self.loop)
         self._connection.http = self.http
         self.engine = engine
@@ -172,3 +181,29 @@ class ChorusClient(discord.Client):
             return
         for part in split_message(reply.text, MESSAGE_LIMIT):
             await interaction.followup.send(part)
+
+
+class ShardedChorusClient(ChorusClient, discord.AutoShardedClient):
+    """The same client over several gateway shards: `shard_ids` of `shard_count` in this process."""
+
+    def __init__(
+        self, engine: Engine, settings: DiscordSettings, endpoints: Endpoints, *, edit_interval: float
+    ) -> None:
+        super().__init__(
+            engine,
+            settings,
+            endpoints,
+            edit_interval=edit_interval,
+            shard_count=settings.shard_count,
+            # None: every shard of shard_count in this process.
+            shard_ids=settings.shard_ids or None,
+        )
+
+
+def make_client(
+    engine: Engine, settings: DiscordSettings, endpoints: Endpoints, *, edit_interval: float
+) -> ChorusClient:
+    """One gateway connection, or the configured shards of a sharded bot."""
+    if settings.shard_count is None:
+        return ChorusClient(engine, settings, endpoints, edit_interval=edit_interval)
+    return ShardedChorusClient(engine, settings, endpoints, edit_interval=edit_interval)

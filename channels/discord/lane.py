@@ -22,7 +22,7 @@ from bot.errors import ConfigError
 from bot.runtime import Runtime
 from bot.storage.delivery_models import Delivery
 from bot.turns.events import TurnEvent
-from channels.discord.client import ChorusClient
+from channels.discord.client import make_client
 from channels.discord.endpoints import Endpoints, route_webhooks_in_this_task
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class DiscordLane:
         self._health = runtime.lanes
         self._retry_first = retry_first
         self._first_login_timeout = first_login_timeout
-        self.client = ChorusClient(runtime.engine, settings, self._endpoints, edit_interval=edit_interval)
+        self.client = make_client(runtime.engine, settings, self._endpoints, edit_interval=edit_interval)
         self.client.event(self.on_ready)
         self._gateway: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
