@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Sequence
 
 from bot.config import MemorySettings
+from bot.memory.backfill import BackfillResult, backfill_embeddings
 from bot.memory.dense import DenseIndex, Embedder
 from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller
 from bot.memory.offload import Offloader, OffloadResult
@@ -49,10 +51,36 @@ class MemoryService:
     ) -> None:
         self.store = store
         self.settings = settings
+        self.embedder = embedder
         self.offloader = Offloader(store, distiller, settings, embedder)
         self.recall = Recall(store, settings, DenseIndex(store, embedder) if embedder is not None else None)
         self._idle: dict[str, tuple[asyncio.TimerHandle, ChatSession]] = {}
         self._flushes: set[asyncio.Task[OffloadResult | None]] = set()
+        self._backfill: asyncio.Task[BackfillResult | None] | None = None
+        self._stop_backfill = threading.Event()
+
+    def start_backfill(self) -> asyncio.Task[BackfillResult | None] | None:
+        """Embed, in a background thread, the rows stored before dense recall was on.
+
+        Started by `chorus serve`; a no-op without dense recall. Shutdown stops it
+        between batches, and the next start carries on where it stopped.
+        """
+        if self.embedder is None or not self.settings.enabled or self._backfill is not None:
+            return self._backfill
+        self._backfill = asyncio.create_task(self._run_backfill(self.embedder), name="memory-backfill")
+        return self._backfill
+
+    async def _run_backfill(self, embedder: Embedder) -> BackfillResult | None:
+        try:
+            result = await asyncio.to_thread(
+                backfill_embeddings, self.store, embedder, stop=self._stop_backfill.is_set
+            )
+        except Exception:
+            log.exception("embedding stored memory for dense recall failed")
+            return None
+        if result.items or result.messages:
+            log.info("dense recall: embedded %d stored items and %d messages", result.items, result.messages)
+        return result
 
     async def after_turn(self, session: ChatSession, _context: Context | None = None) -> None:
         """An engine after-turn job: offload when due, then wait for the session to go idle."""
@@ -82,6 +110,9 @@ class MemoryService:
 
     async def aclose(self) -> None:
         """Shutdown is the end of every session's activity: flush what is pending."""
+        if self._backfill is not None:
+            self._stop_backfill.set()
+            await asyncio.gather(self._backfill, return_exceptions=True)
         waiting = [session for _, session in self._idle.values()]
         for handle, _ in self._idle.values():
             handle.cancel()
