@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import create_engine, text
 
 from bot.recovery import UNANSWERED_NOTICE
 from tests.discord.fake_discord import BOT, CHANNEL_ID, DM_CHANNEL_ID, VALID_TOKEN, FakeDiscord
+from tests.durable.conftest import needs_postgres
 from tests.durable.serve_process import ServeProcess, wait_until
 from tests.durable.test_recovery import SLOW_REPLY, sqlite_rows, turn_requests
 from tests.fakes.openai_server import FakeOpenAI
@@ -18,9 +21,11 @@ CURSOR = " ▌"
 PERSONA = "Assistant"
 
 
-def environment(database: Path, fake_openai: FakeOpenAI, discord: FakeDiscord, mode: str) -> dict[str, str]:
+def environment(
+    database_url: str, fake_openai: FakeOpenAI, discord: FakeDiscord, mode: str
+) -> dict[str, str]:
     return {
-        "CHORUS_DATABASE_URL": f"sqlite:///{database}",
+        "CHORUS_DATABASE_URL": database_url,
         "CHORUS_MODEL_BASE_URL": fake_openai.base_url,
         "CHORUS_DISCORD_TOKEN": VALID_TOKEN,
         "CHORUS_CHANNELS_DISCORD_API_BASE": discord.api_base,
@@ -42,7 +47,7 @@ async def test_a_restart_finishes_discord_drafts_a_killed_process_left(
 ) -> None:
     database = tmp_path / "chorus.db"
     async with FakeDiscord() as discord:
-        settings = environment(database, fake_openai, discord, mode)
+        settings = environment(f"sqlite:///{database}", fake_openai, discord, mode)
         first = ServeProcess(tmp_path, settings, name="first")
         fake_openai.script(SLOW_REPLY, SLOW_REPLY)
         try:
@@ -111,3 +116,58 @@ async def test_a_restart_finishes_discord_drafts_a_killed_process_left(
             assert persona_draft.text == bot_draft.text == UNANSWERED_NOTICE
             assert turn_requests(fake_openai) == requests_before
         assert len(second.log_lines("recovered message")) == 2
+
+
+@needs_postgres
+async def test_two_shard_processes_restarting_at_once_finish_a_left_draft_once(
+    tmp_path: Path, fake_openai: FakeOpenAI, postgres_url: str
+) -> None:
+    async with FakeDiscord() as discord:
+        settings = environment(postgres_url, fake_openai, discord, "answer")
+        first = ServeProcess(tmp_path, settings, name="first")
+        fake_openai.script(SLOW_REPLY)
+        database = create_engine(postgres_url.replace("postgresql://", "postgresql+psycopg://"))
+
+        def rows(query: str) -> list[Any]:
+            with database.connect() as connection:
+                return list(connection.execute(text(query)).all())
+
+        try:
+            try:
+                await connect(first, discord)
+                await discord.post_message(CHANNEL_ID, f"<@{BOT['id']}> tell me everything", mentions=(BOT,))
+                await wait_until(lambda: rows("SELECT draft_id FROM deliveries WHERE draft_id IS NOT NULL"))
+            finally:
+                first.kill()
+            [draft] = discord.sent_in(CHANNEL_ID)
+            requests_before = turn_requests(fake_openai)
+
+            # The bot, now split into two shards, one per process; both look for left turns at start.
+            restarted = [
+                ServeProcess(
+                    tmp_path,
+                    {
+                        **settings,
+                        "CHORUS_CHANNELS_DISCORD_SHARD_COUNT": "2",
+                        "CHORUS_CHANNELS_DISCORD_SHARD_IDS": f"[{shard}]",
+                    },
+                    name=f"shard{shard}",
+                )
+                for shard in (0, 1)
+            ]
+            try:
+                await asyncio.gather(*(serve.start() for serve in restarted))
+                await wait_until(lambda: rows("SELECT state FROM deliveries") == [("recovered",)])
+                await discord.wait_until(lambda: CURSOR not in draft.text, timeout=180)
+            finally:
+                for serve in restarted:
+                    serve.signal(15)
+                codes = [await serve.wait() for serve in restarted]
+            assert codes == [0, 0]
+            assert [m.id for m in discord.sent_in(CHANNEL_ID)] == [draft.id]
+            assert draft.text == "reply to: Alice: tell me everything"
+            assert turn_requests(fake_openai) == requests_before + 1
+            assert len([line for serve in restarted for line in serve.log_lines("recovered message")]) == 1
+            assert len(rows("SELECT id FROM messages WHERE role = 'assistant'")) == 1
+        finally:
+            database.dispose()
