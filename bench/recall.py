@@ -20,6 +20,7 @@ the same database, so searches run against all 5,882 turns' indexes, as the ten
 conversations together would; questions still ask their own group.
 
 Run: .venv/bin/python bench/recall.py [--questions FILE] [--conversations 26,30] [--locomo-scale]
+     [--methods dense,full-text,bm25]
 """
 
 from __future__ import annotations
@@ -341,6 +342,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument(
         "--locomo-scale", action="store_true", help="also load every other LoCoMo conversation"
     )
+    parser.add_argument("--methods", default="dense,full-text,bm25", help="what to measure, comma-separated")
     args = parser.parse_args(list(argv) if argv is not None else [])
     questions = json.loads(args.questions.read_text(encoding="utf-8"))["questions"]
     in_set = sorted({question["conversation"] for question in questions})
@@ -352,14 +354,15 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
 
     dense_available = load_embedder() is not None
     variants = {name: Variant(name) for name in ("chorus + dense", "chorus full-text", "rank-bm25")}
+    methods = set(args.methods.split(","))
     load_before = os.getloadavg()
-    for conversation in wanted:
+    for conversation in wanted if "bm25" in methods else ():
         started = time.perf_counter()
         bm25 = bm25_search(conversations[conversation])
         variants["rank-bm25"].build_seconds += time.perf_counter() - started
         ask(variants["rank-bm25"], bm25, conversation, asked[conversation])
     for name, dense in (("chorus full-text", False), ("chorus + dense", True)):
-        if dense and not dense_available:
+        if (dense and not dense_available) or ("dense" if dense else "full-text") not in methods:
             continue
         asyncio.run(measure_chorus(variants[name], dense, conversations, asked))
     rows = table(variants)

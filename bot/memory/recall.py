@@ -150,6 +150,11 @@ def format_hit(hit: RecallHit) -> str:
     return f"[{kind} {hit_seqs(hit)}, {hit_date(hit)}] {shorten(hit_text(hit), RECALL_SNIPPET_CHARS)}"
 
 
+def turn_query(rows: Sequence[TranscriptRow]) -> str:
+    """What a turn recalls for: the newest user message of its rows."""
+    return next((row.content for row in reversed(rows) if row.role == "user"), "")
+
+
 class Recall:
     def __init__(self, store: MemoryStore, settings: MemorySettings, dense: DenseIndex | None = None) -> None:
         self.store = store
@@ -232,7 +237,7 @@ class Recall:
         owner = Owner.of(session)
         newest = self.store.recent_items(owner, self.settings.snapshot_items)
         snapshot = build_snapshot(newest)
-        query = next((row.content for row in reversed(rows) if row.role == "user"), "")
+        query = turn_query(rows)
         if not query or self.settings.recall_items <= 0:
             return TurnMemory(snapshot, ())
         in_snapshot = {item.id for item in newest}

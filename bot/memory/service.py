@@ -15,10 +15,10 @@ from collections.abc import Sequence
 
 from bot.config import MemorySettings
 from bot.memory.backfill import BackfillResult, backfill_embeddings
-from bot.memory.dense import DenseIndex, Embedder
+from bot.memory.dense import DenseIndex, Embedder, off_loop
 from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller
 from bot.memory.offload import Offloader, OffloadResult
-from bot.memory.recall import Recall, TurnMemory
+from bot.memory.recall import Recall, TurnMemory, turn_query
 from bot.metrics import MEMORY_OFFLOADS
 from bot.providers.base import ChatProvider
 from bot.storage.memory_store import MemoryStore
@@ -98,6 +98,14 @@ class MemoryService:
         if not self.settings.enabled:
             return TurnMemory("", ())
         return self.recall.for_turn(session, rows, token_budget)
+
+    async def prepare_turn(self, rows: Sequence[TranscriptRow]) -> None:
+        """Embed the turn's query on the embedding thread ahead of `for_turn` (CPU work, off the
+        loop and off the database thread, which then only reads)."""
+        dense = self.recall.dense
+        query = turn_query(rows)
+        if self.settings.enabled and self.settings.recall_items > 0 and dense is not None and query:
+            await off_loop(dense.query_vector, query)
 
     async def flush(self, session: ChatSession) -> OffloadResult | None:
         """Offload everything pending for the session, whatever the triggers say."""

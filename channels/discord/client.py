@@ -98,7 +98,7 @@ class ChorusClient(discord.Client):
         self.replying.add(task)
 
         async def note_draft(draft: str) -> None:
-            self.engine.note_draft(inbound, draft)
+            await self.engine.note_draft(inbound, draft)
 
         try:
             await deliver_reply(
@@ -109,7 +109,7 @@ class ChorusClient(discord.Client):
                 edit_interval=self.edit_interval,
                 on_draft=note_draft,
             )
-            self.engine.delivered(inbound)
+            await self.engine.delivered(inbound)
         finally:
             self.replying.discard(task)
 
