@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from bot.recovery import UNANSWERED_NOTICE
-from tests.discord.fake_discord import BOT, CHANNEL_ID, DM_CHANNEL_ID, VALID_TOKEN, FakeDiscord
+from tests.discord.fake_discord import BOT, CHANNEL_ID, DM_CHANNEL_ID, THREAD_ID, VALID_TOKEN, FakeDiscord
 from tests.durable.conftest import needs_postgres
 from tests.durable.serve_process import ServeProcess, wait_until
 from tests.durable.test_recovery import SLOW_REPLY, sqlite_rows, turn_requests
@@ -19,6 +19,7 @@ from tests.fakes.openai_server import FakeOpenAI
 CURSOR = " ▌"
 # The persona a process without a config file speaks as.
 PERSONA = "Assistant"
+CHANNELS = (CHANNEL_ID, THREAD_ID, DM_CHANNEL_ID)
 
 
 def environment(
@@ -49,23 +50,26 @@ async def test_a_restart_finishes_discord_drafts_a_killed_process_left(
     async with FakeDiscord() as discord:
         settings = environment(f"sqlite:///{database}", fake_openai, discord, mode)
         first = ServeProcess(tmp_path, settings, name="first")
-        fake_openai.script(SLOW_REPLY, SLOW_REPLY)
+        fake_openai.script(SLOW_REPLY, SLOW_REPLY, SLOW_REPLY)
         try:
             await connect(first, discord)
-            # In a server the persona streams through the channel's webhook; in a DM as the bot.
+            # In a server the persona streams through the channel's webhook (into a thread through
+            # its parent's); in a DM the bot streams itself.
             await discord.post_message(CHANNEL_ID, f"<@{BOT['id']}> tell me everything", mentions=(BOT,))
+            await discord.post_message(
+                THREAD_ID, f"<@{BOT['id']}> in the thread, tell me everything", mentions=(BOT,)
+            )
             await discord.post_message(DM_CHANNEL_ID, "and to me too")
             await wait_until(
                 lambda: all(
-                    any(CURSOR in text for text in discord.texts_in(channel))
-                    for channel in (CHANNEL_ID, DM_CHANNEL_ID)
+                    any(CURSOR in text for text in discord.texts_in(channel)) for channel in CHANNELS
                 ),
-                what="both drafts",
+                what="three drafts",
             )
-            # Posting a draft and storing its id are two steps: crash once both are stored.
+            # Posting a draft and storing its id are two steps: crash once all are stored.
             await wait_until(
-                lambda: sqlite_rows(database, "SELECT count(draft_id) FROM deliveries") == [(2,)],
-                what="both drafts stored",
+                lambda: sqlite_rows(database, "SELECT count(draft_id) FROM deliveries") == [(3,)],
+                what="three drafts stored",
             )
         finally:
             first.kill()
@@ -74,10 +78,13 @@ async def test_a_restart_finishes_discord_drafts_a_killed_process_left(
             sqlite_rows(database, "SELECT chat_id, draft_id FROM deliveries WHERE lane = 'discord'")
         )
         [persona_draft] = discord.sent_in(CHANNEL_ID)
+        [thread_draft] = discord.sent_in(THREAD_ID)
         [bot_draft] = discord.sent_in(DM_CHANNEL_ID)
         assert persona_draft.webhook_id is not None and persona_draft.username == PERSONA
+        assert thread_draft.webhook_id == persona_draft.webhook_id
         assert drafts == {
             str(CHANNEL_ID): f"{persona_draft.id}@webhook:{persona_draft.webhook_id}",
+            str(THREAD_ID): f"{thread_draft.id}@webhook:{thread_draft.webhook_id}",
             str(DM_CHANNEL_ID): str(bot_draft.id),
         }
         requests_before = turn_requests(fake_openai)
@@ -87,15 +94,15 @@ async def test_a_restart_finishes_discord_drafts_a_killed_process_left(
             await connect(second, discord)
 
             def finished() -> bool:
-                texts = [*discord.texts_in(CHANNEL_ID), *discord.texts_in(DM_CHANNEL_ID)]
-                return len(texts) == 2 and all(CURSOR not in text for text in texts)
+                texts = [text for channel in CHANNELS for text in discord.texts_in(channel)]
+                return len(texts) == 3 and all(CURSOR not in text for text in texts)
 
             await discord.wait_until(finished, timeout=180)
             await wait_until(
                 lambda: all(
                     state != "open" for (state,) in sqlite_rows(database, "SELECT state FROM deliveries")
                 ),
-                what="both turns finished",
+                what="every turn finished",
             )
         finally:
             second.signal(15)
@@ -103,19 +110,23 @@ async def test_a_restart_finishes_discord_drafts_a_killed_process_left(
 
         # Each draft was edited into its final state in place: no second message anywhere.
         assert [m.id for m in discord.sent_in(CHANNEL_ID)] == [persona_draft.id]
+        assert [m.id for m in discord.sent_in(THREAD_ID)] == [thread_draft.id]
         assert [m.id for m in discord.sent_in(DM_CHANNEL_ID)] == [bot_draft.id]
-        assert not persona_draft.components and not bot_draft.components  # the Stop buttons are gone
+        drafts_left = (persona_draft, thread_draft, bot_draft)
+        assert not any(draft.components for draft in drafts_left)  # the Stop buttons are gone
         states = sorted(state for (state,) in sqlite_rows(database, "SELECT state FROM deliveries"))
         if mode == "answer":
-            assert states == ["recovered", "recovered"]
-            assert persona_draft.text == "reply to: Alice: tell me everything"  # a group names its speakers
+            assert states == ["recovered"] * 3
+            # A group names its speakers to the model; a DM reply names its persona in bold.
+            assert persona_draft.text == "reply to: Alice: tell me everything"
+            assert thread_draft.text == "reply to: Alice: in the thread, tell me everything"
             assert bot_draft.text == f"**{PERSONA}**\nreply to: and to me too"
-            assert turn_requests(fake_openai) == requests_before + 2
+            assert turn_requests(fake_openai) == requests_before + 3
         else:
-            assert states == ["noticed", "noticed"]
-            assert persona_draft.text == bot_draft.text == UNANSWERED_NOTICE
+            assert states == ["noticed"] * 3
+            assert all(draft.text == UNANSWERED_NOTICE for draft in drafts_left)
             assert turn_requests(fake_openai) == requests_before
-        assert len(second.log_lines("recovered message")) == 2
+        assert len(second.log_lines("recovered message")) == 3
 
 
 @needs_postgres
