@@ -19,6 +19,7 @@ from bot.memory.dense import load_embedder
 from bot.providers import make_provider
 from bot.providers.base import ChatProvider
 from bot.providers.observed import ObservedProvider
+from bot.roles import ProcessRoles
 from bot.storage import migrate
 from bot.storage.boundary import boundary_for
 from bot.storage.database import create_database_engine
@@ -40,6 +41,8 @@ class Runtime:
     database: DatabaseEngine
     store: Store
     engine: Engine
+    # Roles one process per database plays (polling Telegram for a bot).
+    roles: ProcessRoles
     memory: MemoryService | None = None
     context: ContextMaintainer | None = None
     lanes: LaneHealth = field(default_factory=LaneHealth)
@@ -56,6 +59,7 @@ class Runtime:
         await self.engine.provider.aclose()
         if self.engine.locks.shared is not None:
             await self.engine.locks.shared.aclose()
+        await self.roles.aclose()
         # Calls already handed to the database threads finish before the connections close.
         boundary_for(self.database).close()
         self.database.dispose()
@@ -139,5 +143,11 @@ def build_runtime(
         engine.assembler.memory = memory
         engine.after_turn_jobs.append(memory.after_turn)
     return Runtime(
-        settings=settings, database=database, store=store, engine=engine, memory=memory, context=context
+        settings=settings,
+        database=database,
+        store=store,
+        engine=engine,
+        memory=memory,
+        context=context,
+        roles=ProcessRoles(settings.database_url, shared=database.dialect.name == "postgresql"),
     )

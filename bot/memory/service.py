@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Sequence
 
 from bot.config import MemorySettings
-from bot.memory.backfill import BackfillResult, backfill_embeddings
+from bot.memory.backfill import BackfillResult, backfill_steps
 from bot.memory.dense import DenseIndex, Embedder, off_loop
 from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller
 from bot.memory.offload import Offloader, OffloadResult
@@ -57,13 +56,14 @@ class MemoryService:
         self._idle: dict[str, tuple[asyncio.TimerHandle, ChatSession]] = {}
         self._flushes: set[asyncio.Task[OffloadResult | None]] = set()
         self._backfill: asyncio.Task[BackfillResult | None] | None = None
-        self._stop_backfill = threading.Event()
+        self._stop_backfill = False
 
     def start_backfill(self) -> asyncio.Task[BackfillResult | None] | None:
-        """Embed, in a background thread, the rows stored before dense recall was on.
+        """Embed the rows stored before dense recall was on, in the background.
 
-        Started by `chorus serve`; a no-op without dense recall. Shutdown stops it
-        between batches, and the next start carries on where it stopped.
+        Started by `chorus serve`; a no-op without dense recall. Each batch is one job
+        on the embedding thread, so turns' queries are embedded between batches.
+        Shutdown stops it between batches; the next start carries on where it stopped.
         """
         if self.embedder is None or not self.settings.enabled or self._backfill is not None:
             return self._backfill
@@ -71,16 +71,17 @@ class MemoryService:
         return self._backfill
 
     async def _run_backfill(self, embedder: Embedder) -> BackfillResult | None:
+        steps = backfill_steps(self.store, embedder)
+        total = BackfillResult(0, 0)
         try:
-            result = await asyncio.to_thread(
-                backfill_embeddings, self.store, embedder, stop=self._stop_backfill.is_set
-            )
+            while not self._stop_backfill and (step := await off_loop(next, steps, None)) is not None:
+                total += step
         except Exception:
             log.exception("embedding stored memory for dense recall failed")
             return None
-        if result.items or result.messages:
-            log.info("dense recall: embedded %d stored items and %d messages", result.items, result.messages)
-        return result
+        if total.items or total.messages:
+            log.info("dense recall: embedded %d stored items and %d messages", total.items, total.messages)
+        return total
 
     async def after_turn(self, session: ChatSession, _context: Context | None = None) -> None:
         """An engine after-turn job: offload when due, then wait for the session to go idle."""
@@ -119,7 +120,7 @@ class MemoryService:
     async def aclose(self) -> None:
         """Shutdown is the end of every session's activity: flush what is pending."""
         if self._backfill is not None:
-            self._stop_backfill.set()
+            self._stop_backfill = True
             await asyncio.gather(self._backfill, return_exceptions=True)
         waiting = [session for _, session in self._idle.values()]
         for handle, _ in self._idle.values():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncGenerator
 
 import aiohttp
 import discord
@@ -19,7 +20,9 @@ from fastapi import FastAPI
 
 from bot.errors import ConfigError
 from bot.runtime import Runtime
-from channels.discord.client import ChorusClient
+from bot.storage.delivery_models import Delivery
+from bot.turns.events import TurnEvent
+from channels.discord.client import make_client
 from channels.discord.endpoints import Endpoints, route_webhooks_in_this_task
 
 log = logging.getLogger(__name__)
@@ -58,12 +61,21 @@ class DiscordLane:
         self._health = runtime.lanes
         self._retry_first = retry_first
         self._first_login_timeout = first_login_timeout
-        self.client = ChorusClient(runtime.engine, settings, self._endpoints, edit_interval=edit_interval)
+        self.client = make_client(runtime.engine, settings, self._endpoints, edit_interval=edit_interval)
         self.client.event(self.on_ready)
         self._gateway: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
 
     async def on_ready(self) -> None:
+        self._ready.set()
         self._health.running(LANE)
+
+    async def resume(self, delivery: Delivery, events: AsyncGenerator[TurnEvent, None]) -> None:
+        """Finish a turn a process that died left: once connected, over the draft it left."""
+        await self._ready.wait()
+        # Recovery runs in a task of its own, not one the gateway started: route its webhook calls too.
+        route_webhooks_in_this_task(self._endpoints)
+        await self.client.resume(delivery, events)
 
     async def start(self) -> None:
         """Log in (a wrong token fails here, at startup), then keep the gateway in the background."""
