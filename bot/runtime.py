@@ -14,6 +14,8 @@ from bot.commands.registry import CommandRegistry
 from bot.config import Settings
 from bot.context.maintenance import ContextMaintainer
 from bot.health import LaneHealth
+from bot.jobs.definitions import JobDefinitions, JobQueue, build_definitions
+from bot.jobs.runner import LocalJobRunner
 from bot.memory import MemoryService, choose_distiller
 from bot.memory.dense import load_embedder
 from bot.providers import make_provider
@@ -21,6 +23,7 @@ from bot.providers.base import ChatProvider
 from bot.providers.observed import ObservedProvider
 from bot.storage import migrate
 from bot.storage.database import create_database_engine
+from bot.storage.jobs import SqliteJobs
 from bot.storage.memory_store import MemoryStore
 from bot.storage.store import Store
 from bot.turns.attachments import AttachmentStore
@@ -39,6 +42,7 @@ class Runtime:
     database: DatabaseEngine
     store: Store
     engine: Engine
+    jobs: JobQueue
     memory: MemoryService | None = None
     context: ContextMaintainer | None = None
     lanes: LaneHealth = field(default_factory=LaneHealth)
@@ -49,7 +53,8 @@ class Runtime:
         if self._closed:
             return
         self._closed = True
-        await self.engine.drain()
+        # Running jobs finish; waiting ones stay queued for the next worker.
+        await self.jobs.aclose()
         if self.memory is not None:
             await self.memory.aclose()
         await self.engine.provider.aclose()
@@ -123,7 +128,6 @@ def build_runtime(
         provider=provider,
     )
     engine.maintainer = context
-    engine.after_turn_jobs.append(context.after_turn)
     engine.overflow_handler = context.recover_from_overflow
     memory = MemoryService(
         MemoryStore(database),
@@ -134,7 +138,31 @@ def build_runtime(
     engine.memory = memory
     if settings.memory.enabled:
         engine.assembler.memory = memory
-        engine.after_turn_jobs.append(memory.after_turn)
+    definitions = build_definitions(store, context, memory, settings.memory)
+    engine.jobs = job_queue(store, settings, definitions, engine.instance_id)
+    engine.after_turn = definitions.after_turn
     return Runtime(
-        settings=settings, database=database, store=store, engine=engine, memory=memory, context=context
+        settings=settings,
+        database=database,
+        store=store,
+        engine=engine,
+        jobs=engine.jobs,
+        memory=memory,
+        context=context,
     )
+
+
+def job_queue(store: Store, settings: Settings, definitions: JobDefinitions, owner: str) -> JobQueue:
+    """procrastinate on PostgreSQL, the job table and a runner in this process on SQLite.
+
+    Either way the store enqueues into it inside the transaction of the reply.
+    """
+    if store.database.dialect.name == "postgresql":
+        from bot.jobs.postgres import ProcrastinateJobs
+
+        queue = ProcrastinateJobs(store.database, settings.database_url, definitions, settings.jobs)
+        store.jobs = queue
+        return queue
+    table = SqliteJobs(store.database)
+    store.jobs = table
+    return LocalJobRunner(table, definitions, settings.jobs, owner)

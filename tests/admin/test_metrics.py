@@ -10,6 +10,7 @@ import httpx
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
+from bot.jobs import MAINTAIN_CONTEXT
 from bot.providers.openai import OpenAICompatibleProvider
 from bot.runtime import Runtime
 from bot.turns.events import Delta
@@ -155,15 +156,16 @@ async def test_memory_offloads_are_counted(runtime: Runtime) -> None:
 async def test_job_queue_depth_is_read_at_scrape_time(runtime: Runtime) -> None:
     release = asyncio.Event()
 
-    async def slow_job(_session: object, _context: object) -> None:
+    async def slow_job(_session_id: str, _seq: int) -> None:
         await release.wait()
 
-    runtime.engine.after_turn_jobs.append(slow_job)
+    runtime.jobs.definitions.add(MAINTAIN_CONTEXT, slow_job)
     await runtime.engine.respond(inbound("hello"))
     assert value(await scrape(runtime), "chorus_job_queue_depth") == runtime.engine.pending_jobs >= 1
     release.set()
     await runtime.engine.drain()
-    assert value(await scrape(runtime), "chorus_job_queue_depth") == 0
+    # Left waiting: the idle memory flush, due once the conversation has been quiet a while.
+    assert value(await scrape(runtime), "chorus_job_queue_depth") == 1
 
 
 async def test_a_stopped_turn_is_counted_as_stopped(model_runtime: Runtime, fake_openai: FakeOpenAI) -> None:

@@ -50,6 +50,8 @@ def test_migrations_build_the_model_schema_on_postgres(postgres_url):
         differences = compare_metadata(MigrationContext.configure(connection), SQLModel.metadata)
     # Full-text (GIN) indexes are created by hand in the memory migration and have no model.
     differences = [d for d in differences if not (d[0] == "remove_index" and "fts" in d[1].name)]
+    # procrastinate's tables and indexes come from its own schema (the job queue), not from models.
+    differences = [d for d in differences if "procrastinate" not in str(getattr(d[1], "name", ""))]
     assert differences == []
     engine.dispose()
 
