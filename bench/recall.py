@@ -7,12 +7,20 @@ so the after-turn jobs offload memory as they go; the group's idle flush runs at
 Each question is then asked with the same search `/recall` and `chorus recall` use, and a
 hit covers the turns it came from (a message: its turn; a memory item: its source range).
 
-Reported per category and overall: recall@5 and @10 of any evidence turn and of all of
-them, search latency p50/p99, index size, build time, the wall time of a whole
-`chorus recall` command (process start-up included) — for Chorus with dense recall,
-Chorus full-text only, and plain BM25 (rank-bm25, Okapi) over the same turns' text.
+Reported per category, per conversation and overall: recall@5 and @10 of any evidence
+turn and of all of them; the search latency p50/p99 without the query's own embedding
+(dense only; it is timed on its own, `embed ms`), index size, build time, and the wall
+time of a whole `chorus recall` command (process start-up included, median of five;
+each question is searched three times for the latency figures) —
+for Chorus with dense recall, Chorus full-text only, and plain BM25 (rank-bm25, Okapi)
+over the same turns' text. The machine's load average is printed with the table.
 
-Run: .venv/bin/python bench/recall.py [--questions FILE] [--conversations 26,30]
+`--locomo-scale` also loads the other LoCoMo conversations (each its own group chat) into
+the same database, so searches run against all 5,882 turns' indexes, as the ten
+conversations together would; questions still ask their own group.
+
+Run: .venv/bin/python bench/recall.py [--questions FILE] [--conversations 26,30] [--locomo-scale]
+     [--methods dense,full-text,bm25]
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import LOCOMO_DIR, markdown_table, median, percentile  # noqa: E402
 from bot.config import load_settings  # noqa: E402
+from bot.memory.dense import Embedder  # noqa: E402
 from bot.runtime import Runtime, build_runtime  # noqa: E402
 from bot.storage.memory_store import Owner, RecallHit  # noqa: E402
 from bot.turns.inbound import Actor, InboundMessage  # noqa: E402
@@ -45,6 +54,9 @@ from bot.turns.inbound import Actor, InboundMessage  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 QUESTIONS = REPO / "bench" / "data" / "recall_questions.json"
 KS = (5, 10)
+COMMAND_RUNS = 5
+# Timing runs per question: on a shared machine one slow moment should not be the p99.
+REPEATS = 3
 _LOCOMO_DATE = re.compile(
     r"(?P<time>\d{1,2}:\d\d\s*[ap]m) on (?P<day>\d{1,2}) (?P<month>\w+),? (?P<year>\d{4})"
 )
@@ -66,7 +78,11 @@ class Variant:
     name: str
     build_seconds: float = 0.0
     index_bytes: int = 0
+    # Search time without the query's own embedding, which is timed on its own (dense only).
     latencies_ms: list[float] = field(default_factory=list)
+    embed_ms: list[float] = field(default_factory=list)
+    # The query's own embedding (dense only), already taken out of `latencies_ms`.
+    embed_ms: list[float] = field(default_factory=list)
     # Wall time of a whole `chorus recall` process (start-up included).
     command_seconds: list[float] = field(default_factory=list)
     # category → [(found any @5, all @5, any @10, all @10)]
@@ -103,7 +119,12 @@ def outcome(ranked: Sequence[set[str]], evidence: set[str]) -> Outcome:
     return found[0], found[1], found[2], found[3]
 
 
-async def build_chorus(directory: Path, turns: list[Turn], conversation: str, dense: bool) -> Runtime:
+def chat_id(conversation: str) -> str:
+    return f"locomo-{conversation}"
+
+
+async def build_chorus(directory: Path, conversations: dict[str, list[Turn]], dense: bool) -> Runtime:
+    """One database holding each conversation as its own group chat, recorded turn by turn."""
     settings = load_settings(
         REPO / "config.yaml",
         {
@@ -114,18 +135,19 @@ async def build_chorus(directory: Path, turns: list[Turn], conversation: str, de
         },
     )
     runtime = build_runtime(settings)
-    for n, turn in enumerate(turns):
-        await runtime.engine.record(
-            InboundMessage(
-                lane="telegram",
-                platform_message_id=str(n),
-                chat_id=f"locomo-{conversation}",
-                chat_kind="group",
-                actor=Actor(user_id=turn.speaker.lower(), display_name=turn.speaker, username=None),
-                text=turn.text,
-                received_at=turn.said_at,
+    for conversation, turns in conversations.items():
+        for n, turn in enumerate(turns):
+            await runtime.engine.record(
+                InboundMessage(
+                    lane="telegram",
+                    platform_message_id=f"{conversation}-{n}",
+                    chat_id=chat_id(conversation),
+                    chat_kind="group",
+                    actor=Actor(user_id=turn.speaker.lower(), display_name=turn.speaker, username=None),
+                    text=turn.text,
+                    received_at=turn.said_at,
+                )
             )
-        )
     await runtime.engine.drain()
     assert runtime.memory is not None
     for session, _ in runtime.store.list_sessions():
@@ -148,24 +170,49 @@ def index_bytes(database_file: Path) -> int:
         connection.close()
 
 
-def chorus_search(runtime: Runtime, dia_by_seq: dict[int, str]) -> Callable[[str], list[set[str]]]:
+class TimedEmbedder:
+    """The runtime's embedder, timed: the query's embedding is reported on its own."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.seconds = 0.0
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        started = time.perf_counter()
+        try:
+            return self.inner.embed(texts)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+# A search: the question → the turns each hit covers, best first, and the seconds spent embedding it.
+Search = Callable[[str], tuple[list[set[str]], float]]
+
+
+def chorus_search(runtime: Runtime, owner: Owner, dia_by_seq: dict[int, str]) -> Search:
     assert runtime.memory is not None
-    session = runtime.store.list_sessions()[0][0]
-    owner = Owner.of(session)
     recall = runtime.memory.recall
+    timed = None
+    if recall.dense is not None:
+        timed = TimedEmbedder(recall.dense.embedder)
+        recall.dense.embedder = timed
 
     def covered(hit: RecallHit) -> set[str]:
         first = hit.seq or 0
         last = hit.last_seq if hit.last_seq is not None else first
         return {dia_by_seq[seq] for seq in range(first, last + 1) if seq in dia_by_seq}
 
-    def search(question: str) -> list[set[str]]:
-        return [covered(hit) for hit in recall.search(owner, question, max(KS))]
+    def search(question: str) -> tuple[list[set[str]], float]:
+        if timed is not None:
+            timed.seconds = 0.0
+        hits = recall.search(owner, question, max(KS))
+        return [covered(hit) for hit in hits], timed.seconds if timed is not None else 0.0
 
     return search
 
 
-def bm25_search(turns: list[Turn]) -> Callable[[str], list[set[str]]]:
+def bm25_search(turns: list[Turn]) -> Search:
     from rank_bm25 import BM25Okapi
 
     def tokens(text: str) -> list[str]:
@@ -173,53 +220,61 @@ def bm25_search(turns: list[Turn]) -> Callable[[str], list[set[str]]]:
 
     index = BM25Okapi([tokens(turn.text) for turn in turns])
 
-    def search(question: str) -> list[set[str]]:
+    def search(question: str) -> tuple[list[set[str]], float]:
         scores = index.get_scores(tokens(question))
         best = sorted(range(len(turns)), key=lambda i: scores[i], reverse=True)[: max(KS)]
-        return [{turns[i].dia_id} for i in best if scores[i] > 0]
+        return [{turns[i].dia_id} for i in best if scores[i] > 0], 0.0
 
     return search
 
 
-def ask(variant: Variant, search: Callable[[str], list[set[str]]], questions: list[dict[str, Any]]) -> None:
+def ask(variant: Variant, search: Search, conversation: str, questions: list[dict[str, Any]]) -> None:
+    """Each question `REPEATS` times: the first answer is scored, every run is timed."""
     for question in questions:
-        started = time.perf_counter()
-        ranked = search(question["question"])
-        variant.latencies_ms.append((time.perf_counter() - started) * 1000)
-        variant.outcomes[question["category"]].append(outcome(ranked, set(question["evidence"])))
-
-
-async def measure_conversation(
-    conversation: str, questions: list[dict[str, Any]], variants: dict[str, Variant], dense_available: bool
-) -> None:
-    turns = load_turns(conversation)
-    started = time.perf_counter()
-    bm25 = bm25_search(turns)
-    variants["rank-bm25"].build_seconds += time.perf_counter() - started
-    ask(variants["rank-bm25"], bm25, questions)
-    for name, dense in (("chorus full-text", False), ("chorus + dense", True)):
-        if dense and not dense_available:
-            continue
-        with tempfile.TemporaryDirectory() as directory:
+        for _ in range(REPEATS):
             started = time.perf_counter()
-            runtime = await build_chorus(Path(directory), turns, conversation, dense)
-            variants[name].build_seconds += time.perf_counter() - started
-            session_id = runtime.store.list_sessions()[0][0].id
-            messages = [m for m in runtime.store.messages(session_id) if m.role == "user"]
+            ranked, embedding = search(question["question"])
+            variant.latencies_ms.append((time.perf_counter() - started - embedding) * 1000)
+            if embedding:
+                variant.embed_ms.append(embedding * 1000)
+        result = outcome(ranked, set(question["evidence"]))
+        variant.outcomes[question["category"]].append(result)
+        variant.outcomes[f"conversation {conversation}"].append(result)
+
+
+async def measure_chorus(
+    variant: Variant,
+    dense: bool,
+    conversations: dict[str, list[Turn]],
+    questions: dict[str, list[dict[str, Any]]],
+) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        started = time.perf_counter()
+        runtime = await build_chorus(Path(directory), conversations, dense)
+        variant.build_seconds += time.perf_counter() - started
+        # A group's memory belongs to "lane:chat id".
+        sessions = {session.owner_id: session for session, _ in runtime.store.list_sessions()}
+        for conversation, asked in questions.items():
+            session = sessions[f"telegram:{chat_id(conversation)}"]
+            messages = [m for m in runtime.store.messages(session.id) if m.role == "user"]
+            turns = conversations[conversation]
             dia_by_seq = {message.seq: turn.dia_id for message, turn in zip(messages, turns, strict=True)}
-            search = chorus_search(runtime, dia_by_seq)
-            search(questions[0]["question"])  # warm: the first query reads the owner's vectors
-            ask(variants[name], search, questions)
-            await runtime.aclose()
-            runtime.database.dispose()
-            variants[name].index_bytes += index_bytes(Path(directory) / "recall.db")
-            variants[name].command_seconds += time_command(Path(directory), session_id, questions, dense)
+            search = chorus_search(runtime, Owner.of(session), dia_by_seq)
+            search(asked[0]["question"])  # warm: the first query reads the owner's vectors
+            ask(variant, search, conversation, asked)
+        await runtime.aclose()
+        runtime.database.dispose()
+        variant.index_bytes += index_bytes(Path(directory) / "recall.db")
+        first = next(iter(questions))
+        variant.command_seconds += time_command(
+            Path(directory), sessions[f"telegram:{chat_id(first)}"].id, questions[first], dense
+        )
 
 
 def time_command(
     directory: Path, session_id: str, questions: list[dict[str, Any]], dense: bool
 ) -> list[float]:
-    """Seconds for `chorus recall SESSION QUESTION -k 10`, as an operator runs it, three times."""
+    """Seconds for `chorus recall SESSION QUESTION -k 10`, as an operator runs it, five times."""
     environ = {
         **os.environ,
         "CHORUS_DATABASE_URL": f"sqlite:///{directory / 'recall.db'}",
@@ -227,7 +282,7 @@ def time_command(
         "CHORUS_MEMORY_DENSE": json.dumps(dense),
     }
     timings: list[float] = []
-    for question in questions[:3]:
+    for question in questions[:COMMAND_RUNS]:
         started = time.perf_counter()
         subprocess.run(
             [sys.executable, "-m", "bot.cli", "--config", str(REPO / "config.yaml"), "recall", session_id]
@@ -246,30 +301,37 @@ def table(variants: dict[str, Variant]) -> list[dict[str, Any]]:
     for variant in variants.values():
         if not variant.latencies_ms:
             continue
-        categories = sorted(variant.outcomes)
-        everything = [result for category in categories for result in variant.outcomes[category]]
-        for category, results in [*((c, variant.outcomes[c]) for c in categories), ("all", everything)]:
+        groups = sorted(variant.outcomes, key=lambda name: (name.startswith("conversation"), name))
+        categories = [group for group in groups if not group.startswith("conversation")]
+        everything = [result for group in categories for result in variant.outcomes[group]]
+        for group, results in [*((g, variant.outcomes[g]) for g in groups), ("all", everything)]:
             share = [sum(result[i] for result in results) / len(results) for i in range(4)]
             row: dict[str, Any] = {
                 "method": variant.name,
-                "category": category,
+                "category": group,
                 "questions": len(results),
                 "any@5": share[0],
                 "all@5": share[1],
                 "any@10": share[2],
                 "all@10": share[3],
             }
-            if category == "all":
+            if group == "all":
                 row |= {
-                    "p50 ms": percentile(variant.latencies_ms, 0.5),
-                    "p99 ms": percentile(variant.latencies_ms, 0.99),
+                    "search p50 ms": percentile(variant.latencies_ms, 0.5),
+                    "search p99 ms": percentile(variant.latencies_ms, 0.99),
+                    "embed p50 / p99 ms": (
+                        f"{percentile(variant.embed_ms, 0.5):.1f} / {percentile(variant.embed_ms, 0.99):.1f}"
+                        if variant.embed_ms
+                        else ""
+                    ),
                     "index KiB": variant.index_bytes / 1024,
                     "chorus recall s": median(variant.command_seconds) if variant.command_seconds else "",
                     "build s": variant.build_seconds,
                 }
             rows.append(row)
     headers = ["method", "category", "questions", "any@5", "all@5", "any@10", "all@10"]
-    headers += ["p50 ms", "p99 ms", "index KiB", "build s", "chorus recall s"]
+    headers += ["search p50 ms", "search p99 ms", "embed p50 / p99 ms"]
+    headers += ["index KiB", "build s", "chorus recall s"]
     return [{header: row.get(header, "") for header in headers} for row in rows]
 
 
@@ -277,19 +339,39 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--questions", type=Path, default=QUESTIONS)
     parser.add_argument("--conversations", help="comma-separated LoCoMo ids (default: all in the set)")
+    parser.add_argument(
+        "--locomo-scale", action="store_true", help="also load every other LoCoMo conversation"
+    )
+    parser.add_argument("--methods", default="dense,full-text,bm25", help="what to measure, comma-separated")
     args = parser.parse_args(list(argv) if argv is not None else [])
     questions = json.loads(args.questions.read_text(encoding="utf-8"))["questions"]
     in_set = sorted({question["conversation"] for question in questions})
     wanted = args.conversations.split(",") if args.conversations else in_set
+    asked = {c: [q for q in questions if q["conversation"] == c] for c in wanted}
+    loaded = sorted(path.stem for path in LOCOMO_DIR.glob("*.json")) if args.locomo_scale else wanted
+    conversations = {conversation: load_turns(conversation) for conversation in loaded}
     from bot.memory.dense import load_embedder
 
     dense_available = load_embedder() is not None
     variants = {name: Variant(name) for name in ("chorus + dense", "chorus full-text", "rank-bm25")}
-    for conversation in wanted:
-        asked = [question for question in questions if question["conversation"] == conversation]
-        asyncio.run(measure_conversation(conversation, asked, variants, dense_available))
+    methods = set(args.methods.split(","))
+    load_before = os.getloadavg()
+    for conversation in wanted if "bm25" in methods else ():
+        started = time.perf_counter()
+        bm25 = bm25_search(conversations[conversation])
+        variants["rank-bm25"].build_seconds += time.perf_counter() - started
+        ask(variants["rank-bm25"], bm25, conversation, asked[conversation])
+    for name, dense in (("chorus full-text", False), ("chorus + dense", True)):
+        if (dense and not dense_available) or ("dense" if dense else "full-text") not in methods:
+            continue
+        asyncio.run(measure_chorus(variants[name], dense, conversations, asked))
     rows = table(variants)
     print(markdown_table(rows))
+    turns = sum(len(turns) for turns in conversations.values())
+    print(
+        f"\n{turns} turns in {len(conversations)} group chats; load average (1 min) "
+        f"{load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs"
+    )
     if not dense_available:
         print("\n(dense recall not measured: the `dense` extra is not installed)")
     return rows

@@ -5,10 +5,16 @@ free 127.0.0.1 port. Two modes:
 
 - open loop (the capacity measure): messages arrive at a fixed rate, whether or not
   earlier replies have finished, for a few seconds per rate; reports first-token p50/p99,
-  the server's CPU milliseconds per turn (from /proc) and the highest rate whose
-  first-token p99 stays under 500 ms;
+  the server's CPU milliseconds per turn (from /proc), its event-loop lag and the highest
+  rate whose first-token p99 stays under 500 ms;
 - burst (a robustness check): N visitors start a session and all send one message at
-  once; reports replies/s, latencies, errors and the server's peak RSS.
+  once; reports replies/s, latencies, errors, the server's peak RSS and event-loop lag.
+
+Event-loop lag (how late the server's loop ran a 10 ms timer) is read from the server's
+`chorus_event_loop_lag_seconds` histogram on /metrics, before and after each measured
+window, so it covers that window only: p99 and max are the histogram bucket bounds they
+fall under (the README's tables say "≤"). The burst also reports the exact p99 and max of
+the server's whole life, start-up and shutdown included, from the line it logs at exit.
 
     .venv/bin/python bench/web_visitors.py [--visitors 500] [--rates 5,10,20,40] [--seconds 6]
 """
@@ -45,6 +51,7 @@ UNLIMITED_ADDRESS = {
     "CHORUS_CHANNELS_WEB_MESSAGES_PER_IP_PER_MINUTE": "1000000",
     "CHORUS_CHANNELS_WEB_STREAMS_PER_IP": "1000000",
 }
+METRICS_TOKEN = "bench-metrics-token"
 RUN_TIMEOUT_SECONDS = 180.0
 REQUEST_TIMEOUT_SECONDS = 120.0
 STARTUP_TIMEOUT_SECONDS = 30.0
@@ -73,6 +80,9 @@ def start_server(workdir: Path, port: int, log: IO[bytes]) -> subprocess.Popen[b
             "CHORUS_LOG_LEVEL": "INFO",
             "CHORUS_CHANNELS_WEB_HOST": "127.0.0.1",
             "CHORUS_CHANNELS_WEB_PORT": str(port),
+            # /metrics (the event-loop lag histogram), readable without the token.
+            "CHORUS_CHANNELS_WEB_ADMIN_TOKEN": METRICS_TOKEN,
+            "CHORUS_CHANNELS_WEB_METRICS_PUBLIC": "true",
             "PYTHONPATH": str(REPO),
             **UNLIMITED_ADDRESS,
         }
@@ -113,6 +123,27 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU the process has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+LAG_BUCKET = re.compile(r'^chorus_event_loop_lag_seconds_bucket\{le="([^"]+)"\} ([\d.e+]+)$', re.M)
+
+
+async def loop_lag_buckets(base_url: str) -> list[tuple[float, float]]:
+    """(upper bound in seconds, cumulative count) of the server's event-loop lag histogram."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=REQUEST_TIMEOUT_SECONDS) as client:
+        text = (await client.get("/metrics")).text
+    return [(float(bound), float(count)) for bound, count in LAG_BUCKET.findall(text)]
+
+
+def lag_window(before: list[tuple[float, float]], after: list[tuple[float, float]]) -> tuple[float, float]:
+    """Upper bounds (ms) of the p99 and of the longest lag between two scrapes of the histogram."""
+    counts = [(bound, now - then) for (bound, now), (_, then) in zip(after, before, strict=True)]
+    total = counts[-1][1] if counts else 0
+    if not total:
+        return float("nan"), float("nan")
+    p99 = next(bound for bound, count in counts if count >= 0.99 * total)
+    longest = next(bound for bound, count in counts if count >= total)
+    return p99 * 1000, longest * 1000
 
 
 @dataclass
@@ -186,6 +217,7 @@ async def open_loop_step(base_url: str, pid: int, rate: float, seconds: float) -
                 outcome.error = f"{type(error).__name__}: {error}"
             return outcome
 
+        lag_before = await loop_lag_buckets(base_url)
         cpu_before = cpu_seconds(pid)
         started = time.perf_counter()
         tasks = []
@@ -197,6 +229,7 @@ async def open_loop_step(base_url: str, pid: int, rate: float, seconds: float) -
             tasks.append(asyncio.create_task(one(token, session_id, number)))
         outcomes = await asyncio.wait_for(asyncio.gather(*tasks), RUN_TIMEOUT_SECONDS)
         cpu = cpu_seconds(pid) - cpu_before
+        lag_p99, lag_max = lag_window(lag_before, await loop_lag_buckets(base_url))
     first = [outcome.first_token for outcome in outcomes if outcome.first_token is not None]
     done = [outcome for outcome in outcomes if outcome.full_reply is not None and not outcome.error]
     return {
@@ -206,6 +239,8 @@ async def open_loop_step(base_url: str, pid: int, rate: float, seconds: float) -
         "TTFT p50 ms": median(first) * 1000,
         "TTFT p99 ms": percentile(first, 0.99) * 1000,
         "server CPU ms/turn": cpu / max(len(done), 1) * 1000,
+        "loop lag p99 ms ≤": lag_p99,
+        "loop lag max ms ≤": lag_max,
     }
 
 
@@ -282,10 +317,14 @@ async def run(visitors: int) -> dict[str, Any]:
             start_line = StartLine(visitors)
             tasks = [asyncio.create_task(visit(base_url, number, start_line)) for number in range(visitors)]
             await asyncio.wait_for(start_line.all_arrived.wait(), RUN_TIMEOUT_SECONDS)
+            lag_before = await loop_lag_buckets(base_url)
+            cpu_before = cpu_seconds(server.pid)
             began = time.perf_counter()
             start_line.go.set()
             outcomes = await asyncio.wait_for(asyncio.gather(*tasks), RUN_TIMEOUT_SECONDS)
             wall = time.perf_counter() - began
+            cpu = cpu_seconds(server.pid) - cpu_before
+            lag_p99, lag_max = lag_window(lag_before, await loop_lag_buckets(base_url))
             rss = peak_rss_mib(server.pid)
         finally:
             server.terminate()
@@ -312,9 +351,12 @@ async def run(visitors: int) -> dict[str, Any]:
         "TTFT p99 ms": percentile(first, 0.99) * 1000,
         "full p50 ms": median(full) * 1000,
         "full p99 ms": percentile(full, 0.99) * 1000,
+        "server CPU ms/turn": cpu / max(len(full), 1) * 1000,
         "server peak RSS MiB": rss,
-        "loop stall p99 ms": stalls[0],
-        "loop stall max ms": stalls[1],
+        "loop lag p99 ms ≤": lag_p99,
+        "loop lag max ms ≤": lag_max,
+        "whole run: loop stall p99 ms": stalls[0],
+        "whole run: loop stall max ms": stalls[1],
     }
 
 

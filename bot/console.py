@@ -28,6 +28,7 @@ from transcript import (
     AttachmentRef,
     Capabilities,
     Collapse,
+    Context,
     Snip,
     TranscriptRow,
     build_context,
@@ -136,9 +137,12 @@ class Console:
     # --- context -------------------------------------------------------------------
 
     async def context(self, session_id: str) -> dict[str, Any]:
-        session = self.session(session_id)
-        persona = self.engine.persona_for(session)
+        session = await self.engine.db.run(self.session, session_id)
         built = await self.engine.inspect(session)
+        return await self.engine.db.run(self._context_report, session, built)
+
+    def _context_report(self, session: ChatSession, built: Context) -> dict[str, Any]:
+        persona = self.engine.persona_for(session)
         model = self.engine.model_for(persona)
         settings = self.runtime.settings
         stats = built.stats
@@ -354,7 +358,7 @@ def _lane_state(name: str, active: bool) -> str:
 
 
 def job_queue_depth(runtime: Runtime) -> int:
-    """After-turn work waiting or running in this process."""
+    """After-turn jobs due or running (on PostgreSQL, those of every process)."""
     return runtime.engine.pending_jobs
 
 

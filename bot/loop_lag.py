@@ -2,22 +2,33 @@
 
 A probe wakes every `interval` seconds and records how late it woke; lateness is
 time the loop spent running something that did not yield (CPU work, a blocking
-database call). `chorus serve` runs one for its lifetime and logs the summary
-when it stops, so a benchmark (or an operator) can read p99 and the longest stall.
+database call). `chorus serve` runs one for its lifetime: every sample goes into
+the `chorus_event_loop_lag_seconds` histogram of `/metrics` (a benchmark reads a
+window of it), a stall of `REPORT_SECONDS` or more is logged as it happens, and the
+summary (p99, longest stall) is logged when the process stops.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from collections import Counter
+
+from bot.metrics import LOOP_LAG
+
+log = logging.getLogger(__name__)
 
 INTERVAL = 0.01
+# A stall this long is logged on its own line (the loop was unresponsive for every lane).
+REPORT_SECONDS = 0.25
 
 
 class LoopLagProbe:
     def __init__(self, interval: float = INTERVAL) -> None:
         self.interval = interval
-        self.stalls: list[float] = []
+        # Samples by whole milliseconds: memory stays bounded however long the process runs.
+        self.stalls: Counter[int] = Counter()
         self._task: asyncio.Task[None] | None = None
         self._started = 0.0
 
@@ -31,19 +42,33 @@ class LoopLagProbe:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
+    def record(self, stall: float) -> None:
+        self.stalls[round(stall * 1000)] += 1
+        LOOP_LAG.observe(stall)
+        if stall >= REPORT_SECONDS:
+            log.warning("event loop stalled for %.0f ms", stall * 1000)
+
     def summary(self) -> str:
         """'event loop stalls: p99 X ms, max Y ms over N samples in S s'."""
-        if not self.stalls:
+        samples = self.stalls.total()
+        if not samples:
             return "event loop stalls: no samples"
-        ordered = sorted(self.stalls)
-        p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+        ordered = sorted(self.stalls.items())
+        rank = min(samples - 1, int(samples * 0.99))
+        seen = 0
+        p99 = ordered[-1][0]
+        for milliseconds, count in ordered:
+            seen += count
+            if seen > rank:
+                p99 = milliseconds
+                break
         return (
-            f"event loop stalls: p99 {p99 * 1000:.1f} ms, max {ordered[-1] * 1000:.1f} ms "
-            f"over {len(ordered)} samples in {time.perf_counter() - self._started:.0f} s"
+            f"event loop stalls: p99 {p99:.1f} ms, max {ordered[-1][0]:.1f} ms "
+            f"over {samples} samples in {time.perf_counter() - self._started:.0f} s"
         )
 
     async def _run(self) -> None:
         while True:
             before = time.perf_counter()
             await asyncio.sleep(self.interval)
-            self.stalls.append(max(0.0, time.perf_counter() - before - self.interval))
+            self.record(max(0.0, time.perf_counter() - before - self.interval))

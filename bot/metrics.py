@@ -76,6 +76,18 @@ OVERFLOW_RECOVERIES = Counter(
 )
 COMPACTIONS = Counter("chorus_compactions", "Compaction summaries stored.", registry=REGISTRY)
 COLLAPSES = Counter("chorus_collapses", "Collapsed ranges stored.", registry=REGISTRY)
+# Seconds the event loop woke late (bot/loop_lag.py): fine steps below the 50 ms that
+# a person notices, coarse ones above it.
+LOOP_LAG_BUCKETS = (
+    0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1,
+    0.15, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 10,
+)  # fmt: skip
+LOOP_LAG = Histogram(
+    "chorus_event_loop_lag_seconds",
+    "How late the event loop ran a 10 ms timer: time it spent on work that did not yield.",
+    buckets=LOOP_LAG_BUCKETS,
+    registry=REGISTRY,
+)
 MEMORY_OFFLOADS = Counter(
     "chorus_memory_offloads", "Memory offloads committed (items distilled and stored).", registry=REGISTRY
 )

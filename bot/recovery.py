@@ -82,7 +82,7 @@ class Recovery:
             if not self.liveness.shared:
                 return
             await asyncio.sleep(self.settings.scan_seconds)
-            claimed = self.claim()
+            claimed = await self.engine.db.run(self.claim)
 
     async def wait(self, timeout: float) -> None:
         """Wait up to `timeout` for recovered turns still being delivered."""
@@ -95,16 +95,17 @@ class Recovery:
         try:
             async with self._slots:
                 if delivery.state == "replied":
-                    await lane.resume(delivery, _single(self._stored_reply(delivery)))
-                    deliveries.finish(delivery.user_message_id, "delivered")
+                    stored = await self.engine.db.run(self._stored_reply, delivery)
+                    await lane.resume(delivery, _single(stored))
+                    await self.engine.db.run(deliveries.finish, delivery.user_message_id, "delivered")
                     outcome = "its draft finished"
                 elif self.settings.mode == "answer":
                     await lane.resume(delivery, self.engine.resume(delivery))
-                    deliveries.finish(delivery.user_message_id, "recovered")
+                    await self.engine.db.run(deliveries.finish, delivery.user_message_id, "recovered")
                     outcome = "answered"
                 else:
                     await lane.resume(delivery, _single(Reply(kind="error", text=UNANSWERED_NOTICE)))
-                    deliveries.finish(delivery.user_message_id, "noticed")
+                    await self.engine.db.run(deliveries.finish, delivery.user_message_id, "noticed")
                     outcome = "the person told"
             log.info("recovered message %d on %s: %s", delivery.user_message_id, delivery.lane, outcome)
         except Exception:

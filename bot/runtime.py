@@ -22,6 +22,7 @@ from bot.providers import make_provider
 from bot.providers.base import ChatProvider
 from bot.providers.observed import ObservedProvider
 from bot.storage import migrate
+from bot.storage.boundary import boundary_for
 from bot.storage.database import create_database_engine
 from bot.storage.jobs import SqliteJobs
 from bot.storage.memory_store import MemoryStore
@@ -60,6 +61,8 @@ class Runtime:
         await self.engine.provider.aclose()
         if self.engine.locks.shared is not None:
             await self.engine.locks.shared.aclose()
+        # Calls already handed to the database threads finish before the connections close.
+        boundary_for(self.database).close()
         self.database.dispose()
 
 

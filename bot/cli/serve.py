@@ -91,6 +91,9 @@ class Service:
             web = self.runtime.settings.channels.web
             log.info("web lane at http://%s:%d/", web.host, web.port)
             recovering = asyncio.create_task(self.recovery.run(claimed), name="recovery")
+            if self.runtime.memory is not None:
+                # Rows stored before dense recall was installed get their vectors meanwhile.
+                self.runtime.memory.start_backfill()
             http = asyncio.create_task(self.server.serve(), name="http")
             stop = asyncio.create_task(self._stop.wait())
             await asyncio.wait({http, stop}, return_when=asyncio.FIRST_COMPLETED)

@@ -47,12 +47,12 @@ async def compact_command(context: CommandContext, args: str) -> CommandAnswer:
 async def snip_command(context: CommandContext, args: str) -> CommandAnswer:
     maintainer = context.require_maintainer()
     session = context.session
-    span = _snip_span(maintainer, session, args.strip())
+    span = await maintainer.db.run(_snip_span, maintainer, session, args.strip())
     if span is None:
         return CommandAnswer(SNIP_USAGE, ok=False)
     first, last = span
-    maintainer.records.add_snip(session.id, first, last)
-    summary = maintainer.records.latest_summary(session.id)
+    await maintainer.db.run(maintainer.records.add_snip, session.id, first, last)
+    summary = await maintainer.db.run(maintainer.records.latest_summary, session.id)
     note = ""
     if summary is not None and first <= summary.last_seq:
         note = f" Messages up to #{summary.last_seq} were summarised already; the summary keeps them."
@@ -65,7 +65,9 @@ async def snip_command(context: CommandContext, args: str) -> CommandAnswer:
 async def unsnip_command(context: CommandContext, args: str) -> CommandAnswer:
     maintainer = context.require_maintainer()
     session = context.session
-    undone = maintainer.records.undo_snips(session.id, every=args.strip().lower() == "all")
+    undone = await maintainer.db.run(
+        maintainer.records.undo_snips, session.id, every=args.strip().lower() == "all"
+    )
     if not undone:
         return CommandAnswer("No snipped messages to bring back.", ok=False)
     spans = ", ".join(_span_text(snip.first_seq, snip.last_seq) for snip in undone)
@@ -92,7 +94,7 @@ COMMANDS = (
 
 async def context_report(maintainer: ContextMaintainer, session: ChatSession) -> str:
     persona = maintainer.persona_for(session)
-    view = maintainer.assembler.view(session.id)
+    view = await maintainer.db.run(maintainer.assembler.view, session.id)
     built = await maintainer.assembler.assemble(session, persona, view)
     model = maintainer.model_for(persona)
     settings = maintainer.settings
@@ -105,7 +107,11 @@ async def context_report(maintainer: ContextMaintainer, session: ChatSession) ->
         stored_messages=session.last_seq,
         view_seqs=[row.seq for row in view.projected],
         summary_last_seq=view.summary.last_seq if view.summary is not None else None,
-        summary_updates=maintainer.records.summary_updates(session.id) if view.summary is not None else 0,
+        summary_updates=(
+            await maintainer.db.run(maintainer.records.summary_updates, session.id)
+            if view.summary is not None
+            else 0
+        ),
         collapses=view.collapses,
         snips=view.snips,
         compact_share=settings.compact_share,

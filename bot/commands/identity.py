@@ -14,18 +14,18 @@ async def link_command(context: CommandContext, args: str) -> CommandAnswer:
     account = context.route.account
     if not args:
         ttl = engine.settings.limits.link_code_ttl_seconds
-        code = engine.store.create_link_code(account.person_id, timedelta(seconds=ttl))
+        code = await engine.db.run(engine.store.create_link_code, account.person_id, timedelta(seconds=ttl))
         return CommandAnswer(
             # Code spans: one tap copies the code on Telegram, and the command inside
             # is not a second tappable /link that would make a new code.
             f"Your link code: `{code.code}`\nOn another app, send me `/link {code.code}` within "
             f"{max(ttl // 60, 1)} minutes to continue this conversation there. It works once."
         )
-    merge = engine.store.redeem_link_code(
-        args, account, dedup_threshold=engine.settings.memory.dedup_threshold
+    merge = await engine.db.run(
+        engine.store.redeem_link_code, args, account, dedup_threshold=engine.settings.memory.dedup_threshold
     )
-    session = engine.store.private_session(merge.person_id, engine.personas.default.id)
-    lanes = sorted({linked.lane for linked in engine.store.accounts_of(merge.person_id)})
+    session = await engine.db.run(engine.store.private_session, merge.person_id, engine.personas.default.id)
+    lanes = sorted({linked.lane for linked in await engine.db.run(engine.store.accounts_of, merge.person_id)})
     lines = [f"Linked. Your private chats on {', '.join(lanes)} now share one conversation."]
     if merge.set_aside_session_id is not None:
         earlier = merge.set_aside_session_id[:8]
@@ -40,10 +40,10 @@ async def unlink_command(context: CommandContext, _args: str) -> CommandAnswer:
     engine = context.engine
     if context.inbound.chat_kind != "private":
         return CommandAnswer("Use /unlink in a private chat with me.", ok=False)
-    person = engine.store.unlink(context.route.account)
+    person = await engine.db.run(engine.store.unlink, context.route.account)
     if person is None:
         return CommandAnswer("This account is not linked to any other.", ok=False)
-    session = engine.store.private_session(person.id, engine.personas.default.id)
+    session = await engine.db.run(engine.store.private_session, person.id, engine.personas.default.id)
     return CommandAnswer(
         "Unlinked. This account now has a conversation of its own; "
         "the shared one stays with your other accounts.",

@@ -13,6 +13,7 @@ from typing import Any
 from bot.commands.registry import Command, CommandAnswer, CommandContext
 from bot.memory.recall import format_hit
 from bot.memory.snapshot import shorten
+from bot.storage.boundary import boundary_for
 from bot.storage.memory_models import MemoryItem
 from bot.storage.memory_store import Owner
 
@@ -50,19 +51,20 @@ def export_items(items: Sequence[MemoryItem]) -> str:
 
 async def memory_command(context: CommandContext, args: str) -> CommandAnswer:
     store = context.require_memory().store
+    db = boundary_for(store.database)
     owner = Owner.of(context.route.session)
     if args.strip().lower() == "export":
-        return CommandAnswer(f"```json\n{export_items(store.all_items(owner))}\n```")
+        return CommandAnswer(f"```json\n{export_items(await db.run(store.all_items, owner))}\n```")
     if args.strip():
         return CommandAnswer("Use /memory to list, or /memory export to dump everything.", ok=False)
-    items = store.recent_items(owner, LIST_ITEMS)
+    items = await db.run(store.recent_items, owner, LIST_ITEMS)
     if not items:
         return CommandAnswer(
             "Nothing remembered yet. Decisions, constraints and conclusions are "
             "stored as the conversation goes on."
         )
-    totals = store.totals(owner)
-    total = store.count_items(owner)
+    totals = await db.run(store.totals, owner)
+    total = await db.run(store.count_items, owner)
     header = (
         f"{total} remembered item{'s' if total != 1 else ''} "
         f"({totals['written']} written, {totals['merged']} merged, "
@@ -77,7 +79,9 @@ async def forget_command(context: CommandContext, args: str) -> CommandAnswer:
     raw = args.strip().lstrip("#")
     if not raw.isdigit():
         return CommandAnswer("Give the number shown by /memory, e.g. /forget 12.", ok=False)
-    if not store.delete_item(Owner.of(context.route.session), int(raw)):
+    if not await boundary_for(store.database).run(
+        store.delete_item, Owner.of(context.route.session), int(raw)
+    ):
         return CommandAnswer(f"There is no remembered item #{raw} here (see /memory).", ok=False)
     return CommandAnswer(f"Forgot item #{raw}.")
 
@@ -86,7 +90,10 @@ async def recall_command(context: CommandContext, args: str) -> CommandAnswer:
     memory = context.require_memory()
     if not args.strip():
         return CommandAnswer("Tell me what to look for, e.g. /recall database choice.", ok=False)
-    hits = memory.recall.search(Owner.of(context.route.session), args, RECALL_HITS)
+    # Full-text search and the query's embedding: blocking work, off the event loop.
+    hits = await boundary_for(memory.store.database).run(
+        memory.recall.search, Owner.of(context.route.session), args, RECALL_HITS
+    )
     if not hits:
         return CommandAnswer(f"Nothing found for “{args.strip()}”.")
     return CommandAnswer(

@@ -23,7 +23,8 @@ async def persona_command(context: CommandContext, args: str) -> CommandAnswer:
         raise UnknownPersona(args.split()[0], engine.personas.ids())
     if chosen.id == current.id:
         return CommandAnswer(f"{chosen.name} is already speaking.")
-    switch_persona(
+    await engine.db.run(
+        switch_persona,
         engine.store,
         session.id,
         current.id,

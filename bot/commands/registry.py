@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from bot.context.maintenance import ContextMaintainer
     from bot.memory.service import MemoryService
     from bot.providers.base import ChatProvider
+    from bot.storage.boundary import DatabaseBoundary
     from bot.storage.models import ChatSession
     from bot.storage.store import Store
     from persona import Persona, PersonaRegistry
@@ -49,6 +50,11 @@ class CommandEngine(Protocol):
 
     @property
     def store(self) -> Store: ...
+
+    @property
+    def db(self) -> DatabaseBoundary:
+        """Where a command runs its store calls: off the event loop."""
+        ...
 
     @property
     def personas(self) -> PersonaRegistry: ...

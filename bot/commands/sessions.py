@@ -9,7 +9,9 @@ async def new_command(context: CommandContext, _args: str) -> CommandAnswer:
     engine = context.engine
     inbound = context.inbound
     old = context.session
-    fresh = engine.store.start_new_session(old, inbound.lane, inbound.chat_id, inbound.thread_id)
+    fresh = await engine.db.run(
+        engine.store.start_new_session, old, inbound.lane, inbound.chat_id, inbound.thread_id
+    )
     return CommandAnswer(
         f"Started a new conversation. The previous one is saved as {old.id[:8]} "
         f"(export it with `chorus export {old.id[:8]}`).",

@@ -21,6 +21,7 @@ from typing import TypeVar
 from bot import metrics
 from bot.config import ContextSettings, ModelSettings, Settings
 from bot.providers.base import PURPOSE_KEY, SUMMARY_PURPOSE, ChatProvider, ChatRequest
+from bot.storage.boundary import boundary_for
 from bot.storage.context_models import ContextRecord
 from bot.storage.context_records import ContextRecords, ContextView
 from bot.storage.models import ChatSession
@@ -97,6 +98,7 @@ class ContextMaintainer:
         self.store = store
         self.assembler = assembler
         self.records: ContextRecords = assembler.records
+        self.db = boundary_for(store.database)
         self.personas = personas
         self.provider = provider
         self.counters = ContextCounters()
@@ -126,7 +128,7 @@ class ContextMaintainer:
         """Fold the oldest range still in the window so the retried request is smaller."""
         async with self._locks.hold(session.id):
             persona = self.persona_for(session)
-            view = self.assembler.view(session.id)
+            view = await self.db.run(self.assembler.view, session.id)
             folded = await self._timed(
                 self._collapse(session, persona, view, context.stats.kept_seqs, keep_recent=1)
             )
@@ -140,7 +142,7 @@ class ContextMaintainer:
     async def compact_now(self, session: ChatSession, focus: str | None = None) -> CompactionResult | None:
         """`/compact`: summarise all but the most recent messages now."""
         async with self._locks.hold(session.id):
-            view = self.assembler.view(session.id)
+            view = await self.db.run(self.assembler.view, session.id)
             cut = keep_recent_cut(view.rows, self.settings.keep_recent_messages, view.snips)
             return await self._timed(self._compact(session, view, cut, focus))
 
@@ -160,7 +162,7 @@ class ContextMaintainer:
             cut = keep_recent_cut(view.rows, self.settings.keep_recent_messages, view.snips)
         elif (
             context.stats.kept_seqs
-            and self._dropped_messages(session, view, context) >= self.settings.compact_dropped_messages
+            and await self._dropped_messages(session, view, context) >= self.settings.compact_dropped_messages
         ):
             # Only what left the window: the window itself stays verbatim.
             cut = min(context.stats.kept_seqs) - 1
@@ -169,7 +171,7 @@ class ContextMaintainer:
         await self._compact(session, view, cut, None)
 
     async def _build(self, session: ChatSession, persona: Persona) -> tuple[ContextView, Context]:
-        view = self.assembler.view(session.id)
+        view = await self.db.run(self.assembler.view, session.id)
         return view, await self.assembler.assemble(session, persona, view)
 
     async def _compact(
@@ -178,7 +180,7 @@ class ContextMaintainer:
         previous = view.summary_last_seq
         if cut <= previous:
             return None
-        rows = self.store.rows_between(session.id, previous + 1, cut)
+        rows = await self.db.run(self.store.rows_between, session.id, previous + 1, cut)
         plan = plan_compaction(
             rows, previous_last_seq=previous, cut_seq=cut, collapses=view.collapses, snips=view.snips
         )
@@ -202,7 +204,9 @@ class ContextMaintainer:
         )
         self._count(run)
         text = fit_summary(text, 2 * target)
-        record = self.records.add_summary(session.id, plan.first_seq, plan.last_seq, text, focus)
+        record = await self.db.run(
+            self.records.add_summary, session.id, plan.first_seq, plan.last_seq, text, focus
+        )
         if record is None:
             log.info("session %s: a newer summary was stored meanwhile; dropped this one", session.id)
             return None
@@ -243,8 +247,8 @@ class ContextMaintainer:
             instructions=COLLAPSE_INSTRUCTIONS,
         )
         self._count(run)
-        record = self.records.add_collapse(
-            session.id, rows[0].seq, rows[-1].seq, truncate_to_tokens(text, limit)
+        record = await self.db.run(
+            self.records.add_collapse, session.id, rows[0].seq, rows[-1].seq, truncate_to_tokens(text, limit)
         )
         if record is not None:
             self.counters.collapses += 1
@@ -253,9 +257,10 @@ class ContextMaintainer:
 
     # --- helpers -----------------------------------------------------------------
 
-    def _dropped_messages(self, session: ChatSession, view: ContextView, context: Context) -> int:
+    async def _dropped_messages(self, session: ChatSession, view: ContextView, context: Context) -> int:
         """Conversation messages after the summary that are older than the window (not snipped)."""
-        return self.store.count_conversation(
+        return await self.db.run(
+            self.store.count_conversation,
             session.id,
             view.summary_last_seq,
             min(context.stats.kept_seqs),

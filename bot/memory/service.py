@@ -10,14 +10,17 @@ neither.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from collections.abc import Sequence
 
 from bot.config import MemorySettings
-from bot.memory.dense import DenseIndex, Embedder
+from bot.memory.backfill import BackfillResult, backfill_embeddings
+from bot.memory.dense import DenseIndex, Embedder, off_loop
 from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller
 from bot.memory.offload import Offloader, OffloadResult
-from bot.memory.recall import Recall, TurnMemory
+from bot.memory.recall import Recall, TurnMemory, turn_query
 from bot.metrics import MEMORY_OFFLOADS
 from bot.providers.base import ChatProvider
 from bot.storage.memory_store import MemoryStore
@@ -50,10 +53,36 @@ class MemoryService:
     ) -> None:
         self.store = store
         self.settings = settings
+        self.embedder = embedder
         self.offloader = Offloader(store, distiller, settings, embedder)
         self.recall = Recall(store, settings, DenseIndex(store, embedder) if embedder is not None else None)
         # Sessions whose offload ran in this process and did not go idle since.
         self._active: dict[str, ChatSession] = {}
+        self._backfill: asyncio.Task[BackfillResult | None] | None = None
+        self._stop_backfill = threading.Event()
+
+    def start_backfill(self) -> asyncio.Task[BackfillResult | None] | None:
+        """Embed, in a background thread, the rows stored before dense recall was on.
+
+        Started by `chorus serve`; a no-op without dense recall. Shutdown stops it
+        between batches, and the next start carries on where it stopped.
+        """
+        if self.embedder is None or not self.settings.enabled or self._backfill is not None:
+            return self._backfill
+        self._backfill = asyncio.create_task(self._run_backfill(self.embedder), name="memory-backfill")
+        return self._backfill
+
+    async def _run_backfill(self, embedder: Embedder) -> BackfillResult | None:
+        try:
+            result = await asyncio.to_thread(
+                backfill_embeddings, self.store, embedder, stop=self._stop_backfill.is_set
+            )
+        except Exception:
+            log.exception("embedding stored memory for dense recall failed")
+            return None
+        if result.items or result.messages:
+            log.info("dense recall: embedded %d stored items and %d messages", result.items, result.messages)
+        return result
 
     async def offload_due(self, session: ChatSession) -> None:
         """The `memory.offload` job: offload when a trigger is reached."""
@@ -77,12 +106,23 @@ class MemoryService:
             return TurnMemory("", ())
         return self.recall.for_turn(session, rows, token_budget)
 
+    async def prepare_turn(self, rows: Sequence[TranscriptRow]) -> None:
+        """Embed the turn's query on the embedding thread ahead of `for_turn` (CPU work, off the
+        loop and off the database thread, which then only reads)."""
+        dense = self.recall.dense
+        query = turn_query(rows)
+        if self.settings.enabled and self.settings.recall_items > 0 and dense is not None and query:
+            await off_loop(dense.query_vector, query)
+
     async def flush(self, session: ChatSession) -> OffloadResult | None:
         """Offload everything pending for the session, whatever the triggers say."""
         return count_offload(await self.offloader.offload(session, force=True))
 
     async def aclose(self) -> None:
         """Shutdown ends the activity of every session offloaded here: flush what is pending."""
+        if self._backfill is not None:
+            self._stop_backfill.set()
+            await asyncio.gather(self._backfill, return_exceptions=True)
         active, self._active = list(self._active.values()), {}
         for session in active:
             try:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
+from bot.storage.boundary import boundary_for
 from bot.storage.context_records import ContextRecords, ContextView
 from bot.storage.models import ChatSession
 from bot.storage.store import Store
@@ -34,6 +35,7 @@ class ContextAssembler:
         self.store = store
         self.attachments = attachments
         self.records = ContextRecords(store.database)
+        self.db = boundary_for(store.database)
         # Set by the app when long-term memory is on: snapshot and recall for each turn.
         self.memory: MemoryService | None = None
 
@@ -55,6 +57,18 @@ class ContextAssembler:
     async def assemble(
         self, session: ChatSession, persona: Persona, view: ContextView | None = None
     ) -> Context:
+        # Reads, recall, image data and the build itself are blocking work: they run on a
+        # database thread, the query's embedding (CPU only) on the embedding thread before it.
+        if view is None:
+            view = await self.db.run(self.view, session.id)
+        if self.memory is not None:
+            await self.memory.prepare_turn(view.projected)
+        return await self.db.run(self.assemble_now, session, persona, view)
+
+    def assemble_now(
+        self, session: ChatSession, persona: Persona, view: ContextView | None = None
+    ) -> Context:
+        """`assemble`, for code that already runs off the event loop."""
         view = view or self.view(session.id)
         rows = view.projected
         budget = self.budget_for(persona)

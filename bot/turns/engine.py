@@ -29,6 +29,7 @@ from bot.errors import (
 from bot.logs import bind_session, turn_scope
 from bot.metrics import observe_turn
 from bot.providers.base import ChatProvider, ChatRequest, shown_model
+from bot.storage.boundary import boundary_for
 from bot.storage.deliveries import DeliveryStore
 from bot.storage.delivery_models import Delivery
 from bot.storage.jobs import JobSpec
@@ -113,6 +114,8 @@ class Engine:
         # Names this process in the delivery state of the turns it answers.
         self.instance_id = uuid.uuid4().hex
         self.deliveries = DeliveryStore(store.database)
+        # Every store call of a turn goes through here: the event loop never waits on SQL.
+        self.db = boundary_for(store.database)
         # User messages this process's recovery is answering: a re-delivered copy waits for it.
         self.recovering: set[int] = set()
         # The jobs a stored reply (or recorded message) enqueues, and the queue that runs them.
@@ -152,7 +155,8 @@ class Engine:
     async def _stream(self, inbound: InboundMessage, route: Route | None) -> AsyncGenerator[TurnEvent, None]:
         text = clean_text(inbound.text)
         try:
-            route = route or resolve_route(self.store, inbound, self.personas.default.id)
+            if route is None:
+                route = await self.db.run(resolve_route, self.store, inbound, self.personas.default.id)
         except ChorusError as error:
             yield Reply(kind="error", text=str(error))
             return
@@ -163,7 +167,7 @@ class Engine:
             waits = self.commands.waits_for_turn(command.name)
             async with self.locks.hold(route.session.id) if waits else nullcontext():
                 try:
-                    self._store_command(inbound, route, text)
+                    await self._store_command(inbound, route, text)
                 except DuplicateMessage:
                     stored_already(inbound)
                     yield Reply(kind="duplicate", text="", session_id=route.session.id)
@@ -176,13 +180,13 @@ class Engine:
                         inbound=inbound,
                         route=route,
                         # Read under the lock: a turn before may have switched persona or session.
-                        session=self.store.refresh(route.session),
+                        session=await self.db.run(self.store.refresh, route.session),
                         maintainer=self.maintainer,
                         memory=self.memory,
                     ),
                 )
                 # The answer is part of the conversation people saw, so a reload shows it again.
-                self._store_event(route.session, f"{COMMAND_REPLY_EVENT}{answer.text}")
+                await self._store_event(route.session, f"{COMMAND_REPLY_EVENT}{answer.text}")
             yield Reply(
                 kind="command" if answer.ok else "error",
                 text=answer.text,
@@ -210,7 +214,7 @@ class Engine:
         for memory offload, and the idle timer must cover them too.
         """
         text = clean_text(inbound.text)
-        route = resolve_route(self.store, inbound, self.personas.default.id)
+        route = await self.db.run(resolve_route, self.store, inbound, self.personas.default.id)
         async with self.locks.hold(route.session.id):
             try:
                 stored_id = (await self._store_user_message(inbound, route, text, jobs=self.after_turn)).id
@@ -231,15 +235,15 @@ class Engine:
 
     async def resume(self, delivery: Delivery) -> AsyncGenerator[TurnEvent, None]:
         """Answer a stored user message that a process which died left unanswered."""
-        session = self.store.get_session(delivery.session_id)
+        session = await self.db.run(self.store.get_session, delivery.session_id)
         if session is None:
             yield Reply(kind="error", text="This conversation no longer exists.")
             return
         async with self.locks.hold(session.id):
-            if self.store.reply_to(delivery.user_message_id) is not None:
+            if await self.db.run(self.store.reply_to, delivery.user_message_id) is not None:
                 yield Reply(kind="duplicate", text="", session_id=session.id)
                 return
-            session = self.store.get_session(session.id) or session
+            session = await self.db.run(self.store.get_session, session.id) or session
             plan = TurnPlan(
                 session=session,
                 persona=self.persona_for(session),
@@ -254,17 +258,17 @@ class Engine:
                 self.running.end(session.id, plan.running)
             self._wake_jobs()
 
-    def note_draft(self, inbound: InboundMessage, draft_id: str) -> None:
+    async def note_draft(self, inbound: InboundMessage, draft_id: str) -> None:
         """A lane shows this turn's reply in platform message `draft_id`."""
         key = ingest_key(inbound.lane, inbound.chat_id, inbound.platform_message_id)
         if key is not None:
-            self.deliveries.note_draft(key, draft_id)
+            await self.db.run(self.deliveries.note_draft, key, draft_id)
 
-    def delivered(self, inbound: InboundMessage) -> None:
+    async def delivered(self, inbound: InboundMessage) -> None:
         """A lane finished showing this turn's reply: nothing is left for a restart to repair."""
         key = ingest_key(inbound.lane, inbound.chat_id, inbound.platform_message_id)
         if key is not None:
-            self.deliveries.delivered(key)
+            await self.db.run(self.deliveries.delivered, key)
 
     def stop_turn(self, session_id: str) -> bool:
         """Ask the turn running for this session in this process to stop; False when none runs.
@@ -281,7 +285,7 @@ class Engine:
 
     @property
     def pending_jobs(self) -> int:
-        """After-turn jobs waiting or running."""
+        """After-turn jobs due or running."""
         return self.jobs.pending() if self.jobs is not None else 0
 
     def persona_for(self, session: ChatSession) -> Persona:
@@ -303,7 +307,7 @@ class Engine:
     async def _turn(
         self, inbound: InboundMessage, route: Route, text: str, *, reread: bool
     ) -> AsyncGenerator[TurnEvent, None]:
-        session = self.store.refresh(route.session) if reread else route.session
+        session = await self.db.run(self.store.refresh, route.session) if reread else route.session
         persona = self.persona_for(session)
         try:
             user_message_id = (await self._store_user_message(inbound, route, text, deliver=True)).id
@@ -311,9 +315,12 @@ class Engine:
         except DuplicateMessage as duplicate:
             stored_already(inbound)
             existing = duplicate.existing.id or 0
-            answered = self.store.reply_to(existing) is not None
+            answered = await self.db.run(self.store.reply_to, existing) is not None
             # Recovery is answering it, or already told the person it went unanswered.
-            handled = existing in self.recovering or self.deliveries.state_of(existing) == "noticed"
+            handled = (
+                existing in self.recovering
+                or await self.db.run(self.deliveries.state_of, existing) == "noticed"
+            )
             if answered or handled:
                 yield Reply(
                     kind="duplicate",
@@ -361,7 +368,8 @@ class Engine:
             await self.attachments.ingest(attachment) for attachment in inbound.attachments
         ]
         content = with_quote(text, inbound)
-        return self.store.append(
+        return await self.db.run(
+            self.store.append,
             route.session.id,
             NewMessage(
                 role="user",
@@ -413,21 +421,21 @@ class Engine:
                         and await self.overflow_handler(session, context)
                     )
                     if not recovered:
-                        self._store_event(session, "error: context overflow")
-                        self.deliveries.finish(plan.user_message_id, "failed")
+                        await self._store_event(session, "error: context overflow")
+                        await self.db.run(self.deliveries.finish, plan.user_message_id, "failed")
                         yield self._error(plan, OVERFLOW_MESSAGE)
                         finished = True
                         return
             finished = True
             if plan.running.stopped:
-                yield self._stopped_reply(plan, "".join(pieces))
+                yield await self._stopped_reply(plan, "".join(pieces))
                 return
-            stored = self._store_reply(plan, "".join(pieces), "complete")
+            stored = await self._store_reply(plan, "".join(pieces), "complete")
             yield self._assistant_reply(plan, stored)
         except StreamInterrupted as error:
             finished = True
             text = "".join(pieces) or error.partial_text
-            stored = self._store_reply(plan, text, "interrupted")
+            stored = await self._store_reply(plan, text, "interrupted")
             notice = f"{text}\n\n[The reply was cut off: {error}]"
             yield Reply(
                 kind="assistant",
@@ -441,17 +449,18 @@ class Engine:
             )
         except ProviderError as error:
             finished = True
-            self._store_event(session, f"error: {error}")
-            self.deliveries.finish(plan.user_message_id, "failed")
+            await self._store_event(session, f"error: {error}")
+            await self.db.run(self.deliveries.finish, plan.user_message_id, "failed")
             yield self._error(plan, f"{error} Your message is saved.")
         finally:
             if not finished:
                 # The lane stopped listening mid-stream (a closed browser tab, a
                 # cancelled task): keep what arrived, marked as interrupted.
-                self._store_reply(plan, "".join(pieces), "interrupted")
+                await self._store_reply(plan, "".join(pieces), "interrupted")
 
-    def _store_reply(self, plan: TurnPlan, text: str, status: str) -> StoredMessage:
-        return self.store.append(
+    async def _store_reply(self, plan: TurnPlan, text: str, status: str) -> StoredMessage:
+        return await self.db.run(
+            self.store.append,
             plan.session.id,
             NewMessage(
                 role="assistant",
@@ -466,9 +475,10 @@ class Engine:
             ),
         )
 
-    def _store_command(self, inbound: InboundMessage, route: Route, text: str) -> None:
+    async def _store_command(self, inbound: InboundMessage, route: Route, text: str) -> None:
         """Record a command as an event; its platform id makes a re-delivery a duplicate."""
-        self.store.append(
+        await self.db.run(
+            self.store.append,
             route.session.id,
             NewMessage(
                 role="system",
@@ -483,9 +493,11 @@ class Engine:
             ),
         )
 
-    def _store_event(self, session: ChatSession, text: str) -> None:
+    async def _store_event(self, session: ChatSession, text: str) -> None:
         # Events are `system` rows: exported with the transcript, never sent to the model.
-        self.store.append(session.id, NewMessage(role="system", content=text, token_count=0))
+        await self.db.run(
+            self.store.append, session.id, NewMessage(role="system", content=text, token_count=0)
+        )
 
     def _assistant_reply(self, plan: TurnPlan, stored: StoredMessage) -> Reply:
         return Reply(
@@ -498,8 +510,8 @@ class Engine:
             persona_name=plan.persona.name,
         )
 
-    def _stopped_reply(self, plan: TurnPlan, text: str) -> Reply:
-        stored = self._store_reply(plan, text, "interrupted")
+    async def _stopped_reply(self, plan: TurnPlan, text: str) -> Reply:
+        stored = await self._store_reply(plan, text, "interrupted")
         shutdown = plan.running.reason == "shutdown"
         note = SHUTDOWN_NOTE if shutdown else STOPPED_NOTE
         if shutdown:

@@ -122,7 +122,8 @@ class RunningTurns:
     async def wait_idle(self, timeout: float) -> bool:
         """True once no turn runs, False when `timeout` passed first."""
         try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._idle.wait()
         except TimeoutError:
             return False
         return True

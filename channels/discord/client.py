@@ -85,7 +85,7 @@ class ChorusClient(discord.Client):
                 webhooks=self.webhooks,
                 edit_interval=self.edit_interval,
             )
-            self.engine.delivered(inbound)
+            await self.engine.delivered(inbound)
         finally:
             self.replying.discard(task)
 

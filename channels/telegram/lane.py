@@ -193,12 +193,12 @@ class TelegramLane:
             )
 
             async def note_draft(draft_id: int) -> None:
-                self.engine.note_draft(inbound, str(draft_id))
+                await self.engine.note_draft(inbound, str(draft_id))
 
             await deliver_reply(
                 self.bot, target, self.engine.stream(inbound), self.delivery, on_draft=note_draft
             )
-            self.engine.delivered(inbound)
+            await self.engine.delivered(inbound)
         finally:
             # Whatever happened, these updates need nothing more from Telegram.
             self._stored(messages)

@@ -38,6 +38,7 @@ class UpdatePoller:
         self._progress = asyncio.Event()
         self._handlers: set[asyncio.Task[None]] = set()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self.confirmed_offset: int | None = None
 
     def start(self) -> None:
@@ -60,6 +61,7 @@ class UpdatePoller:
 
     async def stop(self) -> None:
         """Stop taking updates, let the ones taken reach the database, confirm them."""
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -87,7 +89,9 @@ class UpdatePoller:
             await asyncio.wait(list(self._handlers), timeout=timeout)
 
     async def _run(self) -> None:
-        while True:
+        # `stop` cancels this task; the flag ends the loop even if a cancellation
+        # arriving together with a wake-up is swallowed on the way.
+        while not self._stopping:
             offset = self.offset
             try:
                 updates = await self._bot(
@@ -107,7 +111,8 @@ class UpdatePoller:
                 # for one of them instead of asking again at once.
                 self._progress.clear()
                 with suppress(TimeoutError):
-                    await asyncio.wait_for(self._progress.wait(), 1.0)
+                    async with asyncio.timeout(1.0):
+                        await self._progress.wait()
 
     def _take(self, update: Update) -> None:
         self._highest = max(self._highest, update.update_id)

@@ -407,7 +407,8 @@ class DraftStreamer:
             self._wake.clear()
             if delay is None or delay > 0:
                 with suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), delay)
+                    async with asyncio.timeout(delay):
+                        await self._wake.wait()
                 continue
             if not await self._show():
                 return

@@ -111,7 +111,7 @@ async def visitor_of(
     cookie: Annotated[str | None, Security(COOKIE)],
 ) -> Visitor:
     # The security parameters document the two ways to authenticate; `authenticate` reads them.
-    return lane.visitors.authenticate(request)
+    return await lane.visitors.authenticate(request)
 
 
 CurrentVisitor = Annotated[Visitor, Depends(visitor_of)]
@@ -124,17 +124,17 @@ async def start_session(
     """Resume the visitor of the token sent (bearer or cookie), or create a new anonymous one."""
     name = body.name if body is not None else None
     try:
-        visitor = lane.visitors.authenticate(request)
+        visitor = await lane.visitors.authenticate(request)
     except HTTPException as error:
         if error.status_code != status.HTTP_401_UNAUTHORIZED:
             raise
     else:
         if name is not None:
-            visitor = lane.visitors.visit(visitor.id, name)
-        return lane.state_of(visitor)
+            visitor = await lane.visitors.visit(visitor.id, name)
+        return await lane.state_of(visitor)
     lane.check_new_visitor(lane.clients.client_ip(request))
     await lane.sweep_if_due()
-    token, visitor = lane.visitors.create(name)
+    token, visitor = await lane.visitors.create(name)
     response.set_cookie(
         COOKIE_NAME,
         token,
@@ -143,13 +143,13 @@ async def start_session(
         samesite="lax",
         secure=request.url.scheme == "https",
     )
-    return lane.state_of(visitor, token)
+    return await lane.state_of(visitor, token)
 
 
 @router.get("/session", response_model=SessionState, responses=error_responses(401))
 async def session_state(visitor: CurrentVisitor, lane: CurrentLane) -> SessionState:
     """The visitor's current conversation (it changes after /new or /link) and persona."""
-    return lane.state_of(visitor)
+    return await lane.state_of(visitor)
 
 
 @router.get("/personas", response_model=list[PersonaView])
@@ -176,9 +176,11 @@ async def history(
     Besides messages it holds events (role `system`, `event` set): commands, their answers,
     persona switches and errors, so a reload shows what the person saw.
     """
-    session = lane.visitors.owned_session(visitor, session_id)
-    rows = lane.store.messages(session.id, before_seq=before, limit=limit)
-    files = lane.store.attachments_for(row.id for row in rows if row.id is not None and row.attachment_count)
+    session = await lane.visitors.owned_session(visitor, session_id)
+    rows = await lane.engine.db.run(lane.store.messages, session.id, before_seq=before, limit=limit)
+    files = await lane.engine.db.run(
+        lane.store.attachments_for, [row.id for row in rows if row.id is not None and row.attachment_count]
+    )
     messages = message_views(rows, files, lane.engine.personas)
     more = len(rows) == limit and rows[0].seq > 1
     return HistoryPage(session_id=session.id, messages=messages, next_before=rows[0].seq if more else None)
@@ -194,7 +196,7 @@ async def post_message(
     session_id: str, request: Request, visitor: CurrentVisitor, lane: CurrentLane
 ) -> Response:
     """Send a message (text, a command, and/or files) and stream the reply as Server-Sent Events."""
-    lane.visitors.current_session(visitor, session_id)
+    await lane.visitors.current_session(visitor, session_id)
     check_request_size(request, lane.attachments.max_bytes)
     ip = lane.clients.client_ip(request)
     lane.check_rate(visitor, ip)
@@ -223,14 +225,14 @@ async def switch_persona(
     session_id: str, body: SwitchPersona, request: Request, visitor: CurrentVisitor, lane: CurrentLane
 ) -> CommandResult:
     """Switch the persona, exactly as `/persona <id>` does on every lane."""
-    current = lane.visitors.current_session(visitor, session_id)
+    current = await lane.visitors.current_session(visitor, session_id)
     lane.check_rate(visitor, lane.clients.client_ip(request))
     command = f"/persona {body.persona_id.strip()}"
     reply = await lane.engine.respond(lane.visitors.inbound(visitor.id, visitor.name, text=command))
     if reply.kind == "error":
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, reply.text)
     # /persona keeps the session; read it again for the persona it switched to.
-    session = lane.store.refresh(current)
+    session = await lane.engine.db.run(lane.store.refresh, current)
     return CommandResult(
         kind=reply.kind, text=reply.text, session_id=session.id, persona=lane.persona_of(session)
     )
@@ -247,7 +249,7 @@ async def stop_reply(session_id: str, visitor: CurrentVisitor, lane: CurrentLane
     What arrived is kept, stored as interrupted; its stream ends with `done` and status `stopped`.
     `stopped` is false when no reply was streaming in this server process.
     """
-    session = lane.visitors.owned_session(visitor, session_id)
+    session = await lane.visitors.owned_session(visitor, session_id)
     return StopResult(stopped=lane.engine.stop_turn(session.id))
 
 
@@ -260,10 +262,10 @@ async def attachment(
     attachment_id: Annotated[int, Path(ge=1, le=MAX_ID)], visitor: CurrentVisitor, lane: CurrentLane
 ) -> FileResponse:
     """A file from the visitor's own conversation; images inline, documents as downloads."""
-    found = lane.store.get_attachment(attachment_id)
+    found = await lane.engine.db.run(lane.store.get_attachment, attachment_id)
     if found is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "There is no such attachment.")
-    lane.visitors.owned_session(visitor, found.session_id)
+    await lane.visitors.owned_session(visitor, found.session_id)
     path = lane.attachments.path_of(found.path)
     if not path.is_file():
         raise HTTPException(status.HTTP_404_NOT_FOUND, "The file of this attachment is no longer stored.")

@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
+from bot.storage.models import Message
 from bot.storage.store import Store
 from bot.turns.engine import Engine
 from bot.turns.events import Delta, Reply, TurnEvent
@@ -87,7 +88,7 @@ async def turn_events(
                 yield encode_event("error", {"kind": "error", "text": SERVER_FAILURE, "status": "failed"})
                 return
             if pieces.final is not None:
-                yield encode_event(*final_event(store, pieces.final))
+                yield encode_event(*await final_event(engine, store, pieces.final))
                 return
     finally:
         if not turn.done():
@@ -97,11 +98,12 @@ async def turn_events(
                 await turn
 
 
-def final_event(store: Store, reply: Reply) -> tuple[str, dict[str, Any]]:
+async def final_event(engine: Engine, store: Store, reply: Reply) -> tuple[str, dict[str, Any]]:
     if reply.kind == "error":
         return "error", final_payload(reply)
     if reply.kind == "duplicate":
-        return "done", duplicate_payload(store, reply)
+        answer = await engine.db.run(store.reply_to, reply.user_message_id) if reply.user_message_id else None
+        return "done", duplicate_payload(answer, reply)
     return "done", final_payload(reply)
 
 
@@ -118,8 +120,8 @@ def final_payload(reply: Reply) -> dict[str, Any]:
     }
 
 
-def duplicate_payload(store: Store, reply: Reply) -> dict[str, Any]:
-    answer = store.reply_to(reply.user_message_id) if reply.user_message_id else None
+def duplicate_payload(answer: Message | None, reply: Reply) -> dict[str, Any]:
+    """The stored answer of a message sent again, or the duplicate reply itself when none is stored."""
     if answer is None:
         return final_payload(reply)
     return final_payload(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
@@ -79,16 +78,16 @@ class WebLane:
             return
         self._last_sweep = now
         idle = timedelta(hours=self.runtime.settings.channels.web.idle_visitor_hours)
-        visitors = await asyncio.to_thread(self.store.forget_idle_visitors, idle)
-        codes = await asyncio.to_thread(self.store.delete_expired_link_codes)
+        visitors = await self.engine.db.run(self.store.forget_idle_visitors, idle)
+        codes = await self.engine.db.run(self.store.delete_expired_link_codes)
         if visitors or codes:
             log.info("forgot %d idle web visitors and %d expired link codes", visitors, codes)
 
     def persona_of(self, session: ChatSession) -> PersonaView:
         return persona_view(self.engine.persona_for(session))
 
-    def state_of(self, visitor: Visitor, token: str | None = None) -> SessionState:
-        session = self.store.refresh(visitor.session)
+    async def state_of(self, visitor: Visitor, token: str | None = None) -> SessionState:
+        session = await self.engine.db.run(self.store.refresh, visitor.session)
         return SessionState(
             visitor_id=visitor.id,
             name=visitor.name,

@@ -53,14 +53,14 @@ class Visitors:
         self.engine = engine
         self.allowed_origins = set(allowed_origins)
 
-    def create(self, name: str | None) -> tuple[str, Visitor]:
-        token, visitor_id = self.store.create_visitor()
-        return token, self.visit(visitor_id, name)
+    async def create(self, name: str | None) -> tuple[str, Visitor]:
+        token, visitor_id = await self.engine.db.run(self.store.create_visitor)
+        return token, await self.visit(visitor_id, name)
 
-    def authenticate(self, request: Request) -> Visitor:
+    async def authenticate(self, request: Request) -> Visitor:
         """The visitor behind the request's token; 401 without a valid one."""
         credentials = credentials_of(request)
-        found = self.store.visitor_route(credentials.token) if credentials else None
+        found = await self.engine.db.run(self.store.visitor_route, credentials.token) if credentials else None
         if credentials is None or found is None:
             raise HTTPException(
                 status.HTTP_401_UNAUTHORIZED,
@@ -73,10 +73,13 @@ class Visitors:
         # One read resolves the visitor for the whole request, the turn included.
         if route is not None:
             return Visitor(id=visitor_id, route=Route(account=route[0], session=route[1]))
-        return self.visit(visitor_id, None)
+        return await self.visit(visitor_id, None)
 
-    def visit(self, visitor_id: str, name: str | None) -> Visitor:
+    async def visit(self, visitor_id: str, name: str | None) -> Visitor:
         """Route the visitor as the engine would; `name` renames them when given."""
+        return await self.engine.db.run(self._visit, visitor_id, name)
+
+    def _visit(self, visitor_id: str, name: str | None) -> Visitor:
         if name is None:
             account = self.store.find_account("web", visitor_id)
             name = account.display_name if account is not None else DEFAULT_NAME
@@ -102,20 +105,20 @@ class Visitors:
             attachments=attachments,
         )
 
-    def owned_session(self, visitor: Visitor, session_id: str) -> ChatSession:
+    async def owned_session(self, visitor: Visitor, session_id: str) -> ChatSession:
         """A session the visitor may read: 404 if unknown, 403 if someone else's."""
-        session = self.store.get_session(session_id)
+        session = await self.engine.db.run(self.store.get_session, session_id)
         if session is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, "There is no such conversation.")
         if not visitor.owns(session):
             raise HTTPException(status.HTTP_403_FORBIDDEN, "This conversation belongs to someone else.")
         return session
 
-    def current_session(self, visitor: Visitor, session_id: str) -> ChatSession:
+    async def current_session(self, visitor: Visitor, session_id: str) -> ChatSession:
         """The session the visitor talks in now; 409 for an older one of theirs."""
         if session_id == visitor.session.id:
             return visitor.session
-        session = self.owned_session(visitor, session_id)
+        session = await self.owned_session(visitor, session_id)
         if session.id != visitor.session.id:
             raise HTTPException(
                 status.HTTP_409_CONFLICT,

@@ -187,6 +187,8 @@ async def test_health_shows_lanes_model_errors_and_job_queue(tmp_path: Path, fak
     try:
         fake_openai.script(Drop(after_text="", clean=True))
         await runtime.engine.respond(inbound("are you there?"))
+        # The turn's after-turn work runs on database threads: settled first, so the count holds still.
+        await runtime.engine.drain()
         async with httpx.AsyncClient(
             transport=httpx.ASGITransport(app=create_app(runtime)), base_url=BASE_URL
         ) as http:

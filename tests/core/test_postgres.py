@@ -169,3 +169,18 @@ async def test_dates_sender_names_and_dense_vectors_on_postgres(runtimes, tmp_pa
         assert len(MemoryStore(runtime.database).vectors_after(owner, "message", 0)) == 20
         hit = runtime.memory.recall.search(owner, "a meeting for people who help each other", 1)[0]
         assert "support group" in hit.text
+        # A row that lost its vector gets it back from the backfill.
+        from bot.memory.backfill import BackfillResult, backfill_embeddings
+
+        with runtime.database.begin() as connection:
+            connection.execute(
+                text("UPDATE memory_items SET embedding = NULL WHERE id = :id"), {"id": item.id}
+            )
+            connection.execute(
+                text("DELETE FROM message_embeddings WHERE message_id = (SELECT min(id) FROM messages)")
+            )
+        assert runtime.memory.embedder is not None
+        assert backfill_embeddings(MemoryStore(runtime.database), runtime.memory.embedder) == BackfillResult(
+            1, 1
+        )
+        assert len(MemoryStore(runtime.database).vectors_after(owner, "message", 0)) == 20

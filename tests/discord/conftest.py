@@ -14,6 +14,7 @@ from channels.discord.lane import DiscordLane
 from tests.discord.fake_discord import VALID_TOKEN, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.runtime import make_runtime
+from tests.support.teardown import within_deadline
 
 LaneFactory = Callable[..., Awaitable[tuple[DiscordLane, Runtime]]]
 
@@ -76,5 +77,5 @@ async def start_lane(
 
     yield start
     for lane, runtime in started:
-        await lane.stop()
-        await runtime.aclose()
+        await within_deadline(lane.stop(), "stopping the Discord lane")
+        await within_deadline(runtime.aclose(), "closing the runtime")

@@ -49,7 +49,7 @@ async def test_a_reply_defers_its_jobs_in_its_transaction(
         (TIMER_TASK, None, "todo"),
     ]
     assert [job.args["seq"] for job in jobs] == [seq, seq, seq]
-    assert jobs[2].scheduled_at is not None and runtime.engine.pending_jobs == 3
+    assert jobs[2].scheduled_at is not None and runtime.engine.pending_jobs == 2
     await runtime.engine.respond(inbound("and again"))
     # The waiting jobs cover the second turn (queueing lock); each reply sets a timer.
     assert [job.task_name for job in procrastinate_jobs(runtime)] == [

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -132,6 +135,18 @@ def test_chorus_recall_prints_hits_and_json(
     assert hits[0]["sender"] == "Alice" and hits[0]["date"].startswith("20")
     assert hits[0]["score"] > hits[1]["score"] > 0
     assert chorus(["--config", config, "recall", "nosuchsession", "billing"]) == 2
+    # A command on its own: with dense recall off it loads neither numpy nor the model.
+    probe = (
+        "import sys\n"
+        "from bot.cli import main\n"
+        f"main(['--config', {config!r}, 'recall', {session_id!r}, 'billing'])\n"
+        "print(sorted({'numpy', 'bot.memory.minilm', 'bot.runtime'} & set(sys.modules)))"
+    )
+    environ = {**os.environ, "CHORUS_MEMORY_DENSE": "false"}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=environ, check=True
+    )
+    assert "PostgreSQL for billing" in result.stdout and result.stdout.strip().endswith("[]")
 
 
 async def test_recall_finds_messages_written_without_spaces(runtimes, tmp_path: Path) -> None:

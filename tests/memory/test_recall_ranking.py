@@ -58,6 +58,24 @@ def test_an_item_and_its_source_message_take_one_slot() -> None:
     assert fused[0].score > fused[1].score
 
 
+def test_the_hit_one_list_ranks_first_keeps_its_place_among_hits_all_lists_agree_on() -> None:
+    def hit(source: str, seq: int) -> RecallHit:
+        return RecallHit(source, seq, f"text {seq}", "fact", "s1", seq, seq, None, None, 1.0)
+
+    agreed = [hit("message", seq) for seq in range(1, 11)]
+    lone = [hit("memory", 99), *(hit("memory", seq) for seq in range(1, 11))]
+    rankings = [
+        Ranking("full-text", 1.0, agreed),
+        Ranking("dense", 1.0, agreed),
+        Ranking("dense", 0.9, lone),
+    ]
+    fused = fuse(rankings, 5)
+    # By fused score alone seq 99 (one list's first) is behind all ten agreed slots.
+    assert 99 in [h.seq for h in fused]
+    assert [h.seq for h in fused][:4] == [1, 2, 3, 4]
+    assert [h.score for h in fused] == sorted((h.score for h in fused), reverse=True)
+
+
 async def test_messages_and_items_are_fused_by_rank_not_by_source(runtime: Runtime) -> None:
     await record(runtime, "The quarterly budget review moved to the green meeting room.", "Dana")
     for n in range(19):

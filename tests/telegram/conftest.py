@@ -12,6 +12,7 @@ from bot.runtime import Runtime
 from channels.telegram.lane import TelegramLane
 from tests.fakes.openai_server import FakeOpenAI, fake_openai_fixture  # noqa: F401
 from tests.support.runtime import make_runtime
+from tests.support.teardown import within_deadline
 from tests.telegram.bot_api_server import TOKEN, FakeBotAPI
 
 # Fast enough for tests, slow enough that throttling and albums are observable.
@@ -37,7 +38,7 @@ async def runtime(tmp_path: Path, fake_openai: FakeOpenAI, bot_api: FakeBotAPI) 
         channels_telegram_api_base=bot_api.base_url,
     )
     yield built
-    await built.aclose()
+    await within_deadline(built.aclose(), "closing the runtime")
 
 
 @pytest.fixture
@@ -59,7 +60,7 @@ async def start_lane(runtime: Runtime) -> AsyncIterator[LaneFactory]:
 
     yield start
     for lane in lanes:
-        await lane.stop()
+        await within_deadline(lane.stop(), "stopping the Telegram lane")
 
 
 @pytest.fixture

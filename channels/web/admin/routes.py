@@ -109,11 +109,11 @@ def protected_routes(console: Console, auth: AdminAuth) -> APIRouter:
 
     @router.get("/api/conversations")
     async def conversations(q: str = "") -> list[dict[str, Any]]:
-        return console.conversations(q)
+        return await console.engine.db.run(console.conversations, q)
 
     @router.get("/api/conversations/{session_id}/transcript")
     async def transcript(session_id: str) -> dict[str, Any]:
-        return _found(lambda: console.transcript(session_id))
+        return await _found(console, lambda: console.transcript(session_id))
 
     @router.get("/api/conversations/{session_id}/context")
     async def context(session_id: str) -> dict[str, Any]:
@@ -125,7 +125,7 @@ def protected_routes(console: Console, auth: AdminAuth) -> APIRouter:
     @router.post("/api/conversations/{session_id}/persona")
     async def switch_persona(session_id: str, choice: PersonaChoice) -> dict[str, str]:
         try:
-            persona_id = console.switch_persona(session_id, choice.persona_id)
+            persona_id = await console.engine.db.run(console.switch_persona, session_id, choice.persona_id)
         except NotFound as error:
             raise HTTPException(status.HTTP_404_NOT_FOUND, str(error)) from error
         except ChorusError as error:
@@ -134,7 +134,7 @@ def protected_routes(console: Console, auth: AdminAuth) -> APIRouter:
 
     @router.get("/api/attachments/{attachment_id}")
     async def attachment_file(attachment_id: int) -> FileResponse:
-        path, mime_type, _text = _found(lambda: console.attachment(attachment_id))
+        path, mime_type, _text = await _found(console, lambda: console.attachment(attachment_id))
         # Stored files are shown, never run: no sniffing, and a sandbox for anything opened directly.
         return FileResponse(
             path,
@@ -144,21 +144,21 @@ def protected_routes(console: Console, auth: AdminAuth) -> APIRouter:
 
     @router.get("/api/attachments/{attachment_id}/text")
     async def attachment_text(attachment_id: int) -> dict[str, str | None]:
-        _path, _mime, text = _found(lambda: console.attachment(attachment_id))
+        _path, _mime, text = await _found(console, lambda: console.attachment(attachment_id))
         return {"text": text}
 
     @router.get("/api/memory")
     async def memory(q: str = "", session: Annotated[str | None, Query()] = None) -> list[dict[str, Any]]:
-        return _found(lambda: console.memory(q, session))
+        return await _found(console, lambda: console.memory(q, session))
 
     @router.post("/api/memory/{item_id}/forget")
     async def forget(item_id: int) -> dict[str, int]:
-        _found(lambda: console.forget(item_id))
+        await _found(console, lambda: console.forget(item_id))
         return {"forgotten": item_id}
 
     @router.get("/api/personas")
     async def personas() -> list[dict[str, Any]]:
-        return console.personas()
+        return await console.engine.db.run(console.personas)
 
     @router.get("/api/health")
     async def health() -> dict[str, Any]:
@@ -167,9 +167,10 @@ def protected_routes(console: Console, auth: AdminAuth) -> APIRouter:
     return router
 
 
-def _found(read: Callable[[], T]) -> T:
+async def _found(console: Console, read: Callable[[], T]) -> T:
+    """`read()` on a database thread; NotFound becomes a 404."""
     try:
-        return read()
+        return await console.engine.db.run(read)
     except NotFound as error:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(error)) from error
 

@@ -1,0 +1,102 @@
+"""Rows stored before dense recall was on get their embeddings afterwards.
+
+Needs the `dense` extra's model (skipped without it, like test_dense.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from bot.memory.backfill import BackfillResult, backfill_embeddings
+from bot.memory.dense import load_embedder
+from bot.runtime import Runtime
+from bot.storage.memory_store import MemoryStore, Owner
+from tests.support.runtime import inbound, make_runtime, make_settings
+
+pytest.importorskip("numpy")
+if load_embedder() is None:
+    pytest.skip("the dense extra's model package is not installed", allow_module_level=True)
+
+GROUP = {"chat_id": "g7", "chat_kind": "group"}
+OWNER = Owner("group", "web:g7")
+LINES = [
+    ("Melanie", "I signed up for taekwondo classes, the kicks are brutal."),
+    ("Caroline", "The bakery on the corner sells sourdough now."),
+] + [("Eli", f"Reminder {n}: the printer on floor {n} is out of toner.") for n in range(18)]
+
+
+async def stored_without_vectors(tmp_path: Path) -> None:
+    """Twenty group messages, offloaded into items, with dense recall off."""
+    runtime: Runtime = make_runtime(tmp_path, memory_idle_seconds=0, memory_dense=False)
+    try:
+        for name, text in LINES:
+            await runtime.engine.record(inbound(text, user_id=name.lower(), display_name=name, **GROUP))
+        await runtime.engine.drain()
+        memory = MemoryStore(runtime.database)
+        assert memory.all_items(OWNER) and all(item.embedding is None for item in memory.all_items(OWNER))
+        assert memory.vector_counts(OWNER) == {"memory": (0, 0), "message": (0, 0)}
+    finally:
+        await runtime.aclose()
+
+
+async def test_backfill_embeds_old_rows_and_a_cached_index_sees_them(tmp_path: Path) -> None:
+    await stored_without_vectors(tmp_path)
+    runtime: Runtime = make_runtime(tmp_path, memory_idle_seconds=0, memory_dense=True)
+    try:
+        assert runtime.memory is not None
+        recall = runtime.memory.recall
+        # Newer messages are embedded by the offload as usual, with higher ids than the old rows.
+        for n in range(20):
+            text = f"Parking note {n}: level {n} is full."
+            await runtime.engine.record(inbound(text, user_id="eli", display_name="Eli", **GROUP))
+        await runtime.engine.drain()
+        memory = MemoryStore(runtime.database)
+        embedded = memory.vector_counts(OWNER)
+        question = "Which martial arts are practised here?"
+        # Not found yet; the dense index now caches the owner's matrices of the newer rows.
+        assert not any("taekwondo" in hit.text for hit in recall.search(OWNER, question, 1))
+        items = len(memory.all_items(OWNER)) - embedded["memory"][0]
+
+        assert runtime.memory.embedder is not None
+        result = backfill_embeddings(memory, runtime.memory.embedder, batch=7)
+
+        assert (result.items, result.messages) == (items, len(LINES))
+        assert memory.vector_counts(OWNER)["message"][0] == len(LINES) + 20
+        assert all(item.embedding is not None for item in memory.all_items(OWNER))
+        assert "taekwondo" in recall.search(OWNER, question, 1)[0].text
+        # Nothing is left to do, and nothing is embedded twice.
+        assert backfill_embeddings(memory, recall.dense.embedder) == BackfillResult(0, 0)  # type: ignore[union-attr]
+    finally:
+        await runtime.aclose()
+
+
+async def test_serve_start_runs_the_backfill_in_the_background(tmp_path: Path) -> None:
+    await stored_without_vectors(tmp_path)
+    runtime: Runtime = make_runtime(tmp_path, memory_idle_seconds=0, memory_dense=True)
+    try:
+        assert runtime.memory is not None
+        task = runtime.memory.start_backfill()
+        assert task is not None
+        result = await task
+        assert result is not None and result.messages == len(LINES)
+        assert runtime.memory.start_backfill() is task  # one pass per process
+    finally:
+        await runtime.aclose()
+
+
+async def test_memory_reindex_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await stored_without_vectors(tmp_path)
+    settings = make_settings(tmp_path)
+    monkeypatch.setenv("CHORUS_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("CHORUS_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("CHORUS_MEMORY_DENSE", "true")
+    assert main(["memory", "reindex"]) == 0
+    assert f"and {len(LINES)} messages" in capsys.readouterr().out
+    monkeypatch.setenv("CHORUS_MEMORY_DENSE", "false")
+    assert main(["memory", "reindex"]) == 2
+    assert "dense recall is off" in capsys.readouterr().err
