@@ -56,7 +56,8 @@ class MemoryService:
         self.embedder = embedder
         self.offloader = Offloader(store, distiller, settings, embedder)
         self.recall = Recall(store, settings, DenseIndex(store, embedder) if embedder is not None else None)
-        # Sessions whose offload ran in this process and did not go idle since.
+        # Sessions whose offload ran in this process and did not go idle since (with the
+        # idle flush off, so is the flush at shutdown).
         self._active: dict[str, ChatSession] = {}
         self._backfill: asyncio.Task[BackfillResult | None] | None = None
         self._stop_backfill = threading.Event()
@@ -88,8 +89,9 @@ class MemoryService:
         """The `memory.offload` job: offload when a trigger is reached."""
         if not self.settings.enabled:
             return
-        # Noted even when the offload fails: the shutdown flush retries it.
-        self._active[session.id] = session
+        if self.settings.idle_seconds > 0:
+            # Noted even when the offload fails: the shutdown flush retries it.
+            self._active[session.id] = session
         count_offload(await self.offloader.offload(session))
 
     async def flush_idle(self, session: ChatSession) -> None:
