@@ -25,6 +25,8 @@ from bot.errors import ConfigError
 # The first key of the two-key advisory locks Chorus takes; the second names the thing.
 PROCESS_LOCK_CLASS = 7301
 SESSION_LOCK_CLASS = 7302
+# Roles one process per database plays at a time (see bot.roles).
+ROLE_LOCK_CLASS = 7303
 
 
 def lock_key(name: str) -> int:

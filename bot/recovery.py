@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
@@ -32,7 +32,7 @@ PARALLEL_TURNS = 8
 
 @runtime_checkable
 class ResumableLane(Protocol):
-    async def resume(self, delivery: Delivery, events: AsyncIterator[TurnEvent]) -> None:
+    async def resume(self, delivery: Delivery, events: AsyncGenerator[TurnEvent, None]) -> None:
         """Deliver `events` for a turn this process did not take, over its old draft if any."""
         ...
 
@@ -120,8 +120,17 @@ class Recovery:
         text = stored.content
         if stored.status == "interrupted":
             text = f"{text}\n\n{SHUTDOWN_NOTE}" if text else SHUTDOWN_NOTE
-        return Reply(kind="assistant", text=text, status=stored.status)
+        # Lanes show who spoke (a persona's name or webhook), as the live reply did.
+        persona = self.engine.personas.resolve(stored.persona_id)
+        return Reply(
+            kind="assistant",
+            text=text,
+            status=stored.status,
+            session_id=delivery.session_id,
+            persona_id=persona.id,
+            persona_name=persona.name,
+        )
 
 
-async def _single(reply: Reply) -> AsyncIterator[TurnEvent]:
+async def _single(reply: Reply) -> AsyncGenerator[TurnEvent, None]:
     yield reply

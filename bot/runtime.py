@@ -21,6 +21,7 @@ from bot.memory.dense import load_embedder
 from bot.providers import make_provider
 from bot.providers.base import ChatProvider
 from bot.providers.observed import ObservedProvider
+from bot.roles import ProcessRoles
 from bot.storage import migrate
 from bot.storage.boundary import boundary_for
 from bot.storage.database import create_database_engine
@@ -44,6 +45,8 @@ class Runtime:
     store: Store
     engine: Engine
     jobs: JobQueue
+    # Roles one process per database plays (polling Telegram for a bot).
+    roles: ProcessRoles
     memory: MemoryService | None = None
     context: ContextMaintainer | None = None
     lanes: LaneHealth = field(default_factory=LaneHealth)
@@ -61,6 +64,7 @@ class Runtime:
         await self.engine.provider.aclose()
         if self.engine.locks.shared is not None:
             await self.engine.locks.shared.aclose()
+        await self.roles.aclose()
         # Calls already handed to the database threads finish before the connections close.
         boundary_for(self.database).close()
         self.database.dispose()
@@ -152,6 +156,7 @@ def build_runtime(
         jobs=engine.jobs,
         memory=memory,
         context=context,
+        roles=ProcessRoles(settings.database_url, shared=database.dialect.name == "postgresql"),
     )
 
 

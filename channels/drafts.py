@@ -36,6 +36,7 @@ class DraftStream(Generic[Handle]):
         interval: float = 1.0,
         first_after: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
+        draft: Handle | None = None,
     ) -> None:
         self._send = send
         self._edit = edit
@@ -43,7 +44,8 @@ class DraftStream(Generic[Handle]):
         self._interval = interval
         self._first_after = first_after
         self._clock = clock
-        self._draft: Handle | None = None
+        # A draft message an earlier process left (a recovered turn) is edited, not replaced.
+        self._draft: Handle | None = draft
         self._shown = ""
         self._started: float | None = None
         self._last_edit = float("-inf")

@@ -98,19 +98,19 @@ def fuse(rankings: Sequence[Ranking], limit: int) -> list[RecallHit]:
     leads_per_list = max(1, round(limit * LEADS_SHARE))
     leads: list[tuple[str, str, int]] = []
     for ranking in rankings:
-        voted: list[tuple[str, str, int]] = []
+        voted: dict[tuple[str, str, int], None] = {}  # this list's slots, in rank order
         for hit in ranking.hits:
             key = slot(hit)
             if key in voted:
                 continue  # one vote per list and slot: several items of one message are one hit
-            voted.append(key)
+            voted[key] = None
             share = ranking.weight / (RRF_K + len(voted))
             by_retriever = shares.setdefault(key, {})
             by_retriever[ranking.retriever] = max(by_retriever.get(ranking.retriever, 0.0), share)
             current = shown.get(key)
             if current is None or (current.source == "memory" and hit.source == "message"):
                 shown[key] = hit
-        leads += voted[:leads_per_list]
+        leads += list(voted)[:leads_per_list]
     scores = {key: sum(by_retriever.values()) for key, by_retriever in shares.items()}
     by_score = sorted(scores, key=lambda key: scores[key], reverse=True)
     kept = set(sorted(set(leads), key=lambda key: scores[key], reverse=True)[:limit])

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Sequence
 
 from bot.config import MemorySettings
-from bot.memory.backfill import BackfillResult, backfill_embeddings
+from bot.memory.backfill import BackfillResult, backfill_steps
 from bot.memory.dense import DenseIndex, Embedder, off_loop
 from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller
 from bot.memory.offload import Offloader, OffloadResult
@@ -60,13 +59,14 @@ class MemoryService:
         # idle flush off, so is the flush at shutdown).
         self._active: dict[str, ChatSession] = {}
         self._backfill: asyncio.Task[BackfillResult | None] | None = None
-        self._stop_backfill = threading.Event()
+        self._stop_backfill = False
 
     def start_backfill(self) -> asyncio.Task[BackfillResult | None] | None:
-        """Embed, in a background thread, the rows stored before dense recall was on.
+        """Embed the rows stored before dense recall was on, in the background.
 
-        Started by `chorus serve`; a no-op without dense recall. Shutdown stops it
-        between batches, and the next start carries on where it stopped.
+        Started by `chorus serve`; a no-op without dense recall. Each batch is one job
+        on the embedding thread, so turns' queries are embedded between batches.
+        Shutdown stops it between batches; the next start carries on where it stopped.
         """
         if self.embedder is None or not self.settings.enabled or self._backfill is not None:
             return self._backfill
@@ -74,16 +74,17 @@ class MemoryService:
         return self._backfill
 
     async def _run_backfill(self, embedder: Embedder) -> BackfillResult | None:
+        steps = backfill_steps(self.store, embedder)
+        total = BackfillResult(0, 0)
         try:
-            result = await asyncio.to_thread(
-                backfill_embeddings, self.store, embedder, stop=self._stop_backfill.is_set
-            )
+            while not self._stop_backfill and (step := await off_loop(next, steps, None)) is not None:
+                total += step
         except Exception:
             log.exception("embedding stored memory for dense recall failed")
             return None
-        if result.items or result.messages:
-            log.info("dense recall: embedded %d stored items and %d messages", result.items, result.messages)
-        return result
+        if total.items or total.messages:
+            log.info("dense recall: embedded %d stored items and %d messages", total.items, total.messages)
+        return total
 
     async def offload_due(self, session: ChatSession) -> None:
         """The `memory.offload` job: offload when a trigger is reached."""
@@ -123,7 +124,7 @@ class MemoryService:
     async def aclose(self) -> None:
         """Shutdown ends the activity of every session offloaded here: flush what is pending."""
         if self._backfill is not None:
-            self._stop_backfill.set()
+            self._stop_backfill = True
             await asyncio.gather(self._backfill, return_exceptions=True)
         active, self._active = list(self._active.values()), {}
         for session in active:

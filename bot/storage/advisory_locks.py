@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager, suppress
 import psycopg
 from sqlalchemy.engine import make_url
 
-from bot.liveness import SESSION_LOCK_CLASS, lock_key
+from bot.liveness import ROLE_LOCK_CLASS, SESSION_LOCK_CLASS, lock_key
 
 # Connections a process keeps for turn locks: as many sessions' turns hold or wait
 # for their lock at once; more queue in the process (PostgreSQL's max_connections
@@ -26,14 +26,19 @@ CONNECT_ATTEMPTS = 3
 CONNECT_RETRY_SECONDS = 0.1
 LOCK = "SELECT pg_advisory_lock(%s, %s)"
 UNLOCK = "SELECT pg_advisory_unlock(%s, %s)"
+TRY_LOCK = "SELECT pg_try_advisory_lock(%s, %s)"
+
+
+def dsn_of(database_url: str) -> str:
+    """The libpq connection string psycopg takes, from a SQLAlchemy database URL."""
+    return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 class PostgresSessionLocks:
     """At most `size` sessions hold (or wait for) a lock at once in this process."""
 
     def __init__(self, database_url: str, size: int) -> None:
-        url = make_url(database_url).set(drivername="postgresql")
-        self._dsn = url.render_as_string(hide_password=False)
+        self._dsn = dsn_of(database_url)
         self._slots = asyncio.Semaphore(size)
         self._idle: list[psycopg.AsyncConnection[object]] = []
 
@@ -81,3 +86,36 @@ class PostgresSessionLocks:
                 # the selector); a fresh attempt is cheap next to failing the person's turn.
                 await asyncio.sleep(CONNECT_RETRY_SECONDS)
         return await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+
+
+class PostgresRoleLock:
+    """A role only one process on the database may play, held until released or the process dies.
+
+    Held on a connection of its own: PostgreSQL drops a session-level advisory lock when
+    its connection ends, so a process killed with -9 never keeps a role.
+    """
+
+    def __init__(self, database_url: str, name: str) -> None:
+        self._dsn = dsn_of(database_url)
+        self._key = (ROLE_LOCK_CLASS, lock_key(name))
+        self._connection: psycopg.AsyncConnection[object] | None = None
+
+    async def acquire(self) -> bool:
+        """Take the role if no other process holds it; never waits for it."""
+        if self._connection is not None:
+            return True
+        connection = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+        cursor = await connection.execute(TRY_LOCK, self._key)
+        row = await cursor.fetchone()
+        if row is None or not row[0]:
+            await connection.close()
+            return False
+        self._connection = connection
+        return True
+
+    async def release(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            # Closing the connection ends its session, and with it the lock.
+            with suppress(OSError, psycopg.Error):
+                await connection.close()

@@ -5,14 +5,25 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import AsyncGenerator
+from typing import Any
 
 import discord
 from discord import app_commands
+from discord.utils import MISSING
 
+from bot.storage.delivery_models import Delivery
 from bot.turns.engine import Engine
+from bot.turns.events import TurnEvent
 from channels.discord.access import AccessPolicy
 from channels.discord.endpoints import Endpoints, RoutedHTTPClient
-from channels.discord.replies import MESSAGE_LIMIT, STOP_PREFIX, deliver_reply
+from channels.discord.replies import (
+    MESSAGE_LIMIT,
+    STOP_PREFIX,
+    DiscordReply,
+    deliver_reply,
+    parse_draft_ref,
+)
 from channels.discord.settings import DiscordSettings
 from channels.discord.slash import add_engine_commands
 from channels.discord.translate import interaction_inbound, message_inbound
@@ -37,10 +48,18 @@ def chorus_intents() -> discord.Intents:
 
 class ChorusClient(discord.Client):
     def __init__(
-        self, engine: Engine, settings: DiscordSettings, endpoints: Endpoints, *, edit_interval: float
+        self,
+        engine: Engine,
+        settings: DiscordSettings,
+        endpoints: Endpoints,
+        *,
+        edit_interval: float,
+        **client_options: Any,
     ) -> None:
         # Model output must never ping @everyone, roles or people.
-        super().__init__(intents=chorus_intents(), allowed_mentions=discord.AllowedMentions.none())
+        super().__init__(
+            intents=chorus_intents(), allowed_mentions=discord.AllowedMentions.none(), **client_options
+        )
         self.http = RoutedHTTPClient(endpoints, self.loop)
         self._connection.http = self.http
         self.engine = engine
@@ -77,6 +96,10 @@ class ChorusClient(discord.Client):
         task = asyncio.current_task()
         assert task is not None
         self.replying.add(task)
+
+        async def note_draft(draft: str) -> None:
+            await self.engine.note_draft(inbound, draft)
+
         try:
             await deliver_reply(
                 message,
@@ -84,10 +107,50 @@ class ChorusClient(discord.Client):
                 personas=self.engine.personas,
                 webhooks=self.webhooks,
                 edit_interval=self.edit_interval,
+                on_draft=note_draft,
             )
             await self.engine.delivered(inbound)
         finally:
             self.replying.discard(task)
+
+    async def resume(self, delivery: Delivery, events: AsyncGenerator[TurnEvent, None]) -> None:
+        """Deliver a turn a process that died left (recovery), over the draft it left if any."""
+        channel_id = int(delivery.chat_id)
+        channel = self.get_channel(channel_id) or await self.fetch_channel(channel_id)
+        assert isinstance(channel, discord.abc.Messageable)
+        reference = None
+        if delivery.chat_kind == "group" and delivery.platform_message_id.isdigit():
+            question = channel.get_partial_message(int(delivery.platform_message_id))
+            reference = question.to_reference(fail_if_not_exists=False)
+        reply = DiscordReply(
+            channel,
+            reference,
+            personas=self.engine.personas,
+            webhooks=self.webhooks,
+            edit_interval=self.edit_interval,
+            draft=await self._left_draft(channel, delivery.draft_id),
+        )
+        await reply.play(events)
+
+    async def _left_draft(self, channel: discord.abc.Messageable, ref: str | None) -> discord.Message | None:
+        """The draft a process that died left, to be edited; None if there is none or it is gone."""
+        if ref is None:
+            return None
+        message_id, webhook_id = parse_draft_ref(ref)
+        try:
+            if webhook_id is None:
+                return await channel.fetch_message(message_id)
+            # A persona's draft is edited through the webhook that posted it.
+            webhook = await self.webhooks.for_channel(channel)
+            if webhook is None or webhook.id != webhook_id:
+                log.warning(
+                    "the draft %d was posted by a webhook that is gone; the reply goes out anew", message_id
+                )
+                return None
+            thread = channel if isinstance(channel, discord.Thread) else MISSING
+            return await webhook.fetch_message(message_id, thread=thread)
+        except discord.NotFound:
+            return None
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         """A Stop button: the custom id names the session whose running turn it stops."""
@@ -118,3 +181,29 @@ class ChorusClient(discord.Client):
             return
         for part in split_message(reply.text, MESSAGE_LIMIT):
             await interaction.followup.send(part)
+
+
+class ShardedChorusClient(ChorusClient, discord.AutoShardedClient):
+    """The same client over several gateway shards: `shard_ids` of `shard_count` in this process."""
+
+    def __init__(
+        self, engine: Engine, settings: DiscordSettings, endpoints: Endpoints, *, edit_interval: float
+    ) -> None:
+        super().__init__(
+            engine,
+            settings,
+            endpoints,
+            edit_interval=edit_interval,
+            shard_count=settings.shard_count,
+            # None: every shard of shard_count in this process.
+            shard_ids=settings.shard_ids or None,
+        )
+
+
+def make_client(
+    engine: Engine, settings: DiscordSettings, endpoints: Endpoints, *, edit_interval: float
+) -> ChorusClient:
+    """One gateway connection, or the configured shards of a sharded bot."""
+    if settings.shard_count is None:
+        return ChorusClient(engine, settings, endpoints, edit_interval=edit_interval)
+    return ShardedChorusClient(engine, settings, endpoints, edit_interval=edit_interval)

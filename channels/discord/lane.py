@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncGenerator
 
 import aiohttp
 import discord
@@ -19,7 +20,9 @@ from fastapi import FastAPI
 
 from bot.errors import ConfigError
 from bot.runtime import Runtime
-from channels.discord.client import ChorusClient
+from bot.storage.delivery_models import Delivery
+from bot.turns.events import TurnEvent
+from channels.discord.client import make_client
 from channels.discord.endpoints import Endpoints, route_webhooks_in_this_task
 
 log = logging.getLogger(__name__)
@@ -55,19 +58,33 @@ class DiscordLane:
             raise ConfigError("The Discord lane needs a bot token: set CHORUS_DISCORD_TOKEN.")
         self._token = settings.token.get_secret_value()
         self._endpoints = Endpoints(settings.api_base, settings.gateway_url)
+        self._shards = (settings.shard_count, settings.shard_ids) if settings.shard_count else None
         self._health = runtime.lanes
         self._retry_first = retry_first
         self._first_login_timeout = first_login_timeout
-        self.client = ChorusClient(runtime.engine, settings, self._endpoints, edit_interval=edit_interval)
+        self.client = make_client(runtime.engine, settings, self._endpoints, edit_interval=edit_interval)
         self.client.event(self.on_ready)
         self._gateway: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
 
     async def on_ready(self) -> None:
+        self._ready.set()
         self._health.running(LANE)
+
+    async def resume(self, delivery: Delivery, events: AsyncGenerator[TurnEvent, None]) -> None:
+        """Finish a turn a process that died left: once connected, over the draft it left."""
+        await self._ready.wait()
+        # Recovery runs in a task of its own, not one the gateway started: route its webhook calls too.
+        route_webhooks_in_this_task(self._endpoints)
+        await self.client.resume(delivery, events)
 
     async def start(self) -> None:
         """Log in (a wrong token fails here, at startup), then keep the gateway in the background."""
         self._health.starting(LANE)
+        if self._shards is not None:
+            count, ids = self._shards
+            # Which servers this process hears depends on it: say so once, at start.
+            log.info("Discord shards %s of %d in this process", ids or "all", count)
         try:
             # A Discord that does not answer must not hold up the other lanes' start.
             await asyncio.wait_for(self.client.login(self._token), self._first_login_timeout)

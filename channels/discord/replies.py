@@ -8,7 +8,7 @@ Stop button; the final text replaces it without the button.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AsyncExitStack, aclosing, suppress
 from typing import Any
 
@@ -25,6 +25,21 @@ UNKNOWN_MESSAGE = 10008
 UNKNOWN_WEBHOOK = 10015
 # A Stop button's custom id: this prefix and the session whose turn it stops.
 STOP_PREFIX = "chorus-stop:"
+# How a turn's delivery state names a draft a webhook posted: "<message id>@webhook:<webhook id>".
+WEBHOOK_DRAFT = "@webhook:"
+
+
+def draft_ref(message: discord.Message) -> str:
+    """The stored name of a draft: its id, and the webhook it must be edited through, if any."""
+    if message.webhook_id is None:
+        return str(message.id)
+    return f"{message.id}{WEBHOOK_DRAFT}{message.webhook_id}"
+
+
+def parse_draft_ref(ref: str) -> tuple[int, int | None]:
+    """(message id, webhook id or None) of a stored draft name."""
+    message_id, _, webhook_id = ref.partition(WEBHOOK_DRAFT)
+    return int(message_id), int(webhook_id) if webhook_id else None
 
 
 def stop_view(session_id: str) -> discord.ui.View:
@@ -45,26 +60,36 @@ def stop_view(session_id: str) -> discord.ui.View:
 
 
 class DiscordReply:
-    """Plays one turn's events back in the channel of the message it answers."""
+    """Plays one turn's events back in the channel of the message it answers.
+
+    `reference` is that message in a server (replies the bot posts point at it; None in
+    DMs). `draft`: a draft message an earlier process left (a recovered turn), continued
+    and edited into this reply. `on_draft` learns each streaming draft as it is posted,
+    so a restart can finish it.
+    """
 
     def __init__(
         self,
-        message: discord.Message,
+        channel: discord.abc.Messageable,
+        reference: discord.MessageReference | None,
         *,
         personas: PersonaRegistry,
         webhooks: PersonaWebhooks,
         edit_interval: float,
+        draft: discord.Message | None = None,
+        on_draft: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
-        self._message = message
-        self._channel = message.channel
-        self._in_guild = message.guild is not None
+        self._channel = channel
+        self._reference = reference
+        self._in_guild = reference is not None
+        self._on_draft = on_draft
         self._personas = personas
         self._webhooks = webhooks
         self._persona: Persona | None = None
         self._session_id: str | None = None
         # Resolved when the first assistant text arrives; None: post as the bot itself.
         self._webhook: discord.Webhook | None = None
-        self._sent: list[discord.Message] = []
+        self._sent: list[discord.Message] = [draft] if draft is not None else []
         self._typing = AsyncExitStack()
         # A reply that ends within the first interval is sent once, without edits.
         self.drafts: DraftStream[discord.Message] = DraftStream(
@@ -73,6 +98,7 @@ class DiscordReply:
             limit=MESSAGE_LIMIT,
             interval=edit_interval,
             first_after=edit_interval,
+            draft=draft,
         )
 
     async def play(self, events: AsyncGenerator[TurnEvent, None]) -> None:
@@ -127,15 +153,16 @@ class DiscordReply:
         if posted is None:
             posted = await self._send_as_bot(text, view)
         self._sent.append(posted)
+        if self._on_draft is not None and not self.drafts.finishing:
+            await self._on_draft(draft_ref(posted))
         return posted
 
     async def _send_as_bot(self, text: str, view: Any) -> discord.Message:
-        if not self._in_guild:
+        if self._reference is None:
             # A DM answers in place, without quoting.
             return await self._channel.send(text, view=view)
         # In a busy server channel the reply points at its question.
-        reference = self._message.to_reference(fail_if_not_exists=False)
-        return await self._channel.send(text, reference=reference, view=view)
+        return await self._channel.send(text, reference=self._reference, view=view)
 
     async def _send_as_persona(
         self, webhook: discord.Webhook, persona: Persona, text: str, view: Any
@@ -175,7 +202,16 @@ async def deliver_reply(
     personas: PersonaRegistry,
     webhooks: PersonaWebhooks,
     edit_interval: float,
+    on_draft: Callable[[str], Awaitable[None]] | None = None,
 ) -> None:
     """Answer `message` in its channel."""
-    reply = DiscordReply(message, personas=personas, webhooks=webhooks, edit_interval=edit_interval)
+    reference = message.to_reference(fail_if_not_exists=False) if message.guild is not None else None
+    reply = DiscordReply(
+        message.channel,
+        reference,
+        personas=personas,
+        webhooks=webhooks,
+        edit_interval=edit_interval,
+        on_draft=on_draft,
+    )
     await reply.play(events)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 
 from channels.registry import LaneSettings
 
@@ -18,6 +18,26 @@ class DiscordSettings(LaneSettings):
     allowed_guilds: list[str] = Field(default_factory=list)
     allowed_channels: list[str] = Field(default_factory=list)
     allowed_users: list[str] = Field(default_factory=list)
+    # Sharding, for bots in many servers (Discord requires it past 2,500): the bot runs
+    # `shard_count` gateway shards in all, and this process connects `shard_ids` of them
+    # (empty: every shard). Discord sends a server's events to shard (guild_id >> 22) %
+    # shard_count and DMs to shard 0. Unset: one connection, no sharding.
+    shard_count: int | None = Field(default=None, ge=1)
+    shard_ids: list[int] = Field(default_factory=list)
 
     def is_active(self) -> bool:
         return bool(self.token)
+
+    @model_validator(mode="after")
+    def _shards_fit(self) -> Self:
+        if self.shard_ids and self.shard_count is None:
+            raise ValueError("channels.discord.shard_ids needs channels.discord.shard_count")
+        count = self.shard_count or 0
+        wrong = [shard for shard in self.shard_ids if not 0 <= shard < count]
+        if wrong:
+            raise ValueError(
+                f"channels.discord.shard_ids {wrong} are not shards of shard_count {count} (0–{count - 1})"
+            )
+        if len(set(self.shard_ids)) != len(self.shard_ids):
+            raise ValueError("channels.discord.shard_ids lists a shard twice")
+        return self

@@ -41,6 +41,18 @@ log = logging.getLogger(__name__)
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 DEFAULT_WEBHOOK_PATH = "/telegram/webhook"
+LANE = "telegram"
+SECOND_POLLER = (
+    "Another process already polls Telegram for @{bot} on this database. Telegram hands a bot's "
+    "updates to one poller only, so polling runs in one process: to run several processes, set "
+    "channels.telegram.mode: webhook (see “Running on several machines” in the README), or stop "
+    "the other process first."
+)
+POLLING_CONFLICT = (
+    "Telegram ended this process's polling: {reason}. Another process polls Telegram for @{bot} "
+    "(or a webhook is set): polling runs in one process only. Stop the other poller, or run every "
+    "process with channels.telegram.mode: webhook (see “Running on several machines” in the README)."
+)
 # Telegram's rule for a bot command name.
 COMMAND_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 
@@ -54,7 +66,7 @@ class TelegramLane:
     streams private replies with sendMessageDraft instead of an edited message.
     """
 
-    name = "telegram"
+    name = LANE
 
     def __init__(
         self,
@@ -75,6 +87,9 @@ class TelegramLane:
             )
         self.settings = settings
         self.engine = runtime.engine
+        self._roles = runtime.roles
+        self._health = runtime.lanes
+        self._poller_role: str | None = None
         self.delivery = DeliveryOptions(edit_interval=edit_interval, group_edit_interval=group_edit_interval)
         self.native_drafts = native_drafts
         api = TelegramAPIServer.from_base(settings.api_base) if settings.api_base else PRODUCTION
@@ -100,6 +115,7 @@ class TelegramLane:
         return urlsplit(self.settings.webhook_url or "").path or DEFAULT_WEBHOOK_PATH
 
     async def start(self) -> None:
+        self._health.starting(LANE)
         try:
             self._me = await self.bot.me()
         except TelegramUnauthorizedError as error:
@@ -116,11 +132,26 @@ class TelegramLane:
                 secret_token=self.settings.webhook_secret.get_secret_value(),
                 allowed_updates=updates,
             )
+            self._health.running(LANE)
             return
+        # Claimed before anything changes on Telegram: a refused second poller touches nothing.
+        role = f"telegram-poller:{self._me.id}"
+        if not await self._roles.claim(role):
+            message = SECOND_POLLER.format(bot=self._me.username)
+            self._health.failed(LANE, message)
+            raise ConfigError(message)
+        self._poller_role = role
         # A webhook left from an earlier deployment would make getUpdates fail.
         await self.bot.delete_webhook()
-        self._poller = UpdatePoller(self.bot, self.dispatcher, updates)
+        self._poller = UpdatePoller(self.bot, self.dispatcher, updates, on_conflict=self._polling_conflict)
         self._poller.start()
+        self._health.running(LANE)
+
+    def _polling_conflict(self, reason: str) -> None:
+        bot = self._me.username if self._me is not None else "this bot"
+        message = POLLING_CONFLICT.format(reason=reason, bot=bot)
+        log.error("The Telegram lane stopped. %s", message)
+        self._health.failed(LANE, message)
 
     async def stop_intake(self) -> None:
         """Take no more updates; those taken are stored, then confirmed to Telegram."""
@@ -140,6 +171,9 @@ class TelegramLane:
         if self._poller is not None:
             await self._poller.wait_handlers(0)
             self._poller = None
+        if self._poller_role is not None:
+            await self._roles.release(self._poller_role)
+            self._poller_role = None
         await self.albums.close()
         for task in list(self._webhook_updates):
             task.cancel()

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from contextlib import suppress
 
 from aiogram import Bot, Dispatcher
-from aiogram.exceptions import TelegramNetworkError, TelegramServerError
+from aiogram.exceptions import TelegramConflictError, TelegramNetworkError, TelegramServerError
 from aiogram.methods import GetUpdates
 from aiogram.types import Message, Update
 
@@ -28,8 +29,15 @@ RETRY_DELAY = 1.0
 
 
 class UpdatePoller:
-    def __init__(self, bot: Bot, dispatcher: Dispatcher, allowed_updates: list[str]) -> None:
+    def __init__(
+        self,
+        bot: Bot,
+        dispatcher: Dispatcher,
+        allowed_updates: list[str],
+        on_conflict: Callable[[str], None] | None = None,
+    ) -> None:
         self._bot = bot
+        self._on_conflict = on_conflict
         self._dispatcher = dispatcher
         self._allowed = allowed_updates
         # Update ids handed to the dispatcher whose message is not stored yet.
@@ -75,7 +83,7 @@ class UpdatePoller:
         if offset is not None and offset != self.confirmed_offset:
             # A zero-timeout call whose only purpose is the offset: it confirms, and
             # whatever it returns stays unconfirmed for the next process.
-            with suppress(TelegramNetworkError, TelegramServerError):
+            with suppress(TelegramNetworkError, TelegramServerError, TelegramConflictError):
                 await self._bot(
                     GetUpdates(offset=offset, timeout=0, limit=1, allowed_updates=self._allowed),
                     request_timeout=int(STORE_WAIT_SECONDS),
@@ -98,6 +106,12 @@ class UpdatePoller:
                     GetUpdates(offset=offset, timeout=POLL_TIMEOUT, allowed_updates=self._allowed),
                     request_timeout=POLL_TIMEOUT + 10,
                 )
+            except TelegramConflictError as error:
+                # Another poller (or a webhook) takes this bot's updates. Polling on would
+                # only split the updates between the two: stop, and let the lane say why.
+                if self._on_conflict is not None:
+                    self._on_conflict(error.message)
+                return
             except (TelegramNetworkError, TelegramServerError) as error:
                 log.warning("getUpdates failed (%s); retrying", error)
                 await asyncio.sleep(RETRY_DELAY)

@@ -32,7 +32,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.discord.fake_gateway import FakeGateway, GatewaySession
+from tests.discord.fake_gateway import FakeGateway, GatewaySession, shard_of
 from tests.support.local_server import LocalServer
 
 APPLICATION_ID = 1100000000000000001
@@ -41,6 +41,11 @@ BOT_ROLE_ID = 1100000000000000011
 CHANNEL_ID = 1100000000000000020
 THREAD_ID = 1100000000000000030
 DM_CHANNEL_ID = 1100000000000000040
+# A second server, for sharding: with two shards its events go to shard 0, GUILD_ID's to shard 1
+# (a guild's shard is (guild_id >> 22) % shard_count).
+SECOND_GUILD_ID = GUILD_ID + (1 << 22)
+SECOND_BOT_ROLE_ID = 1100000000000000051
+SECOND_CHANNEL_ID = 1100000000000000060
 TIMESTAMP = "2025-01-01T00:00:00.000000+00:00"
 VALID_TOKEN = "test-token"
 DEFAULT_TIMEOUT = 60.0
@@ -96,6 +101,38 @@ OTHER_BOT = {
     "avatar": None,
     "bot": True,
 }
+
+
+@dataclass(frozen=True)
+class Guild:
+    id: int
+    name: str
+    # The role Discord made for the bot when it joined this server.
+    bot_role_id: int
+    channels: tuple[int, ...]
+    threads: tuple[int, ...] = ()
+
+
+GUILDS = (
+    Guild(GUILD_ID, "Chorus testers", BOT_ROLE_ID, (CHANNEL_ID,), (THREAD_ID,)),
+    Guild(SECOND_GUILD_ID, "Second server", SECOND_BOT_ROLE_ID, (SECOND_CHANNEL_ID,)),
+)
+
+
+def guild_of(channel_id: int) -> Guild | None:
+    """The server a channel or thread belongs to; None for the DM channel."""
+    return next((g for g in GUILDS if channel_id in g.channels or channel_id in g.threads), None)
+
+
+def guild_of_role(role_id: int) -> bool:
+    """Whether `role_id` is a server's @everyone role (its id is the server's)."""
+    return any(guild.id == role_id for guild in GUILDS)
+
+
+def guild_id_of(channel_id: int) -> str:
+    guild = guild_of(channel_id)
+    assert guild is not None, f"channel {channel_id} is not in a server"
+    return str(guild.id)
 
 
 @dataclass
@@ -264,7 +301,7 @@ class FakeDiscord(LocalServer):
                 "type": 0,
                 "message_id": replying_to["id"],
                 "channel_id": replying_to["channel_id"],
-                **({"guild_id": str(GUILD_ID)} if "guild_id" in payload else {}),
+                **({"guild_id": payload["guild_id"]} if "guild_id" in payload else {}),
             }
             payload["referenced_message"] = replying_to
         await self.dispatch("MESSAGE_CREATE", payload)
@@ -355,7 +392,7 @@ class FakeDiscord(LocalServer):
             "components": [],
         }
         if channel_id != DM_CHANNEL_ID:
-            payload["guild_id"] = str(GUILD_ID)
+            payload["guild_id"] = guild_id_of(channel_id)
             if not author.get("bot"):
                 payload["member"] = self._member(nick)
         return payload
@@ -386,7 +423,7 @@ class FakeDiscord(LocalServer):
     def _located(self, body: dict[str, Any], channel_id: int) -> dict[str, Any]:
         located = {**body, "channel_id": str(channel_id)}
         if channel_id != DM_CHANNEL_ID:
-            located["guild_id"] = str(GUILD_ID)
+            located["guild_id"] = guild_id_of(channel_id)
         return located
 
     def _member(self, nick: str | None, roles: tuple[int, ...] = ()) -> dict[str, Any]:
@@ -424,7 +461,7 @@ class FakeDiscord(LocalServer):
         return {
             "id": str(channel_id),
             "type": 0,
-            "guild_id": str(GUILD_ID),
+            "guild_id": guild_id_of(channel_id),
             "name": "general",
             "position": 0,
             "permission_overwrites": [],
@@ -440,7 +477,7 @@ class FakeDiscord(LocalServer):
             "id": str(role_id),
             "name": name,
             "permissions": str(permissions),
-            "position": 0 if role_id == GUILD_ID else 1,
+            "position": 0 if guild_of_role(role_id) else 1,
             "color": 0,
             "hoist": False,
             "managed": False,
@@ -452,10 +489,10 @@ class FakeDiscord(LocalServer):
     def _bot_permissions(self) -> int:
         return EVERYONE_PERMISSIONS | (MANAGE_WEBHOOKS if self.manage_webhooks else 0)
 
-    def _guild_payload(self) -> dict[str, Any]:
+    def _guild_payload(self, guild: Guild) -> dict[str, Any]:
         return {
-            "id": str(GUILD_ID),
-            "name": "Chorus testers",
+            "id": str(guild.id),
+            "name": guild.name,
             "icon": None,
             "owner_id": ALICE["id"],
             "unavailable": False,
@@ -472,10 +509,10 @@ class FakeDiscord(LocalServer):
             "preferred_locale": "en-US",
             "system_channel_flags": 0,
             "roles": [
-                self._role(GUILD_ID, "@everyone", EVERYONE_PERMISSIONS),
+                self._role(guild.id, "@everyone", EVERYONE_PERMISSIONS),
                 # Discord gives every bot a managed role named after it, with its invite permissions.
                 self._role(
-                    BOT_ROLE_ID,
+                    guild.bot_role_id,
                     "Chorus",
                     self._bot_permissions(),
                     managed=True,
@@ -484,9 +521,9 @@ class FakeDiscord(LocalServer):
             ],
             "emojis": [],
             "stickers": [],
-            "channels": [self._channel_payload(CHANNEL_ID)],
-            "threads": [self._channel_payload(THREAD_ID)],
-            "members": [{**self._member(None, (BOT_ROLE_ID,)), "user": BOT}],
+            "channels": [self._channel_payload(channel) for channel in guild.channels],
+            "threads": [self._channel_payload(thread) for thread in guild.threads],
+            "members": [{**self._member(None, (guild.bot_role_id,)), "user": BOT}],
             "voice_states": [],
             "presences": [],
             "stage_instances": [],
@@ -495,17 +532,21 @@ class FakeDiscord(LocalServer):
         }
 
     def _ready_events(self, session: GatewaySession, resume_url: str) -> list[tuple[str, dict[str, Any]]]:
+        shard_id, shard_count = session.shard
+        # A shard is told about the servers whose events it gets.
+        guilds = [guild for guild in GUILDS if shard_of(guild.id, shard_count) == shard_id]
         ready = {
             "v": 10,
             "user": BOT,
-            "guilds": [{"id": str(GUILD_ID), "unavailable": True}],
+            "guilds": [{"id": str(guild.id), "unavailable": True} for guild in guilds],
             "session_id": session.id,
             "resume_gateway_url": resume_url,
+            "shard": [shard_id, shard_count],
             "application": {"id": str(APPLICATION_ID), "flags": 0},
             "private_channels": [],
             "relationships": [],
         }
-        return [("READY", ready), ("GUILD_CREATE", self._guild_payload())]
+        return [("READY", ready), *(("GUILD_CREATE", self._guild_payload(guild)) for guild in guilds)]
 
     async def _interact(
         self,
@@ -544,7 +585,7 @@ class FakeDiscord(LocalServer):
             payload["user"] = user
             payload["context"] = 1
         else:
-            payload["guild_id"] = str(GUILD_ID)
+            payload["guild_id"] = guild_id_of(channel_id)
             payload["member"] = {**self._member(None), "user": user, "permissions": str(EVERYONE_PERMISSIONS)}
             payload["context"] = 0
         await self.dispatch("INTERACTION_CREATE", payload)
@@ -649,6 +690,10 @@ class FakeDiscord(LocalServer):
                 return _no_content()
             case "POST", ["channels", channel_id, "messages"]:
                 return _json(await self._create(int(channel_id), call.json))
+            case "GET", ["channels", channel_id, "messages", message_id]:
+                if self._unknown_message(int(message_id), int(channel_id)):
+                    return _error(404, UNKNOWN_MESSAGE, "Unknown Message")
+                return _json(self.payload_of(self.message(int(message_id))))
             case "PATCH", ["channels", channel_id, "messages", message_id]:
                 return await self._edit(int(channel_id), int(message_id), call.json)
             case "DELETE", ["channels", channel_id, "messages", message_id]:
@@ -665,6 +710,8 @@ class FakeDiscord(LocalServer):
                 return _no_content()
             case "POST", ["webhooks", webhook_id, token]:
                 return await self._execute_webhook(int(webhook_id), token, call)
+            case "GET", ["webhooks", webhook_id, token, "messages", message_id]:
+                return self._get_webhook_message(int(webhook_id), token, int(message_id), call)
             case "PATCH", ["webhooks", webhook_id, token, "messages", message_id]:
                 return await self._edit_webhook_message(int(webhook_id), token, int(message_id), call)
             case "DELETE", ["webhooks", webhook_id, token, "messages", message_id]:
@@ -758,7 +805,7 @@ class FakeDiscord(LocalServer):
         return {
             "id": str(webhook.id),
             "type": 1,
-            "guild_id": str(GUILD_ID),
+            "guild_id": guild_id_of(webhook.channel_id),
             "channel_id": str(webhook.channel_id),
             "name": webhook.name,
             "avatar": None,
@@ -820,6 +867,18 @@ class FakeDiscord(LocalServer):
         )
         # Discord reads query booleans as true/false or 1/0.
         return _json(payload) if call.query.get("wait", "").lower() in ("true", "1") else _no_content()
+
+    def _get_webhook_message(
+        self, webhook_id: int, token: str, message_id: int, call: RestCall
+    ) -> web.Response:
+        webhook = self._webhook(webhook_id, token)
+        if webhook is None:
+            return _error(404, UNKNOWN_WEBHOOK, "Unknown Webhook")
+        target = self._webhook_target(webhook, call.query)
+        message = next((m for m in self.sent if m.id == message_id), None)
+        if self._unknown_message(message_id, target) or message is None or message.webhook_id != webhook.id:
+            return _error(404, UNKNOWN_MESSAGE, "Unknown Message")
+        return _json(self.payload_of(message))
 
     async def _edit_webhook_message(
         self, webhook_id: int, token: str, message_id: int, call: RestCall

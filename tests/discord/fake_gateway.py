@@ -13,6 +13,10 @@
   closed session gets op 9 (invalid session, not resumable).
 - Tests can ask the client to reconnect (op 7), invalidate the session (op 9, resumable or
   not) or close the connection with any code; the close code the client sends is recorded.
+- Sharding: IDENTIFY's `shard` [id, count] opens a session for that shard (an id not below
+  the count is closed with 4010). A guild's events go to shard (guild_id >> 22) % count,
+  everything else (DMs) to shard 0; READY lists only the shard's guilds. Without `shard`
+  a session is shard 0 of 1 and gets every event.
 """
 
 from __future__ import annotations
@@ -83,9 +87,16 @@ CODECS: dict[str | None, Callable[[], Codec]] = {
 @dataclass
 class GatewaySession:
     id: str
+    # [shard id, shard count] as the client identified.
+    shard: tuple[int, int] = (0, 1)
     events: list[dict[str, Any]] = field(default_factory=list)
     seq: int = 0
     open: bool = True
+
+
+def shard_of(guild_id: int | None, shard_count: int) -> int:
+    """The shard Discord sends a guild's events to; DMs (no guild) go to shard 0."""
+    return 0 if guild_id is None else (guild_id >> 22) % shard_count
 
 
 @dataclass
@@ -128,8 +139,9 @@ class FakeGateway:
         self.enabled_intents = PRIVILEGED_INTENTS
         self.connected = asyncio.Event()
         self.resumed = asyncio.Event()
-        self.session: GatewaySession | None = None
-        self._live: Connection | None = None
+        # The latest session of each shard id.
+        self.sessions: dict[int, GatewaySession] = {}
+        self._live: dict[int, Connection] = {}
         self._token_is_valid = token_is_valid
         self._ready_payloads = ready_payloads
         self._on_change = on_change
@@ -145,6 +157,14 @@ class FakeGateway:
         return f"{self.base_url.replace('http://', 'ws://')}/gateway-resume"
 
     @property
+    def session(self) -> GatewaySession | None:
+        """The session of shard 0 (the only one of an unsharded client)."""
+        return self.sessions.get(0)
+
+    def open_shards(self) -> list[tuple[int, int]]:
+        return sorted(session.shard for session in self.sessions.values() if session.open)
+
+    @property
     def client_close_codes(self) -> list[int | None]:
         return [c.close_code for c in self.connections if c.closed_by_server is None and c.socket.closed]
 
@@ -155,34 +175,38 @@ class FakeGateway:
     # --- what tests do -------------------------------------------------------------
 
     async def dispatch(self, event: str, data: dict[str, Any]) -> None:
-        """An event of the open session; a client that is away gets it on RESUME."""
-        session = self.session
-        assert session is not None and session.open, "no gateway session"
+        """An event for the shard its guild belongs to; a client that is away gets it on RESUME."""
+        counts = {session.shard[1] for session in self.sessions.values() if session.open}
+        assert counts, "no gateway session"
+        guild_id = data.get("guild_id")
+        shard = shard_of(int(guild_id) if guild_id is not None else None, max(counts))
+        session = self.sessions.get(shard)
+        assert session is not None and session.open, f"no gateway session for shard {shard}"
+        await self._dispatch_to(session, event, data)
+
+    async def _dispatch_to(self, session: GatewaySession, event: str, data: dict[str, Any]) -> None:
         session.seq += 1
         payload = {"op": 0, "t": event, "s": session.seq, "d": data}
         session.events.append(payload)
-        live = self._live
+        live = self._live.get(session.shard[0])
         if live is not None and live.session is session:
             await live.send(payload)
 
-    async def request_reconnect(self) -> None:
+    async def request_reconnect(self, shard: int = 0) -> None:
         """Op 7: the client should reconnect and resume."""
-        live = self._require_live()
-        self._live = None
+        live = self._take_live(shard)
         await live.send({"op": 7, "d": None})
 
-    async def invalidate_session(self, *, resumable: bool) -> None:
+    async def invalidate_session(self, *, resumable: bool, shard: int = 0) -> None:
         """Op 9; a session that is not resumable is gone."""
-        live = self._require_live()
-        self._live = None
-        if not resumable and self.session is not None:
-            self.session.open = False
+        live = self._take_live(shard)
+        if not resumable and live.session is not None:
+            live.session.open = False
         await live.send({"op": 9, "d": resumable})
 
-    async def close(self, code: int, reason: str = "") -> None:
+    async def close(self, code: int, reason: str = "", shard: int = 0) -> None:
         """The server closes the live connection with `code` (4000 lets the client resume)."""
-        live = self._require_live()
-        self._live = None
+        live = self._take_live(shard)
         live.closed_by_server = code
         await live.socket.close(code=code, message=reason.encode())
 
@@ -191,9 +215,10 @@ class FakeGateway:
             if not connection.socket.closed:
                 await connection.socket.close(code=WSCloseCode.GOING_AWAY)
 
-    def _require_live(self) -> Connection:
-        assert self._live is not None, "no client connected to the gateway"
-        return self._live
+    def _take_live(self, shard: int) -> Connection:
+        live = self._live.pop(shard, None)
+        assert live is not None, "no client connected to the gateway"
+        return live
 
     # --- protocol ------------------------------------------------------------------
 
@@ -215,8 +240,9 @@ class FakeGateway:
                 await self._receive(connection, json.loads(frame.data))
         finally:
             connection.close_code = socket.close_code
-            if self._live is connection:
-                self._live = None
+            for shard, live in list(self._live.items()):
+                if live is connection:
+                    del self._live[shard]
             await self._on_change()
         return socket
 
@@ -238,14 +264,19 @@ class FakeGateway:
         if data["intents"] & PRIVILEGED_INTENTS & ~self.enabled_intents:
             await self._refuse(connection, 4014, "Disallowed intent(s).")
             return
-        if self.session is not None:
-            self.session.open = False
-        session = GatewaySession(id=f"session-{next(self._session_ids)}")
-        self.session = session
+        shard_id, shard_count = data.get("shard") or (0, 1)
+        if not 0 <= shard_id < shard_count:
+            await self._refuse(connection, 4010, "Invalid shard.")
+            return
+        previous = self.sessions.get(shard_id)
+        if previous is not None:
+            previous.open = False
+        session = GatewaySession(id=f"session-{next(self._session_ids)}", shard=(shard_id, shard_count))
+        self.sessions[shard_id] = session
         connection.session = session
-        self._live = connection
+        self._live[shard_id] = connection
         for event, body in self._ready_payloads(session, self.resume_url):
-            await self.dispatch(event, body)
+            await self._dispatch_to(session, event, body)
         self.connected.set()
         await self._on_change()
 
@@ -254,16 +285,16 @@ class FakeGateway:
         if not self._token_is_valid(data["token"]):
             await self._refuse(connection, 4004, "Authentication failed.")
             return
-        session = self.session
-        if session is None or not session.open or session.id != data["session_id"]:
+        session = next((known for known in self.sessions.values() if known.id == data["session_id"]), None)
+        if session is None or not session.open:
             await connection.send({"op": 9, "d": False})
             return
         connection.session = session
-        self._live = connection
+        self._live[session.shard[0]] = connection
         for payload in session.events:
             if payload["s"] > (data["seq"] or 0):
                 await connection.send(payload)
-        await self.dispatch("RESUMED", {})
+        await self._dispatch_to(session, "RESUMED", {})
         self.resumed.set()
         await self._on_change()
 

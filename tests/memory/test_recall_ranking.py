@@ -76,6 +76,25 @@ def test_the_hit_one_list_ranks_first_keeps_its_place_among_hits_all_lists_agree
     assert [h.score for h in fused] == sorted((h.score for h in fused), reverse=True)
 
 
+async def test_a_ranked_row_that_is_gone_when_read_gives_its_place_to_the_next(runtime: Runtime) -> None:
+    await record(runtime, "The harbour ferry leaves at nine.", "Dana")
+    await runtime.engine.drain()
+    stored = recall(runtime, "ferry", 1)[0]
+
+    class Dense:
+        """Ranks first a row removed after its vector was read, then a stored message."""
+
+        def search(self, *_: object, **__: object) -> tuple[list[RecallHit], list[RecallHit]]:
+            gone = RecallHit("message", 999, "", "", stored.session_id, 7, 7, None, None, 0.9)
+            return [], [gone, stored]
+
+    assert runtime.memory is not None
+    searcher = Recall(MemoryStore(runtime.database), runtime.memory.settings, Dense())  # type: ignore[arg-type]
+    # Full-text finds nothing for this query: the dense list alone decides.
+    hits = searcher.search(OWNER, "boat timetable", 1)
+    assert [(hit.id, hit.text) for hit in hits] == [(stored.id, "The harbour ferry leaves at nine.")]
+
+
 async def test_messages_and_items_are_fused_by_rank_not_by_source(runtime: Runtime) -> None:
     await record(runtime, "The quarterly budget review moved to the green meeting room.", "Dana")
     for n in range(19):

@@ -14,7 +14,9 @@ Telegram does rather than the way Chorus expects:
 - getUpdates hands out every update not yet confirmed; an update is confirmed only
   when a later call passes an `offset` above its id, so a poller that never
   confirmed (it crashed, or its next call never arrived) gets it again. While a
-  webhook is set, getUpdates answers 409.
+  webhook is set, getUpdates answers 409. A getUpdates call ends the one still
+  waiting (a second poller for the same bot): the waiting call answers 409
+  "Conflict: terminated by other getUpdates request".
 - message text follows Telegram's rules (tests/telegram/telegram_text.py): entities
   in UTF-16 units checked against the text, legacy Markdown parsed as Telegram
   parses it, 4096 characters, "message is not modified", and an edit of a message
@@ -104,7 +106,11 @@ class FakeBotAPI(LocalServer):
         self._pending: list[dict[str, Any]] = []
         # The highest offset a getUpdates call passed: every update below it is confirmed.
         self.confirmed_offset = 0
-        self._updates_ready = asyncio.Event()
+        # Set (and replaced) when updates arrive, a getUpdates call starts, or the server stops.
+        self._updates_changed = asyncio.Event()
+        # Counts getUpdates calls: a waiting call that sees a later one was terminated by it.
+        self._polls = 0
+        self._stopping = False
         self._failures: dict[str, list[dict[str, Any]]] = {}
         self._files: dict[str, StoredFile] = {}
         self._messages: dict[tuple[str, int], ChatMessage] = {}
@@ -122,7 +128,7 @@ class FakeBotAPI(LocalServer):
         known = {update["update_id"] for update in self._pending}
         self._pending.extend(update for update in updates if update["update_id"] not in known)
         self._pending.sort(key=lambda update: update["update_id"])
-        self._updates_ready.set()
+        self._notify_pollers()
 
     @property
     def unconfirmed(self) -> list[int]:
@@ -186,7 +192,12 @@ class FakeBotAPI(LocalServer):
         app.router.add_get("/file/bot{token}/{path:.+}", self._download)
 
     async def before_stop(self) -> None:
-        self._updates_ready.set()
+        self._stopping = True
+        self._notify_pollers()
+
+    def _notify_pollers(self) -> None:
+        self._updates_changed.set()
+        self._updates_changed = asyncio.Event()
 
     # --- the Bot API -----------------------------------------------------------
 
@@ -233,15 +244,25 @@ class FakeBotAPI(LocalServer):
                 "Conflict: can't use getUpdates method while webhook is active; "
                 "use deleteWebhook to delete the webhook first",
             )
+        self._polls += 1
+        poll = self._polls
+        # An earlier call still waiting is terminated by this one, as Telegram does.
+        self._notify_pollers()
         offset = int(params.get("offset", 0))
         if offset > 0:
             self.confirmed_offset = max(self.confirmed_offset, offset)
             # Everything below the offset is confirmed and never served again.
             self._pending = [update for update in self._pending if update["update_id"] >= offset]
-        if not self._pending:
-            self._updates_ready.clear()
-            with suppress(TimeoutError):
-                await asyncio.wait_for(self._updates_ready.wait(), float(params.get("timeout", 0)))
+        with suppress(TimeoutError):
+            async with asyncio.timeout(float(params.get("timeout", 0))):
+                while not (self._pending or self._polls != poll or self._stopping):
+                    await self._updates_changed.wait()
+        if self._polls != poll:
+            return _error(
+                409,
+                "Conflict: terminated by other getUpdates request; "
+                "make sure that only one bot instance is running",
+            )
         limit = int(params.get("limit", 100))
         return _ok(self._pending[:limit])
 
