@@ -58,6 +58,7 @@ class DiscordLane:
             raise ConfigError("The Discord lane needs a bot token: set CHORUS_DISCORD_TOKEN.")
         self._token = settings.token.get_secret_value()
         self._endpoints = Endpoints(settings.api_base, settings.gateway_url)
+        self._shards = (settings.shard_count, settings.shard_ids) if settings.shard_count else None
         self._health = runtime.lanes
         self._retry_first = retry_first
         self._first_login_timeout = first_login_timeout
@@ -80,6 +81,10 @@ class DiscordLane:
     async def start(self) -> None:
         """Log in (a wrong token fails here, at startup), then keep the gateway in the background."""
         self._health.starting(LANE)
+        if self._shards is not None:
+            count, ids = self._shards
+            # Which servers this process hears depends on it: say so once, at start.
+            log.info("Discord shards %s of %d in this process", ids or "all", count)
         try:
             # A Discord that does not answer must not hold up the other lanes' start.
             await asyncio.wait_for(self.client.login(self._token), self._first_login_timeout)
