@@ -17,6 +17,10 @@ fall under (the README's tables say "≤"). The burst also reports the exact p99
 the server's whole life, start-up and shutdown included, from the line it logs at exit.
 
     .venv/bin/python bench/web_visitors.py [--visitors 500] [--rates 5,10,20,40] [--seconds 6]
+        [--database-url postgresql://user:pass@127.0.0.1/empty_db]
+
+`--database-url` runs the server on that (empty, migrated on start) database instead of a
+temporary SQLite file.
 """
 
 from __future__ import annotations
@@ -70,11 +74,13 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_server(workdir: Path, port: int, log: IO[bytes]) -> subprocess.Popen[bytes]:
+def start_server(
+    workdir: Path, port: int, log: IO[bytes], database_url: str | None = None
+) -> subprocess.Popen[bytes]:
     environ = {key: value for key, value in os.environ.items() if not key.startswith("CHORUS_")}
     environ.update(
         {
-            "CHORUS_DATABASE_URL": f"sqlite:///{workdir / 'chorus.db'}",
+            "CHORUS_DATABASE_URL": database_url or f"sqlite:///{workdir / 'chorus.db'}",
             "CHORUS_DATA_DIR": str(workdir / "data"),
             # INFO: the server logs its event-loop stalls (p99, max) when it stops.
             "CHORUS_LOG_LEVEL": "INFO",
@@ -244,13 +250,15 @@ async def open_loop_step(base_url: str, pid: int, rate: float, seconds: float) -
     }
 
 
-async def run_open_loop(rates: list[float], seconds: float) -> list[dict[str, Any]]:
+async def run_open_loop(
+    rates: list[float], seconds: float, database_url: str | None = None
+) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="chorus-web-bench-") as workdir:
         port = free_port()
         base_url = f"http://127.0.0.1:{port}"
         log_path = Path(workdir) / "server.log"
         log = log_path.open("wb")
-        server = start_server(Path(workdir), port, log)
+        server = start_server(Path(workdir), port, log, database_url)
         rows = []
         try:
             await wait_until_healthy(base_url, server, log_path)
@@ -305,13 +313,13 @@ async def visit(base_url: str, number: int, start_line: StartLine) -> Outcome:
     return outcome
 
 
-async def run(visitors: int) -> dict[str, Any]:
+async def run(visitors: int, database_url: str | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="chorus-web-bench-") as workdir:
         port = free_port()
         base_url = f"http://127.0.0.1:{port}"
         log_path = Path(workdir) / "server.log"
         log = log_path.open("wb")
-        server = start_server(Path(workdir), port, log)
+        server = start_server(Path(workdir), port, log, database_url)
         try:
             await wait_until_healthy(base_url, server, log_path)
             start_line = StartLine(visitors)
@@ -370,14 +378,16 @@ def main(
     visitors: int = DEFAULT_VISITORS,
     rates: tuple[float, ...] = DEFAULT_RATES,
     seconds: float = DEFAULT_SECONDS,
+    database_url: str | None = None,
 ) -> list[dict[str, Any]]:
-    open_rows = asyncio.run(run_open_loop(list(rates), seconds))
-    print(f"\n### Web lane, open loop: fixed arrival rates, {seconds:g} s each, demo provider, SQLite\n")
+    database = "PostgreSQL" if database_url and database_url.startswith("postgres") else "SQLite"
+    open_rows = asyncio.run(run_open_loop(list(rates), seconds, database_url))
+    print(f"\n### Web lane, open loop: fixed arrival rates, {seconds:g} s each, demo provider, {database}\n")
     print(markdown_table(open_rows))
     best = highest_rate(open_rows)
     print(f"\nHighest rate with first-token p99 < 500 ms and no errors: {best if best else 'none'} /s")
-    rows = [asyncio.run(run(visitors))]
-    print(f"\n### Web lane: burst of {visitors} concurrent visitors, demo provider, SQLite\n")
+    rows = [asyncio.run(run(visitors, database_url))]
+    print(f"\n### Web lane: burst of {visitors} concurrent visitors, demo provider, {database}\n")
     print(markdown_table(rows))
     return open_rows + rows
 
@@ -387,5 +397,11 @@ if __name__ == "__main__":
     parser.add_argument("--visitors", type=int, default=DEFAULT_VISITORS)
     parser.add_argument("--rates", default=",".join(str(rate) for rate in DEFAULT_RATES))
     parser.add_argument("--seconds", type=float, default=DEFAULT_SECONDS)
+    parser.add_argument("--database-url", default=None, help="an empty database (default: temporary SQLite)")
     arguments = parser.parse_args()
-    main(arguments.visitors, tuple(float(rate) for rate in arguments.rates.split(",")), arguments.seconds)
+    main(
+        arguments.visitors,
+        tuple(float(rate) for rate in arguments.rates.split(",")),
+        arguments.seconds,
+        arguments.database_url,
+    )

@@ -135,6 +135,20 @@ class RecoverySettings(BaseModel):
     scan_seconds: float = 15.0
 
 
+class JobSettings(BaseModel):
+    # Run after-turn jobs inside `chorus serve`. Off only on PostgreSQL, when
+    # `chorus worker` processes run them instead.
+    worker: bool = True
+    # Jobs of different sessions a worker runs at once (one session's never overlap).
+    concurrency: int = Field(default=4, ge=1)
+    # A failing job is retried with a growing wait, this many runs in all.
+    max_attempts: int = Field(default=5, ge=1)
+    # PostgreSQL: a worker silent this long is taken for dead, and its running jobs run again.
+    stalled_seconds: float = Field(default=30.0, gt=0)
+    # How often a waiting worker looks for jobs it was not told about (timers, other processes).
+    poll_seconds: float = Field(default=1.0, gt=0)
+
+
 class ChannelSettingsBase(BaseModel):
     """The `channels` section: one field per lane in `channels.registry`, named after the lane."""
 
@@ -179,6 +193,7 @@ class Settings(BaseSettings):
     context: ContextSettings = Field(default_factory=ContextSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     recovery: RecoverySettings = Field(default_factory=RecoverySettings)
+    jobs: JobSettings = Field(default_factory=JobSettings)
     channels: ChannelSettings = Field(default_factory=ChannelSettings)
 
     @classmethod

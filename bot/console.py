@@ -358,7 +358,7 @@ def _lane_state(name: str, active: bool) -> str:
 
 
 def job_queue_depth(runtime: Runtime) -> int:
-    """After-turn work waiting or running in this process."""
+    """After-turn jobs due or running (on PostgreSQL, those of every process)."""
     return runtime.engine.pending_jobs
 
 

@@ -14,6 +14,8 @@ from bot.commands.registry import CommandRegistry
 from bot.config import Settings
 from bot.context.maintenance import ContextMaintainer
 from bot.health import LaneHealth
+from bot.jobs.definitions import JobDefinitions, JobQueue, build_definitions
+from bot.jobs.runner import LocalJobRunner
 from bot.memory import MemoryService, choose_distiller
 from bot.memory.dense import load_embedder
 from bot.providers import make_provider
@@ -23,6 +25,7 @@ from bot.roles import ProcessRoles
 from bot.storage import migrate
 from bot.storage.boundary import boundary_for
 from bot.storage.database import create_database_engine
+from bot.storage.jobs import SqliteJobs
 from bot.storage.memory_store import MemoryStore
 from bot.storage.store import Store
 from bot.turns.attachments import AttachmentStore
@@ -41,6 +44,7 @@ class Runtime:
     database: DatabaseEngine
     store: Store
     engine: Engine
+    jobs: JobQueue
     # Roles one process per database plays (polling Telegram for a bot).
     roles: ProcessRoles
     memory: MemoryService | None = None
@@ -53,7 +57,8 @@ class Runtime:
         if self._closed:
             return
         self._closed = True
-        await self.engine.drain()
+        # Running jobs finish; waiting ones stay queued for the next worker.
+        await self.jobs.aclose()
         if self.memory is not None:
             await self.memory.aclose()
         await self.engine.provider.aclose()
@@ -130,7 +135,6 @@ def build_runtime(
         provider=provider,
     )
     engine.maintainer = context
-    engine.after_turn_jobs.append(context.after_turn)
     engine.overflow_handler = context.recover_from_overflow
     memory = MemoryService(
         MemoryStore(database),
@@ -141,13 +145,32 @@ def build_runtime(
     engine.memory = memory
     if settings.memory.enabled:
         engine.assembler.memory = memory
-        engine.after_turn_jobs.append(memory.after_turn)
+    definitions = build_definitions(store, context, memory, settings.memory)
+    engine.jobs = job_queue(store, settings, definitions, engine.instance_id)
+    engine.after_turn = definitions.after_turn
     return Runtime(
         settings=settings,
         database=database,
         store=store,
         engine=engine,
+        jobs=engine.jobs,
         memory=memory,
         context=context,
         roles=ProcessRoles(settings.database_url, shared=database.dialect.name == "postgresql"),
     )
+
+
+def job_queue(store: Store, settings: Settings, definitions: JobDefinitions, owner: str) -> JobQueue:
+    """procrastinate on PostgreSQL, the job table and a runner in this process on SQLite.
+
+    Either way the store enqueues into it inside the transaction of the reply.
+    """
+    if store.database.dialect.name == "postgresql":
+        from bot.jobs.postgres import ProcrastinateJobs
+
+        queue = ProcrastinateJobs(store.database, settings.database_url, definitions, settings.jobs)
+        store.jobs = queue
+        return queue
+    table = SqliteJobs(store.database)
+    store.jobs = table
+    return LocalJobRunner(table, definitions, settings.jobs, owner)

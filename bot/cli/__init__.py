@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run every configured lane in one process")
     serve.set_defaults(handler=cmd_serve)
 
+    worker = commands.add_parser("worker", help="run after-turn jobs only (PostgreSQL)")
+    worker.set_defaults(handler=cmd_worker)
+
     chat = commands.add_parser("chat", help="chat in this terminal, on the same engine")
     chat.add_argument("--user", help="who you are in the transcript (default: your login)")
     chat.set_defaults(handler=cmd_chat)
@@ -93,6 +96,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from bot.cli.serve import serve
 
     asyncio.run(serve(args.settings))
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from bot.cli.worker import work
+
+    asyncio.run(work(args.settings))
     return 0
 
 

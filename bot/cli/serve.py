@@ -18,8 +18,10 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING
 
 import uvicorn
+from sqlalchemy.engine import make_url
 
 from bot.config import Settings
+from bot.errors import ConfigError
 from bot.liveness import Liveness
 from bot.loop_lag import LoopLagProbe
 from bot.recovery import Recovery, ResumableLane
@@ -74,6 +76,9 @@ class Service:
         # A second process on one SQLite file is refused here, before it touches anything.
         self.liveness.start()
         self.loop_lag.start()
+        if self.runtime.settings.jobs.worker:
+            # Jobs a process that died was running (SQLite) run again, and those waiting run now.
+            await self.runtime.jobs.start(self.liveness.is_dead)
         recovering: asyncio.Task[None] | None = None
         try:
             # Claimed before any lane takes a message: a platform re-sending one of
@@ -134,6 +139,11 @@ def build_service(settings: Settings) -> Service:
     from channels.registry import active_lanes
     from channels.web.app import create_host_app
 
+    if not settings.jobs.worker and make_url(settings.database_url).get_backend_name() != "postgresql":
+        raise ConfigError(
+            "jobs.worker: false needs PostgreSQL, where `chorus worker` runs the jobs; "
+            "on SQLite `chorus serve` must run them."
+        )
     runtime = build_runtime(settings)
     app = create_host_app(runtime)
     lanes: list[LaneRunner] = [spec.build(runtime) for spec in active_lanes(settings.channels)]

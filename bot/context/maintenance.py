@@ -1,12 +1,13 @@
 """Runs context management: compaction, collapse and overflow recovery (docs/ARCHITECTURE.md §6).
 
-`after_turn` runs in the background after each turn: when the context passes
+`after_turn` runs as a job after each turn (`bot.jobs`): when the context passes
 `collapse_share` of the budget it folds the oldest ranges in the window, and
 when it passes `compact_share` (or `compact_dropped_messages` messages have
 left the window unsummarised) it updates the session's summary. Only overflow
 recovery runs in the user's wait. Every result is a stored record; messages
-are never rewritten. One job per session at a time in this process; across
-processes the records' unique ranges keep the work from being stored twice.
+are never rewritten. The job queue never runs two jobs of one session at once;
+should work overlap anyway (a `/compact` meanwhile), the records' unique ranges
+keep it from being stored twice.
 """
 
 from __future__ import annotations
@@ -112,11 +113,9 @@ class ContextMaintainer:
 
     # --- the engine's hooks ------------------------------------------------------
 
-    async def after_turn(self, session: ChatSession, context: Context | None = None) -> None:
+    async def after_turn(self, session: ChatSession) -> None:
         """Collapse and compact as needed; skipped while another job runs for the session."""
-        if session.id in self._busy or (
-            context is not None and not await self._may_need_work(session, context)
-        ):
+        if session.id in self._busy:
             return
         self._busy.add(session.id)
         try:
@@ -257,24 +256,6 @@ class ContextMaintainer:
         return True
 
     # --- helpers -----------------------------------------------------------------
-
-    async def _may_need_work(self, session: ChatSession, context: Context) -> bool:
-        """A cheap check on the turn's own context before rebuilding one after it.
-
-        The reply stored since adds at most `reply_reserve_tokens`; messages that
-        left the window are counted with one indexed query.
-        """
-        budget = context.stats.budget_tokens or 1
-        reply = self.model_settings.reply_reserve_tokens / budget
-        if _share(context) + reply >= min(self.settings.collapse_share, self.settings.compact_share):
-            return True
-        if not context.stats.kept_seqs:
-            return False
-        summarised = await self.db.run(self.records.latest_summary_seq, session.id)
-        dropped = await self.db.run(
-            self.store.count_conversation, session.id, summarised, min(context.stats.kept_seqs)
-        )
-        return dropped >= self.settings.compact_dropped_messages
 
     async def _dropped_messages(self, session: ChatSession, view: ContextView, context: Context) -> int:
         """Conversation messages after the summary that are older than the window (not snipped)."""

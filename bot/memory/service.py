@@ -1,9 +1,11 @@
-"""MemoryService: the offloader, its idle flush and recall, as the engine uses them.
+"""MemoryService: the offloader, its idle flush and recall, as the engine and the jobs use them.
 
-After each turn the engine calls `after_turn`: offload if a trigger is reached,
-and (re)arm an idle timer. The end of a session's activity is `idle_seconds`
-without a turn (which also covers `/new`: the old session simply goes idle) or
-the process shutting down (`aclose`); then anything pending is offloaded.
+After each turn a `memory.offload` job offloads if a trigger is reached, and a
+`memory.idle_flush` timer job is (re)set. The end of a session's activity is
+`idle_seconds` without a turn (which also covers `/new`: the old session simply
+goes idle) or the process that ran its jobs shutting down (`aclose`); then
+anything pending is offloaded. Both are durable jobs (`bot.jobs`): a crash loses
+neither.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from bot.metrics import MEMORY_OFFLOADS
 from bot.providers.base import ChatProvider
 from bot.storage.memory_store import MemoryStore
 from bot.storage.models import ChatSession
-from transcript import Context, TranscriptRow
+from transcript import TranscriptRow
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +55,9 @@ class MemoryService:
         self.embedder = embedder
         self.offloader = Offloader(store, distiller, settings, embedder)
         self.recall = Recall(store, settings, DenseIndex(store, embedder) if embedder is not None else None)
-        self._idle: dict[str, tuple[asyncio.TimerHandle, ChatSession]] = {}
-        self._flushes: set[asyncio.Task[OffloadResult | None]] = set()
+        # Sessions whose offload ran in this process and did not go idle since (with the
+        # idle flush off, so is the flush at shutdown).
+        self._active: dict[str, ChatSession] = {}
         self._backfill: asyncio.Task[BackfillResult | None] | None = None
         self._stop_backfill = False
 
@@ -83,15 +86,21 @@ class MemoryService:
             log.info("dense recall: embedded %d stored items and %d messages", total.items, total.messages)
         return total
 
-    async def after_turn(self, session: ChatSession, _context: Context | None = None) -> None:
-        """An engine after-turn job: offload when due, then wait for the session to go idle."""
+    async def offload_due(self, session: ChatSession) -> None:
+        """The `memory.offload` job: offload when a trigger is reached."""
         if not self.settings.enabled:
             return
-        try:
-            count_offload(await self.offloader.offload(session))
-        finally:
-            # Armed even when the offload failed: the idle flush retries it.
-            self._arm_idle(session)
+        if self.settings.idle_seconds > 0:
+            # Noted even when the offload fails: the shutdown flush retries it.
+            self._active[session.id] = session
+        count_offload(await self.offloader.offload(session))
+
+    async def flush_idle(self, session: ChatSession) -> None:
+        """The `memory.idle_flush` job: the session went quiet, offload all that is pending."""
+        if not self.settings.enabled:
+            return
+        self._active.pop(session.id, None)
+        await self.flush(session)
 
     def for_turn(
         self, session: ChatSession, rows: Sequence[TranscriptRow], token_budget: int | None = None
@@ -112,46 +121,14 @@ class MemoryService:
         """Offload everything pending for the session, whatever the triggers say."""
         return count_offload(await self.offloader.offload(session, force=True))
 
-    async def drain(self) -> None:
-        """Wait for idle flushes already running (tests, shutdown)."""
-        while self._flushes:
-            await asyncio.gather(*list(self._flushes), return_exceptions=True)
-
     async def aclose(self) -> None:
-        """Shutdown is the end of every session's activity: flush what is pending."""
+        """Shutdown ends the activity of every session offloaded here: flush what is pending."""
         if self._backfill is not None:
             self._stop_backfill = True
             await asyncio.gather(self._backfill, return_exceptions=True)
-        waiting = [session for _, session in self._idle.values()]
-        for handle, _ in self._idle.values():
-            handle.cancel()
-        self._idle.clear()
-        await self.drain()
-        for session in waiting:
+        active, self._active = list(self._active.values()), {}
+        for session in active:
             try:
                 await self.flush(session)
             except Exception:
                 log.exception("memory flush of session %s failed at shutdown", session.id)
-
-    def _arm_idle(self, session: ChatSession) -> None:
-        if self.settings.idle_seconds <= 0:
-            return
-        previous = self._idle.pop(session.id, None)
-        if previous is not None:
-            previous[0].cancel()
-        handle = asyncio.get_running_loop().call_later(self.settings.idle_seconds, self._on_idle, session)
-        self._idle[session.id] = (handle, session)
-
-    def _on_idle(self, session: ChatSession) -> None:
-        self._idle.pop(session.id, None)
-        task = asyncio.create_task(self._flush_quietly(session))
-        self._flushes.add(task)
-        task.add_done_callback(self._flushes.discard)
-
-    async def _flush_quietly(self, session: ChatSession) -> OffloadResult | None:
-        try:
-            return await self.flush(session)
-        except Exception:
-            # Nothing is lost: the cursor stays, the next turn or idle period retries.
-            log.exception("idle memory flush of session %s failed", session.id)
-            return None

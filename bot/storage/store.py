@@ -24,6 +24,7 @@ from bot.errors import LinkCodeError
 from bot.storage.database import open_session
 from bot.storage.delivery_models import Delivery
 from bot.storage.index_text import message_index_text
+from bot.storage.jobs import JobRequest, JobSink, JobSpec
 from bot.storage.models import (
     Account,
     Attachment,
@@ -234,6 +235,8 @@ class NewMessage:
     live: bool = True
     # Set on a user message that starts a turn: its delivery state is stored with it.
     delivery: DeliveryTarget | None = None
+    # Jobs to run after this message, enqueued in the transaction that stores it.
+    jobs: tuple[JobSpec, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -260,8 +263,10 @@ class DuplicateMessage(Exception):
 class Store:
     """The storage boundary of Chorus."""
 
-    def __init__(self, database: Engine) -> None:
+    def __init__(self, database: Engine, jobs: JobSink | None = None) -> None:
         self.database = database
+        # Where the jobs a message asks for go (None: this store takes no such message).
+        self.jobs = jobs
 
     def _session(self) -> Session:
         return open_session(self.database)
@@ -634,6 +639,8 @@ class Store:
             if message.live
             else None
         )
+        if message.jobs and self.jobs is None:
+            raise ValueError("this store has no job queue for the jobs the message asks for")
         documents = sum(1 for attachment in message.attachments if attachment.kind == "document")
         content = clean_text(message.content)
         sender_name = clean_optional(message.sender_name)
@@ -694,6 +701,11 @@ class Store:
                     # The reply and the end of its turn's open state commit together.
                     connection.execute(
                         CLOSE_DELIVERY, {"answered_message": message.reply_to_id, "touched_at": created_at}
+                    )
+                if message.jobs and self.jobs is not None:
+                    self.jobs.enqueue(
+                        connection,
+                        [JobRequest.of(spec, session_id, seq, utcnow()) for spec in message.jobs],
                     )
                 if message.attachments:
                     texts = {

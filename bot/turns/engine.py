@@ -3,12 +3,12 @@
 For every lane: route the message to a session, run commands, store the user's
 message (idempotently) before the model is called, build the context through
 `transcript`, stream the reply, store it tagged with the persona that spoke,
-then schedule after-turn work (memory offload, compaction) in the background.
+enqueuing the after-turn jobs (memory offload, compaction) in the reply's own
+transaction (`bot.jobs` runs them).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -32,6 +32,7 @@ from bot.providers.base import ChatProvider, ChatRequest, shown_model
 from bot.storage.boundary import boundary_for
 from bot.storage.deliveries import DeliveryStore
 from bot.storage.delivery_models import Delivery
+from bot.storage.jobs import JobSpec
 from bot.storage.models import ChatSession
 from bot.storage.sanitise import clean_text
 from bot.storage.store import (
@@ -55,13 +56,11 @@ from transcript import Context, count_tokens
 
 if TYPE_CHECKING:
     from bot.context.maintenance import ContextMaintainer
+    from bot.jobs.definitions import JobQueue
     from bot.memory.service import MemoryService
 
 log = logging.getLogger(__name__)
 
-# After-turn work gets the session and the context the model saw this turn (None
-# when the turn ended before a context was built), so it can skip rebuilding one.
-AfterTurnJob = Callable[[ChatSession, "Context | None"], Awaitable[None]]
 # Called when the provider rejects a context as too large; returns True when it
 # freed room (collapsed a range), so the engine rebuilds and retries.
 OverflowHandler = Callable[[ChatSession, Context], Awaitable[bool]]
@@ -90,8 +89,6 @@ class TurnPlan:
     persona: Persona
     user_message_id: int
     running: RunningTurn
-    # The last context sent to the model, handed on to after-turn work.
-    context: Context | None = None
 
 
 class Engine:
@@ -121,12 +118,13 @@ class Engine:
         self.db = boundary_for(store.database)
         # User messages this process's recovery is answering: a re-delivered copy waits for it.
         self.recovering: set[int] = set()
-        self.after_turn_jobs: list[AfterTurnJob] = []
+        # The jobs a stored reply (or recorded message) enqueues, and the queue that runs them.
+        self.after_turn: tuple[JobSpec, ...] = ()
+        self.jobs: JobQueue | None = None
         self.overflow_handler: OverflowHandler | None = None
         # What the context and memory commands act on, when this process runs them.
         self.maintainer: ContextMaintainer | None = None
         self.memory: MemoryService | None = None
-        self._background: set[asyncio.Task[None]] = set()
 
     # --- the public API lanes call ---------------------------------------------
 
@@ -219,7 +217,7 @@ class Engine:
         route = await self.db.run(resolve_route, self.store, inbound, self.personas.default.id)
         async with self.locks.hold(route.session.id):
             try:
-                stored_id = (await self._store_user_message(inbound, route, text)).id
+                stored_id = (await self._store_user_message(inbound, route, text, jobs=self.after_turn)).id
             except DuplicateMessage as duplicate:
                 return Reply(
                     kind="recorded",
@@ -232,7 +230,7 @@ class Engine:
             finally:
                 stored_already(inbound)
         # A recorded message is a step of the conversation: memory offload counts it.
-        self._schedule_after_turn(route.session, None)
+        self._wake_jobs()
         return Reply(kind="recorded", text="", session_id=route.session.id, user_message_id=stored_id)
 
     async def resume(self, delivery: Delivery) -> AsyncGenerator[TurnEvent, None]:
@@ -258,7 +256,7 @@ class Engine:
                         yield event
             finally:
                 self.running.end(session.id, plan.running)
-            self._schedule_after_turn(session, plan.context)
+            self._wake_jobs()
 
     async def note_draft(self, inbound: InboundMessage, draft_id: str) -> None:
         """A lane shows this turn's reply in platform message `draft_id`."""
@@ -281,14 +279,14 @@ class Engine:
         return self.running.stop(session_id)
 
     async def drain(self) -> None:
-        """Wait for background after-turn work (tests, shutdown)."""
-        while self._background:
-            await asyncio.gather(*list(self._background), return_exceptions=True)
+        """Wait until no after-turn job is due or running (tests, benchmarks)."""
+        if self.jobs is not None:
+            await self.jobs.drain()
 
     @property
     def pending_jobs(self) -> int:
-        """After-turn jobs of this process not finished yet."""
-        return len(self._background)
+        """After-turn jobs due or running."""
+        return self.jobs.pending() if self.jobs is not None else 0
 
     def persona_for(self, session: ChatSession) -> Persona:
         return self.personas.resolve(session.persona_id)
@@ -348,10 +346,16 @@ class Engine:
                     yield event
         finally:
             self.running.end(session.id, plan.running)
-        self._schedule_after_turn(session, plan.context)
+        self._wake_jobs()
 
     async def _store_user_message(
-        self, inbound: InboundMessage, route: Route, text: str, *, deliver: bool = False
+        self,
+        inbound: InboundMessage,
+        route: Route,
+        text: str,
+        *,
+        deliver: bool = False,
+        jobs: tuple[JobSpec, ...] = (),
     ) -> StoredMessage:
         if not text.strip() and not inbound.attachments:
             raise EmptyMessage()
@@ -383,6 +387,7 @@ class Engine:
                     if deliver and inbound.lane in RECOVERABLE_LANES
                     else None
                 ),
+                jobs=jobs,
             ),
         )
 
@@ -393,7 +398,6 @@ class Engine:
         try:
             for attempt in range(self.settings.context.overflow_retries + 1):
                 context = await self.assembler.assemble(session, persona)
-                plan.context = context
                 request = ChatRequest(
                     messages=context.messages,
                     model=self.model_for(persona),
@@ -466,6 +470,8 @@ class Engine:
                 sender_name=plan.persona.name,
                 reply_to_id=plan.user_message_id,
                 status=status,
+                # The after-turn work commits with the reply: no reply, no jobs.
+                jobs=self.after_turn,
             ),
         )
 
@@ -536,23 +542,9 @@ class Engine:
             persona_name=plan.persona.name,
         )
 
-    def _schedule_after_turn(self, session: ChatSession, context: Context | None) -> None:
-        for job in self.after_turn_jobs:
-            task = asyncio.create_task(self._run_job(job, session, context))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-
-    @staticmethod
-    async def _run_job(job: AfterTurnJob, session: ChatSession, context: Context | None) -> None:
-        try:
-            await job(session, context)
-        except Exception:
-            # After-turn work must never break a chat; it retries on the next turn.
-            log.exception(
-                "after-turn job %s failed for session %s",
-                getattr(job, "__qualname__", job),
-                session.id,
-            )
+    def _wake_jobs(self) -> None:
+        if self.jobs is not None:
+            self.jobs.wake()
 
 
 def stored_already(inbound: InboundMessage) -> None:

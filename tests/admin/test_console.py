@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from bot.console import Console
+from bot.providers.base import ChatRequest
 from bot.providers.openai import OpenAICompatibleProvider
 from bot.runtime import Runtime
 from bot.storage.memory_store import Owner
@@ -17,7 +19,6 @@ from tests.admin.seed import BEARER, DECISION, DOCUMENT_TEXT, admin_runtime, see
 from tests.fakes.openai_server import Drop, FakeOpenAI
 from tests.support.files import png_image
 from tests.support.runtime import inbound
-from transcript import Context
 
 
 async def test_conversation_list_shows_lanes_people_groups_counts_and_personas(
@@ -241,12 +242,14 @@ async def test_tokens_per_turn_are_those_the_engine_sent(tmp_path: Path, managem
     """The chart's replay of each past turn gives the context the engine built for that turn."""
     runtime = admin_runtime(tmp_path, memory_enabled="false", **management)
     sent: list[int] = []
+    stream = runtime.engine.provider.stream
 
-    async def remember(_session: object, context: Context | None) -> None:
-        if context is not None:
-            sent.append(context.stats.total_tokens)
+    def remember(request: ChatRequest) -> AsyncIterator[str]:
+        # The tokens of the context each turn sent (summaries are not streamed).
+        sent.append(request.prompt_tokens or 0)
+        return stream(request)
 
-    runtime.engine.after_turn_jobs.insert(0, remember)
+    runtime.engine.provider.stream = remember  # type: ignore[method-assign]
     try:
         session_id = ""
         for number in range(14):

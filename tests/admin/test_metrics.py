@@ -10,6 +10,8 @@ import httpx
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
+from bot.jobs import MAINTAIN_CONTEXT
+from bot.providers.base import ChatRequest
 from bot.providers.openai import OpenAICompatibleProvider
 from bot.runtime import Runtime
 from bot.turns.events import Delta
@@ -18,7 +20,6 @@ from tests.admin.conftest import BASE_URL
 from tests.admin.seed import BEARER, admin_runtime, seed
 from tests.fakes.openai_server import FakeOpenAI, Hang, Reply, context_overflow, rate_limited, server_error
 from tests.support.runtime import inbound
-from transcript import Context
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -155,14 +156,15 @@ async def test_memory_offloads_are_counted(runtime: Runtime) -> None:
 async def test_job_queue_depth_is_read_at_scrape_time(runtime: Runtime) -> None:
     release = asyncio.Event()
 
-    async def slow_job(_session: object, _context: object) -> None:
+    async def slow_job(_session_id: str, _seq: int) -> None:
         await release.wait()
 
-    runtime.engine.after_turn_jobs.append(slow_job)
+    runtime.jobs.definitions.add(MAINTAIN_CONTEXT, slow_job)
     await runtime.engine.respond(inbound("hello"))
     assert value(await scrape(runtime), "chorus_job_queue_depth") == runtime.engine.pending_jobs >= 1
     release.set()
     await runtime.engine.drain()
+    # The idle memory flush still waits for its time: it is not queued work yet.
     assert value(await scrape(runtime), "chorus_job_queue_depth") == 0
 
 
@@ -182,12 +184,14 @@ async def test_a_stopped_turn_is_counted_as_stopped(model_runtime: Runtime, fake
 async def test_tokens_in_are_the_context_the_turn_sent(tmp_path: Path) -> None:
     runtime = admin_runtime(tmp_path, memory_enabled="false")
     sent: list[int] = []
+    stream = runtime.engine.provider.stream
 
-    async def remember(_session: object, context: Context | None) -> None:
-        if context is not None:
-            sent.append(context.stats.total_tokens)
+    def remember(request: ChatRequest) -> AsyncIterator[str]:
+        # The tokens of the context the turn sent.
+        sent.append(request.prompt_tokens or 0)
+        return stream(request)
 
-    runtime.engine.after_turn_jobs.insert(0, remember)
+    runtime.engine.provider.stream = remember  # type: ignore[method-assign]
     try:
         before = value(await scrape(runtime), "chorus_tokens_total", direction="in")
         await runtime.engine.respond(inbound("count me in, please"))

@@ -82,7 +82,7 @@ RuntimeOn = Callable[..., Runtime]
 
 @pytest.fixture
 def runtime_on(
-    tmp_path: Path, fake_openai: FakeOpenAI, runtimes: RuntimeFactory, database: dict[str, str]
+    database: dict[str, str], tmp_path: Path, fake_openai: FakeOpenAI, runtimes: RuntimeFactory
 ) -> RuntimeOn:
     def build(**overrides: Any) -> Runtime:
         # Offload after every turn, so the after-turn work touches memory's tables too.

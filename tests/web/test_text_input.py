@@ -41,7 +41,7 @@ def backend(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
 
 
 async def test_nul_in_names_file_names_and_text_is_stored_cleanly(
-    make_client: ClientFactory, backend: dict[str, Any]
+    backend: dict[str, Any], make_client: ClientFactory
 ) -> None:
     client = await make_client(**backend)
     visitor = await WebVisitor.start(client, name="Mal\x00lory")
@@ -75,7 +75,7 @@ async def test_nul_in_names_file_names_and_text_is_stored_cleanly(
     ids=["utf-16", "utf-8-bom", "latin-1"],
 )
 async def test_text_documents_are_decoded_by_bom_and_detected_charset(
-    make_client: ClientFactory, backend: dict[str, Any], encoded: bytes, expected: str
+    backend: dict[str, Any], make_client: ClientFactory, encoded: bytes, expected: str
 ) -> None:
     client = await make_client(**backend)
     visitor = await WebVisitor.start(client)

@@ -43,7 +43,7 @@ def metrics_router(runtime: Runtime, auth: AdminAuth, *, public: bool) -> APIRou
     dependencies = [] if public else [Depends(auth.require)]
     router = APIRouter(include_in_schema=False, dependencies=dependencies)
     queue = metrics.GaugeReader(
-        [("chorus_job_queue_depth", "After-turn jobs waiting or running.", lambda: job_queue_depth(runtime))]
+        [("chorus_job_queue_depth", "After-turn jobs due or running.", lambda: job_queue_depth(runtime))]
     )
 
     @router.get("/metrics")

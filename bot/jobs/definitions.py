@@ -1,0 +1,110 @@
+"""The after-turn jobs: one definition each, run by the local runner or by procrastinate.
+
+A job gets a session id and the seq of the message whose transaction enqueued it.
+Every job is idempotent: it reads the session as it is when it runs and stores
+only what is still missing (the memory cursor moves only past stored items; a
+summary or collapse of a range is stored once), so a job run twice — after a
+crash, or by a retry — does nothing the second time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol
+
+from bot.config import MemorySettings
+from bot.context.maintenance import ContextMaintainer
+from bot.memory.service import MemoryService
+from bot.storage.boundary import boundary_for
+from bot.storage.jobs import JobSpec
+from bot.storage.store import Store
+
+MAINTAIN_CONTEXT = "context.maintain"
+OFFLOAD_MEMORY = "memory.offload"
+FLUSH_IDLE_MEMORY = "memory.idle_flush"
+
+JobFunction = Callable[[str, int], Awaitable[None]]
+# At shutdown, running jobs get this long to finish. One still running then is left
+# as a crash would leave it, and runs again on the next start (or another worker).
+SHUTDOWN_SECONDS = 20.0
+
+
+class JobQueue(Protocol):
+    """What the engine and the process edges see of the queue, whichever runs it."""
+
+    definitions: JobDefinitions
+
+    def wake(self) -> None:
+        """Jobs were just enqueued in this process: look now rather than at the next poll."""
+
+    async def start(self, is_dead: Callable[[str], bool] | None = None) -> None:
+        """Run jobs in this process from now on; `is_dead` tells which other runners are gone."""
+
+    async def drain(self) -> None:
+        """Wait until no job is due or running (tests, benchmarks)."""
+
+    def pending(self) -> int:
+        """Jobs due or running (timers not yet due are not waiting for anything)."""
+
+    async def aclose(self) -> None:
+        """Stop taking jobs; running ones finish."""
+
+
+class JobDefinitions:
+    """The named jobs and the specs a stored reply enqueues."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, JobFunction] = {}
+        self.after_turn: tuple[JobSpec, ...] = ()
+
+    def add(self, name: str, function: JobFunction) -> None:
+        self._jobs[name] = function
+
+    @property
+    def names(self) -> Iterable[str]:
+        return tuple(self._jobs)
+
+    async def run(self, name: str, session_id: str, seq: int) -> None:
+        function = self._jobs.get(name)
+        if function is None:
+            raise LookupError(f"no job named {name!r}")
+        await function(session_id, seq)
+
+
+def build_definitions(
+    store: Store, maintainer: ContextMaintainer, memory: MemoryService | None, settings: MemorySettings
+) -> JobDefinitions:
+    definitions = JobDefinitions()
+    specs = [JobSpec(MAINTAIN_CONTEXT)]
+    db = boundary_for(store.database)
+
+    async def maintain_context(session_id: str, _seq: int) -> None:
+        session = await db.run(store.get_session, session_id)
+        if session is not None:
+            await maintainer.after_turn(session)
+
+    definitions.add(MAINTAIN_CONTEXT, maintain_context)
+    if memory is not None and settings.enabled:
+        specs.append(JobSpec(OFFLOAD_MEMORY))
+
+        async def offload_memory(session_id: str, _seq: int) -> None:
+            session = await db.run(store.get_session, session_id)
+            if session is not None:
+                await memory.offload_due(session)
+
+        definitions.add(OFFLOAD_MEMORY, offload_memory)
+        if settings.idle_seconds > 0:
+            specs.append(JobSpec(FLUSH_IDLE_MEMORY, delay_seconds=settings.idle_seconds))
+
+            async def flush_idle_memory(session_id: str, seq: int) -> None:
+                session = await db.run(store.get_session, session_id)
+                # A newer message means the session did not go quiet: its own timer follows.
+                if (
+                    session is not None
+                    and await db.run(memory.store.last_conversation_seq, session_id) <= seq
+                ):
+                    await memory.flush_idle(session)
+
+            definitions.add(FLUSH_IDLE_MEMORY, flush_idle_memory)
+    definitions.after_turn = tuple(specs)
+    return definitions

@@ -1,0 +1,199 @@
+"""The after-turn jobs on procrastinate, for PostgreSQL.
+
+Deferring happens on the connection of the transaction that stores the reply
+(procrastinate's external-connection defer), so a job exists exactly when its
+reply does: a turn that fails to store its reply enqueues nothing. Each job is
+deferred with `lock=<session id>`, so procrastinate never runs two jobs of one
+session at once whichever worker takes them, and with a queueing lock per job
+and session, so a job already waiting covers a new request (it reads the session
+when it runs). A timer (the idle memory flush) is a small job scheduled without
+a lock — a future job holding the session's lock would hold back every other job
+of the session — which defers the real job, locked, when it fires.
+
+Workers run in `chorus serve` (`jobs.worker`) or in `chorus worker` processes.
+A worker killed mid-job leaves its job `doing`; every worker retries the jobs of
+workers whose heartbeat stopped more than `jobs.stalled_seconds` ago, so the job
+runs again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+
+from procrastinate import App, PsycopgConnector, RetryStrategy, SyncPsycopgConnector
+from procrastinate.exceptions import AlreadyEnqueued
+from sqlalchemy.engine import Connection, Engine, make_url
+
+from bot.config import JobSettings
+from bot.jobs.definitions import SHUTDOWN_SECONDS, JobDefinitions, JobFunction
+from bot.storage.boundary import boundary_for
+from bot.storage.jobs import JobRequest, procrastinate_jobs_count
+from bot.storage.models import utcnow
+
+log = logging.getLogger(__name__)
+
+QUEUE = "chorus"
+TIMER_TASK = "chorus.timer"
+# How often `drain` looks at the queue; it waits on other processes' workers too.
+DRAIN_POLL_SECONDS = 0.05
+# Connections the worker's pool may open beyond one per concurrent job.
+POOL_SPARE = 2
+
+
+def task_name(job: str) -> str:
+    return f"chorus.{job}"
+
+
+class ProcrastinateJobs:
+    """The job sink of the store and the `JobQueue` of the process, on procrastinate."""
+
+    def __init__(
+        self, database: Engine, database_url: str, definitions: JobDefinitions, settings: JobSettings
+    ) -> None:
+        self.database = database
+        self.db = boundary_for(database)
+        self.definitions = definitions
+        self.settings = settings
+        conninfo = make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+        # Never opened: it only defers, on the connection of the caller's transaction.
+        self._deferrer = App(connector=SyncPsycopgConnector())
+        self.app = App(
+            connector=PsycopgConnector(
+                conninfo=conninfo, min_size=1, max_size=settings.concurrency + POOL_SPARE
+            )
+        )
+        retry = RetryStrategy(max_attempts=settings.max_attempts, exponential_wait=2)
+        for name in definitions.names:
+            self.app.task(name=task_name(name), queue=QUEUE, retry=retry)(self._task(name))
+        self.app.task(name=TIMER_TASK, queue=QUEUE, retry=retry)(self._fire_timer)
+        self._worker: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # --- the store's sink ---------------------------------------------------------
+
+    def enqueue(self, connection: Connection, requests: Sequence[JobRequest]) -> None:
+        driver = connection.connection.driver_connection
+        for request in requests:
+            if request.is_timer:
+                self._deferrer.configure_task(
+                    TIMER_TASK, queue=QUEUE, schedule_at=request.run_after, connection=driver
+                ).defer(job=request.name, session_id=request.session_id, seq=request.seq)
+                continue
+            try:
+                # A refused defer (the job already waits) must not abort the reply's transaction.
+                with connection.begin_nested():
+                    self._deferrer.configure_task(
+                        task_name(request.name),
+                        queue=QUEUE,
+                        lock=request.session_id,
+                        queueing_lock=queueing_lock(request.name, request.session_id),
+                        connection=driver,
+                    ).defer(session_id=request.session_id, seq=request.seq)
+            except AlreadyEnqueued:
+                pass
+
+    # --- JobQueue ------------------------------------------------------------------
+
+    def wake(self) -> None:
+        # Workers hear of new jobs from PostgreSQL (LISTEN/NOTIFY at commit); this
+        # only makes sure this process runs one when it should.
+        if self.settings.worker and not self._closed and self._worker is None:
+            self._start_worker()
+
+    async def start(self, is_dead: Callable[[str], bool] | None = None) -> None:
+        # Dead workers are found by procrastinate's heartbeats, not by `is_dead`.
+        self._closed = False
+        if self._worker is None:
+            self._start_worker()
+
+    def _start_worker(self) -> None:
+        self._worker = asyncio.create_task(self.run_worker(), name="jobs")
+        self._worker.add_done_callback(_report_end)
+
+    async def drain(self) -> None:
+        if self._worker is None and not self.settings.worker:
+            return
+        self.wake()
+        while await self.db.run(procrastinate_jobs_count, self.database, QUEUE, due_by=utcnow()) > 0:
+            await asyncio.sleep(DRAIN_POLL_SECONDS)
+
+    def pending(self) -> int:
+        return procrastinate_jobs_count(self.database, QUEUE, due_by=utcnow())
+
+    async def aclose(self) -> None:
+        self._closed = True
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            # procrastinate stops taking jobs and lets the running ones finish.
+            worker.cancel()
+            done, _ = await asyncio.wait({worker}, timeout=SHUTDOWN_SECONDS)
+            if not done:
+                log.warning("jobs still running after %.0f s are left to run again", SHUTDOWN_SECONDS)
+
+    # --- the worker ----------------------------------------------------------------
+
+    async def run_worker(self) -> None:
+        """Run jobs until cancelled: `chorus worker`, or the worker inside `chorus serve`."""
+        stalled = self.settings.stalled_seconds
+        async with self.app.open_async():
+            retrying = asyncio.create_task(self._retry_stalled_jobs(), name="jobs-stalled")
+            try:
+                await self.app.run_worker_async(
+                    queues=[QUEUE],
+                    concurrency=self.settings.concurrency,
+                    wait=True,
+                    install_signal_handlers=False,
+                    delete_jobs="successful",
+                    fetch_job_polling_interval=self.settings.poll_seconds,
+                    update_heartbeat_interval=stalled / 3,
+                    stalled_worker_timeout=stalled,
+                )
+            finally:
+                retrying.cancel()
+                with suppress(asyncio.CancelledError):
+                    await retrying
+
+    async def _retry_stalled_jobs(self) -> None:
+        """Jobs left `doing` by a worker that died run again (on start, then periodically)."""
+        stalled = self.settings.stalled_seconds
+        while True:
+            try:
+                for job in await self.app.job_manager.get_stalled_jobs(
+                    queue=QUEUE, seconds_since_heartbeat=stalled
+                ):
+                    log.warning("job %s (%s) of a dead worker runs again", job.id, job.task_name)
+                    await self.app.job_manager.retry_job(job)
+            except Exception:
+                log.exception("looking for stalled jobs failed")
+            await asyncio.sleep(stalled / 2)
+
+    def _task(self, name: str) -> JobFunction:
+        definitions = self.definitions
+
+        async def run(session_id: str, seq: int) -> None:
+            await definitions.run(name, session_id, seq)
+
+        run.__name__ = name.replace(".", "_")
+        return run
+
+    async def _fire_timer(self, job: str, session_id: str, seq: int) -> None:
+        """A timer fell due: defer its job, under the session's lock like every other."""
+        with suppress(AlreadyEnqueued):
+            await self.app.configure_task(
+                task_name(job),
+                queue=QUEUE,
+                lock=session_id,
+                queueing_lock=queueing_lock(job, session_id),
+            ).defer_async(session_id=session_id, seq=seq)
+
+
+def _report_end(worker: asyncio.Task[None]) -> None:
+    if not worker.cancelled() and worker.exception() is not None:
+        log.error("the job worker stopped: %s", worker.exception(), exc_info=worker.exception())
+
+
+def queueing_lock(job: str, session_id: str) -> str:
+    return f"{job}:{session_id}"

@@ -1,0 +1,155 @@
+"""Runs after-turn jobs from the SQLite job table inside this process.
+
+One loop claims every due job of every session with no job running (one
+conditional UPDATE, so a job is claimed once) and runs each session's jobs one
+after another, several sessions at once. A job is deleted when it has run; one
+that fails waits a growing time and runs again, `max_attempts` runs in all. A job
+still claimed by a process that is gone (kill -9 mid-job) is put back to wait on
+start, so it runs again: at least once, never lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from contextlib import suppress
+from datetime import timedelta
+
+from bot.config import JobSettings
+from bot.jobs.definitions import SHUTDOWN_SECONDS, JobDefinitions
+from bot.storage.boundary import boundary_for
+from bot.storage.jobs import ClaimedJob, SqliteJobs
+from bot.storage.models import utcnow
+
+log = logging.getLogger(__name__)
+
+# The wait before the n-th retry of a failing job: 2, 4, 8 … seconds, at most this.
+MAX_RETRY_SECONDS = 300.0
+
+
+def retry_delay(attempts: int) -> float:
+    return float(min(2**attempts, MAX_RETRY_SECONDS))
+
+
+class LocalJobRunner:
+    def __init__(
+        self, table: SqliteJobs, definitions: JobDefinitions, settings: JobSettings, owner: str
+    ) -> None:
+        self.table = table
+        self.definitions = definitions
+        self.settings = settings
+        self.owner = owner
+        self.db = boundary_for(table.database)
+        self._slots = asyncio.Semaphore(settings.concurrency)
+        self._wake = asyncio.Event()
+        self._progress = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._sessions: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    # --- JobQueue ------------------------------------------------------------------
+
+    def wake(self) -> None:
+        if self._closed or not self.settings.worker:
+            return
+        if self._loop_task is None:
+            self._loop_task = asyncio.create_task(self._run(), name="jobs")
+        self._wake.set()
+
+    async def start(self, is_dead: Callable[[str], bool] | None = None) -> None:
+        if is_dead is not None:
+            for job_id, owner in await self.db.run(self.table.claimed_by_others, self.owner):
+                if is_dead(owner):
+                    # Its process died mid-job: the job runs again.
+                    await self.db.run(self.table.release, job_id, utcnow())
+        self.wake()
+
+    async def drain(self) -> None:
+        self.wake()
+        while self._sessions or (self._loop_task is not None and await self._due()):
+            self._progress.clear()
+            await self._progress.wait()
+
+    def pending(self) -> int:
+        return self.table.count(due_by=utcnow())
+
+    async def _due(self) -> bool:
+        return await self.db.run(self.table.count, due_by=utcnow(), owner=self.owner) > 0
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._loop_task
+        # Jobs already claimed finish; the rest wait in the table for the next start.
+        if self._sessions:
+            _, running = await asyncio.wait(set(self._sessions), timeout=SHUTDOWN_SECONDS)
+            if running:
+                log.warning("jobs still running after %.0f s are left to run again", SHUTDOWN_SECONDS)
+
+    # --- the loop ------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            try:
+                claimed = await self.db.run(self.table.claim_due, self.owner, utcnow())
+            except Exception:
+                # The database may be briefly unavailable: the jobs wait for the next pass.
+                log.exception("claiming due jobs failed")
+                claimed = []
+            by_session: dict[str, list[ClaimedJob]] = defaultdict(list)
+            for job in claimed:
+                by_session[job.session_id].append(job)
+            for jobs in by_session.values():
+                task = asyncio.create_task(self._run_session(jobs))
+                self._sessions.add(task)
+                task.add_done_callback(self._session_done)
+            self._progress.set()
+            await self._sleep()
+
+    async def _sleep(self) -> None:
+        """Until woken, a timer falls due, or the poll interval passes."""
+        timeout = self.settings.poll_seconds
+        due = await self.db.run(self.table.next_run_after)
+        if due is not None:
+            timeout = min(timeout, max((due - utcnow()).total_seconds(), 0.0))
+        with suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._wake.wait()
+
+    def _session_done(self, task: asyncio.Task[None]) -> None:
+        self._sessions.discard(task)
+        # The session may have more jobs waiting behind the ones that ran.
+        self._wake.set()
+        self._progress.set()
+
+    async def _run_session(self, jobs: list[ClaimedJob]) -> None:
+        async with self._slots:
+            for job in jobs:
+                await self._run_one(job)
+
+    async def _run_one(self, job: ClaimedJob) -> None:
+        try:
+            await self.definitions.run(job.name, job.session_id, job.seq)
+        except Exception:
+            if job.attempts >= self.settings.max_attempts:
+                log.exception(
+                    "job %s of session %s failed %d times: dropped", job.name, job.session_id, job.attempts
+                )
+                await self.db.run(self.table.finish, job.id)
+                return
+            delay = retry_delay(job.attempts)
+            log.exception(
+                "job %s of session %s failed (run %d): retried in %.0f s",
+                job.name,
+                job.session_id,
+                job.attempts,
+                delay,
+            )
+            await self.db.run(self.table.release, job.id, utcnow() + timedelta(seconds=delay))
+            return
+        await self.db.run(self.table.finish, job.id)

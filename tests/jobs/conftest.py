@@ -1,0 +1,1 @@
+from tests.durable.conftest import postgres_url  # noqa: F401

@@ -1,0 +1,131 @@
+"""After-turn jobs on PostgreSQL, through procrastinate: deferred in the reply's transaction,
+run by workers, one session's jobs never at once across workers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from bot.config import JobSettings
+from bot.jobs import MAINTAIN_CONTEXT, OFFLOAD_MEMORY
+from bot.jobs.postgres import TIMER_TASK, ProcrastinateJobs, task_name
+from bot.runtime import Runtime
+from tests.durable.conftest import needs_postgres
+from tests.jobs.support import Timeline, definitions_of, enqueue, recording_job, wait_for
+from tests.jobs.test_local_jobs import FailsAfterEnqueue
+from tests.support.runtime import RuntimeFactory, inbound
+
+pytestmark = needs_postgres
+
+
+def procrastinate_jobs(runtime: Runtime) -> list[Any]:
+    query = "SELECT task_name, lock, status, args, scheduled_at FROM procrastinate_jobs ORDER BY id"
+    with runtime.database.connect() as connection:
+        return list(connection.execute(text(query)))
+
+
+def count(runtime: Runtime, query: str) -> int:
+    with runtime.database.connect() as connection:
+        return int(connection.execute(text(query)).scalar_one())
+
+
+async def test_a_reply_defers_its_jobs_in_its_transaction(
+    postgres_url: str,
+    runtimes: RuntimeFactory,
+    tmp_path: Path,
+) -> None:
+    runtime = runtimes(tmp_path, database_url=postgres_url, jobs_worker=False)
+    reply = await runtime.engine.respond(inbound("hello"))
+    session = reply.session_id
+    seq = count(runtime, "SELECT seq FROM messages WHERE role = 'assistant'")
+    jobs = procrastinate_jobs(runtime)
+    assert [(job.task_name, job.lock, job.status) for job in jobs] == [
+        (task_name(MAINTAIN_CONTEXT), session, "todo"),
+        (task_name(OFFLOAD_MEMORY), session, "todo"),
+        # The idle timer holds no lock: a future job with one would hold back the session.
+        (TIMER_TASK, None, "todo"),
+    ]
+    assert [job.args["seq"] for job in jobs] == [seq, seq, seq]
+    assert jobs[2].scheduled_at is not None and runtime.engine.pending_jobs == 2
+    await runtime.engine.respond(inbound("and again"))
+    # The waiting jobs cover the second turn (queueing lock); each reply sets a timer.
+    assert [job.task_name for job in procrastinate_jobs(runtime)] == [
+        task_name(MAINTAIN_CONTEXT),
+        task_name(OFFLOAD_MEMORY),
+        TIMER_TASK,
+        TIMER_TASK,
+    ]
+
+
+async def test_a_turn_whose_reply_is_not_stored_defers_nothing(
+    postgres_url: str,
+    runtimes: RuntimeFactory,
+    tmp_path: Path,
+) -> None:
+    runtime = runtimes(tmp_path, database_url=postgres_url, jobs_worker=False)
+    assert runtime.store.jobs is not None
+    runtime.store.jobs = FailsAfterEnqueue(runtime.store.jobs)
+    with pytest.raises(RuntimeError, match="disk is full"):
+        await runtime.engine.respond(inbound("hello"))
+    assert count(runtime, "SELECT count(*) FROM messages WHERE role = 'user'") == 1
+    assert count(runtime, "SELECT count(*) FROM messages WHERE role = 'assistant'") == 0
+    assert procrastinate_jobs(runtime) == []
+
+
+async def test_the_worker_runs_the_jobs(
+    postgres_url: str,
+    runtimes: RuntimeFactory,
+    tmp_path: Path,
+) -> None:
+    runtime = runtimes(tmp_path, database_url=postgres_url, memory_turns_threshold=1)
+    await runtime.engine.respond(inbound("We decided to ship on Friday."))
+    await runtime.engine.drain()
+    assert count(runtime, "SELECT last_seq FROM memory_cursors") == count(
+        runtime, "SELECT seq FROM messages WHERE role = 'assistant'"
+    )
+    # Finished jobs are deleted; only the idle timer waits for its time.
+    assert [job.task_name for job in procrastinate_jobs(runtime)] == [TIMER_TASK]
+
+
+async def test_one_sessions_jobs_never_overlap_across_two_workers(
+    postgres_url: str,
+    runtimes: RuntimeFactory,
+    tmp_path: Path,
+) -> None:
+    runtime = runtimes(tmp_path, database_url=postgres_url, jobs_worker=False)
+    timeline = Timeline()
+    workers: list[ProcrastinateJobs] = []
+
+    async def while_first_runs(session: str) -> None:
+        # Another job of this session, then one of another session: the second can only
+        # be fetched after the first, yet it must wait for this job to end.
+        enqueue(runtime.database, workers[0], ("second", session))
+        enqueue(runtime.database, workers[0], ("other", "s2"))
+        await wait_for(timeline.finished("other", "s2"), "the other session's job")
+
+    jobs = {
+        "first": recording_job(timeline, "first", while_first_runs),
+        "second": recording_job(timeline, "second"),
+        "other": recording_job(timeline, "other"),
+    }
+    settings = JobSettings(stalled_seconds=30, poll_seconds=0.2)
+    for _ in range(2):
+        workers.append(ProcrastinateJobs(runtime.database, postgres_url, definitions_of(jobs), settings))
+    try:
+        for worker in workers:
+            await worker.start()
+        enqueue(runtime.database, workers[0], ("first", "s1"))
+        await wait_for(timeline.finished("second", "s1"), "the session's second job")
+        assert timeline.index("start", "second", "s1") > timeline.index("end", "first", "s1")
+        assert timeline.index("end", "other", "s2") < timeline.index("end", "first", "s1")
+        assert [timeline.runs(*job) for job in [("first", "s1"), ("second", "s1"), ("other", "s2")]] == [
+            1,
+            1,
+            1,
+        ]
+    finally:
+        for worker in workers:
+            await worker.aclose()
