@@ -508,7 +508,7 @@ _SQLITE_SEARCH = {
         f"WHERE s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"
     ),
 }
-# The expression migration 0007_message_search indexes: the same index text SQLite's index holds.
+# The expression migration 0008_message_search indexes: the same index text SQLite's index holds.
 _POSTGRES_MESSAGE_TEXT = "to_tsvector('simple', f.search_text)"
 _POSTGRES_SEARCH = {
     source: f"SELECT * FROM ({query}) AS best_matches"

@@ -65,7 +65,7 @@ ROW_COLUMNS = (
 
 # The full-text row of a message (SQLite; see migration 0003_memory).
 INDEX_MESSAGE = text("INSERT INTO messages_fts(rowid, owner, content) VALUES (:id, :owner, :content)")
-# The same index text on PostgreSQL, under a GIN index (see migration 0007_message_search); the
+# The same index text on PostgreSQL, under a GIN index (see migration 0008_message_search); the
 # owner is read from the session there, so a linked person's messages need no re-tagging.
 INDEX_MESSAGE_POSTGRES = text("INSERT INTO messages_fts (message_id, search_text) VALUES (:id, :content)")
 # The index keeps no copy of the text: a row is removed by repeating exactly what was written.

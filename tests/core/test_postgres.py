@@ -223,7 +223,7 @@ def test_the_message_search_migration_indexes_stored_messages_on_postgres(postgr
     from bot.storage.memory_store import MemoryStore, Owner
 
     engine = create_database_engine(postgres_url)
-    migrate.upgrade(engine, "0006_repair_search_index")
+    migrate.upgrade(engine, "0007_jobs")
     said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
     with engine.begin() as connection:
         connection.execute(

@@ -1,7 +1,7 @@
 """PostgreSQL: messages are searched by the same index text as on SQLite
 
-Revision ID: 0007_message_search
-Revises: 0006_repair_search_index
+Revision ID: 0008_message_search
+Revises: 0007_jobs
 
 On PostgreSQL the message index was an expression over the sender's name and the
 raw text: CJK text (no spaces) became one token per run of characters, so a
@@ -22,8 +22,8 @@ from alembic import op
 
 from bot.storage.index_text import message_index_text
 
-revision = "0007_message_search"
-down_revision = "0006_repair_search_index"
+revision = "0008_message_search"
+down_revision = "0007_jobs"
 branch_labels = None
 depends_on = None
 
