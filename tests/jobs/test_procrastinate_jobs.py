@@ -14,6 +14,7 @@ from bot.jobs import MAINTAIN_CONTEXT, OFFLOAD_MEMORY
 from bot.jobs.postgres import TIMER_TASK, ProcrastinateJobs, task_name
 from bot.runtime import Runtime
 from tests.durable.conftest import needs_postgres
+from tests.durable.serve_process import wait_until
 from tests.jobs.support import Timeline, definitions_of, enqueue, recording_job, wait_for
 from tests.jobs.test_local_jobs import FailsAfterEnqueue
 from tests.support.runtime import RuntimeFactory, inbound
@@ -129,3 +130,18 @@ async def test_one_sessions_jobs_never_overlap_across_two_workers(
     finally:
         for worker in workers:
             await worker.aclose()
+
+
+async def test_the_idle_flush_timer_fires_and_offloads_a_quiet_session(
+    postgres_url: str, runtimes: RuntimeFactory, tmp_path: Path
+) -> None:
+    # No offload trigger is reached (8 turns, 6,000 characters, 20 messages): only the idle
+    # flush, a second after the reply, can move the memory cursor.
+    runtime = runtimes(tmp_path, database_url=postgres_url, memory_idle_seconds=1)
+    await runtime.engine.respond(inbound("We decided to ship on Friday."))
+    cursor = await wait_until(
+        lambda: count(runtime, "SELECT count(*) FROM memory_cursors"), what="the idle flush"
+    )
+    assert cursor == 1
+    await runtime.engine.drain()
+    assert procrastinate_jobs(runtime) == []
