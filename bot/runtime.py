@@ -168,7 +168,7 @@ def job_queue(store: Store, settings: Settings, definitions: JobDefinitions, own
     if store.database.dialect.name == "postgresql":
         from bot.jobs.postgres import ProcrastinateJobs
 
-        queue = ProcrastinateJobs(store.database, settings.database_url, definitions, settings.jobs)
+        queue = ProcrastinateJobs(store, settings.database_url, definitions, settings.jobs)
         store.jobs = queue
         return queue
     table = SqliteJobs(store.database)

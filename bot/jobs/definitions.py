@@ -98,11 +98,9 @@ def build_definitions(
 
             async def flush_idle_memory(session_id: str, seq: int) -> None:
                 session = await db.run(store.get_session, session_id)
+                newest = await db.run(store.latest_conversation_message, session_id)
                 # A newer message means the session did not go quiet: its own timer follows.
-                if (
-                    session is not None
-                    and await db.run(memory.store.last_conversation_seq, session_id) <= seq
-                ):
+                if session is not None and (newest is None or newest[0] <= seq):
                     await memory.flush_idle(session)
 
             definitions.add(FLUSH_IDLE_MEMORY, flush_idle_memory)

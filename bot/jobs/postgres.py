@@ -8,7 +8,9 @@ session at once whichever worker takes them, and with a queueing lock per job
 and session, so a job already waiting covers a new request (it reads the session
 when it runs). A timer (the idle memory flush) is a small job scheduled without
 a lock — a future job holding the session's lock would hold back every other job
-of the session — which defers the real job, locked, when it fires.
+of the session — which defers the real job, locked, when it fires. One timer
+per job and session waits at a time (a queueing lock): a timer that finds a
+newer message when it fires waits again, `delay` after that message.
 
 Workers run in `chorus serve` (`jobs.worker`) or in `chorus worker` processes.
 A worker killed mid-job leaves its job `doing`; every worker retries the jobs of
@@ -22,16 +24,19 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import suppress
+from datetime import timedelta
+from typing import Any
 
 from procrastinate import App, PsycopgConnector, RetryStrategy, SyncPsycopgConnector
 from procrastinate.exceptions import AlreadyEnqueued
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import Connection, make_url
 
 from bot.config import JobSettings
 from bot.jobs.definitions import SHUTDOWN_SECONDS, JobDefinitions, JobFunction
 from bot.storage.boundary import boundary_for
 from bot.storage.jobs import JobRequest, procrastinate_jobs_count
 from bot.storage.models import utcnow
+from bot.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +56,10 @@ class ProcrastinateJobs:
     """The job sink of the store and the `JobQueue` of the process, on procrastinate."""
 
     def __init__(
-        self, database: Engine, database_url: str, definitions: JobDefinitions, settings: JobSettings
+        self, store: Store, database_url: str, definitions: JobDefinitions, settings: JobSettings
     ) -> None:
-        self.database = database
+        self.store = store
+        database = self.database = store.database
         self.db = boundary_for(database)
         self.definitions = definitions
         self.settings = settings
@@ -78,20 +84,19 @@ class ProcrastinateJobs:
         driver = connection.connection.driver_connection
         for request in requests:
             if request.is_timer:
-                self._deferrer.configure_task(
-                    TIMER_TASK, queue=QUEUE, schedule_at=request.run_after, connection=driver
-                ).defer(job=request.name, session_id=request.session_id, seq=request.seq)
-                continue
+                task = TIMER_TASK
+                options: dict[str, Any] = {"schedule_at": request.run_after}
+                arguments: dict[str, Any] = {"job": request.name, "delay": request.delay_seconds}
+                waiting = queueing_lock(TIMER_TASK, request.name, request.session_id)
+            else:
+                task, options, arguments = task_name(request.name), {"lock": request.session_id}, {}
+                waiting = queueing_lock(request.name, request.session_id)
             try:
                 # A refused defer (the job already waits) must not abort the reply's transaction.
                 with connection.begin_nested():
                     self._deferrer.configure_task(
-                        task_name(request.name),
-                        queue=QUEUE,
-                        lock=request.session_id,
-                        queueing_lock=queueing_lock(request.name, request.session_id),
-                        connection=driver,
-                    ).defer(session_id=request.session_id, seq=request.seq)
+                        task, queue=QUEUE, queueing_lock=waiting, connection=driver, **options
+                    ).defer(session_id=request.session_id, seq=request.seq, **arguments)
             except AlreadyEnqueued:
                 pass
 
@@ -179,8 +184,22 @@ class ProcrastinateJobs:
         run.__name__ = name.replace(".", "_")
         return run
 
-    async def _fire_timer(self, job: str, session_id: str, seq: int) -> None:
-        """A timer fell due: defer its job, under the session's lock like every other."""
+    async def _fire_timer(self, job: str, session_id: str, seq: int, delay: float) -> None:
+        """A timer fell due: defer its job, under the session's lock like every other.
+
+        If the session had a newer message meanwhile, the timer waits again instead.
+        """
+        newest = await self.db.run(self.store.latest_conversation_message, session_id)
+        if newest is not None and newest[0] > seq:
+            newest_seq, said_at = newest
+            with suppress(AlreadyEnqueued):
+                await self.app.configure_task(
+                    TIMER_TASK,
+                    queue=QUEUE,
+                    queueing_lock=queueing_lock(TIMER_TASK, job, session_id),
+                    schedule_at=said_at + timedelta(seconds=delay),
+                ).defer_async(job=job, session_id=session_id, seq=newest_seq, delay=delay)
+            return
         with suppress(AlreadyEnqueued):
             await self.app.configure_task(
                 task_name(job),
@@ -195,5 +214,5 @@ def _report_end(worker: asyncio.Task[None]) -> None:
         log.error("the job worker stopped: %s", worker.exception(), exc_info=worker.exception())
 
 
-def queueing_lock(job: str, session_id: str) -> str:
-    return f"{job}:{session_id}"
+def queueing_lock(*parts: str) -> str:
+    return ":".join(parts)

@@ -46,11 +46,17 @@ class JobRequest:
     session_id: str
     seq: int
     run_after: datetime
-    is_timer: bool
+    # A timer's wait after the session's newest message (0: not a timer).
+    delay_seconds: float = 0.0
+
+    @property
+    def is_timer(self) -> bool:
+        return self.delay_seconds > 0
 
     @classmethod
     def of(cls, spec: JobSpec, session_id: str, seq: int, now: datetime) -> JobRequest:
-        return cls(spec.name, session_id, seq, now + timedelta(seconds=spec.delay_seconds), spec.is_timer)
+        delay = spec.delay_seconds
+        return cls(spec.name, session_id, seq, now + timedelta(seconds=delay), delay)
 
 
 class JobSink(Protocol):

@@ -133,14 +133,6 @@ class MemoryStore:
                 )
             )
 
-    def last_conversation_seq(self, session_id: str) -> int:
-        """The seq of the session's newest conversation message (0 when it has none)."""
-        query = select(func.max(Message.seq)).where(
-            Message.session_id == session_id, Message.role != "system"
-        )
-        with self._session() as db:
-            return db.exec(query).one() or 0
-
     def message_at(self, session_id: str, seq: int) -> Message | None:
         with self._session() as db:
             return db.exec(

@@ -804,6 +804,18 @@ class Store:
             for row in found
         ]
 
+    def latest_conversation_message(self, session_id: str) -> tuple[int, datetime] | None:
+        """Seq and time of the session's newest conversation message (no `system` events)."""
+        query = (
+            sa_select(MESSAGES.c.seq, MESSAGES.c.created_at)
+            .where(MESSAGES.c.session_id == session_id, MESSAGES.c.role != "system")
+            .order_by(MESSAGES.c.seq.desc())
+            .limit(1)
+        )
+        with self.database.connect() as connection:
+            found = connection.execute(query).first()
+        return None if found is None else (found.seq, _aware(found.created_at))
+
     def count_conversation(
         self, session_id: str, after_seq: int, before_seq: int, skip: Sequence[tuple[int, int]] = ()
     ) -> int:

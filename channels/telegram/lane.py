@@ -139,6 +139,8 @@ class TelegramLane:
         if not await self._roles.claim(role):
             message = SECOND_POLLER.format(bot=self._me.username)
             self._health.failed(LANE, message)
+            # A lane that fails to start is never stopped: close its HTTP session here.
+            await self.bot.session.close()
             raise ConfigError(message)
         self._poller_role = role
         # A webhook left from an earlier deployment would make getUpdates fail.

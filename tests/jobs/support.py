@@ -55,7 +55,7 @@ def definitions_of(jobs: dict[str, Callable[[str, int], Awaitable[None]]]) -> Jo
 def enqueue(database: Engine, sink: JobSink, *jobs: tuple[str, str]) -> None:
     """Enqueue (job, session) pairs in one transaction, as a stored reply does."""
     with database.begin() as connection:
-        sink.enqueue(connection, [JobRequest(name, session, 1, utcnow(), False) for name, session in jobs])
+        sink.enqueue(connection, [JobRequest(name, session, 1, utcnow()) for name, session in jobs])
 
 
 async def wait_for(event: asyncio.Event, what: str) -> None:

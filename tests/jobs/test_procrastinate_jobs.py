@@ -14,6 +14,7 @@ from bot.jobs import MAINTAIN_CONTEXT, OFFLOAD_MEMORY
 from bot.jobs.postgres import TIMER_TASK, ProcrastinateJobs, task_name
 from bot.runtime import Runtime
 from tests.durable.conftest import needs_postgres
+from tests.durable.serve_process import wait_until
 from tests.jobs.support import Timeline, definitions_of, enqueue, recording_job, wait_for
 from tests.jobs.test_local_jobs import FailsAfterEnqueue
 from tests.support.runtime import RuntimeFactory, inbound
@@ -51,11 +52,11 @@ async def test_a_reply_defers_its_jobs_in_its_transaction(
     assert [job.args["seq"] for job in jobs] == [seq, seq, seq]
     assert jobs[2].scheduled_at is not None and runtime.engine.pending_jobs == 2
     await runtime.engine.respond(inbound("and again"))
-    # The waiting jobs cover the second turn (queueing lock); each reply sets a timer.
+    # The waiting jobs and the waiting timer cover the second turn too (queueing locks): the
+    # timer, when it fires, finds the newer reply and waits again from there.
     assert [job.task_name for job in procrastinate_jobs(runtime)] == [
         task_name(MAINTAIN_CONTEXT),
         task_name(OFFLOAD_MEMORY),
-        TIMER_TASK,
         TIMER_TASK,
     ]
 
@@ -113,7 +114,7 @@ async def test_one_sessions_jobs_never_overlap_across_two_workers(
     }
     settings = JobSettings(stalled_seconds=30, poll_seconds=0.2)
     for _ in range(2):
-        workers.append(ProcrastinateJobs(runtime.database, postgres_url, definitions_of(jobs), settings))
+        workers.append(ProcrastinateJobs(runtime.store, postgres_url, definitions_of(jobs), settings))
     try:
         for worker in workers:
             await worker.start()
@@ -129,3 +130,20 @@ async def test_one_sessions_jobs_never_overlap_across_two_workers(
     finally:
         for worker in workers:
             await worker.aclose()
+
+
+async def test_the_idle_flush_timer_fires_and_offloads_a_quiet_session(
+    postgres_url: str, runtimes: RuntimeFactory, tmp_path: Path
+) -> None:
+    # No offload trigger is reached (8 turns, 6,000 characters, 20 messages): only the idle
+    # flush, a second after the last reply, can move the memory cursor. The timer set by the
+    # first reply fires, finds the second, and waits again.
+    runtime = runtimes(tmp_path, database_url=postgres_url, memory_idle_seconds=1)
+    await runtime.engine.respond(inbound("We decided to ship on Friday."))
+    await runtime.engine.respond(inbound("And to meet on Monday."))
+    await wait_until(
+        lambda: count(runtime, "SELECT coalesce(max(last_seq), 0) FROM memory_cursors") == 4,
+        what="the idle flush",
+    )
+    await runtime.engine.drain()
+    assert procrastinate_jobs(runtime) == []
