@@ -9,7 +9,7 @@ crash, or by a retry — does nothing the second time.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from bot.config import MemorySettings
@@ -61,7 +61,7 @@ class JobDefinitions:
         self._jobs[name] = function
 
     @property
-    def names(self) -> Iterable[str]:
+    def names(self) -> tuple[str, ...]:
         return tuple(self._jobs)
 
     async def run(self, name: str, session_id: str, seq: int) -> None:

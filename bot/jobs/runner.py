@@ -76,7 +76,8 @@ class LocalJobRunner:
         return self.table.count(due_by=utcnow())
 
     async def _due(self) -> bool:
-        return await self.db.run(self.table.count, due_by=utcnow(), owner=self.owner) > 0
+        count = self.table.count
+        return await self.db.run(count, due_by=utcnow(), owner=self.owner, names=self.definitions.names) > 0
 
     async def aclose(self) -> None:
         self._closed = True
@@ -96,7 +97,8 @@ class LocalJobRunner:
         while True:
             self._wake.clear()
             try:
-                claimed = await self.db.run(self.table.claim_due, self.owner, utcnow())
+                names = self.definitions.names
+                claimed = await self.db.run(self.table.claim_due, self.owner, utcnow(), names)
             except Exception:
                 # The database may be briefly unavailable: the jobs wait for the next pass.
                 log.exception("claiming due jobs failed")

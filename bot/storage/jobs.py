@@ -82,12 +82,15 @@ MOVE_TIMER = MOVE_TIMER.on_conflict_do_update(
     index_where=JOBS.c.claimed_by.is_(None),
     set_={"seq": MOVE_TIMER.excluded.seq, "run_after": MOVE_TIMER.excluded.run_after},
 )
-# Every due job of every session that has no job running: one session's jobs never overlap.
+# Every due job this runner defines, of every session that has no job running: one
+# session's jobs never overlap. A job only another process's configuration defines
+# (memory switched off here, say) is left for that process.
 CLAIM_DUE = (
     update(JOBS)
     .where(
         JOBS.c.claimed_by.is_(None),
         JOBS.c.run_after <= bindparam("now"),
+        JOBS.c.name.in_(bindparam("names", expanding=True)),
         JOBS.c.session_id.not_in(select(JOBS.c.session_id).where(JOBS.c.claimed_by.is_not(None))),
     )
     .values(claimed_by=bindparam("owner"), attempts=JOBS.c.attempts + 1)
@@ -116,9 +119,9 @@ class SqliteJobs:
                 },
             )
 
-    def claim_due(self, owner: str, now: datetime) -> list[ClaimedJob]:
+    def claim_due(self, owner: str, now: datetime, names: Sequence[str]) -> list[ClaimedJob]:
         with self.database.begin() as connection:
-            rows = connection.execute(CLAIM_DUE, {"owner": owner, "now": now}).all()
+            rows = connection.execute(CLAIM_DUE, {"owner": owner, "now": now, "names": list(names)}).all()
         return sorted((ClaimedJob(*row) for row in rows), key=lambda job: job.id)
 
     def finish(self, job_id: int) -> None:
@@ -143,13 +146,18 @@ class SqliteJobs:
         with self.database.connect() as connection:
             return [(row.id, row.claimed_by) for row in connection.execute(query)]
 
-    def count(self, due_by: datetime | None = None, owner: str | None = None) -> int:
-        """Jobs waiting or running; with `due_by` and `owner`, those due that `owner` runs or may claim."""
+    def count(
+        self, due_by: datetime | None = None, owner: str | None = None, names: Sequence[str] | None = None
+    ) -> int:
+        """Jobs waiting or running; with `due_by`, `owner` and `names`, those due that `owner`
+        runs or may claim."""
         query = select(func.count()).select_from(JOBS)
         if due_by is not None:
             query = query.where(JOBS.c.run_after <= due_by)
         if owner is not None:
             query = query.where(JOBS.c.claimed_by.is_(None) | (JOBS.c.claimed_by == owner))
+        if names is not None:
+            query = query.where(JOBS.c.name.in_(list(names)))
         with self.database.connect() as connection:
             return int(connection.execute(query).scalar_one())
 

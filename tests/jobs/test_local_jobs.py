@@ -177,6 +177,36 @@ async def test_one_sessions_jobs_never_overlap_even_across_two_runners(
             await each.aclose()
 
 
+async def test_a_job_this_runner_does_not_define_is_left_for_one_that_does(
+    runtimes: RuntimeFactory, tmp_path: Path
+) -> None:
+    # Two processes on one database, configured differently (memory off in one of them).
+    runtime = runtimes(tmp_path, jobs_worker=False)
+    table = SqliteJobs(runtime.database)
+    timeline = Timeline()
+    without = runner(runtime, "without", definitions_of({"common": recording_job(timeline, "common")}))
+    enqueue(runtime.database, table, ("special", "s1"), ("common", "s2"))
+    try:
+        await without.start()
+        await wait_for(timeline.finished("common", "s2"), "the job both runners define")
+        # Nothing due is left that this runner could run, and the other job is untouched.
+        await without.drain()
+        assert [(name, claimed_by) for name, _, claimed_by in queued(runtime)] == [("special", None)]
+        with runtime.database.connect() as connection:
+            assert connection.execute(text("SELECT attempts FROM jobs")).scalar_one() == 0
+
+        able = runner(runtime, "able", definitions_of({"special": recording_job(timeline, "special")}))
+        try:
+            await able.start()
+            await wait_for(timeline.finished("special", "s1"), "the job only the second runner defines")
+            await able.drain()
+            assert queued(runtime) == []
+        finally:
+            await able.aclose()
+    finally:
+        await without.aclose()
+
+
 async def test_a_job_a_dead_process_was_running_runs_again_on_start(
     runtimes: RuntimeFactory, tmp_path: Path
 ) -> None:
