@@ -74,10 +74,17 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+DENSE_SETTING = "CHORUS_MEMORY_DENSE"
+
+
 def start_server(
     workdir: Path, port: int, log: IO[bytes], database_url: str | None = None
 ) -> subprocess.Popen[bytes]:
     environ = {key: value for key, value in os.environ.items() if not key.startswith("CHORUS_")}
+    # Dense recall stays the caller's choice (CHORUS_MEMORY_DENSE=false): embedding each
+    # turn's query is a large share of a turn's CPU when it is on.
+    if DENSE_SETTING in os.environ:
+        environ[DENSE_SETTING] = os.environ[DENSE_SETTING]
     environ.update(
         {
             "CHORUS_DATABASE_URL": database_url or f"sqlite:///{workdir / 'chorus.db'}",
