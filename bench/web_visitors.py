@@ -35,6 +35,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -257,29 +259,45 @@ async def open_loop_step(base_url: str, pid: int, rate: float, seconds: float) -
     }
 
 
+@dataclass
+class Server:
+    """A `chorus serve` the benchmark started; `log_text` is its log once it has stopped."""
+
+    base_url: str
+    process: subprocess.Popen[bytes]
+    log_text: str = ""
+
+
+@asynccontextmanager
+async def running_server(database_url: str | None, stop_seconds: float) -> AsyncIterator[Server]:
+    """A healthy server on a free port in a temporary folder, stopped (and its log read) at exit."""
+    with tempfile.TemporaryDirectory(prefix="chorus-web-bench-") as workdir:
+        port = free_port()
+        log_path = Path(workdir) / "server.log"
+        log = log_path.open("wb")
+        server = Server(f"http://127.0.0.1:{port}", start_server(Path(workdir), port, log, database_url))
+        try:
+            await wait_until_healthy(server.base_url, server.process, log_path)
+            yield server
+        finally:
+            server.process.terminate()
+            try:
+                server.process.wait(timeout=stop_seconds)
+            except subprocess.TimeoutExpired:
+                server.process.kill()
+            log.close()
+            server.log_text = log_path.read_text(errors="replace")
+
+
 async def run_open_loop(
     rates: list[float], seconds: float, database_url: str | None = None
 ) -> list[dict[str, Any]]:
-    with tempfile.TemporaryDirectory(prefix="chorus-web-bench-") as workdir:
-        port = free_port()
-        base_url = f"http://127.0.0.1:{port}"
-        log_path = Path(workdir) / "server.log"
-        log = log_path.open("wb")
-        server = start_server(Path(workdir), port, log, database_url)
-        rows = []
-        try:
-            await wait_until_healthy(base_url, server, log_path)
-            # One turn first, so the measured steps see a warm server.
-            await open_loop_step(base_url, server.pid, 1, 1)
-            for rate in rates:
-                rows.append(await open_loop_step(base_url, server.pid, rate, seconds))
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.kill()
-            log.close()
+    rows = []
+    async with running_server(database_url, stop_seconds=15) as server:
+        # One turn first, so the measured steps see a warm server.
+        await open_loop_step(server.base_url, server.process.pid, 1, 1)
+        for rate in rates:
+            rows.append(await open_loop_step(server.base_url, server.process.pid, rate, seconds))
     return rows
 
 
@@ -321,34 +339,21 @@ async def visit(base_url: str, number: int, start_line: StartLine) -> Outcome:
 
 
 async def run(visitors: int, database_url: str | None = None) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="chorus-web-bench-") as workdir:
-        port = free_port()
-        base_url = f"http://127.0.0.1:{port}"
-        log_path = Path(workdir) / "server.log"
-        log = log_path.open("wb")
-        server = start_server(Path(workdir), port, log, database_url)
-        try:
-            await wait_until_healthy(base_url, server, log_path)
-            start_line = StartLine(visitors)
-            tasks = [asyncio.create_task(visit(base_url, number, start_line)) for number in range(visitors)]
-            await asyncio.wait_for(start_line.all_arrived.wait(), RUN_TIMEOUT_SECONDS)
-            lag_before = await loop_lag_buckets(base_url)
-            cpu_before = cpu_seconds(server.pid)
-            began = time.perf_counter()
-            start_line.go.set()
-            outcomes = await asyncio.wait_for(asyncio.gather(*tasks), RUN_TIMEOUT_SECONDS)
-            wall = time.perf_counter() - began
-            cpu = cpu_seconds(server.pid) - cpu_before
-            lag_p99, lag_max = lag_window(lag_before, await loop_lag_buckets(base_url))
-            rss = peak_rss_mib(server.pid)
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                server.kill()
-            log.close()
-            stalls = loop_stalls(log_path.read_text(errors="replace"))
+    async with running_server(database_url, stop_seconds=60) as server:
+        base_url, pid = server.base_url, server.process.pid
+        start_line = StartLine(visitors)
+        tasks = [asyncio.create_task(visit(base_url, number, start_line)) for number in range(visitors)]
+        await asyncio.wait_for(start_line.all_arrived.wait(), RUN_TIMEOUT_SECONDS)
+        lag_before = await loop_lag_buckets(base_url)
+        cpu_before = cpu_seconds(pid)
+        began = time.perf_counter()
+        start_line.go.set()
+        outcomes = await asyncio.wait_for(asyncio.gather(*tasks), RUN_TIMEOUT_SECONDS)
+        wall = time.perf_counter() - began
+        cpu = cpu_seconds(pid) - cpu_before
+        lag_p99, lag_max = lag_window(lag_before, await loop_lag_buckets(base_url))
+        rss = peak_rss_mib(pid)
+    stalls = loop_stalls(server.log_text)
     first = [outcome.first_token for outcome in outcomes if outcome.first_token is not None]
     full = [
         outcome.full_reply for outcome in outcomes if outcome.full_reply is not None and not outcome.error
