@@ -6,7 +6,7 @@ show is exactly what the model gets.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
@@ -27,6 +27,14 @@ from transcript import (
 
 if TYPE_CHECKING:
     from bot.memory import MemoryService
+
+
+@dataclass(frozen=True)
+class QueryToEmbed:
+    """The view read so far, and the query recall needs embedded before the build."""
+
+    view: ContextView
+    query: str
 
 
 class ContextAssembler:
@@ -57,13 +65,24 @@ class ContextAssembler:
     async def assemble(
         self, session: ChatSession, persona: Persona, view: ContextView | None = None
     ) -> Context:
-        # Reads, recall, image data and the build itself are blocking work: they run on a
-        # database thread, the query's embedding (CPU only) on the embedding thread before it.
-        if view is None:
-            view = await self.db.run(self.view, session.id)
+        # Reads, recall, image data and the build itself are blocking work: one call on a
+        # database thread. Only when recall needs the query's embedding (CPU work, on the
+        # embedding thread) does the build wait for it, as a second call.
+        built = await self.db.run(self._assemble_unless_embedding, session, persona, view)
+        if isinstance(built, Context):
+            return built
         if self.memory is not None:
-            await self.memory.prepare_turn(view.projected)
-        return await self.db.run(self.assemble_now, session, persona, view)
+            await self.memory.embed_query(built.query)
+        return await self.db.run(self.assemble_now, session, persona, built.view)
+
+    def _assemble_unless_embedding(
+        self, session: ChatSession, persona: Persona, view: ContextView | None
+    ) -> Context | QueryToEmbed:
+        view = view or self.view(session.id)
+        query = self.memory.query_to_embed(session, view.projected) if self.memory is not None else None
+        if query is not None:
+            return QueryToEmbed(view, query)
+        return self.assemble_now(session, persona, view)
 
     def assemble_now(
         self, session: ChatSession, persona: Persona, view: ContextView | None = None
