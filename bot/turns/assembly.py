@@ -65,24 +65,30 @@ class ContextAssembler:
     async def assemble(
         self, session: ChatSession, persona: Persona, view: ContextView | None = None
     ) -> Context:
+        return (await self.assemble_view(session, persona, view))[1]
+
+    async def assemble_view(
+        self, session: ChatSession, persona: Persona, view: ContextView | None = None
+    ) -> tuple[ContextView, Context]:
+        """The context, and the view (read now unless given) it was built from."""
         # Reads, recall, image data and the build itself are blocking work: one call on a
         # database thread. Only when recall needs the query's embedding (CPU work, on the
         # embedding thread) does the build wait for it, as a second call.
         built = await self.db.run(self._assemble_unless_embedding, session, persona, view)
-        if isinstance(built, Context):
-            return built
-        if self.memory is not None:
-            await self.memory.embed_query(built.query)
-        return await self.db.run(self.assemble_now, session, persona, built.view)
+        if isinstance(built, QueryToEmbed):
+            if self.memory is not None:
+                await self.memory.embed_query(built.query)
+            return built.view, await self.db.run(self.assemble_now, session, persona, built.view)
+        return built
 
     def _assemble_unless_embedding(
         self, session: ChatSession, persona: Persona, view: ContextView | None
-    ) -> Context | QueryToEmbed:
+    ) -> tuple[ContextView, Context] | QueryToEmbed:
         view = view or self.view(session.id)
         query = self.memory.query_to_embed(session, view.projected) if self.memory is not None else None
         if query is not None:
             return QueryToEmbed(view, query)
-        return self.assemble_now(session, persona, view)
+        return view, self.assemble_now(session, persona, view)
 
     def assemble_now(
         self, session: ChatSession, persona: Persona, view: ContextView | None = None
