@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -8,6 +8,7 @@ import pytest
 
 from bot.runtime import Runtime
 from tests.fakes.openai_server import fake_openai_fixture  # noqa: F401
+from tests.support.postgres import fresh_database
 from tests.support.runtime import RuntimeFactory, make_runtime
 from tests.support.teardown import within_deadline
 
@@ -25,3 +26,21 @@ async def runtimes() -> AsyncIterator[RuntimeFactory]:
     yield build
     for runtime in reversed(built):
         await within_deadline(runtime.aclose(), "closing a runtime")
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh, uniquely named database on the test PostgreSQL server (skips without one)."""
+    with fresh_database() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest) -> dict[str, str]:
+    """Settings overrides of the database to run on: a SQLite file, or a fresh PostgreSQL database.
+
+    Ask for it before `runtimes`, so the database outlives the runtimes built on it.
+    """
+    if request.param == "sqlite":
+        return {}
+    return {"database_url": request.getfixturevalue("postgres_url")}

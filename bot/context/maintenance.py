@@ -35,7 +35,9 @@ from transcript import (
     Context,
     Message,
     Summarise,
+    SummaryItem,
     SummaryRun,
+    TranscriptRow,
     fit_summary,
     keep_recent_cut,
     max_chunk_tokens,
@@ -177,42 +179,60 @@ class ContextMaintainer:
     async def _compact(
         self, session: ChatSession, view: ContextView, cut: int, focus: str | None
     ) -> CompactionResult | None:
-        previous = view.summary_last_seq
-        if cut <= previous:
-            return None
-        rows = await self.db.run(self.store.rows_between, session.id, previous + 1, cut)
-        plan = plan_compaction(
-            rows, previous_last_seq=previous, cut_seq=cut, collapses=view.collapses, snips=view.snips
-        )
-        if plan is None:
-            return None
         persona = self.persona_for(session)
         window = self._window(persona)
         target = min(self.settings.summary_tokens, window // SUMMARY_WINDOW_SHARE)
-        items = summary_items(plan.rows)
+        work = await self.db.run(self._plan_compaction, session.id, view, cut, window, target)
+        if work is None:
+            return None
+        plan, items, chunk_tokens = work
         run = self._run(persona, target)
-        # A summariser call holds the instructions, the previous summary (at most
-        # 2 × target), a chunk and the reply (target): the chunk gets the rest.
-        room = max(window - 3 * target - PROMPT_TOKENS, MIN_CHUNK_ROOM)
         text = await summarise_in_stages(
             run,
             items,
-            chunk_tokens=max_chunk_tokens(items, room),
+            chunk_tokens=chunk_tokens,
             context_window=window,
             previous=view.summary_text,
             focus=focus,
         )
         self._count(run)
-        text = fit_summary(text, 2 * target)
-        record = await self.db.run(
-            self.records.add_summary, session.id, plan.first_seq, plan.last_seq, text, focus
-        )
+        record = await self.db.run(self._store_summary, session.id, plan, text, 2 * target, focus)
         if record is None:
             log.info("session %s: a newer summary was stored meanwhile; dropped this one", session.id)
             return None
         self.counters.compactions += 1
         metrics.COMPACTIONS.inc()
         return CompactionResult(record, plan, sum(item.tokens for item in items))
+
+    def _plan_compaction(
+        self, session_id: str, view: ContextView, cut: int, window: int, target: int
+    ) -> tuple[CompactionPlan, list[SummaryItem], int] | None:
+        """What to summarise up to `cut`, its lines with their token counts, and the chunk size.
+
+        Token counting is CPU work: run on the database thread with the read, as a
+        turn's context build is.
+        """
+        previous = view.summary_last_seq
+        if cut <= previous:
+            return None
+        rows = self.store.rows_between(session_id, previous + 1, cut)
+        plan = plan_compaction(
+            rows, previous_last_seq=previous, cut_seq=cut, collapses=view.collapses, snips=view.snips
+        )
+        if plan is None:
+            return None
+        items = summary_items(plan.rows)
+        # A summariser call holds the instructions, the previous summary (at most
+        # 2 × target), a chunk and the reply (target): the chunk gets the rest.
+        room = max(window - 3 * target - PROMPT_TOKENS, MIN_CHUNK_ROOM)
+        return plan, items, max_chunk_tokens(items, room)
+
+    def _store_summary(
+        self, session_id: str, plan: CompactionPlan, text: str, max_tokens: int, focus: str | None
+    ) -> ContextRecord | None:
+        return self.records.add_summary(
+            session_id, plan.first_seq, plan.last_seq, fit_summary(text, max_tokens), focus
+        )
 
     async def _collapse(
         self,
@@ -224,6 +244,34 @@ class ContextMaintainer:
         keep_recent: int,
     ) -> bool:
         """Fold the oldest eligible range; True when a range is folded (by us or a peer)."""
+        window = self._window(persona)
+        work = await self.db.run(self._plan_collapse, view, candidates, keep_recent, window)
+        if work is None:
+            return False
+        rows, items, chunk_tokens, limit = work
+        run = self._run(persona, limit)
+        text = await summarise_with_fallback(
+            run,
+            items,
+            chunk_tokens=chunk_tokens,
+            context_window=window,
+            instructions=COLLAPSE_INSTRUCTIONS,
+        )
+        self._count(run)
+        record = await self.db.run(self._store_collapse, session.id, rows, text, limit)
+        if record is not None:
+            self.counters.collapses += 1
+            metrics.COLLAPSES.inc()
+        return True
+
+    def _plan_collapse(
+        self, view: ContextView, candidates: Sequence[int], keep_recent: int, window: int
+    ) -> tuple[tuple[TranscriptRow, ...], list[SummaryItem], int, int] | None:
+        """The oldest range to fold, its lines, the chunk size and the note's token limit.
+
+        CPU work (planning, token counting): run on the database thread, as a turn's
+        context build is.
+        """
         rows = plan_collapse(
             view.rows,
             candidates=candidates,
@@ -233,27 +281,18 @@ class ContextMaintainer:
             keep_recent=keep_recent,
         )
         if not rows:
-            return False
+            return None
         items = summary_items(rows)
         folded_tokens = sum(item.tokens for item in items)
         limit = max(MIN_COLLAPSE_TOKENS, min(self.settings.summary_tokens // 4, folded_tokens // 2))
-        run = self._run(persona, limit)
-        window = self._window(persona)
-        text = await summarise_with_fallback(
-            run,
-            items,
-            chunk_tokens=max_chunk_tokens(items, window),
-            context_window=window,
-            instructions=COLLAPSE_INSTRUCTIONS,
+        return rows, items, max_chunk_tokens(items, window), limit
+
+    def _store_collapse(
+        self, session_id: str, rows: Sequence[TranscriptRow], text: str, limit: int
+    ) -> ContextRecord | None:
+        return self.records.add_collapse(
+            session_id, rows[0].seq, rows[-1].seq, truncate_to_tokens(text, limit)
         )
-        self._count(run)
-        record = await self.db.run(
-            self.records.add_collapse, session.id, rows[0].seq, rows[-1].seq, truncate_to_tokens(text, limit)
-        )
-        if record is not None:
-            self.counters.collapses += 1
-            metrics.COLLAPSES.inc()
-        return True
 
     # --- helpers -----------------------------------------------------------------
 

@@ -10,11 +10,10 @@ background when `chorus serve` starts with dense recall on.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from bot.memory.dense import Embedder, embedded_text, to_blob
-from bot.storage.memory_store import MemoryStore
+from bot.storage.memory_store import MemoryStore, UnembeddedMessage
 
 # Rows embedded (and committed) together. In `chorus serve` each batch is one job on the
 # embedding thread, so a turn's query waits for at most one batch (a few hundred ms).
@@ -30,34 +29,69 @@ class BackfillResult:
         return BackfillResult(self.items + other.items, self.messages + other.messages)
 
 
-def backfill_steps(
-    store: MemoryStore, embedder: Embedder, batch: int = BACKFILL_BATCH
-) -> Iterator[BackfillResult]:
-    """Embed one batch per step, items first, and say what each step embedded."""
-    after = 0
-    while rows := store.items_without_vector(after, batch):
-        vectors = embedder.embed([content for _, content in rows])
-        store.store_vectors(
-            [(row[0], to_blob(vector)) for row, vector in zip(rows, vectors, strict=True)], []
-        )
-        after = rows[-1][0]
-        yield BackfillResult(len(rows), 0)
-    after = 0
-    while found := store.messages_without_vector(after, batch):
+@dataclass(frozen=True)
+class Batch:
+    """Rows read together: items (id, content), or messages the offload has passed."""
+
+    items: list[tuple[int, str]]
+    messages: list[UnembeddedMessage]
+
+    def texts(self) -> list[str]:
         # Blank messages are never embedded (the offload skips them too).
-        said = [message for message in found if message.content.strip()]
-        if said:
-            vectors = embedder.embed([embedded_text(m.sender_name, m.content) for m in said])
-            store.store_vectors([], [(m, to_blob(v)) for m, v in zip(said, vectors, strict=True)])
-        after = found[-1].id
-        yield BackfillResult(0, len(said))
+        return [content for _, content in self.items] + [
+            embedded_text(message.sender_name, message.content) for message in self.said()
+        ]
+
+    def said(self) -> list[UnembeddedMessage]:
+        return [message for message in self.messages if message.content.strip()]
+
+
+class Backfill:
+    """One pass, items first, as steps that each touch one resource.
+
+    `next_batch` and `write` are database work, `embed` is CPU work: `chorus serve`
+    runs the first two on the database's thread (`bot.storage.boundary`) and the
+    third on the embedding thread; `chorus memory reindex` runs all three in turn.
+    """
+
+    def __init__(self, store: MemoryStore, embedder: Embedder, batch: int = BACKFILL_BATCH) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.batch = batch
+        self._items_done = False
+        self._after = 0
+
+    def next_batch(self) -> Batch | None:
+        """The next rows without a vector, or None when the pass is over."""
+        if not self._items_done:
+            if items := self.store.items_without_vector(self._after, self.batch):
+                self._after = items[-1][0]
+                return Batch(items, [])
+            self._items_done, self._after = True, 0
+        if messages := self.store.messages_without_vector(self._after, self.batch):
+            self._after = messages[-1].id
+            return Batch([], messages)
+        return None
+
+    def embed(self, batch: Batch) -> list[bytes]:
+        texts = batch.texts()
+        return [to_blob(vector) for vector in self.embedder.embed(texts)] if texts else []
+
+    def write(self, batch: Batch, vectors: list[bytes]) -> BackfillResult:
+        said = batch.said()
+        items = list(zip((id for id, _ in batch.items), vectors, strict=False))
+        messages = list(zip(said, vectors[len(items) :], strict=True))
+        if items or messages:
+            self.store.store_vectors(items, messages)
+        return BackfillResult(len(items), len(messages))
 
 
 def backfill_embeddings(
     store: MemoryStore, embedder: Embedder, batch: int = BACKFILL_BATCH
 ) -> BackfillResult:
     """Embed every item and every offloaded message that has no vector yet."""
+    backfill = Backfill(store, embedder, batch)
     total = BackfillResult(0, 0)
-    for step in backfill_steps(store, embedder, batch):
-        total += step
+    while (found := backfill.next_batch()) is not None:
+        total += backfill.write(found, backfill.embed(found))
     return total

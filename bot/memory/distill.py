@@ -8,6 +8,7 @@ when the answer is not usable; a failed call raises, so the cursor stays put.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -66,7 +67,8 @@ class RuleDistiller:
     name = "rules"
 
     async def distill(self, blocks: Sequence[SourceBlock], max_items: int) -> list[DistilledItem]:
-        return distill_by_rules(blocks, max_items)
+        # Sentence scoring is CPU work (regular expressions over the chunk): a worker thread, not the loop.
+        return await asyncio.to_thread(distill_by_rules, blocks, max_items)
 
 
 def distill_by_rules(blocks: Sequence[SourceBlock], max_items: int) -> list[DistilledItem]:
@@ -151,11 +153,17 @@ class ModelDistiller:
             extra={PURPOSE_KEY: MEMORY_PURPOSE},
         )
         answer = await self.provider.complete(request)
-        items = parse_model_items(answer, max_items)
-        if items is None:
-            log.warning("memory distillation answer was not usable JSON; using the offline rules")
-            return distill_by_rules(blocks, max_items)
-        return items
+        # Parsing (and the rules, should the answer be unusable) is CPU work: a worker thread.
+        return await asyncio.to_thread(items_from_answer, answer, blocks, max_items)
+
+
+def items_from_answer(answer: str, blocks: Sequence[SourceBlock], max_items: int) -> list[DistilledItem]:
+    """The model's items, or the offline rules' when its answer is not usable JSON."""
+    items = parse_model_items(answer, max_items)
+    if items is None:
+        log.warning("memory distillation answer was not usable JSON; using the offline rules")
+        return distill_by_rules(blocks, max_items)
+    return items
 
 
 _JSON_START = re.compile(r"[\[{]")

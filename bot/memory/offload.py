@@ -62,6 +62,17 @@ class OffloadResult:
         )
 
 
+@dataclass(frozen=True)
+class ChunkPlan:
+    """A chunk due for offload: items its tags hold, blocks left to distil, recent items' tokens."""
+
+    chunk: Sequence[Message]
+    tagged: list[DistilledItem]
+    fresh_blocks: list[SourceBlock]
+    deduped: int  # blocks dropped as near-duplicates of recent items
+    recent: list[frozenset[str]]
+
+
 class Offloader:
     def __init__(
         self,
@@ -87,52 +98,64 @@ class Offloader:
         cursor then stays after the last chunk that was stored.
         """
         lock = self._locks.setdefault(session.id, asyncio.Lock())
+        owner = Owner.of(session)
         async with lock:
             cut = await self.db.run(slice_after_cursor, self.store, session.id)
             expected, reset, remaining = cut.expected_seq, cut.reset, cut.messages
             total: OffloadResult | None = None
-            while remaining:
-                pending = measure(remaining)
-                if not (should_offload(pending, self.settings) or (force and pending.any)):
-                    break
-                chunk = first_chunk(remaining, self.settings)
-                result = await self._offload_chunk(session, expected, chunk, reset)
+            # Each step is a hop off the loop, so a long backlog shares the event loop between chunks.
+            while remaining and (plan := await self.db.run(self._plan_chunk, owner, remaining, force)):
+                result = await self._offload_chunk(session, expected, plan, reset)
                 if result is None:
                     break
                 total = result if total is None else total + result
-                expected, reset, remaining = chunk[-1].seq, False, remaining[len(chunk) :]
-                await asyncio.sleep(0)  # a long backlog shares the event loop between chunks
+                expected, reset, remaining = plan.chunk[-1].seq, False, remaining[len(plan.chunk) :]
             return total
 
-    async def _offload_chunk(
-        self, session: ChatSession, expected_seq: int | None, chunk: Sequence[Message], reset: bool
-    ) -> OffloadResult | None:
+    def _plan_chunk(self, owner: Owner, remaining: Sequence[Message], force: bool) -> ChunkPlan | None:
+        """The next chunk if a trigger is reached, filtered and checked against recent items.
+
+        CPU work (trigger counts, filters, similarity), run on the database thread
+        with the read of recent items, as a turn's context build is.
+        """
+        pending = measure(remaining)
+        if not (should_offload(pending, self.settings) or (force and pending.any)):
+            return None
+        chunk = first_chunk(remaining, self.settings)
         tagged, blocks = split_tagged(chunk)
-        owner = Owner.of(session)
         recent = [
             similarity_tokens(item.content)
-            for item in await self.db.run(self.store.recent_items, owner, self.settings.recent_window)
+            for item in self.store.recent_items(owner, self.settings.recent_window)
         ]
         threshold = self.settings.dedup_threshold
         fresh_blocks = [block for block in blocks if not is_duplicate(block.text, recent, threshold)]
-        deduped = len(blocks) - len(fresh_blocks)
-        distilled: list[DistilledItem] = []
-        if fresh_blocks:
-            distilled = await self.distiller.distill(fresh_blocks, self.settings.max_items)
-        items = [*tagged, *distilled]
+        return ChunkPlan(chunk, tagged, fresh_blocks, len(blocks) - len(fresh_blocks), recent)
+
+    def _keep_new(self, plan: ChunkPlan, distilled: list[DistilledItem]) -> tuple[list[NewMemoryItem], int]:
+        """The items that repeat no recent one, in stored form, and how many were dropped in all."""
+        recent = list(plan.recent)
+        deduped = plan.deduped
         kept: list[DistilledItem] = []
-        for item in items:
-            if is_duplicate(item.content, recent, threshold):
+        for item in [*plan.tagged, *distilled]:
+            if is_duplicate(item.content, recent, self.settings.dedup_threshold):
                 deduped += 1
                 continue
             recent.append(similarity_tokens(item.content))
             kept.append(item)
-        new_items = [to_new_item(item, chunk) for item in kept]
+        return [to_new_item(item, plan.chunk) for item in kept], deduped
+
+    async def _offload_chunk(
+        self, session: ChatSession, expected_seq: int | None, plan: ChunkPlan, reset: bool
+    ) -> OffloadResult | None:
+        distilled: list[DistilledItem] = []
+        if plan.fresh_blocks:
+            distilled = await self.distiller.distill(plan.fresh_blocks, self.settings.max_items)
+        new_items, deduped = await self.db.run(self._keep_new, plan, distilled)
         message_vectors: list[tuple[int, bytes]] = []
         if self.embedder is not None:
             # Embedding is CPU work (numpy): its own thread, not the event loop or the database's.
-            new_items, message_vectors = await off_loop(self._embed, new_items, chunk)
-        last = chunk[-1]
+            new_items, message_vectors = await off_loop(self._embed, new_items, plan.chunk)
+        last = plan.chunk[-1]
         try:
             counts = await self.db.run(
                 self.store.commit_offload,
@@ -149,9 +172,9 @@ class Offloader:
             log.info("memory offload of session %s skipped: another worker stored it", session.id)
             return None
         return OffloadResult(
-            messages=len(chunk),
-            chars_sent=sum(len(block.text) for block in fresh_blocks),
-            distilled=len(items),
+            messages=len(plan.chunk),
+            chars_sent=sum(len(block.text) for block in plan.fresh_blocks),
+            distilled=len(plan.tagged) + len(distilled),
             written=counts.written,
             merged=counts.merged,
             deduped=deduped,

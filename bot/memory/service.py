@@ -15,13 +15,14 @@ import logging
 from collections.abc import Sequence
 
 from bot.config import MemorySettings
-from bot.memory.backfill import BackfillResult, backfill_steps
+from bot.memory.backfill import Backfill, BackfillResult
 from bot.memory.dense import DenseIndex, Embedder, off_loop
 from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller
 from bot.memory.offload import Offloader, OffloadResult
 from bot.memory.recall import Recall, TurnMemory, turn_query
 from bot.metrics import MEMORY_OFFLOADS
 from bot.providers.base import ChatProvider
+from bot.storage.boundary import boundary_for
 from bot.storage.memory_store import MemoryStore
 from bot.storage.models import ChatSession
 from transcript import TranscriptRow
@@ -64,8 +65,9 @@ class MemoryService:
     def start_backfill(self) -> asyncio.Task[BackfillResult | None] | None:
         """Embed the rows stored before dense recall was on, in the background.
 
-        Started by `chorus serve`; a no-op without dense recall. Each batch is one job
-        on the embedding thread, so turns' queries are embedded between batches.
+        Started by `chorus serve`; a no-op without dense recall. Each batch is read and
+        written on the database thread and embedded on the embedding thread (one job
+        there), so turns' queries are embedded between batches.
         Shutdown stops it between batches; the next start carries on where it stopped.
         """
         if self.embedder is None or not self.settings.enabled or self._backfill is not None:
@@ -74,11 +76,14 @@ class MemoryService:
         return self._backfill
 
     async def _run_backfill(self, embedder: Embedder) -> BackfillResult | None:
-        steps = backfill_steps(self.store, embedder)
+        backfill = Backfill(self.store, embedder)
+        # Reads and writes on the database's thread (SQLite's one writer), embedding on its own.
+        db = boundary_for(self.store.database)
         total = BackfillResult(0, 0)
         try:
-            while not self._stop_backfill and (step := await off_loop(next, steps, None)) is not None:
-                total += step
+            while not self._stop_backfill and (found := await db.run(backfill.next_batch)) is not None:
+                vectors = await off_loop(backfill.embed, found)
+                total += await db.run(backfill.write, found, vectors)
         except Exception:
             log.exception("embedding stored memory for dense recall failed")
             return None

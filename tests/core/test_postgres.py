@@ -7,40 +7,20 @@ databases (scripts/test.sh starts one); each test gets a fresh database.
 from __future__ import annotations
 
 import asyncio
-import os
-import uuid
 
-import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import text
 from sqlmodel import SQLModel
 
 import bot.storage.tables  # noqa: F401
 from bot.cli.transfer import export_json, import_json
 from bot.storage import migrate
 from bot.storage.database import create_database_engine
+from tests.support.postgres import needs_postgres
 from tests.support.runtime import inbound
 
-ADMIN_URL = os.environ.get("CHORUS_TEST_POSTGRES_URL")
-pytestmark = pytest.mark.skipif(
-    not ADMIN_URL, reason="CHORUS_TEST_POSTGRES_URL is not set (scripts/test.sh sets it)"
-)
-
-
-@pytest.fixture
-def postgres_url():
-    name = f"chorus_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(
-        make_url(ADMIN_URL).set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT"
-    )
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    yield make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+pytestmark = needs_postgres
 
 
 def test_migrations_build_the_model_schema_on_postgres(postgres_url):

@@ -9,9 +9,9 @@ import httpx
 import pytest
 
 from bot.providers.openai import PURPOSE_HEADER
-from tests.durable.conftest import needs_postgres
 from tests.durable.serve_process import ServeProcess
 from tests.fakes.openai_server import FakeOpenAI
+from tests.support.postgres import needs_postgres
 from tests.telegram.bot_api_server import TOKEN, FakeBotAPI, private_text
 
 SECRET = "scale-out_secret"

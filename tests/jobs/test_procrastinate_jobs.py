@@ -13,10 +13,10 @@ from bot.config import JobSettings
 from bot.jobs import MAINTAIN_CONTEXT, OFFLOAD_MEMORY
 from bot.jobs.postgres import TIMER_TASK, ProcrastinateJobs, task_name
 from bot.runtime import Runtime
-from tests.durable.conftest import needs_postgres
 from tests.durable.serve_process import wait_until
 from tests.jobs.support import Timeline, definitions_of, enqueue, recording_job, wait_for
 from tests.jobs.test_local_jobs import FailsAfterEnqueue
+from tests.support.postgres import needs_postgres
 from tests.support.runtime import RuntimeFactory, inbound
 
 pytestmark = needs_postgres

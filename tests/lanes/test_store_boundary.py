@@ -1,81 +1,31 @@
 """No SQL runs on the event loop's thread while a lane takes a turn, on SQLite and PostgreSQL.
 
-Every statement the database engine executes is recorded with the thread that ran it
-(SQLAlchemy's `before_cursor_execute` event sees all of them: the store, context
-records, memory, deliveries). From the moment a message reaches a lane until its reply
-is delivered and the after-turn work is done, none may come from the loop's thread: a
-statement there would stall every lane of the process.
+From the moment a message reaches a lane until its reply is delivered and the
+after-turn work is done, every statement runs on the database's threads
+(tests/support/sql_threads.py records them).
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import event
 
 from bot.runtime import Runtime
-from bot.storage.boundary import THREAD_NAME
 from channels.discord.lane import DiscordLane
 from channels.telegram.lane import TelegramLane
 from channels.web.app import create_app
 from tests.discord.conftest import lane_settings, spoken
 from tests.discord.fake_discord import DM_CHANNEL_ID, FakeDiscord
-from tests.durable.conftest import ADMIN_URL, postgres_url  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.runtime import RuntimeFactory
+from tests.support.sql_threads import assert_off_the_loop, sql_threads
 from tests.telegram.bot_api_server import TOKEN, FakeBotAPI, private_text
 from tests.web.conftest import parse_events
-
-
-@dataclass
-class SqlThreads:
-    """The threads that ran the database's statements while recording."""
-
-    loop_thread: int
-    on_loop: list[str] = field(default_factory=list)
-    elsewhere: list[str] = field(default_factory=list)
-
-    def record(self, _connection: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if threading.get_ident() == self.loop_thread:
-            self.on_loop.append(statement)
-        else:
-            self.elsewhere.append(threading.current_thread().name)
-
-
-@contextmanager
-def sql_threads(runtime: Runtime) -> Iterator[SqlThreads]:
-    seen = SqlThreads(loop_thread=threading.get_ident())
-    event.listen(runtime.database, "before_cursor_execute", seen.record)
-    try:
-        yield seen
-    finally:
-        event.remove(runtime.database, "before_cursor_execute", seen.record)
-
-
-def assert_off_the_loop(seen: SqlThreads) -> None:
-    assert seen.on_loop == [], f"{len(seen.on_loop)} statements on the event loop, first: {seen.on_loop[:3]}"
-    # The turn did reach the database, on its threads.
-    threads = set(seen.elsewhere)
-    assert threads and all(name.startswith(THREAD_NAME) for name in threads), threads
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database(request: pytest.FixtureRequest) -> dict[str, str]:
-    """Settings overrides of the database to run on: a SQLite file, or a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        return {}
-    if not ADMIN_URL:
-        pytest.skip("CHORUS_TEST_POSTGRES_URL is not set (scripts/test.sh sets it)")
-    return {"database_url": request.getfixturevalue("postgres_url")}
-
 
 RuntimeOn = Callable[..., Runtime]
 
@@ -97,7 +47,7 @@ async def test_web_turn_and_commands_run_no_sql_on_the_loop(runtime_on: RuntimeO
     runtime = runtime_on()
     transport = httpx.ASGITransport(app=create_app(runtime))
     async with httpx.AsyncClient(transport=transport, base_url="http://chat.test") as client:
-        with sql_threads(runtime) as seen:
+        with sql_threads(runtime.database) as seen:
             state = (await client.post("/api/session", json={"name": "Alice"})).json()
             headers = {"Authorization": f"Bearer {state['token']}"}
             for text in ("hello there", "/context", "/memory"):
@@ -125,7 +75,7 @@ async def test_telegram_turn_runs_no_sql_on_the_loop(runtime_on: RuntimeOn, bot_
     lane = TelegramLane(runtime, edit_interval=0.2, album_delay=0.2)
     await lane.start()
     try:
-        with sql_threads(runtime) as seen:
+        with sql_threads(runtime.database) as seen:
             bot_api.push(private_text(501, "hello there"))
             await bot_api.wait_for(lambda: bot_api.sent_texts(501) == ["Ada\nreply to: hello there"])
             bot_api.push(private_text(501, "/status"))
@@ -148,7 +98,7 @@ async def test_discord_turn_runs_no_sql_on_the_loop(runtime_on: RuntimeOn, fake_
     await lane.start()
     try:
         await asyncio.wait_for(fake_discord.connected.wait(), 60)
-        with sql_threads(runtime) as seen:
+        with sql_threads(runtime.database) as seen:
             await fake_discord.post_message(DM_CHANNEL_ID, "hello there")
             await fake_discord.wait_for_texts(DM_CHANNEL_ID, [spoken("reply to: hello there")])
             await runtime.engine.drain()

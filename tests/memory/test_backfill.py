@@ -5,16 +5,21 @@ Needs the `dense` extra's model (skipped without it, like test_dense.py).
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.cli import main
 from bot.memory.backfill import BackfillResult, backfill_embeddings
-from bot.memory.dense import load_embedder
+from bot.memory.dense import Embedder, load_embedder
 from bot.runtime import Runtime
 from bot.storage.memory_store import MemoryStore, Owner
-from tests.support.runtime import inbound, make_runtime, make_settings
+from tests.support.runtime import RuntimeFactory, inbound, make_runtime, make_settings
+from tests.support.sql_threads import assert_off_the_loop, sql_threads
 
 pytest.importorskip("numpy")
 if load_embedder() is None:
@@ -28,9 +33,9 @@ LINES = [
 ] + [("Eli", f"Reminder {n}: the printer on floor {n} is out of toner.") for n in range(18)]
 
 
-async def stored_without_vectors(tmp_path: Path) -> None:
+async def stored_without_vectors(tmp_path: Path, **database: str) -> None:
     """Twenty group messages, offloaded into items, with dense recall off."""
-    runtime: Runtime = make_runtime(tmp_path, memory_idle_seconds=0, memory_dense=False)
+    runtime: Runtime = make_runtime(tmp_path, memory_idle_seconds=0, memory_dense=False, **database)
     try:
         for name, text in LINES:
             await runtime.engine.record(inbound(text, user_id=name.lower(), display_name=name, **GROUP))
@@ -73,18 +78,42 @@ async def test_backfill_embeds_old_rows_and_a_cached_index_sees_them(tmp_path: P
         await runtime.aclose()
 
 
-async def test_serve_start_runs_the_backfill_in_the_background(tmp_path: Path) -> None:
-    await stored_without_vectors(tmp_path)
-    runtime: Runtime = make_runtime(tmp_path, memory_idle_seconds=0, memory_dense=True)
-    try:
-        assert runtime.memory is not None
+@dataclass
+class ThreadsOfEmbedder:
+    """The embedder, noting the thread of each batch it embeds."""
+
+    inner: Embedder
+    threads: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        self.threads.append(threading.current_thread().name)
+        return self.inner.embed(texts)
+
+
+async def test_serve_start_runs_the_backfill_in_the_background(
+    database: dict[str, str], tmp_path: Path, runtimes: RuntimeFactory
+) -> None:
+    await stored_without_vectors(tmp_path, **database)
+    runtime = runtimes(tmp_path, memory_idle_seconds=0, memory_dense=True, **database)
+    assert runtime.memory is not None and runtime.memory.embedder is not None
+    embedder = runtime.memory.embedder = ThreadsOfEmbedder(runtime.memory.embedder)
+    with sql_threads(runtime.database) as seen:
         task = runtime.memory.start_backfill()
         assert task is not None
         result = await task
-        assert result is not None and result.messages == len(LINES)
-        assert runtime.memory.start_backfill() is task  # one pass per process
-    finally:
-        await runtime.aclose()
+    assert result is not None and result.messages == len(LINES)
+    assert runtime.memory.start_backfill() is task  # one pass per process
+    # Reads and writes go through the database's thread (SQLite's one writer), never the
+    # loop's or the embedding thread's; the model runs on the embedding thread only.
+    assert_off_the_loop(seen)
+    assert embedder.threads and {name.split("_")[0] for name in embedder.threads} == {"chorus-embed"}
+    memory = MemoryStore(runtime.database)
+    assert memory.vector_counts(OWNER)["message"][0] == len(LINES)
+    assert all(item.embedding is not None for item in memory.all_items(OWNER))
 
 
 async def test_memory_reindex_command(

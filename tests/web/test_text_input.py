@@ -2,48 +2,22 @@
 
 from __future__ import annotations
 
-import os
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from tests.web.conftest import ClientFactory, parse_events
 from tests.web.helpers import WebVisitor
 
-ADMIN_URL = os.environ.get("CHORUS_TEST_POSTGRES_URL")
 BOUNDARY = "chorusboundary"
 LATIN_1 = "Café au lait, crème brûlée et pâté: déjà vu à Noël."
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
-    """Settings overrides for a fresh database on each backend."""
-    if request.param == "sqlite":
-        yield {}
-        return
-    if not ADMIN_URL:
-        pytest.skip("CHORUS_TEST_POSTGRES_URL is not set (scripts/test.sh sets it)")
-    name = f"chorus_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(
-        make_url(ADMIN_URL).set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT"
-    )
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    yield {"database_url": make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)}
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
-
-
 async def test_nul_in_names_file_names_and_text_is_stored_cleanly(
-    backend: dict[str, Any], make_client: ClientFactory
+    database: dict[str, Any], make_client: ClientFactory
 ) -> None:
-    client = await make_client(**backend)
+    client = await make_client(**database)
     visitor = await WebVisitor.start(client, name="Mal\x00lory")
     assert (await visitor.refresh())["name"] == "Mallory"
     # Built by hand: HTTP clients percent-encode a NUL in a file name, a hostile one need not.
@@ -75,9 +49,9 @@ async def test_nul_in_names_file_names_and_text_is_stored_cleanly(
     ids=["utf-16", "utf-8-bom", "latin-1"],
 )
 async def test_text_documents_are_decoded_by_bom_and_detected_charset(
-    backend: dict[str, Any], make_client: ClientFactory, encoded: bytes, expected: str
+    database: dict[str, Any], make_client: ClientFactory, encoded: bytes, expected: str
 ) -> None:
-    client = await make_client(**backend)
+    client = await make_client(**database)
     visitor = await WebVisitor.start(client)
     events = await visitor.say("summarise", files=[("files", ("letter.txt", encoded, "text/plain"))])
     assert events[-1].name == "done", events[-1]

@@ -1,1 +1,0 @@
-from tests.durable.conftest import postgres_url  # noqa: F401

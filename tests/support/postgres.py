@@ -1,0 +1,40 @@
+"""The test PostgreSQL server: whether there is one, and fresh databases on it.
+
+`CHORUS_TEST_POSTGRES_URL` points at a server where the user may create databases
+(scripts/test.sh starts one). Every database made here has a unique name, so tests
+of several checkouts can share the server.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+ADMIN_URL = os.environ.get("CHORUS_TEST_POSTGRES_URL")
+NO_POSTGRES = "CHORUS_TEST_POSTGRES_URL is not set (scripts/test.sh sets it)"
+needs_postgres = pytest.mark.skipif(not ADMIN_URL, reason=NO_POSTGRES)
+
+
+@contextmanager
+def fresh_database() -> Iterator[str]:
+    """The URL of a new, empty database, dropped (connections and all) afterwards."""
+    if not ADMIN_URL:
+        pytest.skip(NO_POSTGRES)
+    name = f"chorus_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(
+        make_url(ADMIN_URL).set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT"
+    )
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        yield make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
