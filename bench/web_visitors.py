@@ -19,6 +19,8 @@ the server's whole life, start-up and shutdown included, from the line it logs a
     .venv/bin/python bench/web_visitors.py [--visitors 500] [--rates 5,10,20,40] [--seconds 6]
         [--database-url postgresql://user:pass@127.0.0.1/empty_db]
 
+`--visitors 0` runs the open loop only.
+
 `--database-url` runs the server on that (empty, migrated on start) database instead of a
 temporary SQLite file.
 """
@@ -398,6 +400,8 @@ def main(
     print(markdown_table(open_rows))
     best = highest_rate(open_rows)
     print(f"\nHighest rate with first-token p99 < 500 ms and no errors: {best if best else 'none'} /s")
+    if not visitors:
+        return open_rows
     rows = [asyncio.run(run(visitors, database_url))]
     print(f"\n### Web lane: burst of {visitors} concurrent visitors, demo provider, {database}\n")
     print(markdown_table(rows))

@@ -22,6 +22,7 @@ from sqlalchemy.engine import make_url
 
 from bot.config import Settings
 from bot.errors import ConfigError
+from bot.heap import freeze_startup_objects
 from bot.liveness import Liveness
 from bot.loop_lag import LoopLagProbe
 from bot.recovery import Recovery, ResumableLane
@@ -75,6 +76,8 @@ class Service:
         started: list[LaneRunner] = []
         # A second process on one SQLite file is refused here, before it touches anything.
         self.liveness.start()
+        # Before the probe starts: this one full collection is start-up, not a stall.
+        freeze_startup_objects()
         self.loop_lag.start()
         if self.runtime.settings.jobs.worker:
             # Jobs a process that died was running (SQLite) run again, and those waiting run now.

@@ -173,8 +173,7 @@ class ContextMaintainer:
         await self._compact(session, view, cut, None)
 
     async def _build(self, session: ChatSession, persona: Persona) -> tuple[ContextView, Context]:
-        view = await self.db.run(self.assembler.view, session.id)
-        return view, await self.assembler.assemble(session, persona, view)
+        return await self.assembler.assemble_view(session, persona)
 
     async def _compact(
         self, session: ChatSession, view: ContextView, cut: int, focus: str | None
@@ -298,6 +297,8 @@ class ContextMaintainer:
 
     async def _dropped_messages(self, session: ChatSession, view: ContextView, context: Context) -> int:
         """Conversation messages after the summary that are older than the window (not snipped)."""
+        if min(context.stats.kept_seqs) <= view.summary_last_seq + 1:
+            return 0  # the window starts right after the summary: no message lies between
         return await self.db.run(
             self.store.count_conversation,
             session.id,

@@ -15,7 +15,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable
 from contextlib import suppress
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from bot.config import JobSettings
 from bot.jobs.definitions import SHUTDOWN_SECONDS, JobDefinitions
@@ -97,12 +97,11 @@ class LocalJobRunner:
         while True:
             self._wake.clear()
             try:
-                names = self.definitions.names
-                claimed = await self.db.run(self.table.claim_due, self.owner, utcnow(), names)
+                claimed, due = await self.db.run(self._claim, utcnow())
             except Exception:
                 # The database may be briefly unavailable: the jobs wait for the next pass.
                 log.exception("claiming due jobs failed")
-                claimed = []
+                claimed, due = [], None
             by_session: dict[str, list[ClaimedJob]] = defaultdict(list)
             for job in claimed:
                 by_session[job.session_id].append(job)
@@ -111,12 +110,16 @@ class LocalJobRunner:
                 self._sessions.add(task)
                 task.add_done_callback(self._session_done)
             self._progress.set()
-            await self._sleep()
+            await self._sleep(due)
 
-    async def _sleep(self) -> None:
-        """Until woken, a timer falls due, or the poll interval passes."""
+    def _claim(self, now: datetime) -> tuple[list[ClaimedJob], datetime | None]:
+        """The jobs claimed now, and when the next job still waiting falls due (one database call)."""
+        claimed = self.table.claim_due(self.owner, now, self.definitions.names)
+        return claimed, self.table.next_run_after()
+
+    async def _sleep(self, due: datetime | None) -> None:
+        """Until woken, the next job (due at `due`) falls due, or the poll interval passes."""
         timeout = self.settings.poll_seconds
-        due = await self.db.run(self.table.next_run_after)
         if due is not None:
             timeout = min(timeout, max((due - utcnow()).total_seconds(), 0.0))
         with suppress(TimeoutError):

@@ -170,6 +170,20 @@ class DenseIndex:
             self._queries[query] = found
         return found
 
+    def has_query_vector(self, query: str) -> bool:
+        return query in self._queries
+
+    def searchable(
+        self, owner: Owner, window_session_id: str | None = None, window_from_seq: int | None = None
+    ) -> bool:
+        """Whether a search could return anything: the owner has an embedded item, or an
+        embedded message outside the current window.
+
+        When not, a search skips embedding its query (most of a search's cost): a new
+        conversation has nothing to recall until its first offload.
+        """
+        return self._searchable(self.matrices(owner), window_session_id, window_from_seq)
+
     def search(
         self,
         owner: Owner,
@@ -185,21 +199,22 @@ class DenseIndex:
         their text is read for the ones recall returns. Messages of the current
         window (`window_session_id` from `window_from_seq` on) are left out.
         """
+        matrices = self.matrices(owner)
+        if not self._searchable(matrices, window_session_id, window_from_seq):
+            return [], []
         vector = self.query_vector(query)
-        return self.rank(owner, vector, candidates, window_session_id, window_from_seq)
+        return self._rank(matrices, vector, candidates, window_session_id, window_from_seq)
 
-    def rank(
+    def _rank(
         self,
-        owner: Owner,
+        matrices: dict[str, Matrix],
         query_vector: np.ndarray[Any, Any],
         candidates: int,
-        window_session_id: str | None = None,
-        window_from_seq: int | None = None,
+        window_session_id: str | None,
+        window_from_seq: int | None,
     ) -> tuple[list[RecallHit], list[RecallHit]]:
-        """`search` for a query already embedded."""
         import numpy as np
 
-        matrices = self.matrices(owner)
         ranked: list[list[RecallHit]] = []
         for source in SOURCES:
             matrix = matrices[source]
@@ -219,6 +234,20 @@ class DenseIndex:
                     hits = [self._hit(source, matrix, int(index), float(similarity[index])) for index in top]
             ranked.append(hits)
         return ranked[0], ranked[1]
+
+    @staticmethod
+    def _searchable(
+        matrices: dict[str, Matrix], window_session_id: str | None, window_from_seq: int | None
+    ) -> bool:
+        if matrices["memory"].count:
+            return True
+        messages = matrices["message"]
+        if window_session_id is None or window_from_seq is None:
+            return messages.count > 0
+        return any(
+            session != window_session_id or seq < window_from_seq
+            for session, seq in zip(messages.sessions, messages.seqs.tolist(), strict=True)
+        )
 
     def matrices(self, owner: Owner) -> dict[str, Matrix]:
         """The owner's matrices, brought up to date with one counting query (and reads if needed)."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.config import MemorySettings
-from bot.memory.cursor import fingerprint, slice_after_cursor
+from bot.memory.cursor import CursorSlice, fingerprint, slice_after_cursor
 from bot.memory.dense import Embedder, embedded_text, off_loop, to_blob
 from bot.memory.distill import Distiller, SourceBlock
 from bot.memory.filters import extract_memory_tag, hard_filter, is_duplicate, is_no_update
@@ -100,17 +100,26 @@ class Offloader:
         lock = self._locks.setdefault(session.id, asyncio.Lock())
         owner = Owner.of(session)
         async with lock:
-            cut = await self.db.run(slice_after_cursor, self.store, session.id)
+            # After most turns no trigger is reached: the read and that check are one hop.
+            cut, plan = await self.db.run(self._slice_and_plan, owner, session.id, force)
             expected, reset, remaining = cut.expected_seq, cut.reset, cut.messages
             total: OffloadResult | None = None
             # Each step is a hop off the loop, so a long backlog shares the event loop between chunks.
-            while remaining and (plan := await self.db.run(self._plan_chunk, owner, remaining, force)):
+            while plan is not None:
                 result = await self._offload_chunk(session, expected, plan, reset)
                 if result is None:
                     break
                 total = result if total is None else total + result
                 expected, reset, remaining = plan.chunk[-1].seq, False, remaining[len(plan.chunk) :]
+                plan = await self.db.run(self._plan_chunk, owner, remaining, force) if remaining else None
             return total
+
+    def _slice_and_plan(
+        self, owner: Owner, session_id: str, force: bool
+    ) -> tuple[CursorSlice, ChunkPlan | None]:
+        """The messages after the cursor, and the first chunk due among them."""
+        cut = slice_after_cursor(self.store, session_id)
+        return cut, self._plan_chunk(owner, cut.messages, force) if cut.messages else None
 
     def _plan_chunk(self, owner: Owner, remaining: Sequence[Message], force: bool) -> ChunkPlan | None:
         """The next chunk if a trigger is reached, filtered and checked against recent items.

@@ -155,6 +155,12 @@ def turn_query(rows: Sequence[TranscriptRow]) -> str:
     return next((row.content for row in reversed(rows) if row.role == "user"), "")
 
 
+def window_start(rows: Sequence[TranscriptRow]) -> int | None:
+    """The first seq of the turn's window: the newest `CONTEXT_COUNT` rows are in context."""
+    window = rows[-CONTEXT_COUNT:]
+    return window[0].seq if window else None
+
+
 class Recall:
     def __init__(self, store: MemoryStore, settings: MemorySettings, dense: DenseIndex | None = None) -> None:
         self.store = store
@@ -241,13 +247,12 @@ class Recall:
         if not query or self.settings.recall_items <= 0:
             return TurnMemory(snapshot, ())
         in_snapshot = {item.id for item in newest}
-        window = rows[-CONTEXT_COUNT:]
         hits = self.search(
             owner,
             query,
             self.settings.recall_items + len(in_snapshot),
             window_session_id=session.id,
-            window_from_seq=window[0].seq if window else None,
+            window_from_seq=window_start(rows),
         )
         fresh = [hit for hit in hits if not (hit.source == "memory" and hit.id in in_snapshot)]
         room = None if token_budget is None else int(token_budget * self.settings.recall_budget_share)

@@ -19,11 +19,11 @@ from bot.memory.backfill import Backfill, BackfillResult
 from bot.memory.dense import DenseIndex, Embedder, off_loop
 from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller
 from bot.memory.offload import Offloader, OffloadResult
-from bot.memory.recall import Recall, TurnMemory, turn_query
+from bot.memory.recall import Recall, TurnMemory, turn_query, window_start
 from bot.metrics import MEMORY_OFFLOADS
 from bot.providers.base import ChatProvider
 from bot.storage.boundary import boundary_for
-from bot.storage.memory_store import MemoryStore
+from bot.storage.memory_store import MemoryStore, Owner
 from bot.storage.models import ChatSession
 from transcript import TranscriptRow
 
@@ -114,13 +114,27 @@ class MemoryService:
             return TurnMemory("", ())
         return self.recall.for_turn(session, rows, token_budget)
 
-    async def prepare_turn(self, rows: Sequence[TranscriptRow]) -> None:
-        """Embed the turn's query on the embedding thread ahead of `for_turn` (CPU work, off the
-        loop and off the database thread, which then only reads)."""
+    def query_to_embed(self, session: ChatSession, rows: Sequence[TranscriptRow]) -> str | None:
+        """The turn's query, when `for_turn` will search its embedding and it is not embedded yet.
+
+        None when dense recall is off, the query is embedded already, or the owner has
+        nothing a dense search could return (no embedded item, no embedded message
+        outside this window): then the turn does not embed at all. Reads the database:
+        call it where `for_turn` runs.
+        """
         dense = self.recall.dense
+        if dense is None or not self.settings.enabled or self.settings.recall_items <= 0:
+            return None
         query = turn_query(rows)
-        if self.settings.enabled and self.settings.recall_items > 0 and dense is not None and query:
-            await off_loop(dense.query_vector, query)
+        if not query or dense.has_query_vector(query):
+            return None
+        return query if dense.searchable(Owner.of(session), session.id, window_start(rows)) else None
+
+    async def embed_query(self, query: str) -> None:
+        """Embed a query from `query_to_embed` on the embedding thread (CPU work, off the loop
+        and off the database thread, which then only reads)."""
+        if self.recall.dense is not None:
+            await off_loop(self.recall.dense.query_vector, query)
 
     async def flush(self, session: ChatSession) -> OffloadResult | None:
         """Offload everything pending for the session, whatever the triggers say."""

@@ -29,6 +29,18 @@ NEWEST_ITEMS = (
     .order_by(ITEMS.c.updated_at.desc(), ITEMS.c.id.desc())
     .limit(bindparam("limit"))
 )
+CURSORS = table_of(MemoryCursor)
+CURSOR_OF_SESSION = sa_select(CURSORS).where(CURSORS.c.session_id == bindparam("session_id"))
+MESSAGES = table_of(Message)
+CONVERSATION_AFTER = (
+    sa_select(MESSAGES)
+    .where(
+        MESSAGES.c.session_id == bindparam("session_id"),
+        MESSAGES.c.seq > bindparam("after_seq"),
+        MESSAGES.c.role != "system",
+    )
+    .order_by(MESSAGES.c.seq)
+)
 # Rows of the current window that may be ranked before being left out.
 WINDOW_ALLOWANCE = 40
 SOURCES = ("memory", "message")
@@ -114,24 +126,20 @@ class MemoryStore:
 
     # --- the offload cursor ----------------------------------------------------
 
+    # The cursor and the messages after it are read after every turn (the offload job):
+    # Core statements, not the ORM, whose per-query set-up cost more than the reads.
     def cursor(self, session_id: str) -> MemoryCursor | None:
-        with self._session() as db:
-            return db.get(MemoryCursor, session_id)
+        with self.database.connect() as connection:
+            found = connection.execute(CURSOR_OF_SESSION, {"session_id": session_id}).first()
+        return MemoryCursor(**found._mapping) if found is not None else None
 
     def messages_after(self, session_id: str, after_seq: int) -> list[Message]:
         """Conversation messages (no `system` events) after `after_seq`, oldest first."""
-        with self._session() as db:
-            return list(
-                db.exec(
-                    select(Message)
-                    .where(
-                        Message.session_id == session_id,
-                        Message.seq > after_seq,
-                        Message.role != "system",
-                    )
-                    .order_by(col(Message.seq))
-                )
-            )
+        with self.database.connect() as connection:
+            rows = connection.execute(
+                CONVERSATION_AFTER, {"session_id": session_id, "after_seq": after_seq}
+            ).all()
+        return [Message(**row._mapping) for row in rows]
 
     def message_at(self, session_id: str, seq: int) -> Message | None:
         with self._session() as db:

@@ -6,7 +6,7 @@ show is exactly what the model gets.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
@@ -27,6 +27,14 @@ from transcript import (
 
 if TYPE_CHECKING:
     from bot.memory import MemoryService
+
+
+@dataclass(frozen=True)
+class QueryToEmbed:
+    """The view read so far, and the query recall needs embedded before the build."""
+
+    view: ContextView
+    query: str
 
 
 class ContextAssembler:
@@ -57,13 +65,30 @@ class ContextAssembler:
     async def assemble(
         self, session: ChatSession, persona: Persona, view: ContextView | None = None
     ) -> Context:
-        # Reads, recall, image data and the build itself are blocking work: they run on a
-        # database thread, the query's embedding (CPU only) on the embedding thread before it.
-        if view is None:
-            view = await self.db.run(self.view, session.id)
-        if self.memory is not None:
-            await self.memory.prepare_turn(view.projected)
-        return await self.db.run(self.assemble_now, session, persona, view)
+        return (await self.assemble_view(session, persona, view))[1]
+
+    async def assemble_view(
+        self, session: ChatSession, persona: Persona, view: ContextView | None = None
+    ) -> tuple[ContextView, Context]:
+        """The context, and the view (read now unless given) it was built from."""
+        # Reads, recall, image data and the build itself are blocking work: one call on a
+        # database thread. Only when recall needs the query's embedding (CPU work, on the
+        # embedding thread) does the build wait for it, as a second call.
+        built = await self.db.run(self._assemble_unless_embedding, session, persona, view)
+        if isinstance(built, QueryToEmbed):
+            if self.memory is not None:
+                await self.memory.embed_query(built.query)
+            return built.view, await self.db.run(self.assemble_now, session, persona, built.view)
+        return built
+
+    def _assemble_unless_embedding(
+        self, session: ChatSession, persona: Persona, view: ContextView | None
+    ) -> tuple[ContextView, Context] | QueryToEmbed:
+        view = view or self.view(session.id)
+        query = self.memory.query_to_embed(session, view.projected) if self.memory is not None else None
+        if query is not None:
+            return QueryToEmbed(view, query)
+        return view, self.assemble_now(session, persona, view)
 
     def assemble_now(
         self, session: ChatSession, persona: Persona, view: ContextView | None = None

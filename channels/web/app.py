@@ -17,6 +17,7 @@ from bot.storage.delivery_models import Delivery
 from bot.turns.events import TurnEvent
 from channels.web import api, pages
 from channels.web.admin import mount_admin
+from channels.web.admission import SetupSlots
 from channels.web.docs import mount_docs
 from channels.web.errors import install_error_handlers
 from channels.web.lane import WebLane
@@ -55,6 +56,7 @@ def create_host_app(runtime: Runtime) -> FastAPI:
         )
 
     mount_admin(app, runtime)
+    app.add_middleware(SetupSlots, slots=runtime.settings.channels.web.requests_setting_up)
     return app
 
 

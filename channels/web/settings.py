@@ -20,6 +20,8 @@ class WebSettings(LaneSettings):
     visitors_per_ip_per_minute: int = 10
     messages_per_ip_per_minute: int = 120
     streams_per_ip: int = 4
+    # Requests parsed, authenticated and stored at once (per process); the rest wait their turn.
+    requests_setting_up: int = Field(default=8, ge=1)
     # Visitors that never sent a message are forgotten this long after they were created.
     idle_visitor_hours: float = 24.0
     # The operator's console (/admin) and /metrics are served only when this is set.

@@ -5,14 +5,16 @@ Skipped where the extra is not installed; everything else works full-text only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from bot.memory.dense import load_embedder
+from bot.memory.dense import Embedder, load_embedder
 from bot.runtime import Runtime
 from bot.storage.memory_store import MemoryStore, Owner
-from tests.support.runtime import inbound, make_runtime
+from tests.support.runtime import RuntimeFactory, inbound, make_runtime
 
 pytest.importorskip("numpy")
 pytest.importorskip("tokenizers")
@@ -56,3 +58,77 @@ async def test_dense_recall_finds_what_word_matching_cannot(tmp_path: Path) -> N
         assert recall.search(OWNER, "quantum chromodynamics lecture", 3) == []
     finally:
         await runtime.aclose()
+
+
+class CountingEmbedder:
+    """The real encoder, keeping the texts it was asked to embed."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+def count_query_embeddings(runtime: Runtime) -> CountingEmbedder:
+    """Counts what the dense index embeds: the turns' queries (the offload job has its own reference)."""
+    assert runtime.memory is not None and runtime.memory.recall.dense is not None
+    dense = runtime.memory.recall.dense
+    counting = CountingEmbedder(dense.embedder)
+    dense.embedder = counting
+    return counting
+
+
+async def test_a_turn_with_nothing_embedded_to_search_does_not_embed_its_query(
+    tmp_path: Path, runtimes: RuntimeFactory
+) -> None:
+    runtime = runtimes(tmp_path, memory_idle_seconds=0, memory_dense=True)
+    queries = count_query_embeddings(runtime)
+    reply = await runtime.engine.respond(inbound("What did we decide about the picnic?"))
+    await runtime.engine.drain()
+    assert reply.kind == "assistant"
+    assert queries.texts == []
+
+
+async def test_a_turn_with_something_to_search_embeds_its_query_once(
+    tmp_path: Path, runtimes: RuntimeFactory
+) -> None:
+    runtime = runtimes(tmp_path, memory_idle_seconds=0, memory_dense=True, memory_turns_threshold=1)
+    first = await runtime.engine.respond(inbound("I signed up for taekwondo classes, the kicks are brutal."))
+    await runtime.engine.drain()
+    session = runtime.store.get_session(first.session_id or "")
+    assert session is not None
+    # The offload job embedded the first turn.
+    assert MemoryStore(runtime.database).vectors_after(Owner.of(session), "message", 0)
+    queries = count_query_embeddings(runtime)
+    question = "Which martial art did I take up?"
+    await runtime.engine.respond(inbound(question))
+    await runtime.engine.drain()
+    # Embedded for the turn, and reused by the after-turn context maintenance that builds it again.
+    assert queries.texts == [question]
+
+
+async def test_messages_of_the_current_window_alone_give_a_dense_search_nothing_to_return(
+    tmp_path: Path, runtimes: RuntimeFactory
+) -> None:
+    runtime = runtimes(tmp_path, memory_idle_seconds=0, memory_dense=True, memory_turns_threshold=1)
+    reply = await runtime.engine.respond(inbound("Hello there"))
+    await runtime.engine.drain()
+    session = runtime.store.get_session(reply.session_id or "")
+    assert session is not None and runtime.memory is not None and runtime.memory.recall.dense is not None
+    owner = Owner.of(session)
+    memory = MemoryStore(runtime.database)
+    assert memory.count_items(owner) == 0 and len(memory.vectors_after(owner, "message", 0)) == 2
+    dense = runtime.memory.recall.dense
+    queries = count_query_embeddings(runtime)
+    assert not dense.searchable(owner, session.id, window_from_seq=1)
+    assert dense.search(owner, "hello", 5, window_session_id=session.id, window_from_seq=1) == ([], [])
+    assert queries.texts == []
+    # Outside the window (an older conversation of the same person), they are searchable.
+    assert dense.searchable(owner, session.id, window_from_seq=2)
+    assert dense.searchable(owner, "another-session", window_from_seq=1)
+    assert dense.search(owner, "hello", 5, window_session_id=session.id, window_from_seq=2)[1]
+    assert queries.texts == ["hello"]
