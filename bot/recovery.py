@@ -20,7 +20,7 @@ from typing import Protocol, runtime_checkable
 from bot.liveness import Liveness
 from bot.storage.delivery_models import Delivery
 from bot.storage.models import utcnow
-from bot.turns.engine import SHUTDOWN_NOTE, Engine
+from bot.turns.engine import SHUTDOWN_NOTE, Engine, assistant_reply, with_note
 from bot.turns.events import Reply, TurnEvent
 
 log = logging.getLogger(__name__)
@@ -117,19 +117,9 @@ class Recovery:
         stored = self.engine.store.reply_to(delivery.user_message_id)
         if stored is None:
             return Reply(kind="error", text=UNANSWERED_NOTICE)
-        text = stored.content
-        if stored.status == "interrupted":
-            text = f"{text}\n\n{SHUTDOWN_NOTE}" if text else SHUTDOWN_NOTE
-        # Lanes show who spoke (a persona's name or webhook), as the live reply did.
+        text = with_note(stored.content, SHUTDOWN_NOTE) if stored.status == "interrupted" else stored.content
         persona = self.engine.personas.resolve(stored.persona_id)
-        return Reply(
-            kind="assistant",
-            text=text,
-            status=stored.status,
-            session_id=delivery.session_id,
-            persona_id=persona.id,
-            persona_name=persona.name,
-        )
+        return assistant_reply(text, persona, delivery.session_id, status=stored.status)
 
 
 async def _single(reply: Reply) -> AsyncGenerator[TurnEvent, None]:

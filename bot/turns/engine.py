@@ -90,6 +90,17 @@ class TurnPlan:
     user_message_id: int
     running: RunningTurn
 
+    def reply(self, text: str, stored: StoredMessage, status: str = "complete") -> Reply:
+        """The turn's final reply, once `stored` holds what was said."""
+        return assistant_reply(
+            text,
+            self.persona,
+            self.session.id,
+            status=status,
+            message_id=stored.id,
+            user_message_id=self.user_message_id,
+        )
+
 
 class Engine:
     def __init__(
@@ -244,19 +255,10 @@ class Engine:
                 yield Reply(kind="duplicate", text="", session_id=session.id)
                 return
             session = await self.db.run(self.store.get_session, session.id) or session
-            plan = TurnPlan(
-                session=session,
-                persona=self.persona_for(session),
-                user_message_id=delivery.user_message_id,
-                running=self.running.begin(session.id),
-            )
-            try:
-                async with aclosing(self._generate(plan)) as events:
-                    async for event in events:
-                        yield event
-            finally:
-                self.running.end(session.id, plan.running)
-            self._wake_jobs()
+            answer = self._answer(session, self.persona_for(session), delivery.user_message_id)
+            async with aclosing(answer) as events:
+                async for event in events:
+                    yield event
 
     async def note_draft(self, inbound: InboundMessage, draft_id: str) -> None:
         """A lane shows this turn's reply in platform message `draft_id`."""
@@ -334,6 +336,14 @@ class Engine:
         except ChorusError as error:
             yield Reply(kind="error", text=str(error), session_id=session.id)
             return
+        async with aclosing(self._answer(session, persona, user_message_id)) as events:
+            async for event in events:
+                yield event
+
+    async def _answer(
+        self, session: ChatSession, persona: Persona, user_message_id: int
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """Answer a stored user message: a live turn, or one a restart recovers."""
         plan = TurnPlan(
             session=session,
             persona=persona,
@@ -431,22 +441,13 @@ class Engine:
                 yield await self._stopped_reply(plan, "".join(pieces))
                 return
             stored = await self._store_reply(plan, "".join(pieces), "complete")
-            yield self._assistant_reply(plan, stored)
+            yield plan.reply(stored.content, stored)
         except StreamInterrupted as error:
             finished = True
             text = "".join(pieces) or error.partial_text
             stored = await self._store_reply(plan, text, "interrupted")
             notice = f"{text}\n\n[The reply was cut off: {error}]"
-            yield Reply(
-                kind="assistant",
-                text=notice,
-                session_id=session.id,
-                message_id=stored.id,
-                user_message_id=plan.user_message_id,
-                persona_id=persona.id,
-                persona_name=persona.name,
-                status="interrupted",
-            )
+            yield plan.reply(notice, stored, "interrupted")
         except ProviderError as error:
             finished = True
             await self._store_event(session, f"error: {error}")
@@ -499,17 +500,6 @@ class Engine:
             self.store.append, session.id, NewMessage(role="system", content=text, token_count=0)
         )
 
-    def _assistant_reply(self, plan: TurnPlan, stored: StoredMessage) -> Reply:
-        return Reply(
-            kind="assistant",
-            text=stored.content,
-            session_id=plan.session.id,
-            message_id=stored.id,
-            user_message_id=plan.user_message_id,
-            persona_id=plan.persona.id,
-            persona_name=plan.persona.name,
-        )
-
     async def _stopped_reply(self, plan: TurnPlan, text: str) -> Reply:
         stored = await self._store_reply(plan, text, "interrupted")
         shutdown = plan.running.reason == "shutdown"
@@ -521,16 +511,7 @@ class Engine:
                 plan.user_message_id,
                 len(text),
             )
-        return Reply(
-            kind="assistant",
-            text=f"{text}\n\n{note}" if text.strip() else note,
-            session_id=plan.session.id,
-            message_id=stored.id,
-            user_message_id=plan.user_message_id,
-            persona_id=plan.persona.id,
-            persona_name=plan.persona.name,
-            status="interrupted" if shutdown else "stopped",
-        )
+        return plan.reply(with_note(text, note), stored, "interrupted" if shutdown else "stopped")
 
     def _error(self, plan: TurnPlan, text: str) -> Reply:
         return Reply(
@@ -545,6 +526,33 @@ class Engine:
     def _wake_jobs(self) -> None:
         if self.jobs is not None:
             self.jobs.wake()
+
+
+def with_note(text: str, note: str) -> str:
+    """A cut reply's text and the note saying why (the note alone when nothing arrived)."""
+    return f"{text}\n\n{note}" if text.strip() else note
+
+
+def assistant_reply(
+    text: str,
+    persona: Persona,
+    session_id: str,
+    *,
+    status: str = "complete",
+    message_id: int | None = None,
+    user_message_id: int | None = None,
+) -> Reply:
+    """A turn's final reply, live or recovered; lanes show who spoke (a persona's name or webhook)."""
+    return Reply(
+        kind="assistant",
+        text=text,
+        session_id=session_id,
+        message_id=message_id,
+        user_message_id=user_message_id,
+        persona_id=persona.id,
+        persona_name=persona.name,
+        status=status,
+    )
 
 
 def stored_already(inbound: InboundMessage) -> None:
