@@ -23,6 +23,10 @@ from threadpoolctl import ThreadpoolController
 from tokenizers import Tokenizer
 
 BATCH = 32
+# Below this many token rows a linear layer is computed as weight × tokensᵀ: with OpenBLAS
+# on one thread that measured faster up to about 256 rows (0.24 vs 0.39 ms for a 12-token
+# query through the 1536-wide layer, equal at 256); larger batches keep tokens × weightᵀ.
+FEW_ROWS = 256
 _DTYPES = {"F32": np.float32, "I64": np.int64}
 
 Array = np.ndarray[Any, Any]
@@ -142,7 +146,11 @@ class MiniLM:
             def dense(values: Array, name: str, prefix: str = p) -> Array:
                 # As one 2-D product (tokens × features): a single BLAS call.
                 flat = values.reshape(-1, values.shape[-1])
-                product = flat @ w[prefix + name + ".weight"].T + w[prefix + name + ".bias"]
+                weight = w[prefix + name + ".weight"]
+                # A few rows (a query) go faster as weight × tokensᵀ: BLAS then streams
+                # the weight once instead of packing it for a handful of rows.
+                product = (weight @ flat.T).T if len(flat) < FEW_ROWS else flat @ weight.T
+                product = product + w[prefix + name + ".bias"]
                 shaped: Array = product.reshape(*values.shape[:-1], -1)
                 return shaped
 

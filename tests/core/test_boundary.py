@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,16 @@ def test_loop_lag_probe_reports_p99_and_the_longest_stall(caplog: pytest.LogCapt
     assert "event loop stalled for 300 ms" in caplog.text
     # Samples are kept by millisecond, not one by one: a long run stays small.
     assert len(probe.stalls) == 3
+
+
+async def test_loop_lag_probe_sees_a_blocked_loop_and_stops_sampling_when_stopped() -> None:
+    probe = LoopLagProbe()
+    probe.start()
+    await asyncio.sleep(0.05)
+    time.sleep(0.08)  # the loop is blocked: the probe's timer, due within 10 ms, runs late
+    await asyncio.sleep(0.05)
+    await probe.stop()
+    assert max(probe.stalls) >= 60
+    samples = probe.stalls.total()
+    await asyncio.sleep(0.05)
+    assert probe.stalls.total() == samples

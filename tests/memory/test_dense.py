@@ -132,3 +132,16 @@ async def test_messages_of_the_current_window_alone_give_a_dense_search_nothing_
     assert dense.searchable(owner, "another-session", window_from_seq=1)
     assert dense.search(owner, "hello", 5, window_session_id=session.id, window_from_seq=2)[1]
     assert queries.texts == ["hello"]
+
+
+def test_a_text_embeds_the_same_alone_as_in_a_large_batch() -> None:
+    # Alone, its few token rows take the weight × tokensᵀ product; in a batch of 32 texts
+    # (hundreds of rows) the tokens × weightᵀ one, padded to the batch's longest text.
+    embedder = load_embedder()
+    assert embedder is not None
+    text = "Melanie: I started taekwondo last week."
+    others = [f"Caroline: the art show {n} opens on Friday at the gallery downtown" for n in range(31)]
+    batch = [text, *others]
+    alone = embedder.embed([text])[0]
+    together = embedder.embed(batch)[0]
+    assert float(alone @ together) > 0.9999
