@@ -46,7 +46,9 @@ class LocalJobRunner:
         self._wake = asyncio.Event()
         self._progress = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
-        self._sessions: set[asyncio.Task[None]] = set()
+        # Each running session's task, with the claim pass that started it.
+        self._sessions: dict[asyncio.Task[bool], int] = {}
+        self._passes = 0  # claim passes begun
         self._closed = False
 
     # --- JobQueue ------------------------------------------------------------------
@@ -96,6 +98,7 @@ class LocalJobRunner:
     async def _run(self) -> None:
         while True:
             self._wake.clear()
+            self._passes += 1
             try:
                 claimed, due = await self.db.run(self._claim, utcnow())
             except Exception:
@@ -107,15 +110,15 @@ class LocalJobRunner:
                 by_session[job.session_id].append(job)
             for jobs in by_session.values():
                 task = asyncio.create_task(self._run_session(jobs))
-                self._sessions.add(task)
+                self._sessions[task] = self._passes
                 task.add_done_callback(self._session_done)
             self._progress.set()
             await self._sleep(due)
 
     def _claim(self, now: datetime) -> tuple[list[ClaimedJob], datetime | None]:
         """The jobs claimed now, and when the next job still waiting falls due (one database call)."""
-        claimed = self.table.claim_due(self.owner, now, self.definitions.names)
-        return claimed, self.table.next_run_after()
+        names = self.definitions.names
+        return self.table.claim_due(self.owner, now, names), self.table.next_run_after(names)
 
     async def _sleep(self, due: datetime | None) -> None:
         """Until woken, the next job (due at `due`) falls due, or the poll interval passes."""
@@ -126,18 +129,32 @@ class LocalJobRunner:
             async with asyncio.timeout(timeout):
                 await self._wake.wait()
 
-    def _session_done(self, task: asyncio.Task[None]) -> None:
-        self._sessions.discard(task)
-        # The session may have more jobs waiting behind the ones that ran.
-        self._wake.set()
+    def _session_done(self, task: asyncio.Task[bool]) -> None:
+        started = self._sessions.pop(task, 0)
+        if task.cancelled():
+            changed = False
+        elif (error := task.exception()) is not None:
+            log.error("running the jobs of a session failed", exc_info=error)
+            changed = True
+        else:
+            changed = task.result()
+        # The session may have jobs waiting behind the ones that ran: due ones that a claim
+        # pass begun meanwhile had to leave (the session was busy), or a retry's new due
+        # time. Without either there is nothing new to claim, and no pass is spent on it.
+        if self._passes > started or changed:
+            self._wake.set()
         self._progress.set()
 
-    async def _run_session(self, jobs: list[ClaimedJob]) -> None:
+    async def _run_session(self, jobs: list[ClaimedJob]) -> bool:
+        """Run a session's claimed jobs in order; True when one was put back for a retry."""
         async with self._slots:
+            retried = False
             for job in jobs:
-                await self._run_one(job)
+                retried = await self._run_one(job) or retried
+            return retried
 
-    async def _run_one(self, job: ClaimedJob) -> None:
+    async def _run_one(self, job: ClaimedJob) -> bool:
+        """Run one job; True when it failed and waits for a retry."""
         try:
             await self.definitions.run(job.name, job.session_id, job.seq)
         except Exception:
@@ -146,7 +163,7 @@ class LocalJobRunner:
                     "job %s of session %s failed %d times: dropped", job.name, job.session_id, job.attempts
                 )
                 await self.db.run(self.table.finish, job.id)
-                return
+                return False
             delay = retry_delay(job.attempts)
             log.exception(
                 "job %s of session %s failed (run %d): retried in %.0f s",
@@ -156,5 +173,6 @@ class LocalJobRunner:
                 delay,
             )
             await self.db.run(self.table.release, job.id, utcnow() + timedelta(seconds=delay))
-            return
+            return True
         await self.db.run(self.table.finish, job.id)
+        return False

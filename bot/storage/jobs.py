@@ -97,6 +97,16 @@ CLAIM_DUE = (
     .returning(JOBS.c.id, JOBS.c.name, JOBS.c.session_id, JOBS.c.seq, JOBS.c.attempts)
 )
 
+# When the next claim of this runner could take a job. A session with a job running is
+# left out (its waiting jobs are claimed when that job ends: the runner looks again then),
+# and so are jobs this runner does not define: a due one of either would otherwise make
+# the runner claim again and again, finding nothing, until it could be taken.
+NEXT_CLAIMABLE = select(func.min(JOBS.c.run_after)).where(
+    JOBS.c.claimed_by.is_(None),
+    JOBS.c.name.in_(bindparam("names", expanding=True)),
+    JOBS.c.session_id.not_in(select(JOBS.c.session_id).where(JOBS.c.claimed_by.is_not(None))),
+)
+
 
 class SqliteJobs:
     """The `jobs` table: the sink the store writes to and the queue the local runner reads."""
@@ -161,10 +171,10 @@ class SqliteJobs:
         with self.database.connect() as connection:
             return int(connection.execute(query).scalar_one())
 
-    def next_run_after(self) -> datetime | None:
-        query = select(func.min(JOBS.c.run_after)).where(JOBS.c.claimed_by.is_(None))
+    def next_run_after(self, names: Sequence[str]) -> datetime | None:
+        """When the next job a claim for `names` could take falls due (None: none waits)."""
         with self.database.connect() as connection:
-            found: datetime | None = connection.execute(query).scalar()
+            found: datetime | None = connection.execute(NEXT_CLAIMABLE, {"names": list(names)}).scalar()
         # SQLite hands back the stored UTC time without its zone.
         return found.replace(tzinfo=UTC) if found is not None and found.tzinfo is None else found
 

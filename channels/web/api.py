@@ -212,7 +212,7 @@ async def post_message(
         media_type="text/event-stream",
         headers=SSE_HEADERS,
         # Also frees the slot when the stream never started (the client left at once).
-        background=BackgroundTask(slot.close),
+        background=BackgroundTask(slot.aclose),
     )
 
 

@@ -59,6 +59,12 @@ class StreamSlot:
             self._slots.release(self._ip)
             self._ip = None
 
+    async def aclose(self) -> None:
+        """`close` as the response's background task. Starlette sends a plain function to
+        a worker thread: that costs a thread hop per reply, and would change the counts
+        beside the event loop's own `open`."""
+        self.close()
+
 
 class StreamSlots:
     """At most `per_ip` replies streaming at once to one client address (in this process)."""

@@ -15,7 +15,7 @@ from sqlmodel import SQLModel
 
 import bot.storage.tables  # noqa: F401
 from bot.cli.transfer import export_json, import_json
-from bot.storage import migrate
+from bot.storage import database, migrate
 from bot.storage.database import create_database_engine
 from tests.support.postgres import needs_postgres
 from tests.support.runtime import inbound
@@ -226,4 +226,34 @@ def test_the_message_search_migration_indexes_stored_messages_on_postgres(postgr
     memory = MemoryStore(engine)
     assert [hit.seq for hit in memory.full_text(owner, words("袋熊"), 5)["message"]] == [1]
     assert [hit.seq for hit in memory.full_text(owner, ["d20230507", "caroline"], 5)["message"]] == [1]
+    engine.dispose()
+
+
+def _backend_of(engine) -> int:
+    with engine.connect() as connection:
+        return connection.execute(text("SELECT pg_backend_pid()")).scalar_one()
+
+
+def test_a_connection_in_steady_use_is_not_pinged_before_each_call(postgres_url, monkeypatch):
+    engine = create_database_engine(postgres_url)
+    pings = []
+    ping = engine.dialect.do_ping
+    monkeypatch.setattr(engine.dialect, "do_ping", lambda connection: pings.append(1) or ping(connection))
+    backends = {_backend_of(engine) for _ in range(5)}
+    assert len(backends) == 1  # one pooled connection, reused
+    assert pings == []  # a ping is a round trip more on every database call
+    engine.dispose()
+
+
+def test_a_connection_closed_while_idle_is_replaced_before_use(postgres_url, monkeypatch):
+    monkeypatch.setattr(database, "PING_AFTER_IDLE_SECONDS", 0.0)
+    engine = create_database_engine(postgres_url)
+    first = _backend_of(engine)
+    admin = create_database_engine(postgres_url)
+    with admin.connect() as connection:
+        # What a server restart or an idle timeout does to a pooled connection.
+        assert connection.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": first}).scalar_one()
+    admin.dispose()
+    # The call does not fail: the idle connection is found closed and a fresh one used.
+    assert _backend_of(engine) != first
     engine.dispose()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -17,7 +18,7 @@ from bot.errors import ConfigError
 from bot.jobs import FLUSH_IDLE_MEMORY, MAINTAIN_CONTEXT, OFFLOAD_MEMORY
 from bot.jobs.runner import LocalJobRunner
 from bot.runtime import Runtime
-from bot.storage.jobs import JOBS, JobRequest, JobSink, SqliteJobs
+from bot.storage.jobs import JOBS, ClaimedJob, JobRequest, JobSink, SqliteJobs
 from bot.storage.models import utcnow
 from tests.fakes.openai_server import FakeOpenAI, server_error
 from tests.jobs.support import Timeline, definitions_of, enqueue, recording_job, wait_for
@@ -237,3 +238,97 @@ def test_sqlite_needs_the_worker_in_serve_and_has_no_chorus_worker(
     monkeypatch.setenv("CHORUS_DATABASE_URL", f"sqlite:///{tmp_path / 'chorus.db'}")
     assert chorus(["--config", str(REPO_CONFIG), "worker"]) == 2
     assert "`chorus worker` needs PostgreSQL" in capsys.readouterr().err
+
+
+# Longer than any test waits: a job that runs did not wait for the runner's poll.
+NO_POLL = JobSettings(poll_seconds=3600)
+
+
+async def test_a_job_enqueued_while_its_sessions_jobs_run_runs_right_after_them(
+    runtimes: RuntimeFactory, tmp_path: Path
+) -> None:
+    runtime = runtimes(tmp_path, jobs_worker=False)
+    table = SqliteJobs(runtime.database)
+    timeline = Timeline()
+    local: list[LocalJobRunner] = []
+
+    async def while_first_runs(session: str) -> None:
+        # The claim pass this wake starts finds the session busy and leaves the job waiting.
+        enqueue(runtime.database, table, ("second", session))
+        local[0].wake()
+        await asyncio.sleep(0.2)
+
+    jobs = {
+        "first": recording_job(timeline, "first", while_first_runs),
+        "second": recording_job(timeline, "second"),
+    }
+    local.append(LocalJobRunner(table, definitions_of(jobs), NO_POLL, "one"))  # type: ignore[arg-type]
+    try:
+        enqueue(runtime.database, table, ("first", "s1"))
+        await local[0].start()
+        await wait_for(timeline.finished("second", "s1"), "the job enqueued while the session was busy")
+        assert timeline.index("start", "second", "s1") > timeline.index("end", "first", "s1")
+    finally:
+        await local[0].aclose()
+
+
+async def test_a_failed_job_is_retried_when_its_wait_is_over_without_a_poll(
+    runtimes: RuntimeFactory, tmp_path: Path
+) -> None:
+    runtime = runtimes(tmp_path, jobs_worker=False)
+    timeline = Timeline()
+    attempts: list[int] = []
+
+    async def fail_once(_session: str) -> None:
+        attempts.append(len(attempts) + 1)
+        if len(attempts) == 1:
+            raise RuntimeError("the model is down")
+
+    definitions = definitions_of({"flaky": recording_job(timeline, "flaky", fail_once)})
+    local = LocalJobRunner(SqliteJobs(runtime.database), definitions, NO_POLL, "one")  # type: ignore[arg-type]
+    try:
+        enqueue(runtime.database, SqliteJobs(runtime.database), ("flaky", "s1"))
+        await local.start()
+        await wait_for(timeline.finished("flaky", "s1"), "the retried job")
+        assert attempts == [1, 2]
+    finally:
+        await local.aclose()
+
+
+async def test_a_job_waiting_behind_its_busy_session_does_not_keep_the_runner_claiming(
+    runtimes: RuntimeFactory, tmp_path: Path
+) -> None:
+    runtime = runtimes(tmp_path, jobs_worker=False)
+    table = SqliteJobs(runtime.database)
+    claims: list[int] = []
+    claim_due = table.claim_due
+
+    def counted_claim_due(*args: object) -> list[ClaimedJob]:
+        claims.append(1)
+        return claim_due(*args)  # type: ignore[arg-type]
+
+    table.claim_due = counted_claim_due  # type: ignore[method-assign]
+    timeline = Timeline()
+    local: list[LocalJobRunner] = []
+    claims_while_busy: list[int] = []
+
+    async def while_first_runs(session: str) -> None:
+        enqueue(runtime.database, table, ("second", session))
+        local[0].wake()
+        before = len(claims)
+        await asyncio.sleep(0.5)  # "second" is due all this time, but its session is busy
+        claims_while_busy.append(len(claims) - before)
+
+    jobs = {
+        "first": recording_job(timeline, "first", while_first_runs),
+        "second": recording_job(timeline, "second"),
+    }
+    local.append(LocalJobRunner(table, definitions_of(jobs), NO_POLL, "one"))  # type: ignore[arg-type]
+    try:
+        enqueue(runtime.database, table, ("first", "s1"))
+        await local[0].start()
+        await wait_for(timeline.finished("second", "s1"), "the job behind the busy session")
+        # The wake-up's one pass, not a pass after pass while the job could not be taken.
+        assert claims_while_busy == [1]
+    finally:
+        await local[0].aclose()

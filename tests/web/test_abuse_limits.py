@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from datetime import timedelta
 from pathlib import Path
 
 import httpx
+import pytest
 
 from bot.storage.models import utcnow
 from channels.web.app import create_app
+from channels.web.clients import StreamSlot
 from tests.fakes.openai_server import FakeOpenAI, Hang
 from tests.support.live_server import LiveServer
 from tests.support.runtime import make_runtime
@@ -146,3 +149,21 @@ async def test_the_same_document_text_is_stored_once(client: httpx.AsyncClient) 
 async def new_visitor(client: httpx.AsyncClient, headers: dict[str, str]) -> httpx.Response:
     client.cookies.clear()  # no cookie: the request asks for a new visitor
     return await client.post("/api/session", json={}, headers=headers)
+
+
+async def test_a_stream_slot_is_freed_on_the_event_loop(
+    make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    freed_on: list[int] = []
+    close = StreamSlot.close
+
+    def recording_close(slot: StreamSlot) -> None:
+        freed_on.append(threading.get_ident())
+        close(slot)
+
+    monkeypatch.setattr(StreamSlot, "close", recording_close)
+    client = await make_client()
+    visitor = await WebVisitor.start(client, name="Ann")
+    await visitor.say("hello")
+    # Freed where slots are taken, with no thread hop: the counts never race.
+    assert freed_on and set(freed_on) == {threading.get_ident()}
