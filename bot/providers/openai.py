@@ -24,7 +24,7 @@ from bot.errors import (
 )
 from bot.metrics import PROVIDER_RETRIES
 from bot.providers.base import PURPOSE_KEY, ChatRequest, collect_text
-from bot.providers.sse import iter_event_data
+from bot.providers.sse import iter_event_batches
 
 # The call's purpose travels as a header: real providers ignore it, and an unknown body field
 # would make strict servers (OpenAI itself) reject the request.
@@ -141,13 +141,29 @@ class OpenAICompatibleProvider:
                 if response.status_code >= 400:
                     await response.aread()
                     raise _failure_for_response(response)
-                async for data in iter_event_data(response.aiter_lines()):
-                    if data == "[DONE]":
+                async for batch in iter_event_batches(response.aiter_text()):
+                    # The tokens of one read go on as one delta.
+                    pieces: list[str] = []
+                    done = False
+                    failure: Exception | None = None
+                    for data in batch:
+                        if data == "[DONE]":
+                            done = True
+                            break
+                        try:
+                            text, finish_reason = _parse_chunk(data)
+                        except Exception as error:
+                            failure = error
+                            break
+                        pieces.append(text)
+                        finished = finished or finish_reason is not None
+                    # What came before [DONE] or a failing event is still the reply's.
+                    if joined := "".join(pieces):
+                        yield joined
+                    if failure is not None:
+                        raise failure
+                    if done:
                         return
-                    text, finish_reason = _parse_chunk(data)
-                    if text:
-                        yield text
-                    finished = finished or finish_reason is not None
         except httpx.TransportError as error:
             # After finish_reason the reply is complete; a lost [DONE] costs nothing.
             if not finished:
