@@ -17,12 +17,14 @@ fall under (the README's tables say "≤"). The burst also reports the exact p99
 the server's whole life, start-up and shutdown included, from the line it logs at exit.
 
     .venv/bin/python bench/web_visitors.py [--visitors 500] [--rates 5,10,20,40] [--seconds 6]
-        [--database-url postgresql://user:pass@127.0.0.1/empty_db]
+        [--database-url postgresql://user:pass@127.0.0.1/empty_db] [--openai]
 
 `--visitors 0` runs the open loop only.
 
 `--database-url` runs the server on that (empty, migrated on start) database instead of a
-temporary SQLite file.
+temporary SQLite file. `--openai` has the server answer from a local OpenAI-compatible server
+(the test suite's, in this process, so its CPU is not counted as the server's) that streams a
+60-token answer a word per chunk, instead of from the demo model.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -79,11 +81,54 @@ def free_port() -> int:
 
 
 DENSE_SETTING = "CHORUS_MEMORY_DENSE"
+# A typical chat answer (about 60 tokens), streamed by the local OpenAI-compatible server one
+# word per chunk, the way a real model streams a token per chunk.
+OPENAI_ANSWER = (
+    "Happy to help. I can answer questions, explain ideas step by step, draft and edit text, "
+    "summarise documents and images you send, and remember what matters to you between "
+    "conversations. Tell me what you are working on and what a good result would look like, "
+    "and we can start from there."
+)
 
 
-def start_server(
-    workdir: Path, port: int, log: IO[bytes], database_url: str | None = None
-) -> subprocess.Popen[bytes]:
+@dataclass
+class Target:
+    """What the benchmarked server runs on: its database, and its model."""
+
+    database_url: str | None = None
+    openai: bool = False
+    _model_url: str | None = field(default=None, init=False)
+
+    def __str__(self) -> str:
+        postgres = (self.database_url or "").startswith("postgres")
+        database = "PostgreSQL" if postgres else "SQLite"
+        model = "a local OpenAI-compatible server" if self.openai else "demo provider"
+        return f"{model}, {database}"
+
+    @asynccontextmanager
+    async def model(self) -> AsyncIterator[None]:
+        """The local OpenAI-compatible server for the run, when one is asked for."""
+        if not self.openai:
+            yield
+            return
+        # In this process: its CPU is the benchmark's, not the server's.
+        from tests.fakes.openai_server import FakeOpenAI
+
+        async with FakeOpenAI() as model:
+            model.default = lambda body: OPENAI_ANSWER
+            self._model_url = model.base_url
+            try:
+                yield
+            finally:
+                self._model_url = None
+
+    def model_environment(self) -> dict[str, str]:
+        if self._model_url is None:
+            return {}
+        return {"CHORUS_MODEL_BASE_URL": self._model_url, "CHORUS_MODEL_API_KEY": "bench-key"}
+
+
+def start_server(workdir: Path, port: int, log: IO[bytes], target: Target) -> subprocess.Popen[bytes]:
     environ = {key: value for key, value in os.environ.items() if not key.startswith("CHORUS_")}
     # Dense recall stays the caller's choice (CHORUS_MEMORY_DENSE=false): embedding each
     # turn's query is a large share of a turn's CPU when it is on.
@@ -91,7 +136,8 @@ def start_server(
         environ[DENSE_SETTING] = os.environ[DENSE_SETTING]
     environ.update(
         {
-            "CHORUS_DATABASE_URL": database_url or f"sqlite:///{workdir / 'chorus.db'}",
+            "CHORUS_DATABASE_URL": target.database_url or f"sqlite:///{workdir / 'chorus.db'}",
+            **target.model_environment(),
             "CHORUS_DATA_DIR": str(workdir / "data"),
             # INFO: the server logs its event-loop stalls (p99, max) when it stops.
             "CHORUS_LOG_LEVEL": "INFO",
@@ -271,13 +317,13 @@ class Server:
 
 
 @asynccontextmanager
-async def running_server(database_url: str | None, stop_seconds: float) -> AsyncIterator[Server]:
+async def running_server(target: Target, stop_seconds: float) -> AsyncIterator[Server]:
     """A healthy server on a free port in a temporary folder, stopped (and its log read) at exit."""
     with tempfile.TemporaryDirectory(prefix="chorus-web-bench-") as workdir:
         port = free_port()
         log_path = Path(workdir) / "server.log"
         log = log_path.open("wb")
-        server = Server(f"http://127.0.0.1:{port}", start_server(Path(workdir), port, log, database_url))
+        server = Server(f"http://127.0.0.1:{port}", start_server(Path(workdir), port, log, target))
         try:
             await wait_until_healthy(server.base_url, server.process, log_path)
             yield server
@@ -291,11 +337,9 @@ async def running_server(database_url: str | None, stop_seconds: float) -> Async
             server.log_text = log_path.read_text(errors="replace")
 
 
-async def run_open_loop(
-    rates: list[float], seconds: float, database_url: str | None = None
-) -> list[dict[str, Any]]:
+async def run_open_loop(rates: list[float], seconds: float, target: Target) -> list[dict[str, Any]]:
     rows = []
-    async with running_server(database_url, stop_seconds=15) as server:
+    async with target.model(), running_server(target, stop_seconds=15) as server:
         # One turn first, so the measured steps see a warm server.
         await open_loop_step(server.base_url, server.process.pid, 1, 1)
         for rate in rates:
@@ -340,8 +384,8 @@ async def visit(base_url: str, number: int, start_line: StartLine) -> Outcome:
     return outcome
 
 
-async def run(visitors: int, database_url: str | None = None) -> dict[str, Any]:
-    async with running_server(database_url, stop_seconds=60) as server:
+async def run(visitors: int, target: Target) -> dict[str, Any]:
+    async with target.model(), running_server(target, stop_seconds=60) as server:
         base_url, pid = server.base_url, server.process.pid
         start_line = StartLine(visitors)
         tasks = [asyncio.create_task(visit(base_url, number, start_line)) for number in range(visitors)]
@@ -393,17 +437,18 @@ def main(
     rates: tuple[float, ...] = DEFAULT_RATES,
     seconds: float = DEFAULT_SECONDS,
     database_url: str | None = None,
+    openai: bool = False,
 ) -> list[dict[str, Any]]:
-    database = "PostgreSQL" if database_url and database_url.startswith("postgres") else "SQLite"
-    open_rows = asyncio.run(run_open_loop(list(rates), seconds, database_url))
-    print(f"\n### Web lane, open loop: fixed arrival rates, {seconds:g} s each, demo provider, {database}\n")
+    target = Target(database_url, openai)
+    open_rows = asyncio.run(run_open_loop(list(rates), seconds, target))
+    print(f"\n### Web lane, open loop: fixed arrival rates, {seconds:g} s each, {target}\n")
     print(markdown_table(open_rows))
     best = highest_rate(open_rows)
     print(f"\nHighest rate with first-token p99 < 500 ms and no errors: {best if best else 'none'} /s")
     if not visitors:
         return open_rows
-    rows = [asyncio.run(run(visitors, database_url))]
-    print(f"\n### Web lane: burst of {visitors} concurrent visitors, demo provider, {database}\n")
+    rows = [asyncio.run(run(visitors, target))]
+    print(f"\n### Web lane: burst of {visitors} concurrent visitors, {target}\n")
     print(markdown_table(rows))
     return open_rows + rows
 
@@ -414,10 +459,16 @@ if __name__ == "__main__":
     parser.add_argument("--rates", default=",".join(str(rate) for rate in DEFAULT_RATES))
     parser.add_argument("--seconds", type=float, default=DEFAULT_SECONDS)
     parser.add_argument("--database-url", default=None, help="an empty database (default: temporary SQLite)")
+    parser.add_argument(
+        "--openai",
+        action="store_true",
+        help="answer from a local OpenAI-compatible server streaming a token per chunk (default: demo model)",
+    )
     arguments = parser.parse_args()
     main(
         arguments.visitors,
         tuple(float(rate) for rate in arguments.rates.split(",")),
         arguments.seconds,
         arguments.database_url,
+        arguments.openai,
     )

@@ -123,6 +123,9 @@ class MemorySettings(BaseModel):
     # The end of a session's activity: this many seconds without a turn (or the
     # process shutting down) offloads whatever is pending; 0 turns the timer off.
     idle_seconds: float = 600.0
+    # The flush at shutdown stops after this long (a model distils each session); sessions
+    # it did not reach are flushed by their idle timer, a durable job, after the next start.
+    shutdown_flush_seconds: float = Field(default=10.0, ge=0)
 
 
 class RecoverySettings(BaseModel):

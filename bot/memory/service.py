@@ -30,6 +30,10 @@ from transcript import TranscriptRow
 log = logging.getLogger(__name__)
 
 
+# Sessions flushed at once at shutdown.
+SHUTDOWN_FLUSH_PARALLEL = 4
+
+
 def choose_distiller(provider: ChatProvider, model: str) -> Distiller:
     """The model distils when a real one is configured; the offline rules otherwise."""
     if provider.name == "demo":
@@ -146,7 +150,26 @@ class MemoryService:
             self._stop_backfill = True
             await asyncio.gather(self._backfill, return_exceptions=True)
         active, self._active = list(self._active.values()), {}
-        for session in active:
+        if not active:
+            return
+        # A few at a time: each may be a model call, and the process has a deadline to stop.
+        slots = asyncio.Semaphore(SHUTDOWN_FLUSH_PARALLEL)
+        flushing = [asyncio.create_task(self._flush_at_shutdown(session, slots)) for session in active]
+        done, left = await asyncio.wait(flushing, timeout=self.settings.shutdown_flush_seconds)
+        for task in left:
+            task.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
+        if left:
+            log.warning(
+                "memory flush at shutdown: %d of %d sessions flushed in %.0f s; "
+                "the rest are flushed by their idle timer after the next start",
+                len(done),
+                len(active),
+                self.settings.shutdown_flush_seconds,
+            )
+
+    async def _flush_at_shutdown(self, session: ChatSession, slots: asyncio.Semaphore) -> None:
+        async with slots:
             try:
                 await self.flush(session)
             except Exception:
