@@ -38,7 +38,7 @@ async def test_reply_streams_and_is_stored_with_the_persona(runtimes, tmp_path, 
     assert reply.kind == "assistant"
     assert reply.text == "Hello there, Alice!"
     assert reply.persona_id == "ada"
-    stored = runtime.store.messages(reply.session_id)
+    stored = runtime.stores.messages.messages(reply.session_id)
     assert [(m.role, m.content, m.persona_id) for m in stored] == [
         ("user", "hi", None),
         ("assistant", "Hello there, Alice!", "ada"),
@@ -66,7 +66,7 @@ async def test_server_errors_become_a_clear_reply_and_keep_the_message(runtimes,
     reply = await runtime.engine.respond(inbound("please remember this"))
     assert reply.kind == "error"
     assert "Your message is saved" in reply.text
-    stored = runtime.store.messages(reply.session_id)
+    stored = runtime.stores.messages.messages(reply.session_id)
     assert [m.role for m in stored] == ["user", "system"]
     assert stored[0].content == "please remember this"
     assert stored[1].content.startswith("error:")
@@ -79,7 +79,7 @@ async def test_read_timeout_is_reported(runtimes, tmp_path, fake_openai):
     )
     reply = await runtime.engine.respond(inbound("anyone there?"))
     assert reply.kind == "error"
-    assert [m.role for m in runtime.store.messages(reply.session_id)][0] == "user"
+    assert [m.role for m in runtime.stores.messages.messages(reply.session_id)][0] == "user"
 
 
 async def test_malformed_stream_is_reported(runtimes, tmp_path, fake_openai):
@@ -87,7 +87,7 @@ async def test_malformed_stream_is_reported(runtimes, tmp_path, fake_openai):
     runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     reply = await runtime.engine.respond(inbound("hi"))
     assert reply.kind == "error"
-    assert not [m for m in runtime.store.messages(reply.session_id) if m.role == "assistant"]
+    assert not [m for m in runtime.stores.messages.messages(reply.session_id) if m.role == "assistant"]
 
 
 async def test_interrupted_stream_is_stored_marked_interrupted(runtimes, tmp_path, fake_openai):
@@ -96,7 +96,7 @@ async def test_interrupted_stream_is_stored_marked_interrupted(runtimes, tmp_pat
     reply = await runtime.engine.respond(inbound("tell me a story"))
     assert reply.kind == "assistant"
     assert reply.status == "interrupted"
-    assistant = [m for m in runtime.store.messages(reply.session_id) if m.role == "assistant"]
+    assistant = [m for m in runtime.stores.messages.messages(reply.session_id) if m.role == "assistant"]
     assert len(assistant) == 1
     assert assistant[0].status == "interrupted"
     assert assistant[0].content.startswith("The first half of")
@@ -108,10 +108,10 @@ async def test_consumer_leaving_mid_stream_keeps_the_partial_reply(runtimes, tmp
     stream = runtime.engine.stream(inbound("count"))
     first = await anext(stream)
     await stream.aclose()
-    session_id = runtime.store.list_sessions()[0][0].id
+    session_id = runtime.stores.sessions.list_sessions()[0][0].id
     # Each piece names the persona writing it and the session, for a lane's Stop control.
     assert first == Delta("one ", "ada", "Ada", session_id=session_id)
-    assistant = [m for m in runtime.store.messages(session_id) if m.role == "assistant"]
+    assistant = [m for m in runtime.stores.messages.messages(session_id) if m.role == "assistant"]
     assert [(m.content, m.status) for m in assistant] == [("one ", "interrupted")]
 
 
@@ -122,7 +122,7 @@ async def test_same_platform_message_twice_gives_one_message_and_one_reply(runti
     assert first.kind == "assistant"
     assert second.kind == "duplicate"
     assert not second.should_send
-    stored = runtime.store.messages(first.session_id)
+    stored = runtime.stores.messages.messages(first.session_id)
     assert [m.role for m in stored] == ["user", "assistant"]
     assert len(fake_openai.requests) == 1
 
@@ -135,7 +135,7 @@ async def test_redelivered_message_that_failed_before_is_answered_once(runtimes,
     retried = await runtime.engine.respond(inbound("retry me", message_id="wh-1"))
     assert retried.kind == "assistant"
     assert retried.text == "now it works"
-    users = [m for m in runtime.store.messages(failed.session_id) if m.role == "user"]
+    users = [m for m in runtime.stores.messages.messages(failed.session_id) if m.role == "user"]
     assert len(users) == 1
 
 
@@ -144,7 +144,7 @@ async def test_concurrent_turns_of_one_session_never_interleave(runtimes, tmp_pa
     runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     replies = await asyncio.gather(*(runtime.engine.respond(inbound(f"question {i}")) for i in range(5)))
     assert {reply.kind for reply in replies} == {"assistant"}
-    stored = runtime.store.messages(replies[0].session_id)
+    stored = runtime.stores.messages.messages(replies[0].session_id)
     assert [m.role for m in stored] == ["user", "assistant"] * 5
     for question, answer in zip(stored[::2], stored[1::2], strict=True):
         assert answer.reply_to_id == question.id
@@ -171,7 +171,7 @@ async def test_a_redelivered_command_is_run_once(runtimes, tmp_path):
     again = await runtime.engine.respond(inbound("/persona sage", message_id="cmd-1"))
     assert first.kind == "command" and "Switched to Sage" in first.text
     assert again.kind == "duplicate" and not again.should_send
-    events = [m.content for m in runtime.store.messages(first.session_id)]
+    events = [m.content for m in runtime.stores.messages.messages(first.session_id)]
     assert events == [
         "command: /persona sage",
         "persona switched from ada to sage",
