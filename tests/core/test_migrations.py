@@ -38,12 +38,12 @@ def test_a_second_upgrade_keeps_the_database_at_head_with_its_rows(tmp_path):
     engine = create_database_engine(f"sqlite:///{tmp_path / 'twice.db'}")
     migrate.upgrade(engine)
     assert migrate.current_revision(engine) == migrate.head_revision()
-    session = _say(Store(engine), "still here")
+    session = _say(Stores.open(engine), "still here")
 
     migrate.upgrade(engine)
 
     assert migrate.current_revision(engine) == migrate.head_revision()
-    assert [m.content for m in Store(engine).messages(session.id)] == ["still here"]
+    assert [m.content for m in Stores.open(engine).messages.messages(session.id)] == ["still here"]
     engine.dispose()
 
 
