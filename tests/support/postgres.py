@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import pytest
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Engine, make_url
 
 ADMIN_URL = os.environ.get("CHORUS_TEST_POSTGRES_URL")
 NO_POSTGRES = "CHORUS_TEST_POSTGRES_URL is not set (scripts/test.sh sets it)"
@@ -27,9 +27,7 @@ def fresh_database() -> Iterator[str]:
     if not ADMIN_URL:
         pytest.skip(NO_POSTGRES)
     name = f"chorus_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(
-        make_url(ADMIN_URL).set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT"
-    )
+    admin = _admin_engine(ADMIN_URL)
     try:
         with admin.connect() as connection:
             connection.execute(text(f'CREATE DATABASE "{name}"'))
@@ -38,3 +36,20 @@ def fresh_database() -> Iterator[str]:
             connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     finally:
         admin.dispose()
+
+
+def refuse_new_connections(database_url: str) -> None:
+    """Make the server turn away new connections to the database; open ones stay."""
+    assert ADMIN_URL, NO_POSTGRES
+    admin = _admin_engine(ADMIN_URL)
+    try:
+        with admin.connect() as connection:
+            name = make_url(database_url).database
+            connection.execute(text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
+    finally:
+        admin.dispose()
+
+
+def _admin_engine(admin_url: str) -> Engine:
+    url = make_url(admin_url).set(drivername="postgresql+psycopg")
+    return create_engine(url, isolation_level="AUTOCOMMIT")
