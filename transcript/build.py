@@ -16,12 +16,13 @@ from transcript.attachments import (
 )
 from transcript.budget import Budget, Capabilities
 from transcript.context import Context, ContextStats, Message, TokensByPart
+from transcript.kinds import EVENT_KINDS, KIND_ROLES, UnknownMessageKind, message_role
 from transcript.names import sanitise_name
 from transcript.preamble import DOCUMENTS_HEADING, Preamble, documents_section, preamble, section
 from transcript.rows import AttachmentRef
 from transcript.shorten import shorten
 from transcript.tokens import IMAGE_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, count_tokens
-from transcript.window import RowLike, drop_oldest, first_user, row_field, row_tokens
+from transcript.window import RowLike, drop_oldest, first_user, row_field, row_kind, row_tokens
 
 
 class PersonaLike(Protocol):
@@ -171,11 +172,18 @@ def build_context(
 
 
 def _turn(row: RowLike, group: bool) -> _Turn | None:
-    """The row as a model turn, or None when it must not reach the model."""
-    role, content = row_field(row, "role"), row_field(row, "content")
-    if not isinstance(role, str) or not isinstance(content, str) or role == "system":
+    """The row as a model turn, or None when it must not reach the model.
+
+    Raises `UnknownMessageKind` for a kind or role this package does not know: a row is
+    never sent as something it might not be.
+    """
+    kind, role = row_kind(row), message_role(row_field(row, "role"))
+    if role not in KIND_ROLES[kind]:
+        raise UnknownMessageKind(f"a {kind!r} row cannot have role {role!r}")
+    if kind in EVENT_KINDS:
         return None
-    if row_field(row, "status") == "error":
+    content = row_field(row, "content")
+    if not isinstance(content, str):
         return None
     stored = row_field(row, "attachments")
     attachments = tuple(

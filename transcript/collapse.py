@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from transcript.kinds import is_conversation
 from transcript.rows import TranscriptRow
 from transcript.tokens import count_tokens
 
@@ -104,7 +105,7 @@ def plan_collapse(
     `max_messages` rows; snipped rows inside it are skipped.
     """
     eligible = set(candidates)
-    conversation = [row for row in rows if row.role != "system" and not is_snipped(row.seq, snips)]
+    conversation = [row for row in rows if is_conversation(row.kind) and not is_snipped(row.seq, snips)]
     protected = (
         {row.seq for row in conversation[len(conversation) - keep_recent :]} if keep_recent > 0 else set()
     )

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from transcript.collapse import Collapse, Snip, is_snipped
 from transcript.context import Message
+from transcript.kinds import is_conversation
 from transcript.rows import TranscriptRow
 from transcript.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens, truncate_to_tokens
 
@@ -85,7 +86,7 @@ def summary_line(row: TranscriptRow) -> str | None:
 
     Stored events, failed turns and empty rows are not part of the conversation.
     """
-    if row.role == "system" or row.status == "error":
+    if not is_conversation(row.kind):
         return None
     notes = [f"[{a.kind}: {a.filename}]" for a in row.attachments]
     text = " ".join(part for part in (row.content.strip(), *notes) if part)
@@ -398,7 +399,7 @@ class CompactionPlan:
 
 def keep_recent_cut(rows: Sequence[TranscriptRow], keep_recent: int, snips: Sequence[Snip] = ()) -> int:
     """The last seq to compact so that the newest `keep_recent` conversation rows stay verbatim."""
-    conversation = [row for row in rows if row.role != "system" and not is_snipped(row.seq, snips)]
+    conversation = [row for row in rows if is_conversation(row.kind) and not is_snipped(row.seq, snips)]
     if len(conversation) <= keep_recent:
         return 0
     return conversation[len(conversation) - keep_recent - 1].seq if keep_recent > 0 else conversation[-1].seq

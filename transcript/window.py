@@ -10,11 +10,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
+from transcript.kinds import CONVERSATION_KINDS, MessageKind, message_kind
 from transcript.rows import TranscriptRow
 from transcript.tokens import count_tokens
 
 RowLike = TranscriptRow | Mapping[str, object]
 Row = TypeVar("Row", bound=RowLike)
+
+
+def row_kind(row: RowLike) -> MessageKind:
+    """The row's kind; raises `UnknownMessageKind` for one this package does not know.
+
+    A mapping without a kind has the shape rows had before kinds: its role says it
+    (`system` rows were always events).
+    """
+    kind = row_field(row, "kind")
+    if kind is None:
+        return "note" if row_field(row, "role") == "system" else "message"
+    return message_kind(kind)
 
 
 def row_field(row: RowLike, name: str) -> object:
@@ -41,7 +54,7 @@ def window(
 ) -> list[Row]:
     """The rows (the original objects, oldest first) that fit in one turn's context.
 
-    Malformed rows (role or content not a string) and `system` rows are dropped;
+    Malformed rows (role or content not a string) and events are dropped;
     then the last `max_messages` are taken; then, while more than one remains and
     the content exceeds `max_chars` characters or `max_tokens` tokens, the oldest
     is dropped; finally leading rows are dropped until the first `user` row, so
@@ -52,7 +65,7 @@ def window(
     cleaned: list[tuple[Row, str, str]] = []
     for row in rows:
         role, content = row_field(row, "role"), row_field(row, "content")
-        if isinstance(role, str) and isinstance(content, str) and role != "system":
+        if isinstance(role, str) and isinstance(content, str) and row_kind(row) in CONVERSATION_KINDS:
             cleaned.append((row, role, content))
     recent = cleaned[-max_messages:]
     limits: list[tuple[Sequence[int], int]] = []

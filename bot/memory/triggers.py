@@ -2,7 +2,7 @@
 
 Counts are recomputed from the stored messages after the cursor, so they
 survive restarts and agree between processes. In a chat bot:
-- a turn is one answered exchange: each assistant reply counts one;
+- a turn is one answered exchange: each persona's reply (`transcript.kinds.is_reply`) counts one;
 - a step is each stored turn event: every user or assistant message, including
   group messages recorded without a reply (a busy group where the bot is rarely
   addressed has steps but few turns, as a long tool run has in the seed);
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from bot.config import MemorySettings
 from bot.memory.filters import hard_filter
 from bot.storage.models import Message
+from transcript.kinds import is_reply
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class Pending:
 
 def measure(messages: Sequence[Message]) -> Pending:
     return Pending(
-        turns=sum(1 for message in messages if message.role == "assistant"),
+        turns=sum(1 for message in messages if is_reply(message.kind, message.role)),
         chars=sum(len(hard_filter(message.content)) for message in messages),
         steps=len(messages),
     )
@@ -55,7 +56,7 @@ def first_chunk(messages: Sequence[Message], settings: MemorySettings) -> Sequen
     """
     turns = chars = 0
     for steps, message in enumerate(messages, 1):
-        turns += message.role == "assistant"
+        turns += is_reply(message.kind, message.role)
         chars += len(hard_filter(message.content))
         if should_offload(Pending(turns, chars, steps), settings):
             return messages[:steps]
