@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from sqlalchemy import bindparam, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine as DatabaseEngine
 
 from bot.storage.delivery_models import Delivery
 from bot.storage.models import table_of, utcnow
@@ -26,7 +26,7 @@ MARK_DELIVERED = (
 
 
 class DeliveryStore:
-    def __init__(self, database: Engine) -> None:
+    def __init__(self, database: DatabaseEngine) -> None:
         self.database = database
 
     def note_draft(self, key: str, draft_id: str) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, delete, func, text, update
 from sqlalchemy import select as sa_select
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlmodel import Session, col, select
 
 from bot.storage.database import open_session
@@ -119,7 +119,7 @@ class CursorMoved(Exception):
 
 
 class MemoryStore:
-    def __init__(self, database: Engine) -> None:
+    def __init__(self, database: DatabaseEngine) -> None:
         self.database = database
 
     def _session(self) -> Session:

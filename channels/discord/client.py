@@ -13,7 +13,7 @@ from discord import app_commands
 from discord.utils import MISSING
 
 from bot.recovery import Delivery
-from bot.turns.engine import Engine
+from bot.turns.engine import TurnEngine
 from bot.turns.events import TurnEvent
 from channels.discord.access import AccessPolicy
 from channels.discord.endpoints import Endpoints, RoutedHTTPClient
@@ -49,7 +49,7 @@ def chorus_intents() -> discord.Intents:
 class ChorusClient(discord.Client):
     def __init__(
         self,
-        engine: Engine,
+        engine: TurnEngine,
         settings: DiscordSettings,
         endpoints: Endpoints,
         *,
@@ -187,7 +187,7 @@ class ShardedChorusClient(ChorusClient, discord.AutoShardedClient):
     """The same client over several gateway shards: `shard_ids` of `shard_count` in this process."""
 
     def __init__(
-        self, engine: Engine, settings: DiscordSettings, endpoints: Endpoints, *, edit_interval: float
+        self, engine: TurnEngine, settings: DiscordSettings, endpoints: Endpoints, *, edit_interval: float
     ) -> None:
         super().__init__(
             engine,
@@ -201,7 +201,7 @@ class ShardedChorusClient(ChorusClient, discord.AutoShardedClient):
 
 
 def make_client(
-    engine: Engine, settings: DiscordSettings, endpoints: Endpoints, *, edit_interval: float
+    engine: TurnEngine, settings: DiscordSettings, endpoints: Endpoints, *, edit_interval: float
 ) -> ChorusClient:
     """One gateway connection, or the configured shards of a sharded bot."""
     if settings.shard_count is None:

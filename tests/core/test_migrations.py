@@ -11,7 +11,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlmodel import SQLModel
 
 import bot.storage.tables  # noqa: F401
@@ -77,7 +77,7 @@ COLUMNS_OF_MESSAGES_FTS = "SELECT name FROM pragma_table_info('messages_fts')"
 TRIGGERS = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
 
 
-def _migrated_to_0003(tmp_path: Path, name: str) -> Engine:
+def _migrated_to_0003(tmp_path: Path, name: str) -> DatabaseEngine:
     engine = create_database_engine(f"sqlite:///{tmp_path / name}")
     migrate.upgrade(engine, "0003_memory")
     return engine
@@ -118,7 +118,7 @@ def _said_before_kinds(stores: Stores, text_: str) -> ChatSession:
     return session
 
 
-def _indexed_words(engine: Engine) -> list[str]:
+def _indexed_words(engine: DatabaseEngine) -> list[str]:
     """Every word occurrence in the message index (what a search can match)."""
     with engine.begin() as connection:
         connection.execute(text("CREATE VIRTUAL TABLE words USING fts5vocab(messages_fts, 'instance')"))
@@ -320,7 +320,7 @@ def test_the_kind_migration_names_every_old_row_and_strips_only_the_tags(
     engine.dispose()
 
 
-def _downgrade(engine: Engine, revision: str) -> None:
+def _downgrade(engine: DatabaseEngine, revision: str) -> None:
     from alembic import command
 
     config = migrate.alembic_config(engine.url.render_as_string(hide_password=False))
