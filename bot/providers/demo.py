@@ -7,7 +7,7 @@ import re
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from bot.providers.base import SUMMARY_PURPOSE, ChatRequest, collect_text
+from bot.providers.base import SUMMARY_PURPOSE, ChatRequest, Finish, ModelEvent, TextDelta, collect_text
 
 _ATTACHMENT_MARKER = re.compile(r"\[(?:document|image):")
 _FIRST_SENTENCE = re.compile(r"^.*?[.!?](?=\s|$)", re.DOTALL)
@@ -24,16 +24,20 @@ class DemoProvider:
 
     name = "demo"
 
-    async def stream(self, request: ChatRequest) -> AsyncGenerator[str, None]:
+    async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
         is_summary = request.purpose == SUMMARY_PURPOSE
         text = summarise(request.messages) if is_summary else describe(request)
         # Word by word, so lanes exercise their streaming paths without real delays.
         for piece in re.findall(r"\S+\s*", text):
-            yield piece
+            yield TextDelta(piece)
             await asyncio.sleep(0)
+        yield Finish("stop")
 
     async def complete(self, request: ChatRequest) -> str:
         return await collect_text(self.stream(request))
+
+    def accepts_tools(self, model: str) -> bool:
+        return True
 
     async def aclose(self) -> None:
         return None

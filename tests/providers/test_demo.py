@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from bot.providers.base import ChatRequest
+from bot.providers.base import ChatRequest, TextDelta
 from bot.providers.demo import DemoProvider
 
 CONVERSATION = [
@@ -35,8 +35,8 @@ async def test_reply_streams_word_by_word_and_is_deterministic() -> None:
     request = ChatRequest(messages=CONVERSATION, model="demo", persona_name="Ada")
     provider = DemoProvider()
 
-    first = [piece async for piece in provider.stream(request)]
-    second = [piece async for piece in provider.stream(request)]
+    first = [event.text async for event in provider.stream(request) if isinstance(event, TextDelta)]
+    second = [event.text async for event in provider.stream(request) if isinstance(event, TextDelta)]
 
     assert first == second
     assert first[:3] == ["[demo] ", "Ada ", "here "]
