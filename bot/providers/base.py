@@ -96,6 +96,13 @@ async def collect_text(events: AsyncIterator[ModelEvent]) -> str:
     return "".join([event.text async for event in events if isinstance(event, TextDelta)])
 
 
+def tool_names(tools: tuple[ToolSchema, ...]) -> set[str]:
+    """The names of the tools in a request's `tools`."""
+    return {
+        str(tool.get("function", {}).get("name")) for tool in tools if isinstance(tool.get("function"), dict)
+    }
+
+
 def shown_model(provider: ChatProvider, model: str) -> str:
     """The model as /status and /context name it: the offline demo model names itself."""
     return "demo" if provider.name == "demo" else model
