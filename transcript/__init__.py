@@ -45,7 +45,7 @@ from transcript.limits import CONTEXT_COUNT
 from transcript.names import sanitise_name
 from transcript.rows import AttachmentRef, StoredToolCall, TranscriptRow
 from transcript.tokens import count_call_tokens, count_message_tokens, count_tokens, truncate_to_tokens
-from transcript.window import RowLike, window
+from transcript.window import RowLike
 
 __all__ = [
     "COLLAPSE_INSTRUCTIONS",
@@ -95,5 +95,4 @@ __all__ = [
     "units_of",
     "widen",
     "snap_cut",
-    "window",
 ]
