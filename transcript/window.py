@@ -1,8 +1,8 @@
 """Which stored rows fit in a turn: the rolling window (docs/ARCHITECTURE.md §5).
 
-Seed 000's buildContextWindow in two steps that `build_context` runs over a turn's
-rows: drop the oldest until the caps fit, then start at a user message. The costs
-it passes count names, attachments and the preamble as well as the text.
+Seed 000's buildContextWindow in two steps that `build_context` runs over a turn's units
+(messages and whole tool exchanges): drop the oldest until the caps fit, then start at a
+user message. The costs it passes count names, attachments and the preamble as well as the text.
 """
 
 from __future__ import annotations
