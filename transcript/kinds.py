@@ -3,7 +3,10 @@
 `kind` says what a row is, so no reader guesses it from the text:
 
 - `message`: what a person said (role `user`) or a persona answered (role `assistant`).
-  Only these reach the model, the full-text index and memory offload.
+  Only these are searched (the full-text index) and counted as turns by memory offload.
+- `tool_call`: a persona's message that called tools (role `assistant`; its calls ride
+  along), and `tool_result`: one call's result (role `tool`). They reach the model as one
+  exchange, never split; search and memory do not take them for something a person said.
 - events, role `system`: stored, exported and shown in histories, never sent to the model.
   `command` (a command as someone sent it), `command_reply` (its answer as shown),
   `persona_switch` (the session's voice changed; the row names the new persona),
@@ -22,10 +25,13 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-Role = Literal["user", "assistant", "system"]
-MessageKind = Literal["message", "command", "command_reply", "persona_switch", "error", "note"]
+Role = Literal["user", "assistant", "system", "tool"]
+MessageKind = Literal[
+    "message", "tool_call", "tool_result", "command", "command_reply", "persona_switch", "error", "note"
+]
 # `interrupted`: the reply stream ended early (stopped, cut off, the lane stopped listening).
-Status = Literal["complete", "interrupted"]
+# `failed`: a tool result saying the call went wrong (the model reads it as an error).
+Status = Literal["complete", "interrupted", "failed"]
 
 ROLES: tuple[Role, ...] = get_args(Role)
 KINDS: tuple[MessageKind, ...] = get_args(MessageKind)
@@ -34,6 +40,8 @@ STATUSES: tuple[Status, ...] = get_args(Status)
 # The roles a row of each kind may have.
 KIND_ROLES: dict[MessageKind, frozenset[Role]] = {
     "message": frozenset({"user", "assistant"}),
+    "tool_call": frozenset({"assistant"}),
+    "tool_result": frozenset({"tool"}),
     "command": frozenset({"system"}),
     "command_reply": frozenset({"system"}),
     "persona_switch": frozenset({"system"}),
@@ -42,8 +50,12 @@ KIND_ROLES: dict[MessageKind, frozenset[Role]] = {
 }
 # A persona's answer to a person is an assistant row of this kind (see `is_reply`).
 REPLY_KIND: MessageKind = "message"
-# The conversation: what the model sees, the window reads, memory offloads and search finds.
-CONVERSATION_KINDS: frozenset[MessageKind] = frozenset({"message"})
+# The conversation: what the model sees and the window reads.
+CONVERSATION_KINDS: frozenset[MessageKind] = frozenset({"message", "tool_call", "tool_result"})
+# What people and personas said: what search finds and memory offload counts as turns.
+SAID_KINDS: frozenset[MessageKind] = frozenset({"message"})
+# Steps of a turn that are not said to anyone: memory offload counts them as steps.
+TOOL_KINDS: frozenset[MessageKind] = frozenset({"tool_call", "tool_result"})
 EVENT_KINDS: frozenset[MessageKind] = frozenset(KINDS) - CONVERSATION_KINDS
 
 

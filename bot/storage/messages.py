@@ -31,6 +31,7 @@ from transcript import AttachmentRef, TranscriptRow
 from transcript.kinds import (
     CONVERSATION_KINDS,
     REPLY_KIND,
+    SAID_KINDS,
     MessageKind,
     Role,
     Status,
@@ -239,7 +240,7 @@ class MessageStore:
                 ).one()
                 message_id = connection.execute(INSERT_MESSAGE, {"seq": seq, **values}).scalar_one()
                 # Search finds what was said, not the events around it.
-                if message.kind in CONVERSATION_KINDS:
+                if message.kind in SAID_KINDS:
                     index_row = {
                         "id": message_id,
                         "owner": owner_token(owner_kind, owner_id),

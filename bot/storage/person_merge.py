@@ -23,12 +23,14 @@ from bot.search_terms import jaccard, search_text, similarity_tokens
 from bot.storage.index_text import INDEX_MESSAGE, UNINDEX_MESSAGE, owner_token
 from bot.storage.memory_models import MemoryItem
 from bot.storage.models import Account, ChatSession, LinkCode, Message, Person, table_of
-from transcript.kinds import CONVERSATION_KINDS
+from transcript.kinds import CONVERSATION_KINDS, SAID_KINDS
 
 ITEMS = table_of(MemoryItem)
 PERSON = "person"
 # The messages search indexes and a session's activity counts: the conversation, not its events.
 _IS_CONVERSATION = col(Message.kind).in_(sorted(CONVERSATION_KINDS))
+# The messages the full-text index holds: what was said, not tool calls and results.
+_IS_SAID = col(Message.kind).in_(sorted(SAID_KINDS))
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ def _reindex_messages(db: Session, session_ids: Sequence[str], source_id: str, t
     if not session_ids or db.get_bind().dialect.name != "sqlite":
         return
     rows = db.exec(
-        select(Message.id, Message.content).where(col(Message.session_id).in_(session_ids), _IS_CONVERSATION)
+        select(Message.id, Message.content).where(col(Message.session_id).in_(session_ids), _IS_SAID)
     ).all()
     if not rows:
         return

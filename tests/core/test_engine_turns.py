@@ -64,11 +64,14 @@ async def test_server_errors_become_a_clear_reply_and_keep_the_message(runtimes,
     fake_openai.script(*[server_error(500)] * 4)
     runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url, model_max_retries="3")
     reply = await runtime.engine.respond(inbound("please remember this"))
-    assert reply.kind == "error"
-    assert "Your message is saved" in reply.text
+    problem = "The model is busy right now (HTTP 500). Try again in a minute."
+    assert (reply.kind, reply.text) == ("error", f"{problem} Your message is saved.")
+    assert len(fake_openai.requests) == 4
     stored = runtime.stores.messages.messages(reply.session_id)
-    assert [(m.role, m.kind) for m in stored] == [("user", "message"), ("system", "error")]
-    assert stored[0].content == "please remember this"
+    assert [(m.role, m.kind, m.content) for m in stored] == [
+        ("user", "message", "please remember this"),
+        ("system", "error", problem),
+    ]
 
 
 async def test_read_timeout_is_reported(runtimes, tmp_path, fake_openai):
@@ -77,16 +80,33 @@ async def test_read_timeout_is_reported(runtimes, tmp_path, fake_openai):
         tmp_path, model_base_url=fake_openai.base_url, model_read_timeout="0.3", model_max_retries="1"
     )
     reply = await runtime.engine.respond(inbound("anyone there?"))
-    assert reply.kind == "error"
-    assert [m.role for m in runtime.stores.messages.messages(reply.session_id)][0] == "user"
+    problem = "The model is unreachable right now (no answer within 0.3 seconds). Try again in a minute."
+    assert (reply.kind, reply.text) == ("error", f"{problem} Your message is saved.")
+    # Retried once, then the message stays stored with the failure noted after it.
+    assert len(fake_openai.requests) == 2
+    stored = runtime.stores.messages.messages(reply.session_id)
+    assert [(m.role, m.kind, m.content) for m in stored] == [
+        ("user", "message", "anyone there?"),
+        ("system", "error", problem),
+    ]
 
 
 async def test_malformed_stream_is_reported(runtimes, tmp_path, fake_openai):
     fake_openai.script(Malformed("{not json"))
     runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     reply = await runtime.engine.respond(inbound("hi"))
-    assert reply.kind == "error"
-    assert not [m for m in runtime.stores.messages.messages(reply.session_id) if m.role == "assistant"]
+    problem = (
+        "The model provider sent a reply Chorus cannot read (unexpected stream data '{not json'). "
+        "Try again, or check the provider."
+    )
+    assert (reply.kind, reply.text) == ("error", f"{problem} Your message is saved.")
+    # Another attempt would read the same garbage: no retry.
+    assert len(fake_openai.requests) == 1
+    stored = runtime.stores.messages.messages(reply.session_id)
+    assert [(m.role, m.kind, m.content) for m in stored] == [
+        ("user", "message", "hi"),
+        ("system", "error", problem),
+    ]
 
 
 async def test_interrupted_stream_is_stored_marked_interrupted(runtimes, tmp_path, fake_openai):

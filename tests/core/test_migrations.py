@@ -37,12 +37,16 @@ def test_upgrade_to_head_matches_the_models(tmp_path):
     engine.dispose()
 
 
-def test_upgrade_is_idempotent(tmp_path):
+def test_a_second_upgrade_keeps_the_database_at_head_with_its_rows(tmp_path):
     engine = create_database_engine(f"sqlite:///{tmp_path / 'twice.db'}")
     migrate.upgrade(engine)
-    first = migrate.current_revision(engine)
+    assert migrate.current_revision(engine) == migrate.head_revision()
+    session = _say(Stores.open(engine), "still here")
+
     migrate.upgrade(engine)
-    assert migrate.current_revision(engine) == first
+
+    assert migrate.current_revision(engine) == migrate.head_revision()
+    assert [m.content for m in Stores.open(engine).messages.messages(session.id)] == ["still here"]
     engine.dispose()
 
 

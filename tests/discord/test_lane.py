@@ -12,7 +12,7 @@ from channels.discord.lane import DiscordLane
 from channels.text import split_message
 from tests.discord.conftest import LaneFactory, lane_settings, spoken
 from tests.discord.fake_discord import ALICE, DM_CHANNEL_ID, FakeDiscord
-from tests.fakes.openai_server import FakeOpenAI, message_text
+from tests.fakes.openai_server import FakeOpenAI, echo_reply, message_text
 from tests.fakes.openai_server import Reply as OpenAIReply
 from tests.support.runtime import make_runtime
 
@@ -44,7 +44,8 @@ async def test_a_message_with_only_attachments_is_stored_and_answered(
     await fake_discord.post_message(DM_CHANNEL_ID, "", attachments=(image, notes))
 
     await fake_discord.wait_until(lambda: len(fake_openai.requests) == 1)
-    await fake_discord.wait_until(lambda: "▌" not in "".join(fake_discord.texts_in(DM_CHANNEL_ID)))
+    # The reply, finished: the model echoes what it was sent.
+    await fake_discord.wait_for_texts(DM_CHANNEL_ID, [spoken(echo_reply(fake_openai.requests[0].json))])
     account = runtime.stores.identities.find_account("discord", ALICE["id"])
     assert account is not None
     session = runtime.stores.sessions.private_session(account.person_id, "ada")
