@@ -36,4 +36,6 @@ echo "ruff check"; .venv/bin/ruff check .
 echo "ruff format --check"; .venv/bin/ruff format --check .
 echo "mypy (strict: bot, channels, transcript, persona)"; .venv/bin/mypy
 
-exec .venv/bin/python -m pytest --cov --cov-report=term "$@"
+# -rs lists every skip with its reason. Under CI=true (.ci/run sets it) a test skipped because
+# Chromium, PostgreSQL, the dense model or the LoCoMo data is missing fails instead (tests/conftest.py).
+exec .venv/bin/python -m pytest -rs --cov --cov-report=term "$@"
