@@ -35,9 +35,8 @@ from bench.common import (  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.runtime import build_runtime  # noqa: E402
 from bot.storage.database import open_session  # noqa: E402
-from bot.storage.index_text import message_index_text  # noqa: E402
+from bot.storage.index_text import INDEX_MESSAGE, message_index_text, owner_token  # noqa: E402
 from bot.storage.models import ChatSession, Message  # noqa: E402
-from bot.storage.store import INDEX_MESSAGE, owner_token  # noqa: E402
 from bot.turns.inbound import Actor, InboundMessage  # noqa: E402
 from transcript import Budget, Capabilities, build_context, count_tokens  # noqa: E402
 
@@ -68,7 +67,7 @@ def realistic_texts() -> list[str]:
 
 def populate(runtime, size: int, texts: list[str], owner: str) -> ChatSession:
     """A session with `size` stored messages (real conversation text, cycled), inserted in bulk."""
-    session = runtime.store.create_session("private", "person", owner, "ada")
+    session = runtime.stores.sessions.create_session("private", "person", owner, "ada")
     now = datetime.now(UTC)
     rows = []
     for seq in range(1, size + 1):
@@ -92,7 +91,7 @@ def populate(runtime, size: int, texts: list[str], owner: str) -> ChatSession:
         stored.last_seq = size
         db.add(stored)
         db.commit()
-        # Bulk rows bypass Store.append, which also writes each message's search row.
+        # Bulk rows bypass MessageStore.append, which also writes each message's search row.
         token = owner_token("person", owner)
         db.connection().execute(
             INDEX_MESSAGE,
@@ -106,7 +105,7 @@ def populate(runtime, size: int, texts: list[str], owner: str) -> ChatSession:
             ],
         )
         db.commit()
-    return runtime.store.get_session(session.id)
+    return runtime.stores.sessions.get_session(session.id)
 
 
 def bench_context_build(repeats: int = 300, *, memory: bool) -> list[dict[str, Any]]:

@@ -49,11 +49,11 @@ ATTACHMENT_FIELDS = ("kind", "filename", "mime_type", "size", "sha256", "text")
 
 def stored_transcript(runtime: Runtime, session_id: str) -> dict[str, Any]:
     """What the database and the data directory hold for a session, without its ids."""
-    store = runtime.store
-    session = store.find_session(session_id)
+    stores = runtime.stores
+    session = stores.sessions.find_session(session_id)
     assert session is not None
-    messages = store.messages(session.id)
-    files = store.attachments_for(m.id for m in messages if m.id is not None)
+    messages = stores.messages.messages(session.id)
+    files = stores.messages.attachments_for(m.id for m in messages if m.id is not None)
     seq_of = {m.id: m.seq for m in messages}
     return {
         "session": (session.kind, session.owner_kind, session.persona_id, session.title),

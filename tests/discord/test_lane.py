@@ -29,7 +29,7 @@ async def test_dm_is_answered_in_the_persons_session(
     assert fake_discord.sent_in(DM_CHANNEL_ID)[0].reference_id is None
     assert fake_discord.calls_to("POST", f"/channels/{DM_CHANNEL_ID}/typing")
     assert fake_discord.identify is not None and fake_discord.identify["intents"] & (1 << 15)
-    account = runtime.store.find_account("discord", ALICE["id"])
+    account = runtime.stores.identities.find_account("discord", ALICE["id"])
     assert account is not None
     assert fake_openai.requests[-1].messages[-1]["content"] == "hello there"
 
@@ -46,11 +46,11 @@ async def test_a_message_with_only_attachments_is_stored_and_answered(
     await fake_discord.wait_until(lambda: len(fake_openai.requests) == 1)
     # The reply, finished: the model echoes what it was sent.
     await fake_discord.wait_for_texts(DM_CHANNEL_ID, [spoken(echo_reply(fake_openai.requests[0].json))])
-    account = runtime.store.find_account("discord", ALICE["id"])
+    account = runtime.stores.identities.find_account("discord", ALICE["id"])
     assert account is not None
-    session = runtime.store.private_session(account.person_id, "ada")
-    (stored,) = [m for m in runtime.store.messages(session.id) if m.role == "user"]
-    files = runtime.store.attachments_for([stored.id])[stored.id]
+    session = runtime.stores.sessions.private_session(account.person_id, "ada")
+    (stored,) = [m for m in runtime.stores.messages.messages(session.id) if m.role == "user"]
+    files = runtime.stores.messages.attachments_for([stored.id])[stored.id]
     assert [(f.kind, f.filename, f.mime_type, f.size) for f in files] == [
         ("image", "sketch.png", "image/png", len(_png())),
         ("document", "notes.txt", "text/plain", 21),

@@ -13,8 +13,8 @@ STOPPED = "Ada\nOnce upon a time\n\n[Stopped.]"
 
 
 def assistant_statuses(runtime: Runtime) -> list[str]:
-    [(session, _)] = runtime.store.list_sessions()
-    return [m.status for m in runtime.store.messages(session.id) if m.role == "assistant"]
+    [(session, _)] = runtime.stores.sessions.list_sessions()
+    return [m.status for m in runtime.stores.messages.messages(session.id) if m.role == "assistant"]
 
 
 async def test_stop_command_ends_the_streaming_reply_and_shows_it_stopped(

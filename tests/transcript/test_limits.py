@@ -49,7 +49,7 @@ async def main() -> None:
         runtime = make_runtime(Path(folder))
         for n in range(5):
             reply = await runtime.engine.respond(inbound(f"question {n}"))
-        session = runtime.store.find_session(reply.session_id)
+        session = runtime.stores.sessions.find_session(reply.session_id)
         persona = runtime.engine.personas.default
         context = await runtime.engine.assembler.assemble(session, persona)
         print(Budget().max_messages, len(context.stats.kept_seqs))
