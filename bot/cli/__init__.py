@@ -108,11 +108,24 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+# A terminal chat shows the conversation: the log goes to this file under the data
+# directory, and only warnings and errors also reach the terminal.
+CHAT_LOG = "chat.log"
+
+
 def cmd_chat(args: argparse.Namespace) -> int:
     import asyncio
 
     from bot.runtime import build_runtime
     from channels.terminal import chat_loop
+
+    settings: Settings = args.settings
+    configure_logging(
+        settings.log_level,
+        settings.logging.format,
+        log_file=settings.data_dir / CHAT_LOG,
+        console_level="WARNING",
+    )
 
     async def run() -> None:
         runtime = build_runtime(args.settings)

@@ -79,6 +79,29 @@ class ChorusClient(discord.Client):
             # Text commands still work; slash commands appear after the next successful sync.
             log.exception("could not register Discord slash commands")
 
+    # Permission changes: a channel that refused a webhook may allow one now.
+
+    async def on_guild_role_create(self, role: discord.Role) -> None:
+        self.webhooks.retry_refused(role.guild.id)
+
+    async def on_guild_role_update(self, before: discord.Role, after: discord.Role) -> None:
+        if before.permissions != after.permissions:
+            self.webhooks.retry_refused(after.guild.id)
+
+    async def on_guild_role_delete(self, role: discord.Role) -> None:
+        # A deleted role takes its channel overwrites (denies too) with it.
+        self.webhooks.retry_refused(role.guild.id)
+
+    async def on_guild_channel_update(
+        self, before: discord.abc.GuildChannel, after: discord.abc.GuildChannel
+    ) -> None:
+        if before.overwrites != after.overwrites:
+            self.webhooks.retry_refused(after.guild.id, after.id)
+
+    async def on_member_update(self, before: discord.Member, after: discord.Member) -> None:
+        if self.user is not None and after.id == self.user.id and before.roles != after.roles:
+            self.webhooks.retry_refused(after.guild.id)
+
     async def on_message(self, message: discord.Message) -> None:
         # Bots and webhooks (this bot's personas included) never start a turn: no loops.
         if message.author.bot or message.webhook_id is not None:

@@ -16,7 +16,7 @@ from bot.runtime import Runtime
 from tests.durable.serve_process import wait_until
 from tests.jobs.support import Timeline, definitions_of, enqueue, recording_job, wait_for
 from tests.jobs.test_local_jobs import FailsAfterEnqueue
-from tests.support.postgres import needs_postgres
+from tests.support.peers import needs_postgres
 from tests.support.runtime import RuntimeFactory, inbound
 
 pytestmark = needs_postgres

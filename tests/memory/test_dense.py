@@ -14,13 +14,10 @@ import pytest
 from bot.memory.dense import Embedder, load_embedder
 from bot.runtime import Runtime
 from bot.storage.memory_store import MemoryStore, Owner
+from tests.support.peers import needs_dense_model
 from tests.support.runtime import RuntimeFactory, inbound, make_runtime
 
-pytest.importorskip("numpy")
-pytest.importorskip("tokenizers")
-pytest.importorskip("threadpoolctl")
-if load_embedder() is None:
-    pytest.skip("the dense extra's model package is not installed", allow_module_level=True)
+pytestmark = needs_dense_model
 
 GROUP = {"chat_id": "g5", "chat_kind": "group"}
 OWNER = Owner("group", "web:g5")
