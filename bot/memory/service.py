@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from bot.config import MemorySettings
 from bot.memory.backfill import Backfill, BackfillResult
-from bot.memory.dense import DenseIndex, Embedder, off_loop
+from bot.memory.dense import DenseIndex, Embedder, embedded_text, off_loop
 from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller
 from bot.memory.offload import Offloader, OffloadResult
 from bot.memory.recall import Recall, TurnMemory, turn_query, window_start
@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 # Sessions flushed at once at shutdown.
 SHUTDOWN_FLUSH_PARALLEL = 4
+# Turn queries waiting for their embedding at most (one per turn being assembled).
+QUERY_TEXTS = 256
 
 
 def choose_distiller(provider: ChatProvider, model: str) -> Distiller:
@@ -63,6 +65,8 @@ class MemoryService:
         # Sessions whose offload ran in this process and did not go idle since (with the
         # idle flush off, so is the flush at shutdown).
         self._active: dict[str, ChatSession] = {}
+        # What a turn's query is embedded as (its message as the offload embeds it), by query.
+        self._query_texts: dict[str, str] = {}
         self._backfill: asyncio.Task[BackfillResult | None] | None = None
         self._stop_backfill = False
 
@@ -132,13 +136,26 @@ class MemoryService:
         query = turn_query(rows)
         if not query or dense.has_query_vector(query):
             return None
-        return query if dense.searchable(Owner.of(session), session.id, window_start(rows)) else None
+        if not dense.searchable(Owner.of(session), session.id, window_start(rows)):
+            return None
+        sender = next((row.sender_name for row in reversed(rows) if row.role == "user"), None)
+        if len(self._query_texts) >= QUERY_TEXTS:
+            self._query_texts.pop(next(iter(self._query_texts)))
+        self._query_texts[query] = embedded_text(sender, query)
+        return query
 
     async def embed_query(self, query: str) -> None:
         """Embed a query from `query_to_embed` on the embedding thread (CPU work, off the loop
-        and off the database thread, which then only reads)."""
-        if self.recall.dense is not None:
-            await off_loop(self.recall.dense.query_vector, query)
+        and off the database thread, which then only reads).
+
+        The query is embedded as its message is (with its speaker), so the offload that
+        embeds the message reuses this vector instead of running the model again.
+        """
+        dense = self.recall.dense
+        if dense is not None:
+            text = self._query_texts.pop(query, query)
+            vectors = await off_loop(dense.embedder.embed, [text])
+            dense.remember_query(query, vectors[0])
 
     async def flush(self, session: ChatSession) -> OffloadResult | None:
         """Offload everything pending for the session, whatever the triggers say."""

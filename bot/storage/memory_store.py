@@ -7,6 +7,9 @@ transaction: either both are stored or neither is.
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -111,6 +114,38 @@ class UnembeddedMessage:
     sender_name: str | None
     content: str
     owner: Owner
+
+
+class VectorChanges:
+    """How often this process changed each owner's stored vectors, per database.
+
+    Dense recall keeps each owner's vectors in memory and asks the database again only
+    when this process wrote to them (or, for other processes' writes, after a while):
+    a turn then reads no vector counts at all. `ALL` counts changes whose owners are not
+    known (a backfill, a merge of two persons).
+    """
+
+    ALL = "*"
+
+    def __init__(self) -> None:
+        self._counts: weakref.WeakKeyDictionary[Engine, dict[tuple[str, str], int]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    def note(self, database: Engine, owner: Owner | None) -> None:
+        key = (owner.kind, owner.id) if owner is not None else (self.ALL, self.ALL)
+        with self._lock:
+            counts = self._counts.setdefault(database, defaultdict(int))
+            counts[key] += 1
+
+    def generation(self, database: Engine, owner: Owner) -> tuple[int, int]:
+        with self._lock:
+            counts = self._counts.get(database, {})
+            return counts.get((owner.kind, owner.id), 0), counts.get((self.ALL, self.ALL), 0)
+
+
+VECTOR_CHANGES = VectorChanges()
 
 
 class CursorMoved(Exception):
@@ -226,6 +261,8 @@ class MemoryStore:
                 )
             )
             db.commit()
+        if written or merged or message_vectors:
+            VECTOR_CHANGES.note(self.database, owner)
         return CommitCounts(written=written, merged=merged)
 
     def _advance(
@@ -310,7 +347,8 @@ class MemoryStore:
                 )
             )
             db.commit()
-            return bool(removed.rowcount)  # type: ignore[attr-defined]
+        VECTOR_CHANGES.note(self.database, owner)
+        return bool(removed.rowcount)  # type: ignore[attr-defined]
 
     def totals(self, owner: Owner) -> dict[str, int]:
         """Offload counters summed over the owner's sessions."""
@@ -432,6 +470,11 @@ class MemoryStore:
                         for message, vector in messages
                     ],
                 )
+        VECTOR_CHANGES.note(self.database, None)
+
+    def vector_generation(self, owner: Owner) -> tuple[int, int]:
+        """Changes this process made to the owner's vectors (see `VectorChanges`)."""
+        return VECTOR_CHANGES.generation(self.database, owner)
 
     def hits_by_id(
         self,
