@@ -135,7 +135,12 @@ async def run_child(configuration: dict[str, Any]) -> dict[str, Any]:
         json.dumps(configuration),
         cwd=REPO,
         stdout=asyncio.subprocess.PIPE,
-        env={key: value for key, value in os.environ.items() if not key.startswith("CHORUS_")}
+        # The child's settings are the benchmark's alone (the LoCoMo folder aside).
+        env={
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith("CHORUS_") or key == "CHORUS_LOCOMO_DIR"
+        }
         | {"PYTHONPATH": str(REPO)},
     )
     output, _ = await process.communicate()

@@ -56,15 +56,26 @@ def embedded_text(sender_name: str | None, content: str) -> str:
 
 
 def to_blob(vector: np.ndarray[Any, Any]) -> bytes:
+    """A vector as stored: int8, scaled so its largest component is ±127 (a quarter of float32).
+
+    Only the direction matters (similarity is a cosine), so the scale is not kept: a
+    stored vector is made unit-length again when read.
+    """
     import numpy as np
 
-    return np.asarray(vector, dtype=np.float32).tobytes()
+    values = np.asarray(vector, dtype=np.float32)
+    peak = float(np.abs(values).max()) if values.size else 0.0
+    return np.round(values * (127.0 / peak if peak else 0.0)).astype(np.int8).tobytes()
 
 
-def from_blob(blob: bytes) -> np.ndarray[Any, Any]:
+def from_blobs(blobs: Sequence[bytes]) -> np.ndarray[Any, Any]:
+    """Stored vectors (`to_blob`) as unit-length float32 rows."""
     import numpy as np
 
-    return np.frombuffer(blob, dtype=np.float32)
+    rows = np.frombuffer(b"".join(blobs), dtype=np.int8).reshape(len(blobs), -1).astype(np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    unit: np.ndarray[Any, Any] = rows / np.maximum(norms, 1e-12)
+    return unit
 
 
 P = ParamSpec("P")
@@ -219,7 +230,7 @@ class Matrix:
 
         if not rows:
             return
-        vectors = np.stack([from_blob(row.vector) for row in rows])
+        vectors = from_blobs([row.vector for row in rows])
         needed = self.count + len(rows)
         if needed > len(self._ids) or self._vectors.shape[1] != vectors.shape[1]:
             capacity = max(needed, 2 * len(self._ids), 64)

@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 SHUTDOWN_FLUSH_PARALLEL = 4
 # Turn queries waiting for their embedding at most (one per turn being assembled).
 QUERY_TEXTS = 256
+# Sessions whose newest turn memory is kept for the context maintenance that follows.
+TURN_MEMORIES = 1024
 
 
 def choose_distiller(provider: ChatProvider, model: str) -> Distiller:
@@ -65,6 +67,8 @@ class MemoryService:
         # Sessions whose offload ran in this process and did not go idle since (with the
         # idle flush off, so is the flush at shutdown).
         self._active: dict[str, ChatSession] = {}
+        # The memory each session's newest context was built with, and what it was built for.
+        self._turn_memory: dict[str, tuple[tuple[str, int | None, tuple[int, int]], TurnMemory]] = {}
         # What a turn's query is embedded as (its message as the offload embeds it), by query.
         self._query_texts: dict[str, str] = {}
         self._backfill: asyncio.Task[BackfillResult | None] | None = None
@@ -118,9 +122,27 @@ class MemoryService:
     def for_turn(
         self, session: ChatSession, rows: Sequence[TranscriptRow], token_budget: int | None = None
     ) -> TurnMemory:
+        """The snapshot and recalled lines for a context built from `rows`.
+
+        The after-turn context maintenance builds the turn's context again a moment
+        later, for the same newest message: it gets the turn's memory back rather than
+        searching again, unless memory changed since (an offload stored items or
+        vectors). The window then holds the reply too, so at most one message more
+        could have been recalled; what the model saw is what maintenance measures.
+        """
         if not self.settings.enabled:
             return TurnMemory("", ())
-        return self.recall.for_turn(session, rows, token_budget)
+        owner = Owner.of(session)
+        key = (turn_query(rows), token_budget, self.store.vector_generation(owner))
+        found = self._turn_memory.get(session.id)
+        if found is not None and found[0] == key:
+            return found[1]
+        memory = self.recall.for_turn(session, rows, token_budget)
+        self._turn_memory.pop(session.id, None)
+        if len(self._turn_memory) >= TURN_MEMORIES:
+            self._turn_memory.pop(next(iter(self._turn_memory)))
+        self._turn_memory[session.id] = (key, memory)
+        return memory
 
     def query_to_embed(self, session: ChatSession, rows: Sequence[TranscriptRow]) -> str | None:
         """The turn's query, when `for_turn` will search its embedding and it is not embedded yet.
