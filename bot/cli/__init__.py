@@ -180,7 +180,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from bot.memory.cli import recall_output
+    from bot.memory.cli import backlog_notice, recall_output
 
     with opened_store(args.settings) as store:
         print(
@@ -193,6 +193,10 @@ def cmd_recall(args: argparse.Namespace) -> int:
                 as_json=args.json,
             )
         )
+        # On stderr: the hits (and their JSON) stay what scripts read.
+        notice = backlog_notice(store.database, args.settings.memory, args.session)
+        if notice is not None:
+            print(notice, file=sys.stderr)
     return 0
 
 

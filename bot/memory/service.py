@@ -179,9 +179,9 @@ class MemoryService:
             vectors = await off_loop(dense.embedder.embed, [text])
             dense.remember_query(query, vectors[0])
 
-    async def flush(self, session: ChatSession) -> OffloadResult | None:
+    async def flush(self, session: ChatSession, *, embed: bool = True) -> OffloadResult | None:
         """Offload everything pending for the session, whatever the triggers say."""
-        return count_offload(await self.offloader.offload(session, force=True))
+        return count_offload(await self.offloader.offload(session, force=True, embed=embed))
 
     async def aclose(self) -> None:
         """Shutdown ends the activity of every session offloaded here: flush what is pending."""
@@ -210,6 +210,9 @@ class MemoryService:
     async def _flush_at_shutdown(self, session: ChatSession, slots: asyncio.Semaphore) -> None:
         async with slots:
             try:
-                await self.flush(session)
+                # Distilled and stored now, embedded by the backfill at the next start: the
+                # encoder is the slow part (one thread, tens of ms a message), and a fast chat
+                # leaves more behind than the deadline would let it embed.
+                await self.flush(session, embed=False)
             except Exception:
                 log.exception("memory flush of session %s failed at shutdown", session.id)

@@ -148,6 +148,15 @@ class VectorChanges:
 VECTOR_CHANGES = VectorChanges()
 
 
+@dataclass(frozen=True)
+class Backlog:
+    """What memory has not caught up with yet, for one owner."""
+
+    messages: int  # conversation messages after their session's offload cursor
+    sessions: int  # sessions they belong to
+    unembedded: int  # offloaded messages with no vector (a backfill or reindex embeds them)
+
+
 class CursorMoved(Exception):
     """Another worker offloaded the same range first; this batch is dropped."""
 
@@ -472,6 +481,15 @@ class MemoryStore:
                 )
         VECTOR_CHANGES.note(self.database, None)
 
+    def backlog(self, owner: Owner, *, dense: bool) -> Backlog:
+        """Messages of the owner the offload has not reached, and (with `dense`) offloaded
+        ones without a vector: recall finds them by full text only, without their items."""
+        params = {"owner_kind": owner.kind, "owner_id": owner.id}
+        with self.database.connect() as connection:
+            messages, sessions = connection.execute(_NOT_OFFLOADED, params).one()
+            unembedded = connection.execute(_NOT_EMBEDDED, params).scalar_one() if dense else 0
+        return Backlog(int(messages), int(sessions), int(unembedded))
+
     def vector_generation(self, owner: Owner) -> tuple[int, int]:
         """Changes this process made to the owner's vectors (see `VectorChanges`)."""
         return VECTOR_CHANGES.generation(self.database, owner)
@@ -588,6 +606,18 @@ _VECTOR_COUNTS = text(
     "WHERE owner_kind = :owner_kind AND owner_id = :owner_id AND embedding IS NOT NULL "
     "UNION ALL SELECT 'message', count(*), coalesce(max(message_id), 0) FROM message_embeddings "
     "WHERE owner_kind = :owner_kind AND owner_id = :owner_id"
+)
+_OWNER_MESSAGES = (
+    "FROM messages g JOIN sessions s ON s.id = g.session_id "
+    "LEFT JOIN memory_cursors c ON c.session_id = g.session_id "
+    "WHERE s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND g.role != 'system' "
+)
+_NOT_OFFLOADED = text(
+    f"SELECT count(*), count(DISTINCT g.session_id) {_OWNER_MESSAGES}AND g.seq > coalesce(c.last_seq, 0)"
+)
+_NOT_EMBEDDED = text(
+    f"SELECT count(*) {_OWNER_MESSAGES}AND g.seq <= c.last_seq AND g.content != '' "
+    "AND NOT EXISTS (SELECT 1 FROM message_embeddings e WHERE e.message_id = g.id)"
 )
 _ITEMS_WITHOUT_VECTOR = text(
     "SELECT id, content FROM memory_items WHERE embedding IS NULL AND id > :after ORDER BY id LIMIT :limit"
