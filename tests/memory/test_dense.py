@@ -99,7 +99,7 @@ async def test_a_turn_with_something_to_search_embeds_its_query_once(
     runtime = runtimes(tmp_path, memory_idle_seconds=0, memory_dense=True, memory_turns_threshold=1)
     first = await runtime.engine.respond(inbound("I signed up for taekwondo classes, the kicks are brutal."))
     await runtime.engine.drain()
-    session = runtime.store.get_session(first.session_id or "")
+    session = runtime.stores.sessions.get_session(first.session_id or "")
     assert session is not None
     # The offload job embedded the first turn.
     assert MemoryStore(runtime.database).vectors_after(Owner.of(session), "message", 0)
@@ -140,7 +140,7 @@ async def test_messages_of_the_current_window_alone_give_a_dense_search_nothing_
     runtime = runtimes(tmp_path, memory_idle_seconds=0, memory_dense=True, memory_turns_threshold=1)
     reply = await runtime.engine.respond(inbound("Hello there"))
     await runtime.engine.drain()
-    session = runtime.store.get_session(reply.session_id or "")
+    session = runtime.stores.sessions.get_session(reply.session_id or "")
     assert session is not None and runtime.memory is not None and runtime.memory.recall.dense is not None
     owner = Owner.of(session)
     memory = MemoryStore(runtime.database)
