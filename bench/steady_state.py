@@ -281,14 +281,14 @@ async def preload(runtime: Any, turns: list[tuple[str, str]]) -> None:
     from bot.memory.distill import RuleDistiller
     from bot.memory.offload import Offloader
     from bot.storage.context_models import SUMMARY, ContextRecord
-    from bot.storage.index_text import message_index_text
+    from bot.storage.index_text import INDEX_MESSAGE, INDEX_MESSAGE_POSTGRES, message_index_text, owner_token
+    from bot.storage.messages import INSERT_DELIVERY
     from bot.storage.models import ChatSession, Message
-    from bot.storage.store import INDEX_MESSAGE, INDEX_MESSAGE_POSTGRES, INSERT_DELIVERY, owner_token
     from bot.turns.routing import resolve_route
     from transcript import count_tokens
 
-    store, engine = runtime.store, runtime.engine
-    route = resolve_route(store, inbound("hello", 0), engine.personas.default.id)
+    stores, engine = runtime.stores, runtime.engine
+    route = resolve_route(stores.identities, stores.sessions, inbound("hello", 0), engine.personas.default.id)
     session = route.session
     if not turns:
         return
@@ -388,7 +388,7 @@ async def preload(runtime: Any, turns: list[tuple[str, str]]) -> None:
                 .values(last_seq=seq)
             )
         if offloader is not None:
-            await offloader.offload(store.get_session(session.id))
+            await offloader.offload(stores.sessions.get_session(session.id))
     if encoder is not None:
         encoder.save()
 

@@ -196,7 +196,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
             )
         )
         # On stderr: the hits (and their JSON) stay what scripts read.
-        notice = backlog_notice(store.database, args.settings.memory, args.session)
+        notice = backlog_notice(stores.database, args.settings.memory, args.session)
         if notice is not None:
             print(notice, file=sys.stderr)
     return 0

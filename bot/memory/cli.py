@@ -68,7 +68,7 @@ def backlog_notice(database: DatabaseEngine, settings: MemorySettings, session_p
     Messages the offload has not reached are found by full text only: their memory
     items are not distilled and (with dense recall) their vectors not computed yet.
     """
-    chat = Store(database).find_session(session_prefix)
+    chat = SessionStore(database).find_session(session_prefix)
     if chat is None or not settings.enabled:
         return None
     backlog = MemoryStore(database).backlog(

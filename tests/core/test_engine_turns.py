@@ -215,4 +215,4 @@ async def test_a_turn_shown_in_full_leaves_no_delivery_row_and_a_redelivery_is_s
     assert states() == []
     again = await runtime.engine.respond(inbound("hello there", message_id="web-7"))
     assert again.kind == "duplicate"
-    assert [m.role for m in runtime.store.messages(reply.session_id)] == ["user", "assistant"]
+    assert [m.role for m in runtime.stores.messages.messages(reply.session_id)] == ["user", "assistant"]

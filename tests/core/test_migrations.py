@@ -262,10 +262,10 @@ def test_the_compact_storage_migration_keeps_each_vectors_direction_and_drops_de
 
     engine = create_database_engine(f"sqlite:///{tmp_path / 'compact.db'}")
     migrate.upgrade(engine, "0008_message_search")
-    store = Store(engine)
-    session = store.create_session("private", "person", "p1", "ada")
+    stores = Stores.open(engine)
+    session = stores.sessions.create_session("private", "person", "p1", "ada")
     said = [
-        store.append(session.id, NewMessage(role="user", content=f"line {n}", token_count=2))
+        stores.messages.append(session.id, NewMessage(role="user", content=f"line {n}", token_count=2))
         for n in range(3)
     ]
     rng = random.Random(7)

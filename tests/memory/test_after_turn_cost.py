@@ -40,5 +40,5 @@ async def test_context_maintenance_reuses_the_turns_recall_until_memory_changes(
 
 
 def _session(runtime: Any) -> Any:
-    [(session, _)] = runtime.store.list_sessions()
+    [(session, _)] = runtime.stores.sessions.list_sessions()
     return session

@@ -10,7 +10,7 @@ import pytest
 from bot.cli import main as chorus
 from bot.memory.dense import load_embedder
 from bot.storage.memory_store import MemoryStore, Owner
-from bot.storage.store import Store
+from bot.storage.sessions import SessionStore
 from tests.support.runtime import inbound, make_runtime
 
 CONFIG = str(Path(__file__).resolve().parents[2] / "config.yaml")
@@ -83,7 +83,7 @@ def test_the_flush_at_shutdown_stores_memory_and_leaves_the_vectors_to_the_next_
 
     session_id = asyncio.run(talk())
     memory = MemoryStore(make_runtime(tmp_path, memory_dense=True).database)
-    session = Store(memory.database).get_session(session_id)
+    session = SessionStore(memory.database).get_session(session_id)
     assert session is not None
     cursor = memory.cursor(session_id)
     # Distilled and stored by the flush, every message passed; nothing embedded yet.

@@ -129,7 +129,7 @@ async def test_the_offload_reuses_the_vector_a_turn_embedded_for_its_query(
     assert model.texts.count(f"Alice: {question}") == 1
     assert f"Ada: {reply.text}" in model.texts
     memory = MemoryStore(runtime.database)
-    session = runtime.store.get_session(reply.session_id or "")
+    session = runtime.stores.sessions.get_session(reply.session_id or "")
     assert session is not None
     assert len(memory.vectors_after(Owner.of(session), "message", 0)) == 4
 
@@ -176,7 +176,7 @@ async def test_searches_read_no_vector_counts_until_the_vectors_change_and_then_
     runtime = runtimes(tmp_path, memory_idle_seconds=0, memory_dense=True, memory_turns_threshold=1)
     reply = await runtime.engine.respond(inbound("I signed up for taekwondo classes, the kicks are brutal."))
     await runtime.engine.drain()
-    session = runtime.store.get_session(reply.session_id or "")
+    session = runtime.stores.sessions.get_session(reply.session_id or "")
     assert session is not None and runtime.memory is not None and runtime.memory.recall.dense is not None
     owner, dense = Owner.of(session), runtime.memory.recall.dense
     dense.matrices(owner)  # read once, after the offload that embedded the turn
