@@ -481,8 +481,11 @@ async def child(configuration: dict[str, Any]) -> dict[str, Any]:
         profiler = start_profile() if configuration.get("profile") else None
         started_wall = time.perf_counter()
         for number, (text, _) in enumerate(texts[WARM_UP_TURNS:], WARM_UP_TURNS):
+            message = inbound(text, preloaded + number)
             with cpu_into(stages.cpu, "turn"):
-                reply = await engine.respond(inbound(text, preloaded + number))
+                reply = await engine.respond(message)
+                # As a lane does once it showed the reply in full.
+                await engine.delivered(message)
             if reply.kind != "assistant":
                 raise RuntimeError(f"turn {number} ended with {reply.kind}: {reply.text}")
             with cpu_into(stages.cpu, "after-turn"):
