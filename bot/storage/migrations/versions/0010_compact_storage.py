@@ -8,8 +8,8 @@ drop them when they finish showing a reply.
 
 Pure Python, so it runs without the dense extra installed.
 
-Revision ID: 0009_compact_storage
-Revises: 0008_message_search
+Revision ID: 0010_compact_storage
+Revises: 0009_message_kind
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from array import array
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0009_compact_storage"
-down_revision = "0008_message_search"
+revision = "0010_compact_storage"
+down_revision = "0009_message_kind"
 branch_labels = None
 depends_on = None
 
