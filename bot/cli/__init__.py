@@ -195,7 +195,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from bot.memory.cli import recall_output
+    from bot.memory.cli import backlog_notice, recall_output
 
     with opened_stores(args.settings) as stores:
         print(
@@ -208,6 +208,10 @@ def cmd_recall(args: argparse.Namespace) -> int:
                 as_json=args.json,
             )
         )
+        # On stderr: the hits (and their JSON) stay what scripts read.
+        notice = backlog_notice(stores.database, args.settings.memory, args.session)
+        if notice is not None:
+            print(notice, file=sys.stderr)
     return 0
 
 
