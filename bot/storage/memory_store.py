@@ -92,6 +92,9 @@ class RecallHit:
     said_at: datetime | None  # when the message (or the item's source) was said
     sender_name: str | None  # who said the message; None for items (their text names the speaker)
     score: float  # higher is more relevant
+    # The message right after a message that asks a question (its answer, most often);
+    # `last_seq` then is the reply's seq.
+    reply: RecallHit | None = None
 
 
 @dataclass(frozen=True)
@@ -458,6 +461,32 @@ class MemoryStore:
             found = {int(row.id): _hit(row) for row in connection.execute(sql, params)}
         return [found[identifier] for identifier in ids if identifier in found]
 
+    def following_messages(
+        self,
+        owner: Owner,
+        places: Sequence[tuple[str, int]],
+        *,
+        window_session_id: str | None = None,
+        window_from_seq: int | None = None,
+    ) -> dict[tuple[str, int], RecallHit]:
+        """The owner's message right after each (session, seq), outside the window, keyed by that place."""
+        found: dict[tuple[str, int], RecallHit] = {}
+        by_session: dict[str, list[int]] = {}
+        for session_id, seq in places:
+            by_session.setdefault(session_id, []).append(seq + 1)
+        with self.database.connect() as connection:
+            for session_id, seqs in by_session.items():
+                params = {
+                    "owner_kind": owner.kind,
+                    "owner_id": owner.id,
+                    "session_id": session_id,
+                    "seqs": seqs,
+                    **_window(window_session_id, window_from_seq),
+                }
+                for row in connection.execute(_MESSAGES_AT, params):
+                    found[(session_id, int(row.seq) - 1)] = _hit(row)
+        return found
+
 
 def _window(session_id: str | None, from_seq: int | None) -> dict[str, Any]:
     return {
@@ -565,6 +594,11 @@ _ITEMS_BY_ID = text(
     f"SELECT {_ITEM_COLUMNS}, 0.0 AS score FROM memory_items m WHERE m.id IN :ids "
     "AND m.owner_kind = :owner_kind AND m.owner_id = :owner_id"
 )
+_MESSAGES_AT = text(
+    f"SELECT {_MESSAGE_COLUMNS}, 0.0 AS score FROM messages g JOIN sessions s ON s.id = g.session_id "
+    "WHERE g.session_id = :session_id AND g.seq IN :seqs AND g.role != 'system' "
+    f"AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"
+).bindparams(bindparam("seqs", expanding=True))
 _MESSAGES_BY_ID = text(
     f"SELECT {_MESSAGE_COLUMNS}, 0.0 AS score FROM messages g JOIN sessions s ON s.id = g.session_id "
     f"WHERE g.id IN :ids AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"
