@@ -75,8 +75,8 @@ async def measure(sessions: int, turns: int) -> list[dict[str, Any]]:
             long_session = reply.session_id or ""
             await runtime.engine.drain()
         console = Console(runtime)
-        stored = len(runtime.store.messages(long_session))
-        session = runtime.store.get_session(long_session)
+        stored = len(runtime.stores.messages.messages(long_session))
+        session = runtime.stores.sessions.get_session(long_session)
         assert session is not None
         rows = [
             {"page": f"conversation list ({sessions + 1} sessions)", **timed(console.conversations)},

@@ -32,8 +32,9 @@ from bot.memory.recall import Recall  # noqa: E402
 from bot.storage import migrate  # noqa: E402
 from bot.storage.database import create_database_engine  # noqa: E402
 from bot.storage.memory_store import MemoryStore, Owner  # noqa: E402
+from bot.storage.messages import NewMessage  # noqa: E402
 from bot.storage.models import ChatSession  # noqa: E402
-from bot.storage.store import NewMessage, Store  # noqa: E402
+from bot.storage.stores import Stores  # noqa: E402
 from transcript import count_tokens  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,9 +48,9 @@ def turn_text(turn: dict[str, Any]) -> str:
 
 
 async def offload_conversation(
-    store: Store, offloader: Offloader, path: Path
+    stores: Stores, offloader: Offloader, path: Path
 ) -> tuple[ChatSession, dict[str, Any], list[tuple[int, str]]]:
-    session = store.create_session("group", "group", f"locomo:{path.stem}", "ada")
+    session = stores.sessions.create_session("group", "group", f"locomo:{path.stem}", "ada")
     turns: list[tuple[int, str]] = []
     offloads = distilled = written = merged = deduped = 0
     started = time.perf_counter()
@@ -57,7 +58,7 @@ async def offload_conversation(
         text = turn_text(turn)
         if not text.strip():
             continue
-        stored = store.append(
+        stored = stores.messages.append(
             session.id,
             NewMessage(
                 role="user", content=text, token_count=count_tokens(text), sender_name=turn["speaker"]
@@ -135,13 +136,14 @@ def main() -> list[dict[str, Any]]:
         memory_settings: MemorySettings = settings.memory
         database = create_database_engine(settings.database_url)
         migrate.upgrade(database)
-        store, memory = Store(database), MemoryStore(database)
+        stores = Stores.open(database)
+        memory = stores.memory
         offloader = Offloader(memory, RuleDistiller(), memory_settings)
         recall = Recall(memory, memory_settings)
         rows: list[dict[str, Any]] = []
         conversations = []
         for path in locomo_files():
-            session, row, turns = asyncio.run(offload_conversation(store, offloader, path))
+            session, row, turns = asyncio.run(offload_conversation(stores, offloader, path))
             rows.append(row)
             conversations.append((session, turns))
         all_latencies: list[float] = []

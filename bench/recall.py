@@ -161,7 +161,7 @@ async def build_chorus(directory: Path, conversations: dict[str, list[Turn]], de
             )
     await runtime.engine.drain()
     assert runtime.memory is not None
-    for session, _ in runtime.store.list_sessions():
+    for session, _ in runtime.stores.sessions.list_sessions():
         await runtime.memory.flush(session)  # the group went idle
     return runtime
 
@@ -272,10 +272,10 @@ async def measure_chorus(
             runtime = await build_chorus(directory, conversations, dense)
             variant.build_seconds += time.perf_counter() - started
         # A group's memory belongs to "lane:chat id".
-        sessions = {session.owner_id: session for session, _ in runtime.store.list_sessions()}
+        sessions = {session.owner_id: session for session, _ in runtime.stores.sessions.list_sessions()}
         for conversation, asked in questions.items():
             session = sessions[f"telegram:{chat_id(conversation)}"]
-            messages = [m for m in runtime.store.messages(session.id) if m.role == "user"]
+            messages = [m for m in runtime.stores.messages.messages(session.id) if m.role == "user"]
             turns = conversations[conversation]
             dia_by_seq = {message.seq: turn.dia_id for message, turn in zip(messages, turns, strict=True)}
             search = chorus_search(runtime, Owner.of(session), dia_by_seq)

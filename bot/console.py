@@ -1,6 +1,6 @@
 """What the operator's console shows and does, as plain data (the web admin renders it).
 
-Reads come from the store and the context records; the two things an operator may
+Reads come from the stores and the context records; the two things an operator may
 change go through the same paths chat commands use and leave the same records: a
 persona switch is stored as the `/persona` event, forgetting a memory item removes the
 item and stores an event in the conversation it came from. Nothing here deletes or
@@ -19,9 +19,9 @@ from bot.errors import UnknownPersona
 from bot.providers.observed import ObservedProvider
 from bot.storage.context_models import SUMMARY, ContextRecord, ContextSnip
 from bot.storage.memory_store import Owner
+from bot.storage.messages import NewMessage
 from bot.storage.models import ChatSession
 from bot.storage.overview import Overview
-from bot.storage.store import NewMessage
 from channels import registry as lane_registry
 from transcript import (
     CONTEXT_COUNT,
@@ -59,7 +59,7 @@ class Console:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.engine = runtime.engine
-        self.store = runtime.store
+        self.stores = runtime.stores
         self.overview = Overview(runtime.database)
 
     # --- conversations -----------------------------------------------------------
@@ -80,7 +80,7 @@ class Console:
         ]
 
     def session(self, session_id: str) -> ChatSession:
-        found = self.store.get_session(session_id)
+        found = self.stores.sessions.get_session(session_id)
         if found is None:
             raise NotFound(f"no session {session_id}")
         return found
@@ -88,8 +88,10 @@ class Console:
     def transcript(self, session_id: str) -> dict[str, Any]:
         """Every stored row, with context records and snips placed after the range they cover."""
         session = self.session(session_id)
-        messages = self.store.messages(session.id)
-        files = self.store.attachments_for(message.id for message in messages if message.id is not None)
+        messages = self.stores.messages.messages(session.id)
+        files = self.stores.messages.attachments_for(
+            message.id for message in messages if message.id is not None
+        )
         placed: dict[int, list[dict[str, Any]]] = {}
         for record in self.overview.records(session.id):
             placed.setdefault(record.last_seq, []).append(_record_entry(record))
@@ -128,7 +130,7 @@ class Console:
 
     def attachment(self, attachment_id: int) -> tuple[str, str, str | None]:
         """(file path, mime type, extracted text) of a stored attachment."""
-        found = self.store.get_attachment(attachment_id)
+        found = self.stores.messages.get_attachment(attachment_id)
         if found is None:
             raise NotFound(f"no attachment {attachment_id}")
         path = self.engine.attachments.path_of(found.path)
@@ -177,7 +179,7 @@ class Console:
         Memory and recall are left out (they depend on other conversations' state at that
         time); everything else goes through the same `build_context` the engine uses.
         """
-        rows = self.store.rows_between(session.id, 1, session.last_seq)
+        rows = self.stores.messages.rows_between(session.id, 1, session.last_seq)
         records = self.overview.records(session.id)
         snips = self.overview.snips(session.id)
         replies = [index for index, row in enumerate(rows) if row.role == "assistant"][-CHART_TURNS:]
@@ -255,7 +257,7 @@ class Console:
         owner = Owner(kind=item.owner_kind, id=item.owner_id)
         if not self.runtime.memory.store.delete_item(owner, item_id):
             raise NotFound(f"no memory item {item_id}")
-        self.store.append(
+        self.stores.messages.append(
             item.session_id,
             NewMessage(
                 role="system",
@@ -293,7 +295,13 @@ class Console:
         current = self.engine.persona_for(session)
         if chosen.id != current.id:
             switch_persona(
-                self.store, session.id, current.id, chosen.id, sender_id=None, sender_name=OPERATOR, lane=None
+                self.stores,
+                session.id,
+                current.id,
+                chosen.id,
+                sender_id=None,
+                sender_name=OPERATOR,
+                lane=None,
             )
         return chosen.id
 

@@ -1,25 +1,18 @@
 """Prometheus instruments for what an operator watches, and their text exposition.
 
-The engine, the provider wrapper and the context and memory workers update these
-module-level instruments; `/metrics` renders them together with the gauges read from a
-runtime at scrape time (job queue depth). Counters are per process: Prometheus sums
+The turn engine (`bot.turns.observed`), the provider wrapper and the context and memory
+workers update these module-level instruments; `/metrics` renders them together with the
+gauges read from a runtime at scrape time (job queue depth). Counters are per process: Prometheus sums
 them over the processes it scrapes. Labels stay few and bounded (lane, outcome, kind).
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
-from contextlib import aclosing
+from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-
-from bot.turns.events import Delta, Reply, TurnEvent
-
-log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -91,36 +84,6 @@ LOOP_LAG = Histogram(
 MEMORY_OFFLOADS = Counter(
     "chorus_memory_offloads", "Memory offloads committed (items distilled and stored).", registry=REGISTRY
 )
-
-
-def turn_outcome(reply: Reply) -> str:
-    if reply.kind == "assistant":
-        return reply.status
-    return reply.kind
-
-
-async def observe_turn(events: AsyncIterator[TurnEvent], lane: str) -> AsyncGenerator[TurnEvent, None]:
-    """Passes a turn's events through, timing it, counting its outcome and logging one line."""
-    started = time.perf_counter()
-    first_text = False
-    outcome = "abandoned"  # the lane stopped listening before the final reply
-    ACTIVE_STREAMS.labels(lane).inc()
-    try:
-        async with aclosing(events) as stream:  # type: ignore[type-var]
-            async for event in stream:
-                if isinstance(event, Delta) and not first_text:
-                    first_text = True
-                    TIME_TO_FIRST_TOKEN.labels(lane).observe(time.perf_counter() - started)
-                elif isinstance(event, Reply):
-                    outcome = turn_outcome(event)
-                yield event
-    finally:
-        duration = time.perf_counter() - started
-        ACTIVE_STREAMS.labels(lane).dec()
-        TURN_DURATION.labels(lane).observe(duration)
-        TURNS.labels(lane, outcome).inc()
-        # One line per turn for log shippers; the ids come from the turn's log scope.
-        log.info("turn %s in %.3f s", outcome, duration)
 
 
 class GaugeReader(Collector):

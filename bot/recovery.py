@@ -23,6 +23,9 @@ from bot.storage.models import utcnow
 from bot.turns.engine import SHUTDOWN_NOTE, Engine, assistant_reply, with_note
 from bot.turns.events import Reply, TurnEvent
 
+# A lane's `resume` gets the turn's `Delivery`; lanes name the type from here.
+__all__ = ["PARALLEL_TURNS", "UNANSWERED_NOTICE", "Delivery", "Recovery", "ResumableLane"]
+
 log = logging.getLogger(__name__)
 
 UNANSWERED_NOTICE = "Sorry, the server restarted before this message was answered. Please send it again."
@@ -114,7 +117,7 @@ class Recovery:
             self.engine.recovering.discard(delivery.user_message_id)
 
     def _stored_reply(self, delivery: Delivery) -> Reply:
-        stored = self.engine.store.reply_to(delivery.user_message_id)
+        stored = self.engine.stores.messages.reply_to(delivery.user_message_id)
         if stored is None:
             return Reply(kind="error", text=UNANSWERED_NOTICE)
         text = with_note(stored.content, SHUTDOWN_NOTE) if stored.status == "interrupted" else stored.content

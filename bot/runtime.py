@@ -1,4 +1,4 @@
-"""Wiring: settings → database, store, personas, provider, engine."""
+"""Wiring: settings → database, stores, personas, provider, engine."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from bot.storage import migrate
 from bot.storage.boundary import boundary_for
 from bot.storage.database import create_database_engine
 from bot.storage.jobs import SqliteJobs
-from bot.storage.memory_store import MemoryStore
-from bot.storage.store import Store
+from bot.storage.stores import Stores
+from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
 from bot.turns.engine import Engine
 from persona import Persona, PersonaRegistry
@@ -42,7 +42,7 @@ class Runtime:
 
     settings: Settings
     database: DatabaseEngine
-    store: Store
+    stores: Stores
     engine: Engine
     jobs: JobQueue
     # Roles one process per database plays (polling Telegram for a bot).
@@ -95,7 +95,7 @@ def build_runtime(
     database = create_database_engine(settings.database_url)
     if apply_migrations:
         migrate.upgrade(database)
-    store = Store(database)
+    stores = Stores.open(database)
     if provider is None:
         provider = make_provider(
             settings.model.base_url,
@@ -111,15 +111,38 @@ def build_runtime(
             "No model configured: replies come from the offline DEMO model. "
             "Set CHORUS_MODEL_BASE_URL (and CHORUS_MODEL_API_KEY) to use a real one."
         )
-    commands = CommandRegistry()
+    memory = MemoryService(
+        stores.memory,
+        settings.memory,
+        choose_distiller(provider, settings.model.name),
+        load_embedder() if settings.memory.dense else None,
+    )
+    attachments = AttachmentStore.from_settings(settings)
+    assembler = ContextAssembler(
+        settings,
+        stores.messages,
+        stores.records,
+        attachments,
+        memory=memory if settings.memory.enabled else None,
+    )
+    persona_registry = build_personas(settings)
+    context = ContextMaintainer(
+        settings=settings,
+        messages=stores.messages,
+        assembler=assembler,
+        personas=persona_registry,
+        provider=provider,
+    )
+    commands = CommandRegistry(maintainer=context, memory=memory)
     for family in (general, personas, identity, sessions, context_commands, memory_commands):
         commands.add_all(family.COMMANDS)
     engine = Engine(
         settings=settings,
-        store=store,
-        personas=build_personas(settings),
+        stores=stores,
+        personas=persona_registry,
         provider=provider,
-        attachments=AttachmentStore.from_settings(settings),
+        attachments=attachments,
+        assembler=assembler,
         commands=commands,
     )
     if database.dialect.name == "postgresql":
@@ -127,31 +150,14 @@ def build_runtime(
         from bot.storage.advisory_locks import LOCK_CONNECTIONS, PostgresSessionLocks
 
         engine.locks.shared = PostgresSessionLocks(settings.database_url, LOCK_CONNECTIONS)
-    context = ContextMaintainer(
-        settings=settings,
-        store=store,
-        assembler=engine.assembler,
-        personas=engine.personas,
-        provider=provider,
-    )
-    engine.maintainer = context
     engine.overflow_handler = context.recover_from_overflow
-    memory = MemoryService(
-        MemoryStore(database),
-        settings.memory,
-        choose_distiller(provider, settings.model.name),
-        load_embedder() if settings.memory.dense else None,
-    )
-    engine.memory = memory
-    if settings.memory.enabled:
-        engine.assembler.memory = memory
-    definitions = build_definitions(store, context, memory, settings.memory)
-    engine.jobs = job_queue(store, settings, definitions, engine.instance_id)
+    definitions = build_definitions(stores.sessions, stores.messages, context, memory, settings.memory)
+    engine.jobs = job_queue(stores, settings, definitions, engine.instance_id)
     engine.after_turn = definitions.after_turn
     return Runtime(
         settings=settings,
         database=database,
-        store=store,
+        stores=stores,
         engine=engine,
         jobs=engine.jobs,
         memory=memory,
@@ -160,17 +166,17 @@ def build_runtime(
     )
 
 
-def job_queue(store: Store, settings: Settings, definitions: JobDefinitions, owner: str) -> JobQueue:
+def job_queue(stores: Stores, settings: Settings, definitions: JobDefinitions, owner: str) -> JobQueue:
     """procrastinate on PostgreSQL, the job table and a runner in this process on SQLite.
 
-    Either way the store enqueues into it inside the transaction of the reply.
+    Either way the message store enqueues into it inside the transaction of the reply.
     """
-    if store.database.dialect.name == "postgresql":
+    if stores.database.dialect.name == "postgresql":
         from bot.jobs.postgres import ProcrastinateJobs
 
-        queue = ProcrastinateJobs(store, settings.database_url, definitions, settings.jobs)
-        store.jobs = queue
+        queue = ProcrastinateJobs(stores.messages, settings.database_url, definitions, settings.jobs)
+        stores.messages.jobs = queue
         return queue
-    table = SqliteJobs(store.database)
-    store.jobs = table
+    table = SqliteJobs(stores.database)
+    stores.messages.jobs = table
     return LocalJobRunner(table, definitions, settings.jobs, owner)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install Chorus with its test tools into .venv, make sure the peers the tests
 # talk to are there (Debian's Chromium for the browser tests, a local PostgreSQL
-# for the PostgreSQL storage tests), check lint, formatting and types, then run
-# the whole test suite with coverage (the floor is `fail_under` in pyproject.toml).
+# for the PostgreSQL storage tests), check lint, formatting and types, build the
+# documentation site strictly, then run the whole test suite with coverage (the
+# floor is `fail_under` in pyproject.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +11,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[test,bench,postgres,dense]'
+.venv/bin/python -m pip install --quiet -e '.[test,bench,postgres,docs,dense]'
 
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
@@ -31,5 +32,13 @@ export CHORUS_TEST_POSTGRES_URL="postgresql://chorus:chorus@127.0.0.1:${pg_port}
 echo "ruff check"; .venv/bin/ruff check .
 echo "ruff format --check"; .venv/bin/ruff format --check .
 echo "mypy (strict: bot, channels, transcript, persona)"; .venv/bin/mypy
+# A broken link or anchor, or a page missing from nav, fails the build. The site goes to a
+# throwaway directory; nothing is built into the work tree.
+echo "mkdocs build --strict"
+(
+    site_dir="$(mktemp -d)"
+    trap 'rm -rf "$site_dir"' EXIT
+    NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$site_dir"
+)
 
 exec .venv/bin/python -m pytest --cov --cov-report=term "$@"

@@ -44,7 +44,7 @@ from transcript.limits import CONTEXT_COUNT
 from transcript.names import sanitise_name
 from transcript.rows import AttachmentRef, TranscriptRow
 from transcript.tokens import count_message_tokens, count_tokens, truncate_to_tokens
-from transcript.window import RowLike, window
+from transcript.window import RowLike
 
 __all__ = [
     "COLLAPSE_INSTRUCTIONS",
@@ -88,5 +88,4 @@ __all__ = [
     "summarise_with_fallback",
     "summary_items",
     "truncate_to_tokens",
-    "window",
 ]

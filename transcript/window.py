@@ -1,20 +1,18 @@
 """Which stored rows fit in a turn: the rolling window (docs/ARCHITECTURE.md §5).
 
-`window` keeps the seed's buildContextWindow semantics exactly; `build_context`
-reuses its two steps (drop the oldest until the caps fit, then start at a user
-message) with costs that also count names, attachments and the preamble.
+Seed 000's buildContextWindow in two steps that `build_context` runs over a turn's
+rows: drop the oldest until the caps fit, then start at a user message. The costs
+it passes count names, attachments and the preamble as well as the text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TypeVar
 
 from transcript.rows import TranscriptRow
 from transcript.tokens import count_tokens
 
 RowLike = TranscriptRow | Mapping[str, object]
-Row = TypeVar("Row", bound=RowLike)
 
 
 def row_field(row: RowLike, name: str) -> object:
@@ -30,39 +28,6 @@ def row_tokens(row: RowLike, content: str) -> int:
     if isinstance(stored, int) and not isinstance(stored, bool):
         return stored
     return count_tokens(content)
-
-
-def window(
-    rows: Sequence[Row],
-    *,
-    max_messages: int,
-    max_chars: int | None = None,
-    max_tokens: int | None = None,
-) -> list[Row]:
-    """The rows (the original objects, oldest first) that fit in one turn's context.
-
-    Malformed rows (role or content not a string) and `system` rows are dropped;
-    then the last `max_messages` are taken; then, while more than one remains and
-    the content exceeds `max_chars` characters or `max_tokens` tokens, the oldest
-    is dropped; finally leading rows are dropped until the first `user` row, so
-    the result may be empty. A cap of None means no cap.
-    """
-    if max_messages <= 0:
-        raise ValueError(f"max_messages must be positive, got {max_messages}")
-    cleaned: list[tuple[Row, str, str]] = []
-    for row in rows:
-        role, content = row_field(row, "role"), row_field(row, "content")
-        if isinstance(role, str) and isinstance(content, str) and role != "system":
-            cleaned.append((row, role, content))
-    recent = cleaned[-max_messages:]
-    limits: list[tuple[Sequence[int], int]] = []
-    if max_chars is not None:
-        limits.append(([len(content) for _, _, content in recent], max_chars))
-    if max_tokens is not None:
-        limits.append(([row_tokens(row, content) for row, _, content in recent], max_tokens))
-    start = drop_oldest(limits, keep_from=len(recent) - 1)
-    start = first_user(tuple(role for _, role, _ in recent), start)
-    return [row for row, _, _ in recent[start:]]
 
 
 def drop_oldest(limits: Sequence[tuple[Sequence[int], int]], *, keep_from: int) -> int:

@@ -21,7 +21,7 @@ from bot.errors import ChorusError
 from bot.logs import configure_logging
 
 if TYPE_CHECKING:
-    from bot.storage.store import Store
+    from bot.storage.stores import Stores
     from bot.turns.attachments import AttachmentStore
 
 
@@ -126,8 +126,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    with opened_store(args.settings) as store:
-        rows = store.list_sessions()
+    with opened_stores(args.settings) as stores:
+        rows = stores.sessions.list_sessions()
     if not rows:
         print("No sessions yet.")
     for chat, count in rows:
@@ -141,8 +141,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from bot.cli.transfer import export_json, export_markdown
 
-    with opened_store(args.settings) as store:
-        chat = store.find_session(args.session)
+    with opened_stores(args.settings) as stores:
+        chat = stores.sessions.find_session(args.session)
         if chat is None:
             print(
                 f"chorus: no single session matches '{args.session}' (see `chorus sessions`)",
@@ -151,10 +151,12 @@ def cmd_export(args: argparse.Namespace) -> int:
             return 2
         if args.format == "json":
             text = json.dumps(
-                export_json(store, attachment_store(args.settings), chat), ensure_ascii=False, indent=2
+                export_json(stores.messages, attachment_store(args.settings), chat),
+                ensure_ascii=False,
+                indent=2,
             )
         else:
-            text = export_markdown(store, chat)
+            text = export_markdown(stores.messages, chat)
     if args.output:
         Path(args.output).write_text(text + "\n", encoding="utf-8")
     else:
@@ -169,7 +171,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from bot.runtime import build_runtime
 
     runtime = build_runtime(args.settings)
-    chat = import_json(runtime.store, runtime.engine.attachments, load_document(args.file))
+    chat = import_json(runtime.stores, runtime.engine.attachments, load_document(args.file))
     print(f"Imported as session {chat.id} ({chat.last_seq} messages).")
     if runtime.settings.memory.enabled and runtime.memory is not None:
         # An imported conversation is remembered like a live one: distil it all now.
@@ -182,10 +184,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_recall(args: argparse.Namespace) -> int:
     from bot.memory.cli import recall_output
 
-    with opened_store(args.settings) as store:
+    with opened_stores(args.settings) as stores:
         print(
             recall_output(
-                store.database,
+                stores.database,
                 args.settings.memory,
                 args.session,
                 args.query,
@@ -199,7 +201,6 @@ def cmd_recall(args: argparse.Namespace) -> int:
 def cmd_memory_reindex(args: argparse.Namespace) -> int:
     from bot.memory.backfill import backfill_embeddings
     from bot.memory.dense import load_embedder
-    from bot.storage.memory_store import MemoryStore
 
     if not args.settings.memory.dense:
         raise ChorusError("dense recall is off (memory.dense: false); there is nothing to embed with")
@@ -209,8 +210,8 @@ def cmd_memory_reindex(args: argparse.Namespace) -> int:
             "dense recall is not installed: pip install 'chorus[dense]' (or, in a checkout, "
             "pip install -e '.[dense]')"
         )
-    with opened_store(args.settings) as store:
-        result = backfill_embeddings(MemoryStore(store.database), embedder)
+    with opened_stores(args.settings) as stores:
+        result = backfill_embeddings(stores.memory, embedder)
     print(f"Embedded {result.items} memory items and {result.messages} messages.")
     return 0
 
@@ -227,16 +228,16 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def opened_store(settings: Settings) -> Iterator[Store]:
-    """The store on a migrated database, closed afterwards: all a storage-only command needs."""
+def opened_stores(settings: Settings) -> Iterator[Stores]:
+    """The stores on a migrated database, closed afterwards: all a storage-only command needs."""
     from bot.storage import migrate
     from bot.storage.database import create_database_engine
-    from bot.storage.store import Store
+    from bot.storage.stores import Stores
 
     database = create_database_engine(settings.database_url)
     try:
         migrate.upgrade(database)
-        yield Store(database)
+        yield Stores.open(database)
     finally:
         database.dispose()
 

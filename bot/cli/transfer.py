@@ -15,15 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import TranscriptFileError
+from bot.storage.messages import MessageStore, NewAttachment, NewMessage
 from bot.storage.models import ChatSession, Message
-from bot.storage.store import NewAttachment, NewMessage, Store
+from bot.storage.stores import Stores
 from bot.turns.attachments import AttachmentStore
 
 EXPORT_FORMAT = "chorus-transcript"
 EXPORT_VERSION = 1
 
 
-def export_json(store: Store, attachments: AttachmentStore, session: ChatSession) -> dict[str, Any]:
+def export_json(store: MessageStore, attachments: AttachmentStore, session: ChatSession) -> dict[str, Any]:
     messages = store.messages(session.id)
     files = store.attachments_for(message.id for message in messages if message.id is not None)
     seq_of = {message.id: message.seq for message in messages}
@@ -71,7 +72,7 @@ def export_json(store: Store, attachments: AttachmentStore, session: ChatSession
     }
 
 
-def export_markdown(store: Store, session: ChatSession) -> str:
+def export_markdown(store: MessageStore, session: ChatSession) -> str:
     messages = store.messages(session.id)
     files = store.attachments_for(message.id for message in messages if message.id is not None)
     lines = [
@@ -107,12 +108,12 @@ def _markdown_heading(message: Message) -> str:
     return f"### {message.sender_name or 'user'}{lane} · #{message.seq} · {when}"
 
 
-def import_json(store: Store, attachments: AttachmentStore, document: dict[str, Any]) -> ChatSession:
+def import_json(stores: Stores, attachments: AttachmentStore, document: dict[str, Any]) -> ChatSession:
     """Store an exported transcript as a new session (no route points at it)."""
     if document.get("format") != EXPORT_FORMAT or document.get("version") != EXPORT_VERSION:
         raise TranscriptFileError("This file is not a Chorus transcript export (format/version missing).")
     meta = document.get("session") or {}
-    session = store.create_session(
+    session = stores.sessions.create_session(
         kind=meta.get("kind", "private"),
         owner_kind=meta.get("owner_kind", "person"),
         owner_id=f"import:{meta.get('id', 'unknown')}",
@@ -123,7 +124,7 @@ def import_json(store: Store, attachments: AttachmentStore, document: dict[str, 
     for item in sorted(document.get("messages", []), key=lambda entry: entry["seq"]):
         stored_files = tuple(_restore_file(attachments, entry) for entry in item.get("attachments", []))
         reply_seq = item.get("reply_to_seq")
-        stored = store.append(
+        stored = stores.messages.append(
             session.id,
             NewMessage(
                 role=item["role"],
@@ -145,7 +146,7 @@ def import_json(store: Store, attachments: AttachmentStore, document: dict[str, 
         if stored.seq != item["seq"]:
             raise TranscriptFileError(f"Message sequence {item['seq']} is out of order in the export.")
         id_by_seq[stored.seq] = stored.id or 0
-    return store.refresh(session)
+    return stores.sessions.refresh(session)
 
 
 def load_document(path: Path) -> dict[str, Any]:

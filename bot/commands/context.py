@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 
-from bot.commands.registry import Command, CommandAnswer, CommandContext
+from bot.commands.registry import Command, CommandContext
 from bot.context.maintenance import ContextMaintainer
 from bot.providers.base import shown_model
 from bot.storage.models import ChatSession
+from bot.turns.events import CommandAnswer
 from transcript import ContextOverview, render_context_report
 
 # "12-18", "12..18", "#12–#18" or a single "#12".
@@ -127,7 +128,7 @@ def _snip_span(maintainer: ContextMaintainer, session: ChatSession, args: str) -
         return None
     if match.group(2) is None and not args.startswith("#"):
         count = int(match.group(1))
-        rows = maintainer.store.recent_rows(session.id, count) if count > 0 else []
+        rows = maintainer.messages.recent_rows(session.id, count) if count > 0 else []
         return (rows[0].seq, rows[-1].seq) if rows else None
     first = int(match.group(1))
     last = int(match.group(2) or first)

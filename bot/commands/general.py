@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from bot.commands.registry import Command, CommandAnswer, CommandContext
+from bot.commands.registry import Command, CommandContext
+from bot.turns.events import CommandAnswer
 
 
 async def help_command(context: CommandContext, _args: str) -> CommandAnswer:
-    return CommandAnswer(context.engine.commands.help_text())
+    return CommandAnswer(context.commands.help_text())
 
 
 async def start_command(context: CommandContext, _args: str) -> CommandAnswer:

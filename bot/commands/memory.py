@@ -10,12 +10,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from bot.commands.registry import Command, CommandAnswer, CommandContext
+from bot.commands.registry import Command, CommandContext
 from bot.memory.recall import format_hit
 from bot.memory.snapshot import shorten
 from bot.storage.boundary import boundary_for
 from bot.storage.memory_models import MemoryItem
 from bot.storage.memory_store import Owner
+from bot.turns.events import CommandAnswer
 
 LIST_ITEMS = 20
 RECALL_HITS = 5

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from bot.commands.registry import Command, CommandAnswer, CommandContext
+from bot.commands.registry import Command, CommandContext
 from bot.errors import UnknownPersona
-from bot.storage.store import NewMessage, Store
+from bot.storage.messages import NewMessage
+from bot.storage.stores import Stores
+from bot.turns.events import CommandAnswer
 
 
 async def persona_command(context: CommandContext, args: str) -> CommandAnswer:
@@ -25,7 +27,7 @@ async def persona_command(context: CommandContext, args: str) -> CommandAnswer:
         return CommandAnswer(f"{chosen.name} is already speaking.")
     await engine.db.run(
         switch_persona,
-        engine.store,
+        engine.stores,
         session.id,
         current.id,
         chosen.id,
@@ -38,7 +40,7 @@ async def persona_command(context: CommandContext, args: str) -> CommandAnswer:
 
 
 def switch_persona(
-    store: Store,
+    stores: Stores,
     session_id: str,
     current_id: str,
     chosen_id: str,
@@ -48,9 +50,9 @@ def switch_persona(
     lane: str | None,
 ) -> None:
     """Make `chosen_id` the session's voice; `/persona` and the operator's console both switch here."""
-    store.set_persona(session_id, chosen_id)
+    stores.sessions.set_persona(session_id, chosen_id)
     # The switch is itself part of the stored transcript (exported, never sent to the model).
-    store.append(
+    stores.messages.append(
         session_id,
         NewMessage(
             role="system",

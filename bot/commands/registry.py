@@ -2,9 +2,10 @@
 
 Each command family is a module of this package with module-level handlers
 `async def name(context: CommandContext, args: str) -> CommandAnswer` and one
-`COMMANDS` table; `bot.runtime` adds the tables to one `CommandRegistry`.
-Lanes register the names with their platform (Telegram's setMyCommands,
-Discord's slash commands) from `CommandRegistry.describe()`.
+`COMMANDS` table; `bot.runtime` adds the tables to one `CommandRegistry`, which
+the turn engine asks to recognise a command in a message (`recognise`) and runs
+it through. Lanes register the names with their platform (Telegram's
+setMyCommands, Discord's slash commands) from `CommandRegistry.describe()`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from bot.errors import ChorusError, CommandUnavailable
+from bot.turns.events import CommandAnswer
 from bot.turns.inbound import InboundMessage
 from bot.turns.routing import Route
 
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     from bot.providers.base import ChatProvider
     from bot.storage.boundary import DatabaseBoundary
     from bot.storage.models import ChatSession
-    from bot.storage.store import Store
+    from bot.storage.stores import Stores
     from persona import Persona, PersonaRegistry
     from transcript import Context
 
@@ -49,7 +51,7 @@ class CommandEngine(Protocol):
     def settings(self) -> Settings: ...
 
     @property
-    def store(self) -> Store: ...
+    def stores(self) -> Stores: ...
 
     @property
     def db(self) -> DatabaseBoundary:
@@ -61,9 +63,6 @@ class CommandEngine(Protocol):
 
     @property
     def provider(self) -> ChatProvider: ...
-
-    @property
-    def commands(self) -> CommandRegistry: ...
 
     def persona_for(self, session: ChatSession) -> Persona: ...
 
@@ -78,13 +77,15 @@ class CommandEngine(Protocol):
 
 @dataclass(frozen=True)
 class CommandContext:
-    """What a command runs with: the engine's narrow surface, the message, its route and
-    the session as stored when the command runs (fresher than `route.session`)."""
+    """What a command runs with: the engine's narrow surface, the message, its route,
+    the session as stored when the command runs (fresher than `route.session`), and the
+    registry's own services."""
 
     engine: CommandEngine
     inbound: InboundMessage
     route: Route
     session: ChatSession
+    commands: CommandRegistry
     maintainer: ContextMaintainer | None = None
     memory: MemoryService | None = None
 
@@ -97,14 +98,6 @@ class CommandContext:
         if self.memory is None:
             raise CommandUnavailable("Long-term memory is not running in this process.")
         return self.memory
-
-
-@dataclass(frozen=True)
-class CommandAnswer:
-    text: str
-    ok: bool = True
-    # Set when the command moved the route to another session (/new, /link).
-    session_id: str | None = None
 
 
 CommandHandler = Callable[[CommandContext, str], Awaitable[CommandAnswer]]
@@ -127,9 +120,42 @@ def parse_command(text: str) -> ParsedCommand | None:
     return ParsedCommand(name=match.group(1).lower(), args=(match.group(2) or "").strip())
 
 
+@dataclass(frozen=True)
+class RecognisedCommand:
+    """A command in a message, ready to run (what the engine gets from `recognise`)."""
+
+    parsed: ParsedCommand
+    registry: CommandRegistry
+
+    @property
+    def waits_for_turn(self) -> bool:
+        return self.registry.waits_for_turn(self.parsed.name)
+
+    async def run(
+        self, engine: CommandEngine, inbound: InboundMessage, route: Route, session: ChatSession
+    ) -> CommandAnswer:
+        registry = self.registry
+        context = CommandContext(
+            engine=engine,
+            inbound=inbound,
+            route=route,
+            session=session,
+            commands=registry,
+            maintainer=registry.maintainer,
+            memory=registry.memory,
+        )
+        return await registry.run(self.parsed, context)
+
+
 class CommandRegistry:
-    def __init__(self) -> None:
+    """The commands of the process, and the services the context and memory commands act on."""
+
+    def __init__(
+        self, *, maintainer: ContextMaintainer | None = None, memory: MemoryService | None = None
+    ) -> None:
         self._commands: dict[str, Command] = {}
+        self.maintainer = maintainer
+        self.memory = memory
 
     def add(self, command: Command) -> None:
         if command.name in self._commands:
@@ -142,6 +168,11 @@ class CommandRegistry:
 
     def __contains__(self, name: str) -> bool:
         return name in self._commands
+
+    def recognise(self, text: str) -> RecognisedCommand | None:
+        """The command `text` is, or None when it is an ordinary message."""
+        parsed = parse_command(text)
+        return RecognisedCommand(parsed, self) if parsed is not None else None
 
     def waits_for_turn(self, name: str) -> bool:
         command = self._commands.get(name)

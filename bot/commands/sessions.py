@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bot.commands.registry import Command, CommandAnswer, CommandContext
+from bot.commands.registry import Command, CommandContext
+from bot.turns.events import CommandAnswer
 
 
 async def new_command(context: CommandContext, _args: str) -> CommandAnswer:
@@ -10,7 +11,7 @@ async def new_command(context: CommandContext, _args: str) -> CommandAnswer:
     inbound = context.inbound
     old = context.session
     fresh = await engine.db.run(
-        engine.store.start_new_session, old, inbound.lane, inbound.chat_id, inbound.thread_id
+        engine.stores.sessions.start_new_session, old, inbound.lane, inbound.chat_id, inbound.thread_id
     )
     return CommandAnswer(
         f"Started a new conversation. The previous one is saved as {old.id[:8]} "

@@ -24,8 +24,8 @@ from bot.providers.base import PURPOSE_KEY, SUMMARY_PURPOSE, ChatProvider, ChatR
 from bot.storage.boundary import boundary_for
 from bot.storage.context_models import ContextRecord
 from bot.storage.context_records import ContextRecords, ContextView
+from bot.storage.messages import MessageStore
 from bot.storage.models import ChatSession
-from bot.storage.store import Store
 from bot.turns.assembly import ContextAssembler
 from bot.turns.locks import SessionLocks
 from persona import Persona, PersonaRegistry
@@ -90,17 +90,17 @@ class ContextMaintainer:
         self,
         *,
         settings: Settings,
-        store: Store,
+        messages: MessageStore,
         assembler: ContextAssembler,
         personas: PersonaRegistry,
         provider: ChatProvider,
     ) -> None:
         self.settings: ContextSettings = settings.context
         self.model_settings: ModelSettings = settings.model
-        self.store = store
+        self.messages = messages
         self.assembler = assembler
         self.records: ContextRecords = assembler.records
-        self.db = boundary_for(store.database)
+        self.db = boundary_for(messages.database)
         self.personas = personas
         self.provider = provider
         self.counters = ContextCounters()
@@ -214,7 +214,7 @@ class ContextMaintainer:
         previous = view.summary_last_seq
         if cut <= previous:
             return None
-        rows = self.store.rows_between(session_id, previous + 1, cut)
+        rows = self.messages.rows_between(session_id, previous + 1, cut)
         plan = plan_compaction(
             rows, previous_last_seq=previous, cut_seq=cut, collapses=view.collapses, snips=view.snips
         )
@@ -300,7 +300,7 @@ class ContextMaintainer:
         if min(context.stats.kept_seqs) <= view.summary_last_seq + 1:
             return 0  # the window starts right after the summary: no message lies between
         return await self.db.run(
-            self.store.count_conversation,
+            self.messages.count_conversation,
             session.id,
             view.summary_last_seq,
             min(context.stats.kept_seqs),

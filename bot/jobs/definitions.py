@@ -17,7 +17,8 @@ from bot.context.maintenance import ContextMaintainer
 from bot.memory.service import MemoryService
 from bot.storage.boundary import boundary_for
 from bot.storage.jobs import JobSpec
-from bot.storage.store import Store
+from bot.storage.messages import MessageStore
+from bot.storage.sessions import SessionStore
 
 MAINTAIN_CONTEXT = "context.maintain"
 OFFLOAD_MEMORY = "memory.offload"
@@ -72,14 +73,18 @@ class JobDefinitions:
 
 
 def build_definitions(
-    store: Store, maintainer: ContextMaintainer, memory: MemoryService | None, settings: MemorySettings
+    sessions: SessionStore,
+    messages: MessageStore,
+    maintainer: ContextMaintainer,
+    memory: MemoryService | None,
+    settings: MemorySettings,
 ) -> JobDefinitions:
     definitions = JobDefinitions()
     specs = [JobSpec(MAINTAIN_CONTEXT)]
-    db = boundary_for(store.database)
+    db = boundary_for(sessions.database)
 
     async def maintain_context(session_id: str, _seq: int) -> None:
-        session = await db.run(store.get_session, session_id)
+        session = await db.run(sessions.get_session, session_id)
         if session is not None:
             await maintainer.after_turn(session)
 
@@ -88,7 +93,7 @@ def build_definitions(
         specs.append(JobSpec(OFFLOAD_MEMORY))
 
         async def offload_memory(session_id: str, _seq: int) -> None:
-            session = await db.run(store.get_session, session_id)
+            session = await db.run(sessions.get_session, session_id)
             if session is not None:
                 await memory.offload_due(session)
 
@@ -97,8 +102,8 @@ def build_definitions(
             specs.append(JobSpec(FLUSH_IDLE_MEMORY, delay_seconds=settings.idle_seconds))
 
             async def flush_idle_memory(session_id: str, seq: int) -> None:
-                session = await db.run(store.get_session, session_id)
-                newest = await db.run(store.latest_conversation_message, session_id)
+                session = await db.run(sessions.get_session, session_id)
+                newest = await db.run(messages.latest_conversation_message, session_id)
                 # A newer message means the session did not go quiet: its own timer follows.
                 if session is not None and (newest is None or newest[0] <= seq):
                     await memory.flush_idle(session)

@@ -35,8 +35,8 @@ from bot.config import JobSettings
 from bot.jobs.definitions import SHUTDOWN_SECONDS, JobDefinitions, JobFunction
 from bot.storage.boundary import boundary_for
 from bot.storage.jobs import JobRequest, procrastinate_jobs_count
+from bot.storage.messages import MessageStore
 from bot.storage.models import utcnow
-from bot.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +53,13 @@ def task_name(job: str) -> str:
 
 
 class ProcrastinateJobs:
-    """The job sink of the store and the `JobQueue` of the process, on procrastinate."""
+    """The job sink of the message store and the `JobQueue` of the process, on procrastinate."""
 
     def __init__(
-        self, store: Store, database_url: str, definitions: JobDefinitions, settings: JobSettings
+        self, messages: MessageStore, database_url: str, definitions: JobDefinitions, settings: JobSettings
     ) -> None:
-        self.store = store
-        database = self.database = store.database
+        self.messages = messages
+        database = self.database = messages.database
         self.db = boundary_for(database)
         self.definitions = definitions
         self.settings = settings
@@ -189,7 +189,7 @@ class ProcrastinateJobs:
 
         If the session had a newer message meanwhile, the timer waits again instead.
         """
-        newest = await self.db.run(self.store.latest_conversation_message, session_id)
+        newest = await self.db.run(self.messages.latest_conversation_message, session_id)
         if newest is not None and newest[0] > seq:
             newest_seq, said_at = newest
             with suppress(AlreadyEnqueued):

@@ -11,7 +11,7 @@ from bot.errors import ChorusError
 from bot.memory.dense import DenseIndex, load_embedder
 from bot.memory.recall import Recall, format_hit, hit_record
 from bot.storage.memory_store import MemoryStore, Owner
-from bot.storage.store import Store
+from bot.storage.sessions import SessionStore
 
 
 class UnknownSession(ChorusError):
@@ -29,7 +29,7 @@ def recall_output(
     as_json: bool,
 ) -> str:
     """What `chorus recall` prints: numbered hits, or a JSON array with `--json`."""
-    chat = Store(database).find_session(session_prefix)
+    chat = SessionStore(database).find_session(session_prefix)
     if chat is None:
         raise UnknownSession(session_prefix)
     memory = MemoryStore(database)

@@ -1,0 +1,8 @@
+"""Storage: the tables, their migrations, and one store per concern (all SQL lives here).
+
+`identities` (persons, accounts, link codes), `visitors` (web visitor tokens), `sessions`
+(sessions and the routes to them), `messages` (the transcript and its attachments),
+`context_records`, `memory_store`, `deliveries` and `jobs`; `stores.Stores` bundles them for
+the runtime. Stores are synchronous: async code calls them through `boundary`. Nothing here
+decides what the model sees.
+"""

@@ -1,8 +1,9 @@
 """Where async code hands blocking database work to threads: the event loop never waits on SQL.
 
-`Store`, `ContextRecords`, `MemoryStore` and `DeliveryStore` stay synchronous (plain
-SQLAlchemy, easy to test and to reason about); async code calls them through the
-database's boundary: `await boundary.run(store.append, session_id, message)`.
+The stores (`bot.storage.stores.Stores`: identities, visitors, sessions, messages, context
+records, memory, deliveries) stay synchronous (plain SQLAlchemy, easy to test and to reason
+about); async code calls them through the database's boundary:
+`await boundary.run(stores.messages.append, session_id, message)`.
 
 - SQLite gets ONE database thread. Every call through the boundary runs there, one
   after another, so writers never contend for the file's lock ("database is locked")

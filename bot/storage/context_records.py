@@ -17,15 +17,15 @@ from sqlmodel import Session, col, select
 
 from bot.storage.context_models import COLLAPSE, SUMMARY, ContextRecord, ContextSnip
 from bot.storage.database import open_session
+from bot.storage.messages import MessageStore
 from bot.storage.models import table_of, utcnow
-from bot.storage.store import Store
 from transcript import Collapse, Snip, TranscriptRow, count_tokens, project_view
 
 RECORDS = table_of(ContextRecord)
 SNIPS = table_of(ContextSnip)
 
 
-# Read on every turn, so built once (see bot/storage/store.py).
+# Read on every turn, so built once (see bot/storage/messages.py).
 _SUMMARY_SEQ = (
     select(func.max(RECORDS.c.last_seq))
     .where(RECORDS.c.session_id == bindparam("session_id"), RECORDS.c.kind == SUMMARY)
@@ -125,7 +125,7 @@ class ContextRecords:
                 )
             ]
 
-    def view(self, store: Store, session_id: str, window_entries: int) -> ContextView:
+    def view(self, messages: MessageStore, session_id: str, window_entries: int) -> ContextView:
         """The context state, with just enough stored rows for `window_entries` projected entries.
 
         Built on every turn: two small indexed queries for the records, then the
@@ -149,7 +149,7 @@ class ContextRecords:
         hidden = sum(c.last_seq - c.first_seq for c in collapses) + sum(
             snip.last_seq - max(snip.first_seq, after + 1) + 1 for snip in snips if snip.last_seq > after
         )
-        rows = store.recent_rows(session_id, window_entries + hidden, after_seq=after)
+        rows = messages.recent_rows(session_id, window_entries + hidden, after_seq=after)
         return ContextView(
             summary=summary,
             collapses=collapses,

@@ -1,6 +1,6 @@
 """After-turn jobs in the database: what a stored message asks for, and the SQLite job table.
 
-A message that ends a turn names the jobs to run after it (`JobSpec`); `Store.append`
+A message that ends a turn names the jobs to run after it (`JobSpec`); `MessageStore.append`
 hands them, with the message's seq, to a `JobSink` inside the message's own
 transaction, so the job exists exactly when the message does. On SQLite the sink is
 `SqliteJobs` (the `jobs` table, run by `bot.jobs.runner`); on PostgreSQL it is the

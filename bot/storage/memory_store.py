@@ -18,9 +18,9 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from bot.storage.database import open_session
+from bot.storage.index_text import owner_token
 from bot.storage.memory_models import MemoryCursor, MemoryItem, MessageEmbedding
 from bot.storage.models import ChatSession, Message, table_of, utcnow
-from bot.storage.store import owner_token
 
 ITEMS = table_of(MemoryItem)
 NEWEST_ITEMS = (

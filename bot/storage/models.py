@@ -6,6 +6,7 @@ messages and never rewrites or deletes one.
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 
 from sqlalchemy import Column, Table, Text, UniqueConstraint
@@ -15,6 +16,15 @@ from sqlmodel import Field, SQLModel
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def as_utc(moment: datetime) -> datetime:
+    # SQLite hands datetimes back without an offset; they were stored as UTC.
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
 
 
 class Person(SQLModel, table=True):

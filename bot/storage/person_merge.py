@@ -20,9 +20,9 @@ from sqlmodel import Session, SQLModel, col, select
 
 import bot.storage.tables  # noqa: F401  (every table in the metadata, for _owned_tables)
 from bot.search_terms import jaccard, search_text, similarity_tokens
+from bot.storage.index_text import INDEX_MESSAGE, UNINDEX_MESSAGE, owner_token
 from bot.storage.memory_models import MemoryItem
 from bot.storage.models import Account, ChatSession, LinkCode, Message, Person, table_of
-from bot.storage.store import INDEX_MESSAGE, UNINDEX_MESSAGE, owner_token
 
 ITEMS = table_of(MemoryItem)
 PERSON = "person"
@@ -122,7 +122,7 @@ def _reindex_messages(db: Session, session_ids: Sequence[str], source_id: str, t
     """Re-tag the moved sessions' search rows (SQLite) with their new owner.
 
     The SQLite index is contentless and keyed by owner, so each row is deleted with the
-    values it was written with (see `Store.append`) and written again for the new owner.
+    values it was written with (see `MessageStore.append`) and written again for the new owner.
     PostgreSQL searches the messages table itself and needs nothing.
     """
     if not session_ids or db.get_bind().dialect.name != "sqlite":

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from bot.config import Settings
 from bot.storage.boundary import boundary_for
 from bot.storage.context_records import ContextRecords, ContextView
+from bot.storage.messages import MessageStore
 from bot.storage.models import ChatSession
-from bot.storage.store import Store
 from bot.turns.attachments import AttachmentStore
 from persona import Persona
 from transcript import (
@@ -38,14 +38,21 @@ class QueryToEmbed:
 
 
 class ContextAssembler:
-    def __init__(self, settings: Settings, store: Store, attachments: AttachmentStore) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        messages: MessageStore,
+        records: ContextRecords,
+        attachments: AttachmentStore,
+        memory: MemoryService | None = None,
+    ) -> None:
         self.settings = settings
-        self.store = store
+        self.messages = messages
         self.attachments = attachments
-        self.records = ContextRecords(store.database)
-        self.db = boundary_for(store.database)
-        # Set by the app when long-term memory is on: snapshot and recall for each turn.
-        self.memory: MemoryService | None = None
+        self.records = records
+        self.db = boundary_for(messages.database)
+        # When long-term memory is on: the snapshot and recall of each turn.
+        self.memory = memory
 
     def budget_for(self, persona: Persona) -> Budget:
         model = self.settings.model
@@ -60,7 +67,7 @@ class ContextAssembler:
 
     def view(self, session_id: str) -> ContextView:
         """The rows after the latest summary, with collapses and snips applied."""
-        return self.records.view(self.store, session_id, CONTEXT_COUNT)
+        return self.records.view(self.messages, session_id, CONTEXT_COUNT)
 
     async def assemble(
         self, session: ChatSession, persona: Persona, view: ContextView | None = None
@@ -109,7 +116,7 @@ class ContextAssembler:
             budget=budget,
             capabilities=Capabilities(vision=vision),
             group=session.kind == "group",
-            documents=self.store.session_documents(session.id) if session.document_count else (),
+            documents=self.messages.session_documents(session.id) if session.document_count else (),
             summary=view.summary_text,
             memory=remembered.snapshot if remembered is not None else None,
             recall=remembered.recall if remembered is not None else (),

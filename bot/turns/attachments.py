@@ -25,7 +25,7 @@ from pypdf.errors import PdfReadError
 
 from bot.config import Settings
 from bot.errors import AttachmentTooLarge, CorruptDocument, ImageTooLarge, UnsupportedAttachment
-from bot.storage.store import NewAttachment
+from bot.storage.messages import NewAttachment
 from bot.turns.inbound import InboundAttachment
 
 log = logging.getLogger(__name__)

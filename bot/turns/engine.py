@@ -14,9 +14,8 @@ import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from bot.commands.registry import CommandContext, CommandRegistry, parse_command
 from bot.config import Settings
 from bot.errors import (
     ChorusError,
@@ -27,37 +26,31 @@ from bot.errors import (
     StreamInterrupted,
 )
 from bot.logs import bind_session, turn_scope
-from bot.metrics import observe_turn
 from bot.providers.base import ChatProvider, ChatRequest, shown_model
 from bot.storage.boundary import boundary_for
-from bot.storage.deliveries import DeliveryStore
 from bot.storage.delivery_models import Delivery
 from bot.storage.jobs import JobSpec
-from bot.storage.models import ChatSession
-from bot.storage.sanitise import clean_text
-from bot.storage.store import (
+from bot.storage.messages import (
     DeliveryTarget,
     DuplicateMessage,
     NewAttachment,
     NewMessage,
-    Store,
     StoredMessage,
     ingest_key,
 )
+from bot.storage.models import ChatSession
+from bot.storage.sanitise import clean_text
+from bot.storage.stores import Stores
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
-from bot.turns.events import Delta, Reply, TurnEvent
+from bot.turns.events import CommandAnswer, Delta, Reply, TurnEvent
 from bot.turns.inbound import InboundMessage
 from bot.turns.locks import SessionLocks
+from bot.turns.observed import observe_turn
 from bot.turns.routing import Route, resolve_route
 from bot.turns.stops import RunningTurn, RunningTurns
 from persona import Persona, PersonaRegistry
 from transcript import Context, count_tokens
-
-if TYPE_CHECKING:
-    from bot.context.maintenance import ContextMaintainer
-    from bot.jobs.definitions import JobQueue
-    from bot.memory.service import MemoryService
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +74,45 @@ OVERFLOW_MESSAGE = (
     "This conversation has grown too large for the model, even after folding older "
     "messages. Your message is saved; try /compact, /snip some messages, or /new."
 )
+
+
+class AfterTurnJobs(Protocol):
+    """What the engine asks of the after-turn job queue (`bot.jobs` runs it)."""
+
+    def wake(self) -> None:
+        """Jobs were just enqueued in this process: look now rather than at the next poll."""
+
+    async def drain(self) -> None:
+        """Wait until no job is due or running."""
+
+    def pending(self) -> int:
+        """Jobs due or running."""
+        ...
+
+
+class RecognisedCommand(Protocol):
+    """A chat command found in a message (`bot.commands` parses, runs and answers it)."""
+
+    @property
+    def waits_for_turn(self) -> bool:
+        """False for a command about the running turn itself (/stop): it must not wait for it."""
+        ...
+
+    async def run(
+        self, engine: Engine, inbound: InboundMessage, route: Route, session: ChatSession
+    ) -> CommandAnswer: ...
+
+
+class Commands(Protocol):
+    """What the engine and the lanes ask of the chat commands (`bot.commands.registry`)."""
+
+    def recognise(self, text: str) -> RecognisedCommand | None:
+        """The command `text` is, or None for an ordinary message."""
+        ...
+
+    def describe(self) -> list[tuple[str, str]]:
+        """(name, description) of every command, for a platform's command menu."""
+        ...
 
 
 @dataclass
@@ -107,35 +139,33 @@ class Engine:
         self,
         *,
         settings: Settings,
-        store: Store,
+        stores: Stores,
         personas: PersonaRegistry,
         provider: ChatProvider,
         attachments: AttachmentStore,
-        commands: CommandRegistry,
+        assembler: ContextAssembler,
+        commands: Commands,
     ) -> None:
         self.settings = settings
-        self.store = store
+        self.stores = stores
         self.personas = personas
         self.provider = provider
         self.attachments = attachments
         self.commands = commands
-        self.assembler = ContextAssembler(settings, store, attachments)
+        self.assembler = assembler
         self.locks = SessionLocks()
         self.running = RunningTurns()
         # Names this process in the delivery state of the turns it answers.
         self.instance_id = uuid.uuid4().hex
-        self.deliveries = DeliveryStore(store.database)
+        self.deliveries = stores.deliveries
         # Every store call of a turn goes through here: the event loop never waits on SQL.
-        self.db = boundary_for(store.database)
+        self.db = boundary_for(stores.database)
         # User messages this process's recovery is answering: a re-delivered copy waits for it.
         self.recovering: set[int] = set()
         # The jobs a stored reply (or recorded message) enqueues, and the queue that runs them.
         self.after_turn: tuple[JobSpec, ...] = ()
-        self.jobs: JobQueue | None = None
+        self.jobs: AfterTurnJobs | None = None
         self.overflow_handler: OverflowHandler | None = None
-        # What the context and memory commands act on, when this process runs them.
-        self.maintainer: ContextMaintainer | None = None
-        self.memory: MemoryService | None = None
 
     # --- the public API lanes call ---------------------------------------------
 
@@ -167,16 +197,21 @@ class Engine:
         text = clean_text(inbound.text)
         try:
             if route is None:
-                route = await self.db.run(resolve_route, self.store, inbound, self.personas.default.id)
+                route = await self.db.run(
+                    resolve_route,
+                    self.stores.identities,
+                    self.stores.sessions,
+                    inbound,
+                    self.personas.default.id,
+                )
         except ChorusError as error:
             yield Reply(kind="error", text=str(error))
             return
         bind_session(route.session.id)
-        command = parse_command(text)
+        command = self.commands.recognise(text)
         if command is not None:
             # A command about the running turn (/stop) must not wait for it to end.
-            waits = self.commands.waits_for_turn(command.name)
-            async with self.locks.hold(route.session.id) if waits else nullcontext():
+            async with self.locks.hold(route.session.id) if command.waits_for_turn else nullcontext():
                 try:
                     await self._store_command(inbound, route, text)
                 except DuplicateMessage:
@@ -184,17 +219,12 @@ class Engine:
                     yield Reply(kind="duplicate", text="", session_id=route.session.id)
                     return
                 stored_already(inbound)
-                answer = await self.commands.run(
-                    command,
-                    CommandContext(
-                        engine=self,
-                        inbound=inbound,
-                        route=route,
-                        # Read under the lock: a turn before may have switched persona or session.
-                        session=await self.db.run(self.store.refresh, route.session),
-                        maintainer=self.maintainer,
-                        memory=self.memory,
-                    ),
+                answer = await command.run(
+                    self,
+                    inbound,
+                    route,
+                    # Read under the lock: a turn before may have switched persona or session.
+                    await self.db.run(self.stores.sessions.refresh, route.session),
                 )
                 # The answer is part of the conversation people saw, so a reload shows it again.
                 await self._store_event(route.session, f"{COMMAND_REPLY_EVENT}{answer.text}")
@@ -225,7 +255,9 @@ class Engine:
         for memory offload, and the idle timer must cover them too.
         """
         text = clean_text(inbound.text)
-        route = await self.db.run(resolve_route, self.store, inbound, self.personas.default.id)
+        route = await self.db.run(
+            resolve_route, self.stores.identities, self.stores.sessions, inbound, self.personas.default.id
+        )
         async with self.locks.hold(route.session.id):
             try:
                 stored_id = (await self._store_user_message(inbound, route, text, jobs=self.after_turn)).id
@@ -246,15 +278,15 @@ class Engine:
 
     async def resume(self, delivery: Delivery) -> AsyncGenerator[TurnEvent, None]:
         """Answer a stored user message that a process which died left unanswered."""
-        session = await self.db.run(self.store.get_session, delivery.session_id)
+        session = await self.db.run(self.stores.sessions.get_session, delivery.session_id)
         if session is None:
             yield Reply(kind="error", text="This conversation no longer exists.")
             return
         async with self.locks.hold(session.id):
-            if await self.db.run(self.store.reply_to, delivery.user_message_id) is not None:
+            if await self.db.run(self.stores.messages.reply_to, delivery.user_message_id) is not None:
                 yield Reply(kind="duplicate", text="", session_id=session.id)
                 return
-            session = await self.db.run(self.store.get_session, session.id) or session
+            session = await self.db.run(self.stores.sessions.get_session, session.id) or session
             answer = self._answer(session, self.persona_for(session), delivery.user_message_id)
             async with aclosing(answer) as events:
                 async for event in events:
@@ -309,7 +341,7 @@ class Engine:
     async def _turn(
         self, inbound: InboundMessage, route: Route, text: str, *, reread: bool
     ) -> AsyncGenerator[TurnEvent, None]:
-        session = await self.db.run(self.store.refresh, route.session) if reread else route.session
+        session = await self.db.run(self.stores.sessions.refresh, route.session) if reread else route.session
         persona = self.persona_for(session)
         try:
             user_message_id = (await self._store_user_message(inbound, route, text, deliver=True)).id
@@ -317,7 +349,7 @@ class Engine:
         except DuplicateMessage as duplicate:
             stored_already(inbound)
             existing = duplicate.existing.id or 0
-            answered = await self.db.run(self.store.reply_to, existing) is not None
+            answered = await self.db.run(self.stores.messages.reply_to, existing) is not None
             # Recovery is answering it, or already told the person it went unanswered.
             handled = (
                 existing in self.recovering
@@ -379,7 +411,7 @@ class Engine:
         ]
         content = with_quote(text, inbound)
         return await self.db.run(
-            self.store.append,
+            self.stores.messages.append,
             route.session.id,
             NewMessage(
                 role="user",
@@ -461,7 +493,7 @@ class Engine:
 
     async def _store_reply(self, plan: TurnPlan, text: str, status: str) -> StoredMessage:
         return await self.db.run(
-            self.store.append,
+            self.stores.messages.append,
             plan.session.id,
             NewMessage(
                 role="assistant",
@@ -479,7 +511,7 @@ class Engine:
     async def _store_command(self, inbound: InboundMessage, route: Route, text: str) -> None:
         """Record a command as an event; its platform id makes a re-delivery a duplicate."""
         await self.db.run(
-            self.store.append,
+            self.stores.messages.append,
             route.session.id,
             NewMessage(
                 role="system",
@@ -497,7 +529,7 @@ class Engine:
     async def _store_event(self, session: ChatSession, text: str) -> None:
         # Events are `system` rows: exported with the transcript, never sent to the model.
         await self.db.run(
-            self.store.append, session.id, NewMessage(role="system", content=text, token_count=0)
+            self.stores.messages.append, session.id, NewMessage(role="system", content=text, token_count=0)
         )
 
     async def _stopped_reply(self, plan: TurnPlan, text: str) -> Reply:

@@ -1,4 +1,5 @@
-"""What a turn hands back to a lane: text deltas, then exactly one `Reply`."""
+"""What a turn hands back to a lane: text deltas, then exactly one `Reply`; and what a command
+hands back to the turn (`CommandAnswer`)."""
 
 from __future__ import annotations
 
@@ -47,3 +48,13 @@ class Reply:
 
 
 TurnEvent = Delta | Reply
+
+
+@dataclass(frozen=True)
+class CommandAnswer:
+    """What a chat command answered: the engine stores it and ends the turn with it."""
+
+    text: str
+    ok: bool = True
+    # Set when the command moved the route to another session (/new, /link).
+    session_id: str | None = None

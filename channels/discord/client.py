@@ -12,7 +12,7 @@ import discord
 from discord import app_commands
 from discord.utils import MISSING
 
-from bot.storage.delivery_models import Delivery
+from bot.recovery import Delivery
 from bot.turns.engine import Engine
 from bot.turns.events import TurnEvent
 from channels.discord.access import AccessPolicy

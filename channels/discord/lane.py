@@ -19,8 +19,8 @@ from discord.utils import MISSING
 from fastapi import FastAPI
 
 from bot.errors import ConfigError
+from bot.recovery import Delivery
 from bot.runtime import Runtime
-from bot.storage.delivery_models import Delivery
 from bot.turns.events import TurnEvent
 from channels.discord.client import make_client
 from channels.discord.endpoints import Endpoints, route_webhooks_in_this_task

@@ -20,8 +20,8 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from bot.errors import ConfigError
+from bot.recovery import Delivery
 from bot.runtime import Runtime
-from bot.storage.delivery_models import Delivery
 from bot.turns.events import TurnEvent
 from bot.turns.inbound import Actor, InboundMessage
 from channels.telegram.albums import AlbumCollector

@@ -2,8 +2,9 @@
 
 Owns visitor tokens (bearer header or HttpOnly cookie), the HTTP routes, Server-Sent
 Events of a turn, upload limits, CORS and per-visitor rate limits. It turns requests
-into `InboundMessage`s for the engine and reads history through `Store`; it never
-builds context, talks to the model or writes to the database itself.
+into `InboundMessage`s for the engine and reads visitors and history through
+`bot.visitors` and `bot.history`; it never builds context, talks to the model or
+touches the database itself.
 
 Importing this package imports no web framework: `build` does, when the lane runs.
 """

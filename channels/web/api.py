@@ -11,6 +11,7 @@ from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBea
 from pydantic import BaseModel
 from starlette.background import BackgroundTask
 
+from bot.visitors import visitor_message
 from channels.web.clients import StreamSlot
 from channels.web.errors import error_responses
 from channels.web.events import turn_events
@@ -177,11 +178,8 @@ async def history(
     persona switches and errors, so a reload shows what the person saw.
     """
     session = await lane.visitors.owned_session(visitor, session_id)
-    rows = await lane.engine.db.run(lane.store.messages, session.id, before_seq=before, limit=limit)
-    files = await lane.engine.db.run(
-        lane.store.attachments_for, [row.id for row in rows if row.id is not None and row.attachment_count]
-    )
-    messages = message_views(rows, files, lane.engine.personas)
+    rows = await lane.history.page(session.id, before_seq=before, limit=limit)
+    messages = message_views(rows, lane.engine.personas)
     more = len(rows) == limit and rows[0].seq > 1
     return HistoryPage(session_id=session.id, messages=messages, next_before=rows[0].seq if more else None)
 
@@ -203,12 +201,12 @@ async def post_message(
     async with message_form(request, max_files=MAX_FILES, max_fields=8) as form:
         text, client_id, uploads = message_fields(form)
         attachments = await read_uploads(uploads, lane.attachments)
-    inbound = lane.visitors.inbound(
+    inbound = visitor_message(
         visitor.id, visitor.name, text=text or "", message_id=client_id, attachments=attachments
     )
     slot = lane.streams.open(ip)
     return StreamingResponse(
-        counted(turn_events(lane.engine, lane.store, inbound, visitor.route), slot),
+        counted(turn_events(lane.engine, lane.history, inbound, visitor.route), slot),
         media_type="text/event-stream",
         headers=SSE_HEADERS,
         # Also frees the slot when the stream never started (the client left at once).
@@ -228,11 +226,11 @@ async def switch_persona(
     current = await lane.visitors.current_session(visitor, session_id)
     lane.check_rate(visitor, lane.clients.client_ip(request))
     command = f"/persona {body.persona_id.strip()}"
-    reply = await lane.engine.respond(lane.visitors.inbound(visitor.id, visitor.name, text=command))
+    reply = await lane.engine.respond(visitor_message(visitor.id, visitor.name, text=command))
     if reply.kind == "error":
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, reply.text)
     # /persona keeps the session; read it again for the persona it switched to.
-    session = await lane.engine.db.run(lane.store.refresh, current)
+    session = await lane.visitors.service.refresh(current)
     return CommandResult(
         kind=reply.kind, text=reply.text, session_id=session.id, persona=lane.persona_of(session)
     )
@@ -262,7 +260,7 @@ async def attachment(
     attachment_id: Annotated[int, Path(ge=1, le=MAX_ID)], visitor: CurrentVisitor, lane: CurrentLane
 ) -> FileResponse:
     """A file from the visitor's own conversation; images inline, documents as downloads."""
-    found = await lane.engine.db.run(lane.store.get_attachment, attachment_id)
+    found = await lane.history.file(attachment_id)
     if found is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "There is no such attachment.")
     await lane.visitors.owned_session(visitor, found.session_id)

@@ -12,8 +12,8 @@ from typing import Any
 from fastapi import FastAPI, Response
 from fastapi.middleware.cors import CORSMiddleware
 
+from bot.recovery import Delivery
 from bot.runtime import Runtime
-from bot.storage.delivery_models import Delivery
 from bot.turns.events import TurnEvent
 from channels.web import api, pages
 from channels.web.admin import mount_admin

@@ -10,8 +10,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-from bot.storage.models import Message
-from bot.storage.store import Store
+from bot.history import ConversationHistory, StoredEntry
 from bot.turns.engine import Engine
 from bot.turns.events import Delta, Reply, TurnEvent
 from bot.turns.inbound import InboundMessage
@@ -61,7 +60,7 @@ async def run_turn(events: AsyncGenerator[TurnEvent, None], pieces: Pieces, who:
 
 
 async def turn_events(
-    engine: Engine, store: Store, inbound: InboundMessage, route: Route | None = None
+    engine: Engine, history: ConversationHistory, inbound: InboundMessage, route: Route | None = None
 ) -> AsyncIterator[bytes]:
     """Stream one turn; a retried message that was already answered gets the stored answer.
 
@@ -88,7 +87,7 @@ async def turn_events(
                 yield encode_event("error", {"kind": "error", "text": SERVER_FAILURE, "status": "failed"})
                 return
             if pieces.final is not None:
-                yield encode_event(*await final_event(engine, store, pieces.final))
+                yield encode_event(*await final_event(history, pieces.final))
                 return
     finally:
         if not turn.done():
@@ -98,11 +97,11 @@ async def turn_events(
                 await turn
 
 
-async def final_event(engine: Engine, store: Store, reply: Reply) -> tuple[str, dict[str, Any]]:
+async def final_event(history: ConversationHistory, reply: Reply) -> tuple[str, dict[str, Any]]:
     if reply.kind == "error":
         return "error", final_payload(reply)
     if reply.kind == "duplicate":
-        answer = await engine.db.run(store.reply_to, reply.user_message_id) if reply.user_message_id else None
+        answer = await history.answer_to(reply.user_message_id) if reply.user_message_id else None
         return "done", duplicate_payload(answer, reply)
     return "done", final_payload(reply)
 
@@ -120,7 +119,7 @@ def final_payload(reply: Reply) -> dict[str, Any]:
     }
 
 
-def duplicate_payload(answer: Message | None, reply: Reply) -> dict[str, Any]:
+def duplicate_payload(answer: StoredEntry | None, reply: Reply) -> dict[str, Any]:
     """The stored answer of a message sent again, or the duplicate reply itself when none is stored."""
     if answer is None:
         return final_payload(reply)

@@ -7,10 +7,8 @@ history reads like the conversation the person had.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from typing import Any
 
-from bot.storage.models import Message
+from bot.history import StoredEntry
 from bot.turns.engine import COMMAND_EVENT, COMMAND_REPLY_EVENT
 from channels.web.schemas import AttachmentView, MessageView
 from persona import PersonaRegistry
@@ -19,16 +17,14 @@ PERSONA_SWITCH = "persona switched from "
 ERROR_EVENT = "error: "
 
 
-def message_views(
-    rows: Sequence[Message], files: dict[int, list[Any]], personas: PersonaRegistry
-) -> list[MessageView]:
-    return [message_view(row, files.get(row.id or 0, []), personas) for row in rows if row.id is not None]
+def message_views(rows: Sequence[StoredEntry], personas: PersonaRegistry) -> list[MessageView]:
+    return [message_view(row, personas) for row in rows]
 
 
-def message_view(row: Message, files: list[Any], personas: PersonaRegistry) -> MessageView:
+def message_view(row: StoredEntry, personas: PersonaRegistry) -> MessageView:
     event, text = event_of(row, personas) if row.role == "system" else (None, row.content)
     return MessageView(
-        id=row.id or 0,
+        id=row.id,
         seq=row.seq,
         role=row.role,
         event=event,
@@ -38,22 +34,22 @@ def message_view(row: Message, files: list[Any], personas: PersonaRegistry) -> M
         persona_name=row.sender_name if row.role == "assistant" else None,
         sender_name=row.sender_name if row.role == "user" or event == "command" else None,
         lane=row.lane,
-        created_at=iso_utc(row.created_at),
+        created_at=row.created_at.isoformat(),
         attachments=[
             AttachmentView(
-                id=item.id or 0,
+                id=item.id,
                 kind=item.kind,
                 filename=item.filename,
                 mime_type=item.mime_type,
                 size=item.size,
                 url=f"/api/attachments/{item.id}",
             )
-            for item in files
+            for item in row.files
         ],
     )
 
 
-def event_of(row: Message, personas: PersonaRegistry) -> tuple[str, str]:
+def event_of(row: StoredEntry, personas: PersonaRegistry) -> tuple[str, str]:
     """The kind of a stored event and the text a person is shown for it."""
     content = row.content
     if content.startswith(COMMAND_EVENT):
@@ -65,8 +61,3 @@ def event_of(row: Message, personas: PersonaRegistry) -> tuple[str, str]:
     if content.startswith(ERROR_EVENT):
         return "error", content.removeprefix(ERROR_EVENT)
     return "note", content
-
-
-def iso_utc(moment: datetime) -> str:
-    # SQLite hands datetimes back without an offset; they were stored as UTC.
-    return (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)).isoformat()

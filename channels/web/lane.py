@@ -9,11 +9,12 @@ from datetime import timedelta
 
 from fastapi import HTTPException, Request, status
 
+from bot.history import ConversationHistory
 from bot.runtime import Runtime
-from bot.storage.models import ChatSession
-from bot.storage.store import Store
 from bot.turns.attachments import AttachmentStore
 from bot.turns.engine import Engine
+from bot.turns.routing import ChatSession
+from bot.visitors import VisitorService
 from channels.web.clients import ClientAddresses, StreamSlots
 from channels.web.ratelimit import RateLimiter
 from channels.web.schemas import PersonaView, SessionState, UploadLimits
@@ -31,6 +32,7 @@ SWEEP_SECONDS = 600.0
 class WebLane:
     runtime: Runtime
     visitors: Visitors
+    history: ConversationHistory
     limiter: RateLimiter
     clients: ClientAddresses
     visitors_per_ip: RateLimiter
@@ -43,17 +45,14 @@ class WebLane:
         web = runtime.settings.channels.web
         return cls(
             runtime=runtime,
-            visitors=Visitors(runtime.store, runtime.engine, web.cors_origins),
+            visitors=Visitors(VisitorService.of(runtime), web.cors_origins),
+            history=ConversationHistory.of(runtime),
             limiter=RateLimiter(web.rate_limit_per_minute),
             clients=ClientAddresses(web.trusted_proxies),
             visitors_per_ip=RateLimiter(web.visitors_per_ip_per_minute),
             messages_per_ip=RateLimiter(web.messages_per_ip_per_minute),
             streams=StreamSlots(web.streams_per_ip),
         )
-
-    @property
-    def store(self) -> Store:
-        return self.runtime.store
 
     @property
     def engine(self) -> Engine:
@@ -78,8 +77,7 @@ class WebLane:
             return
         self._last_sweep = now
         idle = timedelta(hours=self.runtime.settings.channels.web.idle_visitor_hours)
-        visitors = await self.engine.db.run(self.store.forget_idle_visitors, idle)
-        codes = await self.engine.db.run(self.store.delete_expired_link_codes)
+        visitors, codes = await self.visitors.service.forget_idle(idle)
         if visitors or codes:
             log.info("forgot %d idle web visitors and %d expired link codes", visitors, codes)
 
@@ -87,7 +85,7 @@ class WebLane:
         return persona_view(self.engine.persona_for(session))
 
     async def state_of(self, visitor: Visitor, token: str | None = None) -> SessionState:
-        session = await self.engine.db.run(self.store.refresh, visitor.session)
+        session = await self.visitors.service.refresh(visitor.session)
         return SessionState(
             visitor_id=visitor.id,
             name=visitor.name,

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
 from fastapi import HTTPException, Request, status
 
-from bot.storage.models import ChatSession
-from bot.storage.store import Store
-from bot.turns.engine import Engine
-from bot.turns.inbound import Actor, InboundAttachment, InboundMessage
-from bot.turns.routing import Route, resolve_route
+from bot.turns.routing import ChatSession, Route
+from bot.visitors import DEFAULT_NAME, VisitorService
 
 COOKIE_NAME = "chorus_visitor"
-DEFAULT_NAME = "Visitor"
 MAX_NAME_CHARS = 64
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 
@@ -46,21 +41,20 @@ class Visitor:
 
 
 class Visitors:
-    """Visitor tokens and routing for the web lane, on top of `Store` and the engine."""
+    """Visitor tokens and routing for the web lane, on top of `bot.visitors`."""
 
-    def __init__(self, store: Store, engine: Engine, allowed_origins: list[str]) -> None:
-        self.store = store
-        self.engine = engine
+    def __init__(self, service: VisitorService, allowed_origins: list[str]) -> None:
+        self.service = service
         self.allowed_origins = set(allowed_origins)
 
     async def create(self, name: str | None) -> tuple[str, Visitor]:
-        token, visitor_id = await self.engine.db.run(self.store.create_visitor)
+        token, visitor_id = await self.service.create()
         return token, await self.visit(visitor_id, name)
 
     async def authenticate(self, request: Request) -> Visitor:
         """The visitor behind the request's token; 401 without a valid one."""
         credentials = credentials_of(request)
-        found = await self.engine.db.run(self.store.visitor_route, credentials.token) if credentials else None
+        found = await self.service.route_for_token(credentials.token) if credentials else None
         if credentials is None or found is None:
             raise HTTPException(
                 status.HTTP_401_UNAUTHORIZED,
@@ -70,44 +64,18 @@ class Visitors:
         if credentials.from_cookie and request.method not in SAFE_METHODS:
             self._check_origin(request)
         visitor_id, route = found
-        # One read resolves the visitor for the whole request, the turn included.
         if route is not None:
-            return Visitor(id=visitor_id, route=Route(account=route[0], session=route[1]))
+            return Visitor(id=visitor_id, route=route)
         return await self.visit(visitor_id, None)
 
     async def visit(self, visitor_id: str, name: str | None) -> Visitor:
         """Route the visitor as the engine would; `name` renames them when given."""
-        return await self.engine.db.run(self._visit, visitor_id, name)
-
-    def _visit(self, visitor_id: str, name: str | None) -> Visitor:
-        if name is None:
-            account = self.store.find_account("web", visitor_id)
-            name = account.display_name if account is not None else DEFAULT_NAME
-        probe = self.inbound(visitor_id, clean_name(name), text="")
-        return Visitor(id=visitor_id, route=resolve_route(self.store, probe, self.engine.personas.default.id))
-
-    def inbound(
-        self,
-        visitor_id: str,
-        name: str,
-        *,
-        text: str,
-        message_id: str | None = None,
-        attachments: tuple[InboundAttachment, ...] = (),
-    ) -> InboundMessage:
-        return InboundMessage(
-            lane="web",
-            platform_message_id=message_id or uuid.uuid4().hex,
-            chat_id=visitor_id,
-            chat_kind="private",
-            actor=Actor(user_id=visitor_id, display_name=name),
-            text=text,
-            attachments=attachments,
-        )
+        route = await self.service.route(visitor_id, clean_name(name) if name is not None else None)
+        return Visitor(id=visitor_id, route=route)
 
     async def owned_session(self, visitor: Visitor, session_id: str) -> ChatSession:
         """A session the visitor may read: 404 if unknown, 403 if someone else's."""
-        session = await self.engine.db.run(self.store.get_session, session_id)
+        session = await self.service.session(session_id)
         if session is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, "There is no such conversation.")
         if not visitor.owns(session):

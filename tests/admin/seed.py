@@ -64,8 +64,8 @@ async def seed(runtime: Runtime) -> Seeded:
         )
     await engine.drain()
     assert first.session_id is not None
-    private = runtime.store.get_session(first.session_id)
+    private = runtime.stores.sessions.get_session(first.session_id)
     assert private is not None and runtime.memory is not None
     await runtime.memory.flush(private)
-    groups = [chat for chat, _ in runtime.store.list_sessions() if chat.kind == "group"]
+    groups = [chat for chat, _ in runtime.stores.sessions.list_sessions() if chat.kind == "group"]
     return Seeded(private_id=first.session_id, group_id=groups[0].id)

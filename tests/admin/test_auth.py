@@ -62,7 +62,7 @@ async def test_every_admin_route_refuses_without_the_token(
         allowed = await client.request(method, url, headers=BEARER, json={"persona_id": "captain"})
         assert allowed.status_code != 401, (method, url)
     # Nothing was changed by the refused requests.
-    session = runtime.store.get_session(seeded.private_id)
+    session = runtime.stores.sessions.get_session(seeded.private_id)
     assert session is not None and session.persona_id == "captain"  # by the allowed request only
 
 
@@ -102,11 +102,11 @@ async def test_a_cookie_change_needs_the_csrf_token_and_the_same_origin(
     assert (await client.post(url, json=body, headers={"X-CSRF-Token": "0" * 64})).status_code == 401
     foreign = {"X-CSRF-Token": csrf.group(1), "Origin": "https://evil.example"}
     assert (await client.post(url, json=body, headers=foreign)).status_code == 401
-    session = runtime.store.get_session(seeded.private_id)
+    session = runtime.stores.sessions.get_session(seeded.private_id)
     assert session is not None and session.persona_id == "sage"
     own = {"X-CSRF-Token": csrf.group(1), "Origin": BASE_URL}
     assert (await client.post(url, json=body, headers=own)).status_code == 200
-    session = runtime.store.get_session(seeded.private_id)
+    session = runtime.stores.sessions.get_session(seeded.private_id)
     assert session is not None and session.persona_id == "captain"
 
 

@@ -29,7 +29,7 @@ async def test_conversation_list_shows_lanes_people_groups_counts_and_personas(
     private, group = rows[seeded.private_id], rows[seeded.group_id]
     assert private["lanes"] == ["web"] and private["participants"] == ["Alice (web)"]
     assert private["kind"] == "private" and private["persona_id"] == "sage"
-    assert private["message_count"] == len(runtime.store.messages(seeded.private_id))
+    assert private["message_count"] == len(runtime.stores.messages.messages(seeded.private_id))
     assert group["lanes"] == ["telegram"] and group["kind"] == "group"
     assert group["participants"] == ["telegram -100777"]
     # Latest activity first: the group talked last.
@@ -60,7 +60,7 @@ async def test_transcript_shows_every_stored_row_with_records_in_place(
         await client.get(f"/admin/api/conversations/{seeded.private_id}/transcript", headers=BEARER)
     ).json()
     entries = data["entries"]
-    stored = runtime.store.messages(seeded.private_id)
+    stored = runtime.stores.messages.messages(seeded.private_id)
     rows = [entry for entry in entries if entry["type"] in ("message", "event")]
     # Every stored row, in order, with its content exactly as stored.
     assert [(row["seq"], row["role"], row["content"]) for row in rows] == [
@@ -129,9 +129,9 @@ async def test_switching_persona_stores_the_same_event_as_the_command(
     response = await client.post(url, json={"persona_id": "captain"}, headers=BEARER)
     assert response.json() == {"persona_id": "captain"}
     by_command = next(
-        m for m in runtime.store.messages(seeded.private_id) if m.content.startswith("persona ")
+        m for m in runtime.stores.messages.messages(seeded.private_id) if m.content.startswith("persona ")
     )
-    by_console = runtime.store.messages(seeded.private_id)[-1]
+    by_console = runtime.stores.messages.messages(seeded.private_id)[-1]
     assert by_console.content == "persona switched from sage to captain"
     assert (by_console.role, by_console.persona_id) == (by_command.role, "captain")
     assert by_console.sender_name == "operator"
@@ -153,16 +153,16 @@ async def test_forgetting_a_memory_item_records_an_event_and_keeps_the_transcrip
     assert decision["session_id"] == seeded.private_id and decision["source_seq"] is not None
     searched = (await client.get("/admin/api/memory", params={"q": "postgresql"}, headers=BEARER)).json()
     assert [item["id"] for item in searched] == [decision["id"]]
-    before = [(m.seq, m.content) for m in runtime.store.messages(seeded.private_id)]
+    before = [(m.seq, m.content) for m in runtime.stores.messages.messages(seeded.private_id)]
     response = await client.post(f"/admin/api/memory/{decision['id']}/forget", headers=BEARER)
     assert response.json() == {"forgotten": decision["id"]}
-    after = runtime.store.messages(seeded.private_id)
+    after = runtime.stores.messages.messages(seeded.private_id)
     assert [(m.seq, m.content) for m in after[: len(before)]] == before
     assert after[-1].role == "system"
     assert (
         after[-1].content == f"memory item #{decision['id']} ({decision['kind']}) forgotten by the operator"
     )
-    session = runtime.store.get_session(seeded.private_id)
+    session = runtime.stores.sessions.get_session(seeded.private_id)
     assert session is not None and runtime.memory is not None
     remaining = [item.id for item in runtime.memory.store.all_items(Owner.of(session))]
     assert decision["id"] not in remaining
@@ -216,7 +216,7 @@ async def test_health_shows_lanes_model_errors_and_job_queue(tmp_path: Path, fak
 async def test_context_shows_parts_against_the_window(runtime: Runtime, client: httpx.AsyncClient) -> None:
     seeded = await seed(runtime)
     data = (await client.get(f"/admin/api/conversations/{seeded.private_id}/context", headers=BEARER)).json()
-    session = runtime.store.get_session(seeded.private_id)
+    session = runtime.stores.sessions.get_session(seeded.private_id)
     assert session is not None
     built = await runtime.engine.inspect(session)
     assert data["total_tokens"] == built.stats.total_tokens
@@ -257,7 +257,7 @@ async def test_tokens_per_turn_are_those_the_engine_sent(tmp_path: Path, managem
             reply = await runtime.engine.respond(inbound(f"message {number}: {words}"))
             session_id = reply.session_id or ""
             await runtime.engine.drain()
-        session = runtime.store.get_session(session_id)
+        session = runtime.stores.sessions.get_session(session_id)
         assert session is not None
         data = await Console(runtime).context(session_id)
         assert [point["tokens"] for point in data["turns"]] == sent

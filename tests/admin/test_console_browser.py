@@ -152,7 +152,7 @@ async def test_transcript_with_persona_switch_image_and_document(browser: Browse
     await page.select_option("select[name=persona]", "captain")
     await page.click("button:has-text('Switch')")
     await page.wait_for_selector(".event:has-text('persona switched from sage to captain')")
-    session = console.runtime.store.get_session(console.seeded.private_id)
+    session = console.runtime.stores.sessions.get_session(console.seeded.private_id)
     assert session is not None and session.persona_id == "captain"
 
 

@@ -107,7 +107,7 @@ async def test_no_message_body_document_or_secret_is_logged_at_info(
             await http.get("/admin/api/conversations", params={"q": "passport"})
         await runtime.engine.drain()
         assert runtime.memory is not None
-        for chat, _ in runtime.store.list_sessions():
+        for chat, _ in runtime.stores.sessions.list_sessions():
             await runtime.memory.flush(chat)
     finally:
         await runtime.aclose()

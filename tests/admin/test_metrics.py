@@ -173,7 +173,7 @@ async def test_a_stopped_turn_is_counted_as_stopped(model_runtime: Runtime, fake
     before = value(await scrape(model_runtime), "chorus_turns_total", lane="web", outcome="stopped")
     stream = model_runtime.engine.stream(inbound("tell me a long story", user_id="stopper"))
     assert isinstance(await anext(stream), Delta)
-    [(chat, _count)] = model_runtime.store.list_sessions()
+    [(chat, _count)] = model_runtime.stores.sessions.list_sessions()
     assert model_runtime.engine.stop_turn(chat.id)
     events = [event async for event in stream]
     assert events[-1].status == "stopped"  # type: ignore[union-attr]

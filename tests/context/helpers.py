@@ -31,10 +31,10 @@ async def say(rt: Runtime, text: str, **fields: Any) -> str:
 
 
 def session_of(rt: Runtime, user_id: str = "u1") -> ChatSession:
-    account = rt.store.find_account("web", user_id)
+    account = rt.stores.identities.find_account("web", user_id)
     assert account is not None
-    session = rt.store.private_session(account.person_id, "ada")
-    return rt.store.get_session(session.id) or session
+    session = rt.stores.sessions.private_session(account.person_id, "ada")
+    return rt.stores.sessions.get_session(session.id) or session
 
 
 def chat_requests(server: FakeOpenAI) -> list[dict[str, Any]]:

@@ -33,7 +33,8 @@ async def test_messages_leaving_the_window_are_compacted_progressively(
     await say(rt, "note 15")
     system = chat_requests(fake_openai)[-1]["messages"][0]["content"]
     assert second.text in system
-    assert rt.store.rows_between(session.id, 1, 2)[0].content == "note 1"  # stored history untouched
+    # The stored history is untouched.
+    assert rt.stores.messages.rows_between(session.id, 1, 2)[0].content == "note 1"
 
 
 async def test_compaction_starts_when_the_history_passes_the_configured_share(
@@ -61,7 +62,7 @@ async def test_compaction_starts_when_the_history_passes_the_configured_share(
         built = await rt.engine.inspect(session)
         assert built.stats.total_tokens < 500  # below the threshold, nothing happened
     assert compacted_at is not None and compacted_at > 1
-    rows = rt.store.recent_rows(session.id, 2)
+    rows = rt.stores.messages.recent_rows(session.id, 2)
     assert summary.last_seq == rows[0].seq - 1  # the newest two stay verbatim
 
 

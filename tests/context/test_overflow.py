@@ -32,7 +32,7 @@ async def test_overflow_collapses_the_oldest_range_and_retries(
     assert len(retried) == 7  # system, the note, messages #5–#9
     session = session_of(rt)
     assert rt.context is not None and rt.context.counters.overflow_recoveries == 1
-    assert len(rt.store.messages(session.id)) == 10  # nothing deleted: 9 messages and the reply
+    assert len(rt.stores.messages.messages(session.id)) == 10  # nothing deleted: 9 messages and the reply
     await rt.aclose()
 
     # A new process on the same database sees the same folded range.
@@ -55,7 +55,7 @@ async def test_overflow_that_never_recovers_tells_the_user_and_keeps_the_message
     await rt.engine.drain()
     assert reply.kind == "error" and reply.text == OVERFLOW_MESSAGE
     session = session_of(rt)
-    stored = rt.store.messages(session.id)
+    stored = rt.stores.messages.messages(session.id)
     assert [m.content for m in stored[-2:]] == ["too big", "error: context overflow"]
     chats = [r for r in fake_openai.requests if not r.is_summary]
     assert len(chats) == 8 + 4  # one per earlier turn, then the first try and 3 retries

@@ -26,7 +26,7 @@ async def test_snip_hides_from_the_model_but_not_from_the_export(
     built = await rt.engine.inspect(session)
     assert built.stats.kept_seqs == (1, 4, 5, 6)
 
-    exported = export_json(rt.store, rt.engine.attachments, session)
+    exported = export_json(rt.stores.messages, rt.engine.attachments, session)
     conversation = [m for m in exported["messages"] if m["role"] != "system"]
     assert [m["seq"] for m in conversation] == list(range(1, 9))  # snipped ones included
     assert conversation[6]["content"] == "message 4"
@@ -36,7 +36,7 @@ async def test_snip_hides_from_the_model_but_not_from_the_export(
     assert sent == ["message 1", "reply to: message 2", "message 3", "reply to: message 3", "next"]
 
     assert (await say(rt, "/unsnip")) == "Brought back messages #2–#3 into the model's context."
-    newest = [row.seq for row in rt.store.recent_rows(session.id, 2)]
+    newest = [row.seq for row in rt.stores.messages.recent_rows(session.id, 2)]
     assert (await rt.engine.inspect(session)).stats.kept_seqs == (1, 2, 3, 4, 5, 6, *newest)
     assert (await say(rt, "/unsnip all")) == "Brought back messages #7–#8 into the model's context."
     assert (await say(rt, "/unsnip")) == "No snipped messages to bring back."

@@ -7,7 +7,7 @@ from tests.support.runtime import attachment, inbound
 
 
 def stored_roles(runtime, session_id):
-    return [m.role for m in runtime.store.messages(session_id)]
+    return [m.role for m in runtime.stores.messages.messages(session_id)]
 
 
 async def test_empty_message_is_refused(runtimes, tmp_path):
@@ -67,7 +67,7 @@ async def test_invalid_utf8_from_a_platform_is_repaired_not_fatal(runtimes, tmp_
     runtime = runtimes(tmp_path)
     reply = await runtime.engine.respond(inbound("broken \udcff text\x00 here"))
     assert reply.kind == "assistant"
-    user = runtime.store.messages(reply.session_id)[0]
+    user = runtime.stores.messages.messages(reply.session_id)[0]
     assert user.content == "broken \ufffd text here"
 
 
@@ -77,9 +77,9 @@ async def test_documents_and_images_are_stored_by_reference(runtimes, tmp_path, 
     photo = attachment("cat.png", "image/png", png_image(), kind="image")
     reply = await runtime.engine.respond(inbound("what do you see?", attachments=(pdf, photo)))
     assert reply.kind == "assistant"
-    user = runtime.store.messages(reply.session_id)[0]
+    user = runtime.stores.messages.messages(reply.session_id)[0]
     assert "base64" not in user.content
-    files = runtime.store.attachments_for([user.id])[user.id]
+    files = runtime.stores.messages.attachments_for([user.id])[user.id]
     assert [(f.kind, f.filename, f.text) for f in files] == [
         ("document", "invoice.pdf", "Invoice INV-2291 total 42 EUR"),
         ("image", "cat.png", None),

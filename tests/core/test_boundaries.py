@@ -1,4 +1,9 @@
-"""The package boundaries of docs/ARCHITECTURE.md §2, checked on the imports of every module."""
+"""The package boundaries of docs/ARCHITECTURE.md §2, checked on the imports of every module.
+
+Besides which package may import what: lanes never reach the database (no `bot.storage`
+import, no store picked off the runtime or the engine), and the modules and packages of
+`bot` import each other without a cycle, so each layer can be read (and changed) on its own.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ FORBIDDEN = {
     # persona never knows the lane and does no I/O either.
     "persona": {"aiogram", "discord", "fastapi", "sqlmodel", "sqlalchemy", "httpx", "bot", "channels"},
     # lanes translate; they never reach the database or the model themselves.
-    "channels": {"sqlmodel", "sqlalchemy", "bot.providers"},
+    "channels": {"sqlmodel", "sqlalchemy", "bot.providers", "bot.storage"},
     # the runtime holds no platform code (`chorus serve` builds lanes through channels.registry).
     "bot": {"aiogram", "discord", "fastapi"},
 }
@@ -30,6 +35,11 @@ LANE_FRONTS = [
     "channels/*/__init__.py",
     "channels/*/settings.py",
 ]
+
+
+# What a lane would pick the stores off (`runtime.stores`, `engine.stores`): lanes go through
+# the engine or a service of `bot` instead (`bot.visitors`, `bot.history`, `bot.console`).
+STORE_ATTRIBUTES = {"store", "stores"}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -90,3 +100,101 @@ def test_the_command_line_and_settings_load_no_lane() -> None:
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_lanes_never_pick_the_stores_off_the_runtime_or_the_engine() -> None:
+    violations = [
+        f"{path.relative_to(ROOT)}:{node.lineno} uses .{node.attr}"
+        for path in sorted((ROOT / "channels").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute) and node.attr in STORE_ATTRIBUTES
+    ]
+    assert violations == []
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def bot_import_graph() -> dict[str, set[str]]:
+    """Module → the `bot` modules it imports, type-only and function-local imports included:
+    a type a module names is as much a dependency as a function it calls."""
+    modules = {module_name(path): path for path in (ROOT / "bot").rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets.add(node.module)
+                # `from bot.storage import migrate` imports the module bot.storage.migrate.
+                targets.update(f"{node.module}.{alias.name}" for alias in node.names)
+        graph[name] = {target for target in targets if target in modules and target != name}
+    return graph
+
+
+def package_of(module: str) -> str:
+    """`bot.turns.engine` → `bot.turns`; a top-level module (`bot.metrics`) is a package of its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    packages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        edges = packages.setdefault(package_of(module), set())
+        edges.update(package_of(target) for target in targets if package_of(target) != package_of(module))
+    return packages
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one node (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_bot_modules_import_each_other_without_a_cycle() -> None:
+    assert cycles(bot_import_graph()) == []
+
+
+def test_bot_packages_import_each_other_without_a_cycle() -> None:
+    # E.g. `bot.commands` builds on `bot.turns`, so nothing in `bot.turns` may import `bot.commands`.
+    assert cycles(package_graph(bot_import_graph())) == []
+
+
+def test_the_import_graph_sees_the_imports_that_matter() -> None:
+    graph = bot_import_graph()
+    # A type-only import counts, and so does a module imported from its package.
+    assert "bot.context.maintenance" in graph["bot.commands.registry"]
+    assert "bot.storage.migrate" in graph["bot.runtime"]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

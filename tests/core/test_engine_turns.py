@@ -38,7 +38,7 @@ async def test_reply_streams_and_is_stored_with_the_persona(runtimes, tmp_path, 
     assert reply.kind == "assistant"
     assert reply.text == "Hello there, Alice!"
     assert reply.persona_id == "ada"
-    stored = runtime.store.messages(reply.session_id)
+    stored = runtime.stores.messages.messages(reply.session_id)
     assert [(m.role, m.content, m.persona_id) for m in stored] == [
         ("user", "hi", None),
         ("assistant", "Hello there, Alice!", "ada"),
@@ -64,12 +64,14 @@ async def test_server_errors_become_a_clear_reply_and_keep_the_message(runtimes,
     fake_openai.script(*[server_error(500)] * 4)
     runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url, model_max_retries="3")
     reply = await runtime.engine.respond(inbound("please remember this"))
-    assert reply.kind == "error"
-    assert "Your message is saved" in reply.text
-    stored = runtime.store.messages(reply.session_id)
-    assert [m.role for m in stored] == ["user", "system"]
-    assert stored[0].content == "please remember this"
-    assert stored[1].content.startswith("error:")
+    problem = "The model is busy right now (HTTP 500). Try again in a minute."
+    assert (reply.kind, reply.text) == ("error", f"{problem} Your message is saved.")
+    assert len(fake_openai.requests) == 4
+    stored = runtime.stores.messages.messages(reply.session_id)
+    assert [(m.role, m.content) for m in stored] == [
+        ("user", "please remember this"),
+        ("system", f"error: {problem}"),
+    ]
 
 
 async def test_read_timeout_is_reported(runtimes, tmp_path, fake_openai):
@@ -78,16 +80,30 @@ async def test_read_timeout_is_reported(runtimes, tmp_path, fake_openai):
         tmp_path, model_base_url=fake_openai.base_url, model_read_timeout="0.3", model_max_retries="1"
     )
     reply = await runtime.engine.respond(inbound("anyone there?"))
-    assert reply.kind == "error"
-    assert [m.role for m in runtime.store.messages(reply.session_id)][0] == "user"
+    problem = "The model is unreachable right now (no answer within 0.3 seconds). Try again in a minute."
+    assert (reply.kind, reply.text) == ("error", f"{problem} Your message is saved.")
+    # Retried once, then the message stays stored with the failure noted after it.
+    assert len(fake_openai.requests) == 2
+    stored = runtime.stores.messages.messages(reply.session_id)
+    assert [(m.role, m.content) for m in stored] == [
+        ("user", "anyone there?"),
+        ("system", f"error: {problem}"),
+    ]
 
 
 async def test_malformed_stream_is_reported(runtimes, tmp_path, fake_openai):
     fake_openai.script(Malformed("{not json"))
     runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     reply = await runtime.engine.respond(inbound("hi"))
-    assert reply.kind == "error"
-    assert not [m for m in runtime.store.messages(reply.session_id) if m.role == "assistant"]
+    problem = (
+        "The model provider sent a reply Chorus cannot read (unexpected stream data '{not json'). "
+        "Try again, or check the provider."
+    )
+    assert (reply.kind, reply.text) == ("error", f"{problem} Your message is saved.")
+    # Another attempt would read the same garbage: no retry.
+    assert len(fake_openai.requests) == 1
+    stored = runtime.stores.messages.messages(reply.session_id)
+    assert [(m.role, m.content) for m in stored] == [("user", "hi"), ("system", f"error: {problem}")]
 
 
 async def test_interrupted_stream_is_stored_marked_interrupted(runtimes, tmp_path, fake_openai):
@@ -96,7 +112,7 @@ async def test_interrupted_stream_is_stored_marked_interrupted(runtimes, tmp_pat
     reply = await runtime.engine.respond(inbound("tell me a story"))
     assert reply.kind == "assistant"
     assert reply.status == "interrupted"
-    assistant = [m for m in runtime.store.messages(reply.session_id) if m.role == "assistant"]
+    assistant = [m for m in runtime.stores.messages.messages(reply.session_id) if m.role == "assistant"]
     assert len(assistant) == 1
     assert assistant[0].status == "interrupted"
     assert assistant[0].content.startswith("The first half of")
@@ -108,10 +124,10 @@ async def test_consumer_leaving_mid_stream_keeps_the_partial_reply(runtimes, tmp
     stream = runtime.engine.stream(inbound("count"))
     first = await anext(stream)
     await stream.aclose()
-    session_id = runtime.store.list_sessions()[0][0].id
+    session_id = runtime.stores.sessions.list_sessions()[0][0].id
     # Each piece names the persona writing it and the session, for a lane's Stop control.
     assert first == Delta("one ", "ada", "Ada", session_id=session_id)
-    assistant = [m for m in runtime.store.messages(session_id) if m.role == "assistant"]
+    assistant = [m for m in runtime.stores.messages.messages(session_id) if m.role == "assistant"]
     assert [(m.content, m.status) for m in assistant] == [("one ", "interrupted")]
 
 
@@ -122,7 +138,7 @@ async def test_same_platform_message_twice_gives_one_message_and_one_reply(runti
     assert first.kind == "assistant"
     assert second.kind == "duplicate"
     assert not second.should_send
-    stored = runtime.store.messages(first.session_id)
+    stored = runtime.stores.messages.messages(first.session_id)
     assert [m.role for m in stored] == ["user", "assistant"]
     assert len(fake_openai.requests) == 1
 
@@ -135,7 +151,7 @@ async def test_redelivered_message_that_failed_before_is_answered_once(runtimes,
     retried = await runtime.engine.respond(inbound("retry me", message_id="wh-1"))
     assert retried.kind == "assistant"
     assert retried.text == "now it works"
-    users = [m for m in runtime.store.messages(failed.session_id) if m.role == "user"]
+    users = [m for m in runtime.stores.messages.messages(failed.session_id) if m.role == "user"]
     assert len(users) == 1
 
 
@@ -144,7 +160,7 @@ async def test_concurrent_turns_of_one_session_never_interleave(runtimes, tmp_pa
     runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     replies = await asyncio.gather(*(runtime.engine.respond(inbound(f"question {i}")) for i in range(5)))
     assert {reply.kind for reply in replies} == {"assistant"}
-    stored = runtime.store.messages(replies[0].session_id)
+    stored = runtime.stores.messages.messages(replies[0].session_id)
     assert [m.role for m in stored] == ["user", "assistant"] * 5
     for question, answer in zip(stored[::2], stored[1::2], strict=True):
         assert answer.reply_to_id == question.id
@@ -171,7 +187,7 @@ async def test_a_redelivered_command_is_run_once(runtimes, tmp_path):
     again = await runtime.engine.respond(inbound("/persona sage", message_id="cmd-1"))
     assert first.kind == "command" and "Switched to Sage" in first.text
     assert again.kind == "duplicate" and not again.should_send
-    events = [m.content for m in runtime.store.messages(first.session_id)]
+    events = [m.content for m in runtime.stores.messages.messages(first.session_id)]
     assert events == [
         "command: /persona sage",
         "persona switched from ada to sage",

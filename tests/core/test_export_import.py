@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import json
+from typing import Any
 
 from bot.cli import main
+from bot.runtime import Runtime
 from tests.support.files import png_image
 from tests.support.runtime import attachment, inbound, make_runtime, make_settings
 
@@ -29,13 +30,56 @@ async def make_conversation(tmp_path) -> str:
     return reply.session_id
 
 
-def test_export_import_export_is_lossless(tmp_path, monkeypatch, capsys):
+MESSAGE_FIELDS = (
+    "seq",
+    "role",
+    "content",
+    "persona_id",
+    "sender_id",
+    "sender_name",
+    "lane",
+    "platform_chat_id",
+    "platform_message_id",
+    "token_count",
+    "status",
+    "created_at",
+)
+ATTACHMENT_FIELDS = ("kind", "filename", "mime_type", "size", "sha256", "text")
+
+
+def stored_transcript(runtime: Runtime, session_id: str) -> dict[str, Any]:
+    """What the database and the data directory hold for a session, without its ids."""
+    stores = runtime.stores
+    session = stores.sessions.find_session(session_id)
+    assert session is not None
+    messages = stores.messages.messages(session.id)
+    files = stores.messages.attachments_for(m.id for m in messages if m.id is not None)
+    seq_of = {m.id: m.seq for m in messages}
+    return {
+        "session": (session.kind, session.owner_kind, session.persona_id, session.title),
+        "messages": [
+            {
+                **{name: getattr(m, name) for name in MESSAGE_FIELDS},
+                "reply_to_seq": seq_of.get(m.reply_to_id),
+                "attachments": [
+                    {
+                        **{name: getattr(item, name) for name in ATTACHMENT_FIELDS},
+                        "bytes": runtime.engine.attachments.path_of(item.path).read_bytes(),
+                    }
+                    for item in files.get(m.id or 0, [])
+                ],
+            }
+            for m in messages
+        ],
+    }
+
+
+def test_an_imported_export_stores_what_was_stored(tmp_path, monkeypatch, capsys):
     session_id = asyncio.run(make_conversation(tmp_path))
-    cli_env(tmp_path, monkeypatch)
-    first_file = tmp_path / "first.json"
-    assert main(["export", session_id[:8], "--format", "json", "-o", str(first_file)]) == 0
-    first = json.loads(first_file.read_text())
-    assert [m["role"] for m in first["messages"]] == [
+    original = make_runtime(tmp_path)
+    expected = stored_transcript(original, session_id)
+    asyncio.run(original.aclose())
+    assert [m["role"] for m in expected["messages"]] == [
         "user",
         "assistant",
         "system",
@@ -44,19 +88,23 @@ def test_export_import_export_is_lossless(tmp_path, monkeypatch, capsys):
         "user",
         "assistant",
     ]
-    assert [m["persona_id"] for m in first["messages"] if m["role"] == "assistant"] == ["ada", "sage"]
-    assert first["messages"][0]["attachments"][1]["text"] == "Ünïcode notes: ship Friday"
+    assert [m["reply_to_seq"] for m in expected["messages"] if m["role"] == "assistant"] == [1, 6]
+    assert [item["filename"] for item in expected["messages"][0]["attachments"]] == ["cat.png", "notes.md"]
+    cli_env(tmp_path, monkeypatch)
+    exported = tmp_path / "export.json"
+    assert main(["export", session_id[:8], "--format", "json", "-o", str(exported)]) == 0
 
-    assert main(["import", str(first_file)]) == 0
+    # Another install: its own database and data directory.
+    elsewhere = tmp_path / "elsewhere"
+    cli_env(elsewhere, monkeypatch)
+    assert main(["import", str(exported)]) == 0
     imported_id = capsys.readouterr().out.split("Imported as session ")[1].split()[0]
-    second_file = tmp_path / "second.json"
-    assert main(["export", imported_id, "--format", "json", "-o", str(second_file)]) == 0
-    second = json.loads(second_file.read_text())
-    assert second["session"].pop("id") == imported_id
-    first["session"].pop("id")
-    second["session"].pop("created_at")
-    first["session"].pop("created_at")
-    assert second == first
+
+    imported = make_runtime(elsewhere)
+    try:
+        assert stored_transcript(imported, imported_id) == expected
+    finally:
+        asyncio.run(imported.aclose())
 
 
 def test_markdown_export_names_personas_and_attachments(tmp_path, monkeypatch, capsys):

@@ -8,8 +8,8 @@ from sqlalchemy import text
 
 from bot.cli.transfer import export_markdown
 from bot.runtime import Runtime
+from bot.storage.index_text import owner_token
 from bot.storage.memory_store import Owner
-from bot.storage.store import owner_token
 from bot.turns.events import Reply
 from tests.fakes.openai_server import FakeOpenAI, message_text
 from tests.support.runtime import inbound
@@ -28,7 +28,7 @@ async def link(runtime: Runtime, shown_on: tuple[str, str], entered_on: tuple[st
 
 
 def person_of(runtime: Runtime, lane: str, user_id: str) -> str:
-    account = runtime.store.find_account(lane, user_id)
+    account = runtime.stores.identities.find_account(lane, user_id)
     assert account is not None
     return account.person_id
 
@@ -59,9 +59,9 @@ async def test_the_most_recent_conversation_continues_and_the_other_stays_reacha
     # The set-aside conversation belongs to the person now: stored, exportable and recalled.
     person = person_of(runtime, "web", "visitor-1")
     assert person_of(runtime, "telegram", "4242") == person
-    set_aside = runtime.store.get_session(older.session_id)
+    set_aside = runtime.stores.sessions.get_session(older.session_id)
     assert set_aside is not None and set_aside.owner_id == person
-    assert "I keep bees on my balcony." in export_markdown(runtime.store, set_aside)
+    assert "I keep bees on my balcony." in export_markdown(runtime.stores.messages, set_aside)
     recalled = await say(runtime, "/recall bees balcony", "web", "visitor-1")
     assert "I keep bees on my balcony." in recalled.text
     # The search rows moved with the messages: none is left under the joined person's tag.
@@ -71,7 +71,7 @@ async def test_the_most_recent_conversation_continues_and_the_other_stays_reacha
 
 def search_rows(runtime: Runtime, person_id: str) -> int:
     query = text("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH :match")
-    with runtime.store.database.connect() as connection:
+    with runtime.stores.database.connect() as connection:
         return int(
             connection.execute(query, {"match": f'owner:"{owner_token("person", person_id)}"'}).scalar_one()
         )
@@ -114,7 +114,7 @@ async def test_both_memories_merge_and_duplicates_are_kept_once(runtimes, tmp_pa
     telegram = await say(runtime, "We decided to use PostgreSQL for the main database.", "telegram", "t")
     await say(runtime, "We decided to host the servers in Frankfurt.", "telegram", "t")
     for reply in (web, telegram):
-        session = runtime.store.get_session(reply.session_id)
+        session = runtime.stores.sessions.get_session(reply.session_id)
         assert session is not None
         await memory.flush(session)
     telegram_owner = Owner("person", person_of(runtime, "telegram", "t"))
@@ -167,7 +167,7 @@ async def test_every_account_of_the_joining_person_comes_along(runtimes, tmp_pat
     await link(runtime, shown_on=("web", "v"), entered_on=("telegram", "t"))
     person = person_of(runtime, "web", "v")
     assert person_of(runtime, "telegram", "t") == person_of(runtime, "discord", "d") == person
-    lanes = sorted(account.lane for account in runtime.store.accounts_of(person))
+    lanes = sorted(account.lane for account in runtime.stores.identities.accounts_of(person))
     assert lanes == ["discord", "telegram", "web"]
 
 
@@ -178,7 +178,7 @@ async def test_an_offload_that_started_before_the_link_stores_under_the_merged_p
     assert runtime.memory is not None
     talked = await say(runtime, "My sister lives in Porto with two cats.", "web", "v")
     # What an idle offload armed before the link holds on to: the session as it was then.
-    held = runtime.store.get_session(talked.session_id)
+    held = runtime.stores.sessions.get_session(talked.session_id)
     assert held is not None
     await say(runtime, "I keep bees on my balcony.", "telegram", "t")
     await link(runtime, shown_on=("telegram", "t"), entered_on=("web", "v"))

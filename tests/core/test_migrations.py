@@ -17,8 +17,9 @@ from bot.search_terms import words as search_words
 from bot.storage import migrate
 from bot.storage.database import create_database_engine
 from bot.storage.memory_store import MemoryStore, Owner
+from bot.storage.messages import NewMessage
 from bot.storage.models import ChatSession
-from bot.storage.store import NewMessage, Store
+from bot.storage.stores import Stores
 
 
 def test_upgrade_to_head_matches_the_models(tmp_path):
@@ -33,12 +34,16 @@ def test_upgrade_to_head_matches_the_models(tmp_path):
     engine.dispose()
 
 
-def test_upgrade_is_idempotent(tmp_path):
+def test_a_second_upgrade_keeps_the_database_at_head_with_its_rows(tmp_path):
     engine = create_database_engine(f"sqlite:///{tmp_path / 'twice.db'}")
     migrate.upgrade(engine)
-    first = migrate.current_revision(engine)
+    assert migrate.current_revision(engine) == migrate.head_revision()
+    session = _say(Stores.open(engine), "still here")
+
     migrate.upgrade(engine)
-    assert migrate.current_revision(engine) == first
+
+    assert migrate.current_revision(engine) == migrate.head_revision()
+    assert [m.content for m in Stores.open(engine).messages.messages(session.id)] == ["still here"]
     engine.dispose()
 
 
@@ -79,10 +84,10 @@ def _migrated_to_0003(tmp_path: Path, name: str) -> Engine:
     return engine
 
 
-def _say(store: Store, text_: str) -> ChatSession:
-    account = store.account("web", "visitor-1", "Visitor", None)
-    session = store.private_session(account.person_id, "assistant")
-    store.append(
+def _say(stores: Stores, text_: str) -> ChatSession:
+    account = stores.identities.account("web", "visitor-1", "Visitor", None)
+    session = stores.sessions.private_session(account.person_id, "assistant")
+    stores.messages.append(
         session.id, NewMessage(role="user", content=text_, token_count=3, sender_name="Visitor", lane="web")
     )
     return session
@@ -101,8 +106,8 @@ def test_repair_leaves_each_message_indexed_once_after_the_old_trigger(tmp_path:
     engine = _migrated_to_0003(tmp_path, "second_shape.db")
     with engine.begin() as connection:
         connection.execute(text(SECOND_SHAPE_MESSAGE_TRIGGER))
-    store = Store(engine)
-    _say(store, "一只袋熊 quokka")
+    stores = Stores.open(engine)
+    _say(stores, "一只袋熊 quokka")
     # The trigger indexed the raw text too: the unspaced run is one word there, and a later
     # change to the store's row (a person joining another) would leave that copy behind.
     assert "一只袋熊" in _indexed_words(engine)
@@ -112,7 +117,7 @@ def test_repair_leaves_each_message_indexed_once_after_the_old_trigger(tmp_path:
     words = _indexed_words(engine)
     assert "一只袋熊" not in words
     assert words.count("熊") == 1 and words.count("quokka") == 1
-    session = _say(store, "两只袋熊")
+    session = _say(stores, "两只袋熊")
     assert "两只袋熊" not in _indexed_words(engine)  # no trigger any more
     hits = MemoryStore(engine).full_text(Owner.of(session), search_words("袋熊"), 5)["message"]
     assert len(hits) == 2
@@ -122,7 +127,7 @@ def test_repair_leaves_each_message_indexed_once_after_the_old_trigger(tmp_path:
 def test_repair_rebuilds_the_first_shape_with_owners(tmp_path: Path) -> None:
     # Without an owner column in the index, the store cannot even write a message.
     engine = _migrated_to_0003(tmp_path, "first_shape.db")
-    session = _say(Store(engine), "the wombat plan")
+    session = _say(Stores.open(engine), "the wombat plan")
     with engine.begin() as connection:
         for index in ("memory_items_fts", "messages_fts"):
             for suffix in ("insert", "delete", "update"):
@@ -153,7 +158,7 @@ def test_repair_rebuilds_the_first_shape_with_owners(tmp_path: Path) -> None:
 def test_repair_leaves_a_current_database_as_it_is(tmp_path: Path) -> None:
     engine = create_database_engine(f"sqlite:///{tmp_path / 'current.db'}")
     migrate.upgrade(engine, "0005_deliveries")
-    _say(Store(engine), "一只袋熊")  # written by the store, CJK split into characters
+    _say(Stores.open(engine), "一只袋熊")  # written by the store, CJK split into characters
     with engine.connect() as connection:
         before = connection.execute(text("SELECT count(*) FROM messages_fts_idx")).scalar_one()
     migrate.upgrade(engine)
@@ -202,13 +207,14 @@ def test_the_recall_migration_dates_old_items_and_reindexes_old_messages(tmp_pat
     from sqlalchemy import text
 
     from bot.storage.memory_store import MemoryStore, Owner
-    from bot.storage.store import NewMessage, Store
+    from bot.storage.messages import NewMessage
+    from bot.storage.stores import Stores
 
     engine = create_database_engine(f"sqlite:///{tmp_path / 'old.db'}")
     migrate.upgrade(engine, "0003_memory")
     said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
-    store = Store(engine)
-    chat = store.create_session("group", "group", "web:g1", "ada")
+    stores = Stores.open(engine)
+    chat = stores.sessions.create_session("group", "group", "web:g1", "ada")
     with engine.begin() as connection:
         # A message and an item as the release before this migration wrote them.
         connection.execute(
@@ -241,6 +247,7 @@ def test_the_recall_migration_dates_old_items_and_reindexes_old_messages(tmp_pat
     found = memory.full_text(Owner("group", "web:g1"), ["caroline"], 5)
     assert [hit.seq for hit in found["message"]] == [1]
     assert [hit.id for hit in memory.full_text(Owner("group", "web:g1"), ["d20230507"], 5)["memory"]] == [1]
-    store.append(chat.id, NewMessage(role="user", content="New one.", token_count=1, sender_name="Mel"))
+    new_one = NewMessage(role="user", content="New one.", token_count=1, sender_name="Mel")
+    stores.messages.append(chat.id, new_one)
     assert [hit.seq for hit in memory.full_text(Owner("group", "web:g1"), ["mel"], 5)["message"]] == [2]
     engine.dispose()

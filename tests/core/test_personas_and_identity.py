@@ -18,7 +18,7 @@ async def test_persona_switch_tags_the_next_turn_and_keeps_earlier_tags(runtimes
     assert "Captain Reed" in switched.text
     second = await engine.respond(inbound("and now?"))
     assert (first.persona_id, second.persona_id) == ("ada", "captain")
-    stored = runtime.store.messages(second.session_id)
+    stored = runtime.stores.messages.messages(second.session_id)
     assert [(m.role, m.persona_id, m.content) for m in stored if m.role != "user"] == [
         ("assistant", "ada", "reply to: hello"),
         ("system", None, "command: /persona captain"),
@@ -118,7 +118,7 @@ async def test_new_starts_a_fresh_session_and_keeps_the_old(runtimes, tmp_path):
     after = await engine.respond(inbound("hello"))
     assert after.session_id == fresh.session_id
     assert "I received 0 history messages" in after.text
-    assert [m.content for m in runtime.store.messages(old.session_id)][0] == "remember the old days"
+    assert [m.content for m in runtime.stores.messages.messages(old.session_id)][0] == "remember the old days"
 
 
 async def test_groups_route_by_chat_and_thread_and_show_sender_names(runtimes, tmp_path, fake_openai):

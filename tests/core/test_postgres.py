@@ -47,7 +47,7 @@ async def test_turns_idempotency_and_ordering_on_postgres(postgres_url, runtimes
     assert (first.kind, again.kind) == ("assistant", "duplicate")
     await engine.respond(inbound("/persona sage"))
     replies = await asyncio.gather(*(engine.respond(inbound(f"q{i}")) for i in range(4)))
-    stored = runtime.store.messages(first.session_id)
+    stored = runtime.stores.messages.messages(first.session_id)
     assert [m.seq for m in stored] == list(range(1, len(stored) + 1))
     conversation = [m for m in stored if m.role != "system"]
     assert [m.role for m in conversation] == ["user", "assistant"] * 5
@@ -67,10 +67,10 @@ async def test_link_and_export_import_on_postgres(postgres_url, runtimes, tmp_pa
     await engine.respond(inbound(f"/link {code}", lane="discord", user_id="d1"))
     discord = await engine.respond(inbound("and now on discord", lane="discord", user_id="d1"))
     assert discord.session_id == web.session_id
-    session = runtime.store.get_session(web.session_id)
-    exported = export_json(runtime.store, engine.attachments, session)
-    copy = import_json(runtime.store, engine.attachments, exported)
-    again = export_json(runtime.store, engine.attachments, copy)
+    session = runtime.stores.sessions.get_session(web.session_id)
+    exported = export_json(runtime.stores.messages, engine.attachments, session)
+    copy = import_json(runtime.stores, engine.attachments, exported)
+    again = export_json(runtime.stores.messages, engine.attachments, copy)
     for document in (exported, again):
         document["session"].pop("id")
         document["session"].pop("created_at")
@@ -110,7 +110,7 @@ async def test_linking_merges_two_persons_on_postgres(postgres_url, runtimes, tm
         inbound("We decided to use PostgreSQL for billing.", lane="web", user_id="v")
     )
     for reply in (older, newer):
-        await runtime.memory.flush(runtime.store.get_session(reply.session_id))
+        await runtime.memory.flush(runtime.stores.sessions.get_session(reply.session_id))
     code = (
         (await engine.respond(inbound("/link", lane="telegram", user_id="t")))
         .text.split(": ")[1]

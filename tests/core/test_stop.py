@@ -40,7 +40,7 @@ async def test_stop_turn_ends_the_stream_and_stores_what_arrived(
     fake_openai.script(Hang(seconds=DEADLINE, after_text="Once upon a time"), "Short answer.")
     runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
     turn, _ = await start_hanging_turn(runtime)
-    [(chat, _count)] = runtime.store.list_sessions()
+    [(chat, _count)] = runtime.stores.sessions.list_sessions()
     session = chat.id
     assert runtime.engine.locks.busy(session)  # the running turn holds the session's lock
 
@@ -50,7 +50,7 @@ async def test_stop_turn_ends_the_stream_and_stores_what_arrived(
     assert (reply.kind, reply.status) == ("assistant", "stopped")
     assert reply.text.startswith("Once upon a time")
     assert reply.text.endswith("[Stopped.]")
-    rows = runtime.store.messages(session)
+    rows = runtime.stores.messages.messages(session)
     assert [(m.role, m.status) for m in rows] == [("user", "complete"), ("assistant", "interrupted")]
     assert rows[1].content == "Once upon a time"
     assert runtime.engine.stop_turn(session) is False
@@ -78,7 +78,7 @@ async def test_stop_command_answers_while_the_turn_holds_the_lock(
     assert (answer.kind, answer.text) == ("command", "Stopped.")
     assert reply.status == "stopped"
     assert reply.text == "Let me think about\n\n[Stopped.]"
-    rows = runtime.store.messages(reply.session_id or "")
+    rows = runtime.stores.messages.messages(reply.session_id or "")
     # The stopped turn and the command's answer are stored in whichever order they finish.
     assert [(m.role, m.status, m.content) for m in rows][:2] == [
         ("user", "complete", "tell me a long story"),
@@ -113,7 +113,7 @@ async def test_stop_before_the_first_word_stores_an_empty_interrupted_reply(
 
     assert answer.text == "Stopped."
     assert (reply.status, reply.text) == ("stopped", "[Stopped.]")
-    rows = runtime.store.messages(reply.session_id or "")
+    rows = runtime.stores.messages.messages(reply.session_id or "")
     assert [(m.role, m.status, m.content) for m in rows][-1] == ("assistant", "interrupted", "")
 
 

@@ -29,7 +29,7 @@ def web_message(visitor_id: str, text: str) -> InboundMessage:
 
 async def link_web_and_discord(runtime: Runtime, fake_discord: FakeDiscord) -> str:
     """Alice asks for a code on the web and enters it in her Discord DM; returns her visitor id."""
-    visitor_id, _ = runtime.store.create_visitor()
+    visitor_id, _ = runtime.stores.visitors.create_visitor()
     shown = await runtime.engine.respond(web_message(visitor_id, "/link"))
     code = shown.text.split("\n")[0].removeprefix("Your link code: ").strip("`")
     before = len(fake_discord.sent)

@@ -46,8 +46,8 @@ async def test_a_reply_to_the_bot_counts_as_addressing_it(
 
     await fake_discord.post_message(CHANNEL_ID, "and tomorrow?", replying_to=persona_message)
 
-    await fake_discord.wait_until(lambda: len(fake_discord.texts_in(CHANNEL_ID)) == 2)
-    await fake_discord.wait_until(lambda: "▌" not in fake_discord.texts_in(CHANNEL_ID)[1])
+    answer = "reply to: Alice: > Ada: reply to: Alice: hi\nand tomorrow?"
+    await fake_discord.wait_for_texts(CHANNEL_ID, ["reply to: Alice: hi", answer])
     last = fake_openai.requests[-1].messages[-1]
     assert message_text(last) == "Alice: > Ada: reply to: Alice: hi\nand tomorrow?"
 

@@ -12,7 +12,7 @@ from channels.discord.lane import DiscordLane
 from channels.text import split_message
 from tests.discord.conftest import LaneFactory, lane_settings, spoken
 from tests.discord.fake_discord import ALICE, DM_CHANNEL_ID, FakeDiscord
-from tests.fakes.openai_server import FakeOpenAI, message_text
+from tests.fakes.openai_server import FakeOpenAI, echo_reply, message_text
 from tests.fakes.openai_server import Reply as OpenAIReply
 from tests.support.runtime import make_runtime
 
@@ -29,7 +29,7 @@ async def test_dm_is_answered_in_the_persons_session(
     assert fake_discord.sent_in(DM_CHANNEL_ID)[0].reference_id is None
     assert fake_discord.calls_to("POST", f"/channels/{DM_CHANNEL_ID}/typing")
     assert fake_discord.identify is not None and fake_discord.identify["intents"] & (1 << 15)
-    account = runtime.store.find_account("discord", ALICE["id"])
+    account = runtime.stores.identities.find_account("discord", ALICE["id"])
     assert account is not None
     assert fake_openai.requests[-1].messages[-1]["content"] == "hello there"
 
@@ -44,12 +44,13 @@ async def test_a_message_with_only_attachments_is_stored_and_answered(
     await fake_discord.post_message(DM_CHANNEL_ID, "", attachments=(image, notes))
 
     await fake_discord.wait_until(lambda: len(fake_openai.requests) == 1)
-    await fake_discord.wait_until(lambda: "▌" not in "".join(fake_discord.texts_in(DM_CHANNEL_ID)))
-    account = runtime.store.find_account("discord", ALICE["id"])
+    # The reply, finished: the model echoes what it was sent.
+    await fake_discord.wait_for_texts(DM_CHANNEL_ID, [spoken(echo_reply(fake_openai.requests[0].json))])
+    account = runtime.stores.identities.find_account("discord", ALICE["id"])
     assert account is not None
-    session = runtime.store.private_session(account.person_id, "ada")
-    (stored,) = [m for m in runtime.store.messages(session.id) if m.role == "user"]
-    files = runtime.store.attachments_for([stored.id])[stored.id]
+    session = runtime.stores.sessions.private_session(account.person_id, "ada")
+    (stored,) = [m for m in runtime.stores.messages.messages(session.id) if m.role == "user"]
+    files = runtime.stores.messages.attachments_for([stored.id])[stored.id]
     assert [(f.kind, f.filename, f.mime_type, f.size) for f in files] == [
         ("image", "sketch.png", "image/png", len(_png())),
         ("document", "notes.txt", "text/plain", 21),

@@ -79,8 +79,8 @@ async def test_a_turn_whose_reply_is_not_stored_enqueues_nothing(
     runtimes: RuntimeFactory, tmp_path: Path
 ) -> None:
     runtime = runtimes(tmp_path, jobs_worker=False)
-    assert runtime.store.jobs is not None
-    runtime.store.jobs = FailsAfterEnqueue(runtime.store.jobs)
+    assert runtime.stores.messages.jobs is not None
+    runtime.stores.messages.jobs = FailsAfterEnqueue(runtime.stores.messages.jobs)
     with pytest.raises(RuntimeError, match="disk is full"):
         await runtime.engine.respond(inbound("hello"))
     # The question is kept; the reply and its jobs were one transaction, and it failed.

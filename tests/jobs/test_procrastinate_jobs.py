@@ -67,8 +67,8 @@ async def test_a_turn_whose_reply_is_not_stored_defers_nothing(
     tmp_path: Path,
 ) -> None:
     runtime = runtimes(tmp_path, database_url=postgres_url, jobs_worker=False)
-    assert runtime.store.jobs is not None
-    runtime.store.jobs = FailsAfterEnqueue(runtime.store.jobs)
+    assert runtime.stores.messages.jobs is not None
+    runtime.stores.messages.jobs = FailsAfterEnqueue(runtime.stores.messages.jobs)
     with pytest.raises(RuntimeError, match="disk is full"):
         await runtime.engine.respond(inbound("hello"))
     assert count(runtime, "SELECT count(*) FROM messages WHERE role = 'user'") == 1
@@ -114,7 +114,9 @@ async def test_one_sessions_jobs_never_overlap_across_two_workers(
     }
     settings = JobSettings(stalled_seconds=30, poll_seconds=0.2)
     for _ in range(2):
-        workers.append(ProcrastinateJobs(runtime.store, postgres_url, definitions_of(jobs), settings))
+        workers.append(
+            ProcrastinateJobs(runtime.stores.messages, postgres_url, definitions_of(jobs), settings)
+        )
     try:
         for worker in workers:
             await worker.start()

@@ -9,13 +9,13 @@ from bot.errors import ProviderUnavailable
 from bot.memory import DistilledItem, Offloader, RuleDistiller, SourceBlock
 from bot.runtime import Runtime
 from bot.storage.memory_store import MemoryStore
+from bot.storage.messages import NewMessage
 from bot.storage.models import ChatSession
-from bot.storage.store import NewMessage
 
 
 def exchange(runtime: Runtime, session: ChatSession, user: str, reply: str, *, name: str = "Alice") -> None:
     """One answered turn, stored as the engine stores it."""
-    store = runtime.store
+    store = runtime.stores.messages
     store.append(session.id, NewMessage(role="user", content=user, token_count=1, sender_name=name))
     store.append(
         session.id,

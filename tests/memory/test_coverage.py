@@ -109,7 +109,7 @@ def test_chorus_import_distils_the_imported_conversation(
         try:
             for n in range(5):
                 await runtime.engine.record(inbound(fact(n), **GROUP))
-            return runtime.store.list_sessions()[0][0].id
+            return runtime.stores.sessions.list_sessions()[0][0].id
         finally:
             await runtime.aclose()
 

@@ -104,9 +104,9 @@ async def test_chorus_recall_searches_by_meaning_with_the_dense_extra(tmp_path: 
             await runtime.engine.record(inbound(text, user_id=name.lower(), display_name=name, **GROUP))
         await runtime.engine.drain()
         assert runtime.memory is not None
-        for session, _ in runtime.store.list_sessions():
+        for session, _ in runtime.stores.sessions.list_sessions():
             await runtime.memory.flush(session)
-        session_id = next(session.id for session, _ in runtime.store.list_sessions())
+        session_id = next(session.id for session, _ in runtime.stores.sessions.list_sessions())
     finally:
         await runtime.aclose()
     # No word of the question is in the message: only dense recall can find it.
@@ -186,7 +186,7 @@ async def test_a_turn_with_something_to_search_embeds_its_query_once(
     runtime = runtimes(tmp_path, memory_idle_seconds=0, memory_dense=True, memory_turns_threshold=1)
     first = await runtime.engine.respond(inbound("I signed up for taekwondo classes, the kicks are brutal."))
     await runtime.engine.drain()
-    session = runtime.store.get_session(first.session_id or "")
+    session = runtime.stores.sessions.get_session(first.session_id or "")
     assert session is not None
     # The offload job embedded the first turn.
     assert MemoryStore(runtime.database).vectors_after(Owner.of(session), "message", 0)
@@ -204,7 +204,7 @@ async def test_messages_of_the_current_window_alone_give_a_dense_search_nothing_
     runtime = runtimes(tmp_path, memory_idle_seconds=0, memory_dense=True, memory_turns_threshold=1)
     reply = await runtime.engine.respond(inbound("Hello there"))
     await runtime.engine.drain()
-    session = runtime.store.get_session(reply.session_id or "")
+    session = runtime.stores.sessions.get_session(reply.session_id or "")
     assert session is not None and runtime.memory is not None and runtime.memory.recall.dense is not None
     owner = Owner.of(session)
     memory = MemoryStore(runtime.database)

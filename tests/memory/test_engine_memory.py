@@ -33,7 +33,7 @@ async def say(runtime: Runtime, text: str, **where: object) -> str:
 
 async def system_text(runtime: Runtime, **where: object) -> str:
     reply = await runtime.engine.respond(inbound("/status", **where))  # type: ignore[arg-type]
-    session = runtime.store.get_session(reply.session_id or "")
+    session = runtime.stores.sessions.get_session(reply.session_id or "")
     assert session is not None
     context = await runtime.engine.inspect(session)
     return str(context.messages[0]["content"])

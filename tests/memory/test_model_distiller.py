@@ -59,7 +59,7 @@ async def test_a_model_that_fails_then_succeeds_offloads_every_turn_exactly_once
             await runtime.engine.respond(inbound(f"turn {n}"))
             await runtime.engine.drain()
         # Turn 6 alone is below the threshold; the end of the session's activity flushes it.
-        session = runtime.store.list_sessions()[0][0]
+        session = runtime.stores.sessions.list_sessions()[0][0]
         assert runtime.memory is not None
         await runtime.memory.flush(session)
         memory_calls = [r for r in fake_openai.requests if r.json and is_memory_call(r.json)]
@@ -91,7 +91,7 @@ async def test_an_unusable_model_answer_falls_back_to_the_rules(
     try:
         reply = await runtime.engine.respond(inbound("We decided to use PostgreSQL for billing."))
         await runtime.engine.drain()
-        session = runtime.store.get_session(reply.session_id or "")
+        session = runtime.stores.sessions.get_session(reply.session_id or "")
         assert session is not None
         items = MemoryStore(runtime.database).all_items(Owner.of(session))
         assert [(item.kind, item.source, item.content) for item in items] == [

@@ -10,7 +10,7 @@ from sqlalchemy import text
 from bot.errors import ProviderUnavailable
 from bot.runtime import Runtime
 from bot.storage.memory_store import MemoryStore, Owner
-from bot.storage.store import NewMessage
+from bot.storage.messages import NewMessage
 from tests.memory.support import FlakyDistiller, exchange, offloader
 from tests.support.runtime import make_runtime
 
@@ -26,7 +26,7 @@ def items_of(runtime: Runtime, owner_id: str = "p1") -> list[tuple[str, str]]:
 
 
 async def test_turns_trigger_an_offload_and_nothing_before(runtime: Runtime) -> None:
-    session = runtime.store.create_session("private", "person", "p1", "ada")
+    session = runtime.stores.sessions.create_session("private", "person", "p1", "ada")
     memory = offloader(runtime, turns_threshold=2)
     exchange(runtime, session, "We decided to use Redis for sessions.", "Noted.")
     assert await memory.offload(session) is None
@@ -44,32 +44,32 @@ async def test_turns_trigger_an_offload_and_nothing_before(runtime: Runtime) -> 
 
 
 async def test_characters_and_steps_trigger_too(runtime: Runtime) -> None:
-    by_chars = runtime.store.create_session("private", "person", "p1", "ada")
+    by_chars = runtime.stores.sessions.create_session("private", "person", "p1", "ada")
     memory = offloader(runtime, chars_threshold=60, steps_threshold=100)
     exchange(runtime, by_chars, "We decided to host everything in Frankfurt for latency.", "Okay.")
     assert (await memory.offload(by_chars)) is not None
 
-    group = runtime.store.create_session("group", "group", "web:g1", "ada")
+    group = runtime.stores.sessions.create_session("group", "group", "web:g1", "ada")
     memory = offloader(runtime, steps_threshold=3)
     for n in range(2):
-        runtime.store.append(group.id, NewMessage(role="user", content=f"hi {n}", token_count=1))
+        runtime.stores.messages.append(group.id, NewMessage(role="user", content=f"hi {n}", token_count=1))
     assert await memory.offload(group) is None  # 2 steps, no turn answered yet
-    runtime.store.append(group.id, NewMessage(role="user", content="hi 2", token_count=1))
+    runtime.stores.messages.append(group.id, NewMessage(role="user", content="hi 2", token_count=1))
     assert memory.pending(group.id).steps == 3
     assert (await memory.offload(group)) is not None
 
 
 async def test_code_does_not_count_towards_characters(runtime: Runtime) -> None:
-    session = runtime.store.create_session("private", "person", "p1", "ada")
+    session = runtime.stores.sessions.create_session("private", "person", "p1", "ada")
     code = "```\n" + "x = 1\n" * 500 + "```"
-    runtime.store.append(session.id, NewMessage(role="user", content=code + "\nok", token_count=1))
+    runtime.stores.messages.append(session.id, NewMessage(role="user", content=code + "\nok", token_count=1))
     assert offloader(runtime).pending(session.id).chars == 2
 
 
 async def test_a_failing_distiller_leaves_the_cursor_and_every_message_is_offloaded_once(
     runtime: Runtime,
 ) -> None:
-    session = runtime.store.create_session("private", "person", "p1", "ada")
+    session = runtime.stores.sessions.create_session("private", "person", "p1", "ada")
     distiller = FlakyDistiller(failures=1)
     memory = offloader(runtime, distiller, turns_threshold=1)
     exchange(runtime, session, "We decided to use Redis for sessions.", "Noted.")
@@ -92,7 +92,7 @@ async def test_a_failing_distiller_leaves_the_cursor_and_every_message_is_offloa
 async def test_a_transcript_changed_under_the_cursor_resets_it_without_duplicates(
     runtime: Runtime,
 ) -> None:
-    session = runtime.store.create_session("private", "person", "p1", "ada")
+    session = runtime.stores.sessions.create_session("private", "person", "p1", "ada")
     memory = offloader(runtime, turns_threshold=1)
     exchange(runtime, session, "We decided to use Redis for sessions.", "Noted.")
     await memory.offload(session)
@@ -110,12 +110,12 @@ async def test_a_transcript_changed_under_the_cursor_resets_it_without_duplicate
 
 
 async def test_duplicates_are_skipped_across_restarts_and_old_repeats_merge(runtime: Runtime) -> None:
-    first = runtime.store.create_session("private", "person", "p1", "ada")
+    first = runtime.stores.sessions.create_session("private", "person", "p1", "ada")
     exchange(runtime, first, "We decided to use Redis for the session cache.", "Noted.")
     await offloader(runtime, turns_threshold=1).offload(first)
 
     # A new process (new offloader), a new session of the same person, a reworded repeat.
-    second = runtime.store.create_session("private", "person", "p1", "ada")
+    second = runtime.stores.sessions.create_session("private", "person", "p1", "ada")
     exchange(runtime, second, "We decided to use Redis for the session cache!", "Noted.")
     result = await offloader(runtime, turns_threshold=1).offload(second)
     assert result is not None and (result.written, result.merged, result.deduped) == (0, 0, 1)
@@ -137,7 +137,7 @@ async def test_duplicates_are_skipped_across_restarts_and_old_repeats_merge(runt
 
 
 async def test_tagged_replies_bypass_distillation(runtime: Runtime) -> None:
-    session = runtime.store.create_session("private", "person", "p1", "ada")
+    session = runtime.stores.sessions.create_session("private", "person", "p1", "ada")
     distiller = FlakyDistiller(failures=0)
     exchange(
         runtime,

@@ -153,7 +153,7 @@ async def test_a_turns_recall_stays_within_its_share_of_the_context_budget(tmp_p
             inbound("Tell me about the harbor lights", was_mentioned=True, **GROUP)
         )
         await runtime.engine.drain()
-        session = runtime.store.get_session(reply.session_id or "")
+        session = runtime.stores.sessions.get_session(reply.session_id or "")
         assert session is not None
         context = await runtime.engine.inspect(session)
         budget = 2000 - runtime.settings.model.reply_reserve_tokens

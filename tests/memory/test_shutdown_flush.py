@@ -29,7 +29,7 @@ async def talk(runtime: Runtime, *people: str) -> list[Owner]:
         reply = await runtime.engine.respond(
             inbound(f"I adopted a rescue dog named {person}Dog.", user_id=person)
         )
-        session = runtime.store.get_session(reply.session_id or "")
+        session = runtime.stores.sessions.get_session(reply.session_id or "")
         assert session is not None
         owners.append(Owner.of(session))
     await runtime.engine.drain()

@@ -59,7 +59,7 @@ class LinkedPerson:
         return reply.text
 
     async def link(self) -> None:
-        self.visitor_id, _token = self.runtime.store.create_visitor()
+        self.visitor_id, _token = self.runtime.stores.visitors.create_visitor()
         shown = await self.on_telegram("/link")
         code = re.search(r"Your link code: `?(\w+)", shown)
         assert code is not None, shown

@@ -71,9 +71,9 @@ async def test_photo_is_fetched_at_its_largest_size(
 
     assert [call.params["file_id"] for call in bot_api.calls_to("getFile")] == ["ph1-800"]
     assert [call.params["path"] for call in bot_api.calls_to("download")] == ["photos/file_1.jpg"]
-    stored = runtime.store.find_platform_message("telegram", "504", "71")
+    stored = runtime.stores.messages.find_platform_message("telegram", "504", "71")
     assert stored is not None and stored.content == "what is this?"
-    attachments = runtime.store.attachments_for([stored.id or 0])[stored.id or 0]
+    attachments = runtime.stores.messages.attachments_for([stored.id or 0])[stored.id or 0]
     assert [(a.kind, a.mime_type) for a in attachments] == [("image", "image/jpeg")]
     assert "what is this?" in message_text(fake_openai.requests[0].messages[-1])
 
@@ -121,11 +121,11 @@ async def test_album_becomes_one_message_with_every_photo(
 
     assert len(fake_openai.requests) == 1
     assert len(bot_api.calls_to("sendMessage")) == 1
-    stored = runtime.store.find_platform_message("telegram", "506", "81")
+    stored = runtime.stores.messages.find_platform_message("telegram", "506", "81")
     assert stored is not None and stored.content == "our trip"
-    attachments = runtime.store.attachments_for([stored.id or 0])[stored.id or 0]
+    attachments = runtime.stores.messages.attachments_for([stored.id or 0])[stored.id or 0]
     assert len(attachments) == 3
-    assert runtime.store.find_platform_message("telegram", "506", "82") is None
+    assert runtime.stores.messages.find_platform_message("telegram", "506", "82") is None
 
 
 async def test_link_code_is_monospace_without_a_tappable_command(

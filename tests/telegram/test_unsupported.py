@@ -51,7 +51,7 @@ async def test_private_chat_gets_a_short_clear_answer(
 
     assert answer.startswith(f"I can't read {noun} yet.")
     assert not fake_openai.requests
-    assert runtime.store.list_sessions() == []  # nothing stored
+    assert runtime.stores.sessions.list_sessions() == []  # nothing stored
 
 
 async def test_group_ignores_them_unless_addressed(

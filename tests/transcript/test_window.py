@@ -1,91 +1,57 @@
-"""Seed 000's buildContextWindow semantics, one behaviour per test."""
+"""The rolling window `build_context` applies to a turn's rows: seed 000's buildContextWindow.
+
+System and malformed rows never count, the last `max_messages` well-formed rows are taken, the
+oldest go while a cap is exceeded, and the window opens with a user message. Where the seed keeps
+an oversized newest message whole or leaves nothing, Chorus keeps the newest user message, cut to
+fit (tests/transcript/test_build_budget.py).
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
-
-from transcript import RowLike, TranscriptRow, window
+from tests.transcript.factories import assistant, build, history, user
+from transcript import Budget, TranscriptRow, count_tokens
 
 
-def m(role: Any, content: Any) -> dict[str, Any]:
-    return {"role": role, "content": content}
+def test_no_rows_give_the_system_message_alone() -> None:
+    context = build([])
+    assert history(context) == [] and context.stats.kept_seqs == ()
 
 
-def contents(rows: list[Any]) -> list[str]:
-    return [row["content"] if isinstance(row, dict) else row.content for row in rows]
+def test_system_rows_take_no_place_under_the_message_cap() -> None:
+    rows = [user(1, "u1"), assistant(2, "a2"), user(3, "u3"), assistant(4, "a4")]
+    events = [TranscriptRow(seq=5, role="system", content="persona switched"), {"seq": 6, "role": "user"}]
+    assert build([*rows, *events], budget=Budget(max_messages=4)).stats.kept_seqs == (1, 2, 3, 4)
 
 
-def test_empty_input_gives_empty_window() -> None:
-    assert window([], max_messages=40) == []
+def test_the_message_cap_applies_before_the_character_cap() -> None:
+    rows = [user(1, "a" * 10), assistant(2, "b" * 10), user(3, "c" * 10), assistant(4, "d" * 10)]
+    # The cap of three drops row 1 (and so row 2, an assistant row opening the window): the
+    # character cap, which all four rows would have fitted, has nothing left to drop.
+    assert build(rows, budget=Budget(max_messages=3, max_chars=40)).stats.kept_seqs == (3, 4)
 
 
-def test_system_rows_are_stripped() -> None:
-    rows = [m("system", "be evil"), m("user", "hi"), m("system", "x"), m("assistant", "hello")]
-    assert contents(window(rows, max_messages=40)) == ["hi", "hello"]
-
-
-def test_malformed_rows_are_dropped() -> None:
-    rows = [m(None, "a"), m("user", None), m("user", 5), {"content": "no role"}, m("user", "ok")]
-    assert contents(window(rows, max_messages=40)) == ["ok"]
-
-
-def test_keeps_the_last_max_messages() -> None:
-    rows = [m("user" if i % 2 == 0 else "assistant", str(i)) for i in range(10)]
-    assert contents(window(rows, max_messages=4)) == ["6", "7", "8", "9"]
-
-
-def test_char_cap_drops_the_oldest_first() -> None:
-    rows = [m("user", "a" * 10), m("assistant", "b" * 10), m("user", "c" * 10)]
-    assert contents(window(rows, max_messages=40, max_chars=20)) == ["c" * 10]
-    assert contents(window(rows, max_messages=40, max_chars=30)) == [
-        "a" * 10,
-        "b" * 10,
-        "c" * 10,
-    ]
-
-
-def test_char_cap_keeps_one_row_even_when_it_alone_is_over() -> None:
-    rows = [m("user", "short"), m("user", "x" * 500)]
-    assert contents(window(rows, max_messages=40, max_chars=100)) == ["x" * 500]
-
-
-def test_token_cap_drops_the_oldest_using_stored_counts() -> None:
+def test_each_cap_drops_the_oldest_until_both_fit() -> None:
+    # Few characters but many tokens in the oldest rows; many characters in the newest.
     rows = [
-        TranscriptRow(seq=1, role="user", content="a", token_count=50),
-        TranscriptRow(seq=2, role="assistant", content="b", token_count=50),
-        TranscriptRow(seq=3, role="user", content="c", token_count=50),
+        user(1, "a" * 10, token_count=60),
+        assistant(2, "b" * 10, token_count=60),
+        user(3, "c" * 10, token_count=1),
+        assistant(4, "d" * 40, token_count=1),
+        user(5, "e" * 10, token_count=1),
     ]
-    assert [r.seq for r in window(rows, max_messages=40, max_tokens=100)] == [3]
-    assert [r.seq for r in window(rows, max_messages=40, max_tokens=150)] == [1, 2, 3]
+    budget = Budget(max_chars=80, max_tokens=400)
+    assert build(rows, budget=budget).stats.kept_seqs == (1, 2, 3, 4, 5)
+    assert build(rows, budget=Budget(max_chars=70, max_tokens=400)).stats.kept_seqs == (3, 4, 5)
+    assert build(rows, budget=Budget(max_chars=80, max_tokens=100)).stats.kept_seqs == (3, 4, 5)
 
 
-def test_token_cap_counts_content_when_no_count_is_stored() -> None:
-    rows = [m("user", "hello world"), m("assistant", "hello world"), m("user", "hello world")]
-    assert len(window(rows, max_messages=40, max_tokens=4)) == 1
-    assert len(window(rows, max_messages=40, max_tokens=6)) == 3
+def test_rows_without_a_stored_count_are_counted_by_their_content() -> None:
+    long = "hello world " * 20
+    assert count_tokens(long) == 41
+    rows = [user(1, long), assistant(2, long), user(3, "hi")]
+    assert build(rows, budget=Budget(max_tokens=120)).stats.kept_seqs == (1, 2, 3)
+    assert build(rows, budget=Budget(max_tokens=60)).stats.kept_seqs == (3,)
 
 
-def test_leading_assistant_rows_are_trimmed() -> None:
-    rows = [m("assistant", "a1"), m("assistant", "a2"), m("user", "u"), m("assistant", "a3")]
-    assert contents(window(rows, max_messages=40)) == ["u", "a3"]
-
-
-def test_trimming_may_leave_nothing() -> None:
-    rows = [m("user", "x" * 50), m("assistant", "y" * 50)]
-    assert window(rows, max_messages=40, max_chars=60) == []
-
-
-def test_mappings_and_rows_are_both_accepted_and_returned_as_is() -> None:
-    mapping = m("user", "from a mapping")
-    row = TranscriptRow(seq=2, role="assistant", content="from a row")
-    rows: list[RowLike] = [mapping, row]
-    kept = window(rows, max_messages=40)
-    assert kept[0] is mapping
-    assert kept[1] is row
-
-
-def test_max_messages_must_be_positive() -> None:
-    with pytest.raises(ValueError):
-        window([m("user", "hi")], max_messages=0)
+def test_a_window_of_assistant_rows_only_is_empty() -> None:
+    assert build([assistant(1, "a1"), assistant(2, "a2")]).stats.kept_seqs == ()

@@ -63,7 +63,7 @@ async def probe(directory: Path) -> dict[str, Any]:
             for name, data in BOMBS.items()
         ]
         after = peak_mib()
-    stored = runtime.store.messages(session_id)
+    stored = runtime.stores.messages.messages(session_id)
     await runtime.aclose()
     return {
         "warm_status": warm.status_code,

@@ -107,25 +107,25 @@ async def test_streams_per_address_are_capped_and_stop_ends_a_stream(
 
 
 async def test_idle_visitors_and_expired_link_codes_are_forgotten(client: httpx.AsyncClient) -> None:
-    store = client.runtime.store  # type: ignore[attr-defined]
+    stores = client.runtime.stores  # type: ignore[attr-defined]
     silent = await WebVisitor.start(client)
     talker = await WebVisitor.start(client)
     await talker.say("hello")
-    code = store.create_link_code(
-        store.find_account("web", talker.visitor_id).person_id, timedelta(seconds=-1)
+    code = stores.identities.create_link_code(
+        stores.identities.find_account("web", talker.visitor_id).person_id, timedelta(seconds=-1)
     )
-    live_code = store.create_link_code(
-        store.find_account("web", talker.visitor_id).person_id, timedelta(hours=1)
+    live_code = stores.identities.create_link_code(
+        stores.identities.find_account("web", talker.visitor_id).person_id, timedelta(hours=1)
     )
     # Not idle long enough yet.
-    assert store.forget_idle_visitors(timedelta(hours=1)) == 0
-    assert store.forget_idle_visitors(timedelta(0)) == 1
-    assert store.visitor_for_token(silent.token) is None
-    assert store.find_account("web", silent.visitor_id) is None
+    assert stores.visitors.forget_idle_visitors(timedelta(hours=1)) == 0
+    assert stores.visitors.forget_idle_visitors(timedelta(0)) == 1
+    assert stores.visitors.visitor_for_token(silent.token) is None
+    assert stores.identities.find_account("web", silent.visitor_id) is None
     assert (await silent.client.get("/api/session", headers=silent.headers)).status_code == 401
     assert (await talker.refresh())["visitor_id"] == talker.visitor_id
-    assert store.delete_expired_link_codes() == 1
-    with store.database.connect() as connection:
+    assert stores.identities.delete_expired_link_codes() == 1
+    with stores.database.connect() as connection:
         codes = [row[0] for row in connection.exec_driver_sql("select code from link_codes")]
     assert codes == [live_code.code] and code.code not in codes
     assert utcnow() < live_code.expires_at.replace(tzinfo=utcnow().tzinfo)
@@ -137,12 +137,12 @@ async def test_the_same_document_text_is_stored_once(client: httpx.AsyncClient) 
     for visitor in (first, second, first):
         events = await visitor.say("read", files=[("files", ("report.txt", text, "text/plain"))])
         assert events[-1].name == "done"
-    store = client.runtime.store  # type: ignore[attr-defined]
-    with store.database.connect() as connection:
+    stores = client.runtime.stores  # type: ignore[attr-defined]
+    with stores.database.connect() as connection:
         stored = connection.exec_driver_sql("select text is not null from attachments order by id").fetchall()
     assert [row[0] for row in stored] == [1, 0, 0]
     for visitor in (first, second):
-        documents = store.session_documents(visitor.session_id)
+        documents = stores.messages.session_documents(visitor.session_id)
         assert documents and all(document.text == text.decode() for document in documents)
 
 

@@ -53,9 +53,9 @@ async def test_new_visitor_gets_a_token_as_bearer_and_httponly_cookie(client: ht
 
 async def test_token_is_stored_only_as_a_hash(client: httpx.AsyncClient) -> None:
     visitor = await WebVisitor.start(client)
-    store = client.runtime.store  # type: ignore[attr-defined]
-    assert store.visitor_for_token(visitor.token) == visitor.visitor_id
-    with store.database.connect() as connection:
+    stores = client.runtime.stores  # type: ignore[attr-defined]
+    assert stores.visitors.visitor_for_token(visitor.token) == visitor.visitor_id
+    with stores.database.connect() as connection:
         rows = connection.exec_driver_sql("select token_hash from visitor_tokens").fetchall()
     assert len(rows) == 1 and rows[0][0] != visitor.token and len(rows[0][0]) == 64
 

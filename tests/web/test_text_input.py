@@ -34,8 +34,8 @@ async def test_nul_in_names_file_names_and_text_is_stored_cleanly(
     [message] = (await visitor.history())["messages"][:1]
     assert message["text"] == "read this" and message["sender_name"] == "Mallory"
     assert message["attachments"][0]["filename"] == "notes.txt"
-    store = client.runtime.store  # type: ignore[attr-defined]
-    [document] = store.session_documents(visitor.session_id)
+    stores = client.runtime.stores  # type: ignore[attr-defined]
+    [document] = stores.messages.session_documents(visitor.session_id)
     assert document.text == "line one\nline two"
 
 
@@ -55,8 +55,8 @@ async def test_text_documents_are_decoded_by_bom_and_detected_charset(
     visitor = await WebVisitor.start(client)
     events = await visitor.say("summarise", files=[("files", ("letter.txt", encoded, "text/plain"))])
     assert events[-1].name == "done", events[-1]
-    store = client.runtime.store  # type: ignore[attr-defined]
-    [document] = store.session_documents(visitor.session_id)
+    stores = client.runtime.stores  # type: ignore[attr-defined]
+    [document] = stores.messages.session_documents(visitor.session_id)
     assert document.text == expected
 
 

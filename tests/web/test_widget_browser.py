@@ -318,6 +318,6 @@ async def test_stop_ends_a_streaming_reply_and_shows_it_stopped(
         assert await page.locator("button.stop").is_hidden()
         await send(page, "and now?")
         assert "A short answer." in await page.locator(ASSISTANT).last.inner_text()
-        [(session, _count)] = runtime.store.list_sessions()
-        messages = runtime.store.messages(session.id)
+        [(session, _count)] = runtime.stores.sessions.list_sessions()
+        messages = runtime.stores.messages.messages(session.id)
     assert [(m.role, m.status) for m in messages if m.role == "assistant"][0] == ("assistant", "interrupted")

@@ -28,8 +28,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-from bot.storage.index_text import message_index_text
-from bot.storage.store import owner_token
+from bot.storage.index_text import message_index_text, owner_token
 
 revision = "0006_repair_search_index"
 down_revision = "0005_deliveries"
@@ -37,7 +36,7 @@ branch_labels = None
 depends_on = None
 
 _FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
-# The same owner token as 0003 (and `bot.storage.store.owner_token`): the hex of "kind:id".
+# The same owner token as 0003 (and `bot.storage.index_text.owner_token`): the hex of "kind:id".
 _OWNER_TOKEN = "hex({kind} || ':' || {id})"
 
 # Triggers any shape of 0003 created. The current shape keeps the three on memory_items.

@@ -1,0 +1,494 @@
+"""Messages and their attachments: the append-only transcript of every session.
+
+`append` is the hottest write of a turn: one transaction bumps the session's sequence,
+inserts the message, its full-text row, its attachments, its delivery state (a user
+message that starts a turn) or the close of it (the reply), and the jobs it asks for.
+The reads serve the window of each turn (`recent_rows`), context maintenance, export,
+the console and the widget's history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import bindparam, func, insert, update
+from sqlalchemy import select as sa_select
+from sqlalchemy.engine import Engine, Row
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from bot.storage.database import open_session
+from bot.storage.delivery_models import Delivery
+from bot.storage.index_text import INDEX_MESSAGE, INDEX_MESSAGE_POSTGRES, message_index_text, owner_token
+from bot.storage.jobs import JobRequest, JobSink, JobSpec
+from bot.storage.models import Attachment, ChatSession, Message, as_utc, table_of, utcnow
+from bot.storage.sanitise import clean_optional, clean_text
+from transcript import AttachmentRef, TranscriptRow
+
+SESSIONS = table_of(ChatSession)
+MESSAGES = table_of(Message)
+ATTACHMENTS = table_of(Attachment)
+DELIVERIES = table_of(Delivery)
+ROW_COLUMNS = (
+    MESSAGES.c.id,
+    MESSAGES.c.seq,
+    MESSAGES.c.role,
+    MESSAGES.c.content,
+    MESSAGES.c.persona_id,
+    MESSAGES.c.sender_id,
+    MESSAGES.c.sender_name,
+    MESSAGES.c.status,
+    MESSAGES.c.token_count,
+    MESSAGES.c.attachment_count,
+    MESSAGES.c.created_at,
+)
+# The statements of every turn are built once: SQLAlchemy then only binds values,
+# which costs a fraction of building a statement per call.
+BUMP_SEQUENCE = (
+    update(SESSIONS)
+    .where(SESSIONS.c.id == bindparam("target_session"))
+    .values(
+        last_seq=SESSIONS.c.last_seq + 1,
+        document_count=SESSIONS.c.document_count + bindparam("new_documents"),
+        updated_at=bindparam("touched_at"),
+    )
+    .returning(SESSIONS.c.last_seq, SESSIONS.c.owner_kind, SESSIONS.c.owner_id)
+)
+INSERT_MESSAGE = insert(MESSAGES).returning(MESSAGES.c.id)
+INSERT_ATTACHMENT = insert(ATTACHMENTS)
+INSERT_DELIVERY = insert(DELIVERIES)
+CLOSE_DELIVERY = (
+    update(DELIVERIES)
+    .where(DELIVERIES.c.user_message_id == bindparam("answered_message"), DELIVERIES.c.state == "open")
+    .values(state="replied", updated_at=bindparam("touched_at"))
+)
+# A document's text is stored once per content hash: later uploads of the same file
+# keep NULL and read the text of the first row that has it.
+_SHARED = ATTACHMENTS.alias("shared")
+SHARED_TEXT = (
+    select(_SHARED.c.text)
+    .where(_SHARED.c.sha256 == ATTACHMENTS.c.sha256, _SHARED.c.text.is_not(None))
+    .limit(1)
+    .scalar_subquery()
+)
+ATTACHMENT_COLUMNS = (
+    *(column for column in ATTACHMENTS.c if column.name != "text"),
+    func.coalesce(ATTACHMENTS.c.text, SHARED_TEXT).label("text"),
+)
+TEXT_STORED = (
+    select(ATTACHMENTS.c.id)
+    .where(ATTACHMENTS.c.sha256 == bindparam("sha256"), ATTACHMENTS.c.text.is_not(None))
+    .limit(1)
+)
+RECENT_ROWS = (
+    sa_select(*ROW_COLUMNS)
+    .where(
+        MESSAGES.c.session_id == bindparam("session_id"),
+        MESSAGES.c.seq > bindparam("after_seq"),
+        MESSAGES.c.role != "system",
+    )
+    .order_by(MESSAGES.c.seq.desc())
+    .limit(bindparam("limit"))
+)
+
+
+@dataclass(frozen=True)
+class NewAttachment:
+    """An attachment already written to disk, ready to be recorded."""
+
+    kind: str
+    filename: str
+    mime_type: str
+    size: int
+    sha256: str
+    path: str
+    text: str | None
+
+
+@dataclass(frozen=True)
+class DeliveryTarget:
+    """For a message that asks for an answer: what a lane needs to deliver it later."""
+
+    chat_kind: str
+    thread_id: str | None
+    # The process answering it now.
+    owner: str
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """Everything needed to append one message to a session."""
+
+    role: str
+    content: str
+    token_count: int
+    persona_id: str | None = None
+    sender_id: str | None = None
+    sender_name: str | None = None
+    lane: str | None = None
+    platform_chat_id: str | None = None
+    platform_message_id: str | None = None
+    reply_to_id: int | None = None
+    status: str = "complete"
+    created_at: datetime | None = None
+    attachments: tuple[NewAttachment, ...] = ()
+    # False for imported copies: they keep their platform ids but no idempotency key.
+    live: bool = True
+    # Set on a user message that starts a turn: its delivery state is stored with it.
+    delivery: DeliveryTarget | None = None
+    # Jobs to run after this message, enqueued in the transaction that stores it.
+    jobs: tuple[JobSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """What `append` hands back: the new row's identity and what callers read of it."""
+
+    id: int
+    seq: int
+    session_id: str
+    role: str
+    content: str
+    persona_id: str | None
+    status: str
+
+
+class DuplicateMessage(Exception):
+    """The platform message was already stored (idempotent ingestion)."""
+
+    def __init__(self, existing: Message) -> None:
+        super().__init__(f"message {existing.id} already stored")
+        self.existing = existing
+
+
+class MessageStore:
+    """Reads and writes of messages and their attachments."""
+
+    def __init__(self, database: Engine, jobs: JobSink | None = None) -> None:
+        self.database = database
+        # Where the jobs a message asks for go (None: this store takes no such message).
+        self.jobs = jobs
+
+    def _session(self) -> Session:
+        return open_session(self.database)
+
+    def append(self, session_id: str, message: NewMessage) -> StoredMessage:
+        """Append one message (and its attachments) with the next sequence number.
+
+        The sequence bump, the message and its attachments commit together, so a
+        failure never leaves a half-written message; on PostgreSQL the bump also
+        row-locks the session, serialising appends across processes. A platform
+        message that was already stored raises `DuplicateMessage` with the stored row.
+        This is the hottest write of a turn, so it uses Core statements, not the ORM.
+        """
+        created_at = message.created_at or utcnow()
+        key = (
+            ingest_key(message.lane, message.platform_chat_id, message.platform_message_id)
+            if message.live
+            else None
+        )
+        if message.jobs and self.jobs is None:
+            raise ValueError("this store has no job queue for the jobs the message asks for")
+        documents = sum(1 for attachment in message.attachments if attachment.kind == "document")
+        content = clean_text(message.content)
+        sender_name = clean_optional(message.sender_name)
+        values = {
+            "session_id": session_id,
+            "role": message.role,
+            "content": content,
+            "persona_id": message.persona_id,
+            "sender_id": message.sender_id,
+            "sender_name": sender_name,
+            "lane": message.lane,
+            "platform_chat_id": message.platform_chat_id,
+            "platform_message_id": message.platform_message_id,
+            "ingest_key": key,
+            "reply_to_id": message.reply_to_id,
+            "token_count": message.token_count,
+            "attachment_count": len(message.attachments),
+            "status": message.status,
+            "created_at": created_at,
+        }
+        try:
+            with self.database.begin() as connection:
+                seq, owner_kind, owner_id = connection.execute(
+                    BUMP_SEQUENCE,
+                    {"target_session": session_id, "new_documents": documents, "touched_at": created_at},
+                ).one()
+                message_id = connection.execute(INSERT_MESSAGE, {"seq": seq, **values}).scalar_one()
+                if message.role != "system":
+                    index_row = {
+                        "id": message_id,
+                        "owner": owner_token(owner_kind, owner_id),
+                        "content": message_index_text(sender_name, content, created_at),
+                    }
+                    if connection.dialect.name == "sqlite":
+                        connection.execute(INDEX_MESSAGE, index_row)
+                    else:
+                        del index_row["owner"]
+                        connection.execute(INDEX_MESSAGE_POSTGRES, index_row)
+                if message.delivery is not None and key is not None:
+                    connection.execute(
+                        INSERT_DELIVERY,
+                        {
+                            "user_message_id": message_id,
+                            "session_id": session_id,
+                            "ingest_key": key,
+                            "lane": message.lane,
+                            "chat_id": message.platform_chat_id,
+                            "chat_kind": message.delivery.chat_kind,
+                            "thread_id": message.delivery.thread_id,
+                            "platform_message_id": message.platform_message_id,
+                            "state": "open",
+                            "owner": message.delivery.owner,
+                            "created_at": created_at,
+                            "updated_at": created_at,
+                        },
+                    )
+                elif message.role == "assistant" and message.reply_to_id is not None:
+                    # The reply and the end of its turn's open state commit together.
+                    connection.execute(
+                        CLOSE_DELIVERY, {"answered_message": message.reply_to_id, "touched_at": created_at}
+                    )
+                if message.jobs and self.jobs is not None:
+                    self.jobs.enqueue(
+                        connection,
+                        [JobRequest.of(spec, session_id, seq, utcnow()) for spec in message.jobs],
+                    )
+                if message.attachments:
+                    texts = {
+                        attachment.sha256: clean_text(attachment.text)
+                        for attachment in message.attachments
+                        if attachment.text is not None
+                        and connection.execute(TEXT_STORED, {"sha256": attachment.sha256}).first() is None
+                    }
+                    connection.execute(
+                        INSERT_ATTACHMENT,
+                        [
+                            {
+                                "message_id": message_id,
+                                "session_id": session_id,
+                                "kind": attachment.kind,
+                                "filename": clean_text(attachment.filename),
+                                "mime_type": attachment.mime_type,
+                                "size": attachment.size,
+                                "sha256": attachment.sha256,
+                                "path": attachment.path,
+                                # Only the first of several copies in one message keeps it.
+                                "text": texts.pop(attachment.sha256, None),
+                                "created_at": created_at,
+                            }
+                            for attachment in message.attachments
+                        ],
+                    )
+        except IntegrityError:
+            existing = self.find_platform_message(
+                message.lane, message.platform_chat_id, message.platform_message_id
+            )
+            if existing is None or not message.live:
+                raise
+            raise DuplicateMessage(existing) from None
+        return StoredMessage(
+            id=message_id,
+            seq=seq,
+            session_id=session_id,
+            role=message.role,
+            content=content,
+            persona_id=message.persona_id,
+            status=message.status,
+        )
+
+    def find_platform_message(
+        self, lane: str | None, chat_id: str | None, platform_message_id: str | None
+    ) -> Message | None:
+        key = ingest_key(lane, chat_id, platform_message_id)
+        if key is None:
+            return None
+        with self._session() as db:
+            return db.exec(select(Message).where(Message.ingest_key == key)).first()
+
+    def reply_to(self, message_id: int) -> Message | None:
+        """The assistant reply stored for a user message, if there is one."""
+        with self._session() as db:
+            return db.exec(
+                select(Message)
+                .where(Message.reply_to_id == message_id, Message.role == "assistant")
+                .order_by(col(Message.id).desc())
+            ).first()
+
+    def recent_rows(self, session_id: str, limit: int, after_seq: int = 0) -> list[TranscriptRow]:
+        """The newest `limit` conversation rows after `after_seq` (no `system` events), oldest first.
+
+        Read on every turn, so it costs one indexed query (two when some of the
+        rows carry attachments), whatever the length of the history.
+        """
+        with self.database.connect() as connection:
+            newest_first = connection.execute(
+                RECENT_ROWS, {"session_id": session_id, "after_seq": after_seq, "limit": limit}
+            ).all()
+            found = list(reversed(newest_first))
+            with_files = [row.id for row in found if row.attachment_count]
+            files: dict[int, list[AttachmentRef]] = {}
+            if with_files:
+                for attachment in connection.execute(
+                    sa_select(*ATTACHMENT_COLUMNS)
+                    .where(ATTACHMENTS.c.message_id.in_(with_files))
+                    .order_by(ATTACHMENTS.c.id)
+                ):
+                    files.setdefault(attachment.message_id, []).append(attachment_ref(attachment))
+        return [
+            TranscriptRow(
+                seq=row.seq,
+                role=row.role,
+                content=row.content,
+                persona_id=row.persona_id,
+                sender_id=row.sender_id,
+                sender_name=row.sender_name,
+                attachments=tuple(files.get(row.id, ())),
+                status=row.status,
+                token_count=row.token_count,
+                created_at=as_utc(row.created_at).isoformat(),
+            )
+            for row in found
+        ]
+
+    def latest_conversation_message(self, session_id: str) -> tuple[int, datetime] | None:
+        """Seq and time of the session's newest conversation message (no `system` events)."""
+        query = (
+            sa_select(MESSAGES.c.seq, MESSAGES.c.created_at)
+            .where(MESSAGES.c.session_id == session_id, MESSAGES.c.role != "system")
+            .order_by(MESSAGES.c.seq.desc())
+            .limit(1)
+        )
+        with self.database.connect() as connection:
+            found = connection.execute(query).first()
+        return None if found is None else (found.seq, as_utc(found.created_at))
+
+    def count_conversation(
+        self, session_id: str, after_seq: int, before_seq: int, skip: Sequence[tuple[int, int]] = ()
+    ) -> int:
+        """Conversation messages with after_seq < seq < before_seq, outside the `skip` ranges."""
+        query = (
+            select(func.count())
+            .select_from(MESSAGES)
+            .where(
+                MESSAGES.c.session_id == session_id,
+                MESSAGES.c.seq > after_seq,
+                MESSAGES.c.seq < before_seq,
+                MESSAGES.c.role != "system",
+            )
+        )
+        for first, last in skip:
+            query = query.where(~MESSAGES.c.seq.between(first, last))
+        with self.database.connect() as connection:
+            return int(connection.execute(query).scalar_one())
+
+    def rows_between(self, session_id: str, first_seq: int, last_seq: int) -> list[TranscriptRow]:
+        """Conversation rows with first_seq <= seq <= last_seq, oldest first."""
+        with self._session() as db:
+            messages = list(
+                db.exec(
+                    select(Message)
+                    .where(
+                        Message.session_id == session_id,
+                        Message.role != "system",
+                        Message.seq >= first_seq,
+                        Message.seq <= last_seq,
+                    )
+                    .order_by(col(Message.seq))
+                )
+            )
+            return self._rows(db, messages)
+
+    def messages(
+        self, session_id: str, *, before_seq: int | None = None, limit: int | None = None
+    ) -> list[Message]:
+        """Stored messages (events included), oldest first; paged from the end."""
+        with self._session() as db:
+            query = select(Message).where(Message.session_id == session_id)
+            if before_seq is not None:
+                query = query.where(Message.seq < before_seq)
+            query = query.order_by(col(Message.seq).desc())
+            if limit is not None:
+                query = query.limit(limit)
+            found = list(db.exec(query))
+            found.reverse()
+            return found
+
+    def attachments_for(self, message_ids: Iterable[int]) -> dict[int, list[Row[Any]]]:
+        """The attachments of these messages (with their shared document text), by message id."""
+        ids = list(message_ids)
+        if not ids:
+            return {}
+        grouped: dict[int, list[Row[Any]]] = {}
+        with self.database.connect() as connection:
+            for attachment in connection.execute(
+                select(*ATTACHMENT_COLUMNS)
+                .where(ATTACHMENTS.c.message_id.in_(ids))
+                .order_by(ATTACHMENTS.c.id)
+            ):
+                grouped.setdefault(attachment.message_id, []).append(attachment)
+        return grouped
+
+    def session_documents(self, session_id: str) -> list[AttachmentRef]:
+        """Every document shared in the session, oldest first."""
+        with self.database.connect() as connection:
+            return [
+                attachment_ref(attachment)
+                for attachment in connection.execute(
+                    select(*ATTACHMENT_COLUMNS)
+                    .where(ATTACHMENTS.c.session_id == session_id, ATTACHMENTS.c.kind == "document")
+                    .order_by(ATTACHMENTS.c.id)
+                )
+            ]
+
+    def get_attachment(self, attachment_id: int) -> Attachment | None:
+        with self._session() as db:
+            return db.get(Attachment, attachment_id)
+
+    def _rows(self, db: Session, messages: Sequence[Message]) -> list[TranscriptRow]:
+        ids = [message.id for message in messages if message.id is not None]
+        grouped: dict[int, list[Row[Any]]] = {}
+        if ids:
+            for attachment in db.connection().execute(
+                select(*ATTACHMENT_COLUMNS)
+                .where(ATTACHMENTS.c.message_id.in_(ids))
+                .order_by(ATTACHMENTS.c.id)
+            ):
+                grouped.setdefault(attachment.message_id, []).append(attachment)
+        return [transcript_row(message, grouped.get(message.id or 0, [])) for message in messages]
+
+
+def ingest_key(lane: str | None, chat_id: str | None, platform_message_id: str | None) -> str | None:
+    if lane is None or platform_message_id is None:
+        return None
+    return f"{lane}:{chat_id or ''}:{platform_message_id}"
+
+
+def transcript_row(message: Message, attachments: Sequence[Attachment | Row[Any]]) -> TranscriptRow:
+    return TranscriptRow(
+        seq=message.seq,
+        role=message.role,
+        content=message.content,
+        persona_id=message.persona_id,
+        sender_id=message.sender_id,
+        sender_name=message.sender_name,
+        attachments=tuple(attachment_ref(attachment) for attachment in attachments),
+        status=message.status,
+        token_count=message.token_count,
+        created_at=as_utc(message.created_at).isoformat(),
+    )
+
+
+def attachment_ref(attachment: Attachment | Row[Any]) -> AttachmentRef:
+    return AttachmentRef(
+        kind="image" if attachment.kind == "image" else "document",
+        filename=attachment.filename,
+        mime_type=attachment.mime_type,
+        size=attachment.size,
+        sha256=attachment.sha256,
+        text=attachment.text,
+    )
