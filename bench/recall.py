@@ -21,12 +21,15 @@ the same database, so searches run against all 5,882 turns' indexes, as the ten
 conversations together would; questions still ask their own group. (The full set covers
 all ten conversations, so this matters only with `--conversations`.)
 
+`--postgres ADMIN_URL` runs Chorus on PostgreSQL instead of SQLite: each method records
+into a fresh database on that server (dropped afterwards, unless `--keep`).
+
 `--keep DIR` keeps each method's database in DIR and, when run again, searches the one
 already there instead of recording the conversations again (the build is most of the
 run's time): for changing how recall ranks, not how memory is written.
 
 Run: .venv/bin/python bench/recall.py [--questions FILE] [--conversations 26,30] [--locomo-scale]
-     [--methods dense,full-text,bm25] [--keep DIR]
+     [--methods dense,full-text,bm25] [--keep DIR] [--postgres postgresql://user:pass@127.0.0.1/postgres]
 """
 
 from __future__ import annotations
@@ -50,7 +53,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import LOCOMO_DIR, markdown_table, median, percentile  # noqa: E402
+from bench.common import (  # noqa: E402
+    LOCOMO_DIR,
+    drop_database,
+    fresh_database,
+    markdown_table,
+    median,
+    percentile,
+)
 from bench.data.check_questions import CATEGORY_SHARES  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.memory.dense import Embedder  # noqa: E402
@@ -129,23 +139,25 @@ def chat_id(conversation: str) -> str:
     return f"locomo-{conversation}"
 
 
-def open_chorus(directory: Path, dense: bool) -> Runtime:
-    """The runtime over the benchmark's database in `directory` (created when new)."""
-    settings = load_settings(
-        REPO / "config.yaml",
-        {
-            "CHORUS_DATABASE_URL": f"sqlite:///{directory / 'recall.db'}",
-            "CHORUS_DATA_DIR": str(directory),
-            "CHORUS_MEMORY_DENSE": json.dumps(dense),
-            "CHORUS_MEMORY_IDLE_SECONDS": "0",
-        },
-    )
-    return build_runtime(settings)
+def chorus_environment(directory: Path, database_url: str, dense: bool) -> dict[str, str]:
+    return {
+        "CHORUS_DATABASE_URL": database_url,
+        "CHORUS_DATA_DIR": str(directory),
+        "CHORUS_MEMORY_DENSE": json.dumps(dense),
+    }
 
 
-async def build_chorus(directory: Path, conversations: dict[str, list[Turn]], dense: bool) -> Runtime:
+def open_chorus(directory: Path, database_url: str, dense: bool) -> Runtime:
+    """The runtime over the benchmark's database (created when new)."""
+    overrides = chorus_environment(directory, database_url, dense) | {"CHORUS_MEMORY_IDLE_SECONDS": "0"}
+    return build_runtime(load_settings(REPO / "config.yaml", overrides))
+
+
+async def build_chorus(
+    directory: Path, database_url: str, conversations: dict[str, list[Turn]], dense: bool
+) -> Runtime:
     """One database holding each conversation as its own group chat, recorded turn by turn."""
-    runtime = open_chorus(directory, dense)
+    runtime = open_chorus(directory, database_url, dense)
     for conversation, turns in conversations.items():
         for n, turn in enumerate(turns):
             await runtime.engine.record(
@@ -261,15 +273,29 @@ async def measure_chorus(
     questions: dict[str, list[dict[str, Any]]],
     held_out: set[str],
     keep: Path | None,
+    postgres: str | None,
 ) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         directory = keep / ("dense" if dense else "full-text") if keep is not None else Path(scratch)
         directory.mkdir(parents=True, exist_ok=True)
-        if (directory / "recall.db").exists():
-            runtime = open_chorus(directory, dense)  # built by an earlier run with --keep
+        # With --keep on PostgreSQL, the database's URL is kept in the folder.
+        url_file = directory / "postgres-url"
+        built = url_file.exists() if postgres else (directory / "recall.db").exists()
+        if built:
+            database_url = (
+                url_file.read_text().strip() if postgres else f"sqlite:///{directory / 'recall.db'}"
+            )
+            runtime = open_chorus(directory, database_url, dense)  # built by an earlier run with --keep
         else:
+            database_url = (
+                fresh_database(postgres, "chorus_recall")
+                if postgres
+                else f"sqlite:///{directory / 'recall.db'}"
+            )
+            if postgres and keep is not None:
+                url_file.write_text(database_url)
             started = time.perf_counter()
-            runtime = await build_chorus(directory, conversations, dense)
+            runtime = await build_chorus(directory, database_url, conversations, dense)
             variant.build_seconds += time.perf_counter() - started
         # A group's memory belongs to "lane:chat id".
         sessions = {session.owner_id: session for session, _ in runtime.stores.sessions.list_sessions()}
@@ -283,23 +309,21 @@ async def measure_chorus(
             ask(variant, search, PARTS[conversation in held_out], asked)
         await runtime.aclose()
         runtime.database.dispose()
-        variant.index_bytes += index_bytes(directory / "recall.db")
+        if not postgres:
+            variant.index_bytes += index_bytes(directory / "recall.db")
         first = next(iter(questions))
         variant.command_seconds += time_command(
-            directory, sessions[f"telegram:{chat_id(first)}"].id, questions[first], dense
+            directory, database_url, sessions[f"telegram:{chat_id(first)}"].id, questions[first], dense
         )
+        if postgres and keep is None:
+            drop_database(postgres, database_url)
 
 
 def time_command(
-    directory: Path, session_id: str, questions: list[dict[str, Any]], dense: bool
+    directory: Path, database_url: str, session_id: str, questions: list[dict[str, Any]], dense: bool
 ) -> list[float]:
     """Seconds for `chorus recall SESSION QUESTION -k 10`, as an operator runs it, five times."""
-    environ = {
-        **os.environ,
-        "CHORUS_DATABASE_URL": f"sqlite:///{directory / 'recall.db'}",
-        "CHORUS_DATA_DIR": str(directory),
-        "CHORUS_MEMORY_DENSE": json.dumps(dense),
-    }
+    environ = {**os.environ, **chorus_environment(directory, database_url, dense)}
     timings: list[float] = []
     for question in questions[:COMMAND_RUNS]:
         started = time.perf_counter()
@@ -375,6 +399,9 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     )
     parser.add_argument("--methods", default="dense,full-text,bm25", help="what to measure, comma-separated")
     parser.add_argument("--keep", type=Path, help="keep (and reuse) each method's database in this folder")
+    parser.add_argument(
+        "--postgres", metavar="ADMIN_URL", help="run Chorus on PostgreSQL (a role that may create databases)"
+    )
     args = parser.parse_args(list(argv) if argv is not None else [])
     question_file = json.loads(args.questions.read_text(encoding="utf-8"))
     questions = question_file["questions"]
@@ -398,12 +425,16 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     for name, dense in (("chorus full-text", False), ("chorus + dense", True)):
         if (dense and not dense_available) or ("dense" if dense else "full-text") not in methods:
             continue
-        asyncio.run(measure_chorus(variants[name], dense, conversations, asked, held_out, args.keep))
+        asyncio.run(
+            measure_chorus(variants[name], dense, conversations, asked, held_out, args.keep, args.postgres)
+        )
     rows = table(variants)
     print(markdown_table(rows))
     turns = sum(len(turns) for turns in conversations.values())
+    backend = "PostgreSQL" if args.postgres else "SQLite"
     print(
-        f"\n{turns} turns in {len(conversations)} group chats; load average (1 min) "
+        f"\n{turns} turns in {len(conversations)} group chats on {backend}; "
+        f"load average (1 min) "
         f"{load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs"
     )
     if not dense_available:
