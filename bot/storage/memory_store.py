@@ -537,23 +537,28 @@ _SQLITE_SEARCH = {
         f"WHERE s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"
     ),
 }
-# The expression migration 0008_message_search indexes: the same index text SQLite's index holds.
-_POSTGRES_MESSAGE_TEXT = "to_tsvector('simple', f.search_text)"
+# PostgreSQL's text-search configuration: English stemming, as SQLite's porter tokenizer
+# (migration 0014_search_stemming builds the GIN indexes over these expressions).
+POSTGRES_SEARCH_CONFIG = "english"
+# The expression the messages' index covers: the same index text SQLite's index holds.
+_POSTGRES_MESSAGE_TEXT = f"to_tsvector('{POSTGRES_SEARCH_CONFIG}', f.search_text)"
+_POSTGRES_ITEM_TEXT = f"to_tsvector('{POSTGRES_SEARCH_CONFIG}', m.search_text)"
+_POSTGRES_QUERY = f"to_tsquery('{POSTGRES_SEARCH_CONFIG}', :query)"
 _POSTGRES_SEARCH = {
     source: f"SELECT * FROM ({query}) AS best_matches"
     for source, query in {
         "memory": (
             f"SELECT {_ITEM_COLUMNS}, "
-            "ts_rank(to_tsvector('simple', m.search_text), to_tsquery('simple', :query)) AS score "
-            "FROM memory_items m WHERE to_tsvector('simple', m.search_text) @@ to_tsquery('simple', :query) "
+            f"ts_rank({_POSTGRES_ITEM_TEXT}, {_POSTGRES_QUERY}) AS score "
+            f"FROM memory_items m WHERE {_POSTGRES_ITEM_TEXT} @@ {_POSTGRES_QUERY} "
             "AND m.owner_kind = :owner_kind AND m.owner_id = :owner_id ORDER BY score DESC LIMIT :candidates"
         ),
         "messages": (
             f"SELECT {_MESSAGE_COLUMNS}, "
-            f"ts_rank({_POSTGRES_MESSAGE_TEXT}, to_tsquery('simple', :query)) AS score "
+            f"ts_rank({_POSTGRES_MESSAGE_TEXT}, {_POSTGRES_QUERY}) AS score "
             "FROM messages_fts f JOIN messages g ON g.id = f.message_id "
             "JOIN sessions s ON s.id = g.session_id "
-            f"WHERE {_POSTGRES_MESSAGE_TEXT} @@ to_tsquery('simple', :query) "
+            f"WHERE {_POSTGRES_MESSAGE_TEXT} @@ {_POSTGRES_QUERY} "
             "AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND g.role != 'system' "
             f"AND {_OUTSIDE_WINDOW} ORDER BY score DESC LIMIT :candidates"
         ),

@@ -20,7 +20,7 @@ from bot.memory.recall import (
 from bot.runtime import Runtime
 from bot.search_terms import words
 from bot.storage.memory_store import MemoryStore, Owner, RecallHit
-from tests.support.runtime import inbound, make_runtime
+from tests.support.runtime import RuntimeFactory, inbound, make_runtime
 
 GROUP = {"chat_id": "g9", "chat_kind": "group"}
 OWNER = Owner("group", "web:g9")
@@ -197,3 +197,15 @@ async def test_the_recall_tool_returns_json_hits_a_model_can_search_again_from(r
     assert question["reply"] == {"speaker": "Alice", "text": "All of them, checked twice.", "seq": 3}
     assert "search again" in RECALL_TOOL_DESCRIPTION
     assert RECALL_TOOL_PARAMETERS["required"] == ["query"]
+
+
+async def test_a_word_finds_its_other_forms_on_sqlite_and_postgresql(
+    database: dict[str, str], runtimes: RuntimeFactory, tmp_path: Path
+) -> None:
+    # Both backends stem: SQLite's porter tokenizer, PostgreSQL's English configuration.
+    runtime = runtimes(tmp_path, memory_idle_seconds=0, **database)
+    await record(runtime, "Melanie painted a lake sunrise with her kids.", "Melanie")
+    await record(runtime, "The bakery on the corner sells sourdough now.", "Caroline")
+    found = recall(runtime, "paintings of a lake")
+    assert found and found[0].text.startswith("Melanie painted")
+    assert recall(runtime, "kid")[0].text.startswith("Melanie painted")
