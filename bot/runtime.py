@@ -81,6 +81,7 @@ def build_personas(settings: Settings) -> PersonaRegistry:
             temperature=item.temperature,
             top_p=item.top_p,
             avatar_url=item.avatar_url,
+            tools=tuple(item.tools) if item.tools is not None else None,
         )
         for item in settings.personas
     ]

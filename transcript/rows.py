@@ -29,6 +29,16 @@ class AttachmentRef:
 
 
 @dataclass(frozen=True)
+class StoredToolCall:
+    """One call of an assistant message that called tools, as the model sent it."""
+
+    id: str
+    name: str
+    # The model's JSON text, unparsed: sent back exactly as the model wrote it.
+    arguments: str
+
+
+@dataclass(frozen=True)
 class TranscriptRow:
     """One stored message of a session, oldest first by `seq`."""
 
@@ -42,3 +52,8 @@ class TranscriptRow:
     status: str = "complete"
     token_count: int | None = None
     created_at: str | None = None
+    # An assistant row that called tools carries its calls; each result is a `tool` row
+    # answering one of them by id (`status` "failed" when the tool reported an error).
+    tool_calls: tuple[StoredToolCall, ...] = ()
+    tool_call_id: str | None = None
+    tool_name: str | None = None

@@ -1,8 +1,8 @@
 """Which stored rows fit in a turn: the rolling window (docs/ARCHITECTURE.md §5).
 
-Seed 000's buildContextWindow in two steps that `build_context` runs over a turn's
-rows: drop the oldest until the caps fit, then start at a user message. The costs
-it passes count names, attachments and the preamble as well as the text.
+Seed 000's buildContextWindow in two steps that `build_context` runs over a turn's units
+(messages and whole tool exchanges): drop the oldest until the caps fit, then start at a
+user message. The costs it passes count names, attachments and the preamble as well as the text.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from transcript.rows import TranscriptRow
-from transcript.tokens import count_tokens
 
 RowLike = TranscriptRow | Mapping[str, object]
 
@@ -20,14 +19,6 @@ def row_field(row: RowLike, name: str) -> object:
     if isinstance(row, Mapping):
         return row.get(name)
     return getattr(row, name, None)
-
-
-def row_tokens(row: RowLike, content: str) -> int:
-    """The row's stored token count, counting its content only when none was stored."""
-    stored = row_field(row, "token_count")
-    if isinstance(stored, int) and not isinstance(stored, bool):
-        return stored
-    return count_tokens(content)
 
 
 def drop_oldest(limits: Sequence[tuple[Sequence[int], int]], *, keep_from: int) -> int:

@@ -26,7 +26,7 @@ from bot.errors import (
     StreamInterrupted,
 )
 from bot.logs import bind_session, turn_scope
-from bot.providers.base import ChatProvider, ChatRequest, shown_model
+from bot.providers.base import ChatProvider, ChatRequest, TextDelta, shown_model
 from bot.storage.boundary import boundary_for
 from bot.storage.delivery_models import Delivery
 from bot.storage.jobs import JobSpec
@@ -451,10 +451,11 @@ class Engine:
                     prompt_tokens=context.stats.total_tokens,
                 )
                 try:
-                    async with aclosing(plan.running.pieces(self.provider.stream(request))) as deltas:
-                        async for piece in deltas:
-                            pieces.append(piece)
-                            yield Delta(piece, persona.id, persona.name, session_id=plan.session.id)
+                    async with aclosing(plan.running.pieces(self.provider.stream(request))) as answer:
+                        async for event in answer:
+                            if isinstance(event, TextDelta):
+                                pieces.append(event.text)
+                                yield Delta(event.text, persona.id, persona.name, session_id=plan.session.id)
                     break
                 except ContextOverflowError:
                     recovered = (

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from bot.console import Console
-from bot.providers.base import ChatRequest
+from bot.providers.base import ChatRequest, ModelEvent
 from bot.providers.openai import OpenAICompatibleProvider
 from bot.runtime import Runtime
 from bot.storage.memory_store import Owner
@@ -244,7 +244,7 @@ async def test_tokens_per_turn_are_those_the_engine_sent(tmp_path: Path, managem
     sent: list[int] = []
     stream = runtime.engine.provider.stream
 
-    def remember(request: ChatRequest) -> AsyncIterator[str]:
+    def remember(request: ChatRequest) -> AsyncIterator[ModelEvent]:
         # The tokens of the context each turn sent (summaries are not streamed).
         sent.append(request.prompt_tokens or 0)
         return stream(request)

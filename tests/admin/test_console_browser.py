@@ -1,7 +1,7 @@
 """The console in headless Chromium against a real uvicorn server on 127.0.0.1.
 
-With CHORUS_UPDATE_SCREENSHOTS=1 the tests also save the README's screenshots of each page
-under docs/screenshots/.
+With CHORUS_UPDATE_SCREENSHOTS=1 the tests also save the screenshot of each page that
+docs/operating.md shows, under docs/screenshots/.
 """
 
 from __future__ import annotations

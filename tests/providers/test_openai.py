@@ -15,7 +15,7 @@ from bot.errors import (
     ProviderUnavailable,
     StreamInterrupted,
 )
-from bot.providers.base import ChatRequest
+from bot.providers.base import ChatRequest, TextDelta
 from bot.providers.openai import OpenAICompatibleProvider
 from tests.fakes.openai_server import (
     Drop,
@@ -45,7 +45,8 @@ def chat(text: str = "hi", **fields: Any) -> ChatRequest:
 
 
 async def collect(provider: OpenAICompatibleProvider, request: ChatRequest) -> list[str]:
-    return [delta async for delta in provider.stream(request)]
+    """The text deltas of an answer."""
+    return [event.text async for event in provider.stream(request) if isinstance(event, TextDelta)]
 
 
 # --- streaming and the request ------------------------------------------------
@@ -321,8 +322,9 @@ async def test_drop_after_text_is_interrupted_with_the_partial_text(
     received: list[str] = []
 
     with pytest.raises(StreamInterrupted) as caught:
-        async for delta in make_provider().stream(chat()):
-            received.append(delta)
+        async for event in make_provider().stream(chat()):
+            if isinstance(event, TextDelta):
+                received.append(event.text)
 
     assert caught.value.partial_text == "Once upon a time"
     assert "".join(received) == "Once upon a time"
