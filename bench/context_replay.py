@@ -1,7 +1,7 @@
 """Context management benchmark: the ten LoCoMo conversations replayed in a small window.
 
 Each conversation is one group session; its two speakers are two users talking to
-the bot, and every turn goes through the real `Engine` (storage, assembly,
+the bot, and every turn goes through the real `TurnEngine` (storage, assembly,
 compaction, collapse, overflow recovery). The model is `WindowedModel`, an
 in-process provider behind the normal provider interface: it rejects any request
 larger than its window (as a real server would) and writes deterministic
@@ -31,7 +31,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import locomo_files, locomo_turns, markdown_table, percentile  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.errors import ContextOverflowError  # noqa: E402
-from bot.providers.base import SUMMARY_PURPOSE, ChatRequest  # noqa: E402
+from bot.providers.base import (  # noqa: E402
+    SUMMARY_PURPOSE,
+    ChatRequest,
+    Finish,
+    ModelEvent,
+    TextDelta,
+    collect_text,
+)
 from bot.runtime import build_runtime  # noqa: E402
 from bot.turns.events import Reply  # noqa: E402
 from bot.turns.inbound import Actor, InboundMessage  # noqa: E402
@@ -53,22 +60,27 @@ class WindowedModel:
         self.chat_requests = 0
         self.rejected = 0
 
-    async def stream(self, request: ChatRequest) -> AsyncIterator[str]:
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
         tokens = sum(count_message_tokens(message) for message in request.messages)
         if tokens + (request.max_tokens or 0) > self.window:
             self.rejected += 1
             raise ContextOverflowError(f"request of {tokens} tokens exceeds the {self.window}-token window")
         if request.purpose == SUMMARY_PURPOSE:
-            yield summarise(request)
+            yield TextDelta(summarise(request))
+            yield Finish("stop")
             return
         self.chat_requests += 1
         self.largest_request = max(self.largest_request, tokens)
         last = request.messages[-1]
         said = last["content"] if isinstance(last.get("content"), str) else ""
-        yield f"Thanks, {last.get('name') or 'friend'} — noted: {' '.join(said.split()[:12])}"
+        yield TextDelta(f"Thanks, {last.get('name') or 'friend'} — noted: {' '.join(said.split()[:12])}")
+        yield Finish("stop")
 
     async def complete(self, request: ChatRequest) -> str:
-        return "".join([piece async for piece in self.stream(request)])
+        return await collect_text(self.stream(request))
+
+    def accepts_tools(self, model: str) -> bool:
+        return False
 
     async def aclose(self) -> None:
         return None

@@ -66,6 +66,8 @@ class PersonaSettings(BaseModel):
     top_p: float | None = None
     # Shown where a platform can show who speaks with a picture (Discord webhooks).
     avatar_url: str | None = None
+    # The tools this persona may call (names, `*` wildcards), within `tools.allow`; None: all.
+    tools: list[str] | None = None
 
 
 # Used only when a deployment configures no personas at all.
@@ -126,6 +128,22 @@ class MemorySettings(BaseModel):
     # The flush at shutdown stops after this long (a model distils each session); sessions
     # it did not reach are flushed by their idle timer, a durable job, after the next start.
     shutdown_flush_seconds: float = Field(default=10.0, ge=0)
+
+
+class ToolSettings(BaseModel):
+    # Off: the model is offered no tools and answers in text, as before tools existed.
+    enabled: bool = True
+    # Model ↔ tool rounds in one turn; past them the model answers once more without tools.
+    max_steps: int = Field(default=8, ge=1)
+    # One call's bound; a call that takes longer is answered with a timeout error.
+    timeout_seconds: float = Field(default=30.0, gt=0)
+    # A result is stored whole but enters the context trimmed (head and tail) to this.
+    result_max_tokens: int = Field(default=2000, ge=64)
+    # Tool names offered (`*` wildcards); deny wins over allow.
+    allow: list[str] = Field(default_factory=lambda: ["*"])
+    deny: list[str] = Field(default_factory=list)
+    # Group chats: "read_only" tools only, "all", "none", or a list of names/wildcards.
+    in_groups: Literal["read_only", "all", "none"] | list[str] = "read_only"
 
 
 class RecoverySettings(BaseModel):
@@ -195,6 +213,7 @@ class Settings(BaseSettings):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
     recovery: RecoverySettings = Field(default_factory=RecoverySettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
     channels: ChannelSettings = Field(default_factory=ChannelSettings)

@@ -84,6 +84,25 @@ LOOP_LAG = Histogram(
 MEMORY_OFFLOADS = Counter(
     "chorus_memory_offloads", "Memory offloads committed (items distilled and stored).", registry=REGISTRY
 )
+TOOL_CALLS = Counter(
+    "chorus_tool_calls",
+    'Tool calls the model made, by tool ("unknown" for names no offered tool has) and outcome.',
+    ["tool", "outcome"],
+    registry=REGISTRY,
+)
+TOOL_SECONDS = Histogram(
+    "chorus_tool_seconds",
+    "How long one tool call ran, by where the tool comes from (builtin, mcp:<server>).",
+    ["source"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+TOOL_STEPS = Histogram(
+    "chorus_tool_steps",
+    "Model calls of one turn that ended in tool calls (0 for a plain answer).",
+    buckets=(0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32),
+    registry=REGISTRY,
+)
 
 
 class GaugeReader(Collector):

@@ -27,6 +27,8 @@ class Persona:
     top_p: float | None = None
     # A picture of the persona for lanes that can show one (an https URL).
     avatar_url: str | None = None
+    # The tools this persona may call (names, `*` wildcards); None: every tool the deployment allows.
+    tools: tuple[str, ...] | None = None
 
     @property
     def system_prompt(self) -> str:

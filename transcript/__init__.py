@@ -39,11 +39,12 @@ from transcript.compaction import (
     summary_items,
 )
 from transcript.context import Context, ContextStats, Message, TokensByPart
+from transcript.exchanges import exchange_spans, snap_cut, units_of, widen
 from transcript.inspect import ContextOverview, render_context_report
 from transcript.limits import CONTEXT_COUNT
 from transcript.names import sanitise_name
-from transcript.rows import AttachmentRef, TranscriptRow
-from transcript.tokens import count_message_tokens, count_tokens, truncate_to_tokens
+from transcript.rows import AttachmentRef, StoredToolCall, TranscriptRow
+from transcript.tokens import count_call_tokens, count_message_tokens, count_tokens, truncate_to_tokens
 from transcript.window import RowLike
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "PersonaLike",
     "RowLike",
     "Snip",
+    "StoredToolCall",
     "Summarise",
     "SummaryFailed",
     "SummaryItem",
@@ -71,7 +73,9 @@ __all__ = [
     "build_context",
     "chunk_by_max_tokens",
     "collapsed_row",
+    "count_call_tokens",
     "count_message_tokens",
+    "exchange_spans",
     "count_tokens",
     "extract_identifiers",
     "fit_summary",
@@ -88,4 +92,7 @@ __all__ = [
     "summarise_with_fallback",
     "summary_items",
     "truncate_to_tokens",
+    "units_of",
+    "widen",
+    "snap_cut",
 ]

@@ -20,6 +20,10 @@ class Budget:
     document_tokens: int = 1500
     # Text of all documents together; beyond it, documents are named only.
     documents_total_tokens: int = 6000
+    # One tool result as the model reads it; a longer one is cut in the middle (stored whole).
+    tool_result_tokens: int = 2000
+    # The schemas of the tools offered this call: sent with the messages, so they take room.
+    tools_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.max_messages <= 0:
@@ -28,6 +32,8 @@ class Budget:
             value = getattr(self, cap)
             if value is not None and value <= 0:
                 raise ValueError(f"{cap} must be positive or None, got {value}")
+        if self.tool_result_tokens <= 0 or self.tools_tokens < 0:
+            raise ValueError("tool budgets must be positive (result) and not negative (schemas)")
         if self.document_tokens < 0 or self.documents_total_tokens < 0:
             raise ValueError("document budgets must not be negative")
 
@@ -37,3 +43,5 @@ class Capabilities:
     """What the model can read besides text."""
 
     vision: bool = False
+    # Whether the model reads tool calls and `tool` messages; if not, an exchange is plain text.
+    tools: bool = True

@@ -16,12 +16,16 @@ from transcript.attachments import (
 )
 from transcript.budget import Budget, Capabilities
 from transcript.context import Context, ContextStats, Message, TokensByPart
-from transcript.names import sanitise_name
 from transcript.preamble import DOCUMENTS_HEADING, Preamble, documents_section, preamble, section
 from transcript.rows import AttachmentRef
 from transcript.shorten import shorten
-from transcript.tokens import IMAGE_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, count_tokens
-from transcript.window import RowLike, drop_oldest, first_user, row_field, row_tokens
+from transcript.tokens import IMAGE_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, count_call_tokens, count_tokens
+from transcript.turns import ERROR_PREFIX, Turn, Unit, as_text_exchange, group_units, turn_of
+from transcript.window import RowLike, drop_oldest, first_user, row_field
+
+# Heads the message that shows a vision model the images tools returned: only user
+# messages may carry image parts in the OpenAI format.
+TOOL_IMAGES_NOTE = "Images the tools above returned:"
 
 
 class PersonaLike(Protocol):
@@ -35,19 +39,6 @@ class PersonaLike(Protocol):
 
     @property
     def system_prompt(self) -> str: ...
-
-
-@dataclass(frozen=True)
-class _Turn:
-    """A well-formed stored row, in the model's vocabulary."""
-
-    row: RowLike
-    role: str
-    text: str
-    name: str | None
-    # The sender's display name as a content prefix, for group chats.
-    prefix: str
-    attachments: tuple[AttachmentRef, ...]
 
 
 @dataclass(frozen=True)
@@ -78,21 +69,26 @@ def build_context(
     `rows` are the session's recent stored rows, oldest first (TranscriptRow or
     mappings with the same fields). `documents` are all documents of the
     session: those whose message is outside the window are listed in the
-    preamble, so every document comes back in every turn. The result depends
-    only on the arguments, so equal arguments give byte-identical messages.
+    preamble, so every document comes back in every turn. The window keeps or drops
+    whole units (a message, or a tool call with its results) and counts each unit
+    once against `budget.max_messages`. The result depends only on the arguments, so
+    equal arguments give byte-identical messages.
     """
-    turns = [turn for row in rows if (turn := _turn(row, group)) is not None]
-    recent = turns[-budget.max_messages :]
+    turns = [turn for row in rows if (turn := turn_of(row, group)) is not None]
+    units = group_units(turns)
+    if not capabilities.tools:
+        units = [as_text_exchange(unit) for unit in units]
+    recent_units = [
+        tuple(_fitted(turn, budget) for turn in unit) for unit in _recent(units, budget.max_messages)
+    ]
+    recent = [turn for unit in recent_units for turn in unit]
     session_documents = _session_documents(documents, turns)
     rendered_documents = render_documents(
         reversed(session_documents),
         per_document=budget.document_tokens,
         total=budget.documents_total_tokens,
     )
-    rendered = [
-        _render(turn, row_tokens(turn.row, turn.text), rendered_documents, capabilities.vision)
-        for turn in recent
-    ]
+    rendered = [_render(turn, _text_tokens(turn), rendered_documents, capabilities.vision) for turn in recent]
     parts = preamble(persona.system_prompt, summary, memory, recall)
     system_tokens = MESSAGE_OVERHEAD_TOKENS + count_tokens(parts.system)
     summary_tokens, memory_tokens, recall_tokens = (
@@ -100,18 +96,22 @@ def build_context(
         count_tokens(parts.memory),
         count_tokens(parts.recall),
     )
-    fixed_tokens = system_tokens + summary_tokens + memory_tokens + recall_tokens
+    fixed_tokens = system_tokens + summary_tokens + memory_tokens + recall_tokens + budget.tools_tokens
 
-    roles = [turn.role for turn in recent]
-    newest_user = max((i for i, role in enumerate(roles) if role == "user"), default=len(recent))
+    spans = _spans(recent_units)
+    roles = [unit[0].role for unit in recent_units]
+    newest_user = max((i for i, role in enumerate(roles) if role == "user"), default=len(recent_units))
     limits: list[tuple[Sequence[int], int]] = []
     if budget.max_tokens is not None:
         savings, documents_reserve = _token_savings(recent, rendered, session_documents, rendered_documents)
-        limits.append((savings, budget.max_tokens - fixed_tokens - documents_reserve))
+        limits.append((_per_unit(savings, spans), budget.max_tokens - fixed_tokens - documents_reserve))
     if budget.max_chars is not None:
-        limits.append(([len(r.content) for r in rendered], budget.max_chars))
+        limits.append((_per_unit([len(r.content) for r in rendered], spans), budget.max_chars))
     start = first_user(roles, drop_oldest(limits, keep_from=newest_user))
-    kept, kept_rendered = recent[start:], rendered[start:]
+    kept_units = _drop_within_turn(list(range(start, len(recent_units))), newest_user, limits)
+    kept_indices = [index for unit in kept_units for index in range(*spans[unit])]
+    kept = [recent[index] for index in kept_indices]
+    kept_rendered = [rendered[index] for index in kept_indices]
 
     earlier = _earlier_documents(session_documents, kept)
     documents_tokens = _documents_section_tokens(earlier, rendered_documents)
@@ -121,8 +121,8 @@ def build_context(
     )
 
     newest_truncated = False
-    if newest_user < len(recent):
-        index = newest_user - start
+    if newest_user < len(recent_units):
+        index = kept_indices.index(spans[newest_user][0])
         excess_tokens = excess_chars = 0
         if budget.max_tokens is not None:
             history_tokens = sum(r.history_tokens + r.attachment_tokens for r in kept_rendered)
@@ -153,15 +153,15 @@ def build_context(
         documents=documents_tokens,
         history=sum(r.history_tokens for r in kept_rendered),
         attachments=sum(r.attachment_tokens for r in kept_rendered),
+        tools=budget.tools_tokens,
     )
-    messages = [_system_message(parts)] + [
-        _message(turn, r) for turn, r in zip(kept, kept_rendered, strict=True)
-    ]
+    messages = [_system_message(parts), *_messages(kept, kept_rendered)]
+    kept_rows = list({id(turn.row): turn.row for turn in kept}.values())
     stats = ContextStats(
         messages_considered=len(rows),
-        messages_kept=len(kept),
-        messages_dropped=len(rows) - len(kept),
-        kept_seqs=tuple(seq for turn in kept if (seq := _seq(turn.row)) is not None),
+        messages_kept=len(kept_rows),
+        messages_dropped=len(rows) - len(kept_rows),
+        kept_seqs=tuple(seq for row in kept_rows if (seq := _seq(row)) is not None),
         newest_truncated=newest_truncated,
         tokens=tokens,
         total_tokens=sum(dataclasses.astuple(tokens)),
@@ -170,31 +170,68 @@ def build_context(
     return Context(messages=messages, stats=stats)
 
 
-def _turn(row: RowLike, group: bool) -> _Turn | None:
-    """The row as a model turn, or None when it must not reach the model."""
-    role, content = row_field(row, "role"), row_field(row, "content")
-    if not isinstance(role, str) or not isinstance(content, str) or role == "system":
-        return None
-    if row_field(row, "status") == "error":
-        return None
-    stored = row_field(row, "attachments")
-    attachments = tuple(
-        a for a in (stored if isinstance(stored, tuple | list) else ()) if isinstance(a, AttachmentRef)
-    )
-    if not content.strip() and not attachments:
-        return None
-    if role == "assistant":
-        # Tagged with the persona that spoke then, not the current one, so a
-        # switched-to persona does not claim its predecessor's words.
-        return _Turn(row, "assistant", content, _name(row_field(row, "persona_id")), "", attachments)
-    sender = row_field(row, "sender_name")
-    # Many models ignore `name`; in a group the display name must be in the text.
-    prefix = f"{sender}: " if group and isinstance(sender, str) and sender else ""
-    return _Turn(row, "user", content, _name(sender), prefix, attachments)
+def _recent(units: Sequence[Unit], max_messages: int) -> list[Unit]:
+    """The newest `max_messages` units, always with the newest person's message among them.
+
+    A turn that called tools many times would otherwise push its own question out: then
+    the question stays and its newest exchanges fill the rest (at least the last one).
+    """
+    question = max((i for i, unit in enumerate(units) if unit[0].role == "user"), default=None)
+    if question is None or len(units) - question <= max_messages:
+        return list(units[-max_messages:])
+    after = units[question + 1 :]
+    return [units[question], *after[-max(max_messages - 1, 1) :]]
 
 
-def _name(value: object) -> str | None:
-    return sanitise_name(value) if isinstance(value, str) and value else None
+def _drop_within_turn(
+    kept: list[int], newest_user: int, limits: Sequence[tuple[Sequence[int], int]]
+) -> list[int]:
+    """`kept` without the oldest exchanges after the question, while the caps still do not fit.
+
+    The question and the newest unit always stay: the model needs the ask and what its
+    last call returned.
+    """
+    totals = [sum(sizes[unit] for unit in kept) for sizes, _ in limits]
+    middle = [unit for unit in kept if newest_user < unit < kept[-1]] if kept else []
+    while middle and any(total > cap for total, (_, cap) in zip(totals, limits, strict=True)):
+        dropped = middle.pop(0)
+        kept.remove(dropped)
+        totals = [total - sizes[dropped] for total, (sizes, _) in zip(totals, limits, strict=True)]
+    return kept
+
+
+def _spans(units: Sequence[Unit]) -> list[tuple[int, int]]:
+    """Each unit's [start, end) in the flattened list of turns."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for unit in units:
+        spans.append((start, start + len(unit)))
+        start += len(unit)
+    return spans
+
+
+def _per_unit(sizes: Sequence[int], spans: Sequence[tuple[int, int]]) -> list[int]:
+    return [sum(sizes[start:end]) for start, end in spans]
+
+
+def _fitted(turn: Turn, budget: Budget) -> Turn:
+    """A tool result cut in the middle to `budget.tool_result_tokens` (it stays stored whole)."""
+    if turn.role != "tool":
+        return turn
+    tokens = turn.tokens if turn.tokens is not None else count_tokens(turn.text)
+    if tokens <= budget.tool_result_tokens:
+        return turn
+    text, _ = shorten(turn.text, tokens, excess_tokens=tokens - budget.tool_result_tokens, excess_chars=0)
+    return dataclasses.replace(turn, text=text, tokens=None)
+
+
+def _text_tokens(turn: Turn) -> int:
+    """Tokens of what the model reads of the turn's text and calls: stored at write, else counted."""
+    if turn.tokens is not None:
+        tokens = turn.tokens
+    else:
+        tokens = count_tokens(turn.text) + count_call_tokens(turn.tool_calls)
+    return tokens + count_tokens(ERROR_PREFIX) if turn.failed else tokens
 
 
 def _seq(row: RowLike) -> int | None:
@@ -202,7 +239,7 @@ def _seq(row: RowLike) -> int | None:
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
 
 
-def _session_documents(documents: Sequence[AttachmentRef], turns: Sequence[_Turn]) -> list[AttachmentRef]:
+def _session_documents(documents: Sequence[AttachmentRef], turns: Sequence[Turn]) -> list[AttachmentRef]:
     """Every document of the session, oldest first, each file (by content hash) once.
 
     Documents in the rows count too, so a caller that passes no `documents`
@@ -219,7 +256,7 @@ def _session_documents(documents: Sequence[AttachmentRef], turns: Sequence[_Turn
 
 
 def _earlier_documents(
-    session_documents: Sequence[AttachmentRef], kept: Sequence[_Turn]
+    session_documents: Sequence[AttachmentRef], kept: Sequence[Turn]
 ) -> list[AttachmentRef]:
     """Documents no kept message carries: they go to the preamble."""
     in_window = {a.sha256 for turn in kept for a in turn.attachments if a.kind == "document"}
@@ -239,7 +276,7 @@ def _documents_heading_tokens() -> int:
 
 
 def _token_savings(
-    recent: Sequence[_Turn],
+    recent: Sequence[Turn],
     rendered: Sequence[_Rendered],
     session_documents: Sequence[AttachmentRef],
     rendered_documents: dict[str, RenderedDocument],
@@ -272,12 +309,13 @@ def _token_savings(
 
 
 def _render(
-    turn: _Turn,
+    turn: Turn,
     text_tokens: int,
     rendered_documents: dict[str, RenderedDocument],
     vision: bool,
 ) -> _Rendered:
-    blocks = [turn.text] if turn.text else []
+    text = turn.model_text
+    blocks = [text] if text else []
     image_urls: list[str] = []
     attachment_tokens = 0
     for attachment in turn.attachments:
@@ -285,8 +323,11 @@ def _render(
             document = rendered_documents[attachment.sha256]
             blocks.append(document.text)
             attachment_tokens += document.tokens
-        elif vision and turn.role == "user" and attachment.data_url:
-            # Only user messages may carry image parts in the OpenAI format.
+        elif vision and turn.role in ("user", "tool") and attachment.data_url:
+            # Only user messages may carry image parts in the OpenAI format: a tool's
+            # images follow its exchange in a user message of their own.
+            if turn.role == "tool" and not image_urls:
+                attachment_tokens += MESSAGE_OVERHEAD_TOKENS + count_tokens(TOOL_IMAGES_NOTE)
             image_urls.append(attachment.data_url)
             attachment_tokens += IMAGE_PART_TOKENS
         else:
@@ -307,16 +348,44 @@ def _render(
     )
 
 
-def _message(turn: _Turn, rendered: _Rendered) -> Message:
-    content: str | list[dict[str, object]] = rendered.content
+def _messages(kept: Sequence[Turn], rendered: Sequence[_Rendered]) -> list[Message]:
+    """The kept turns as messages; the images of an exchange's results follow its last result."""
+    messages: list[Message] = []
+    tool_images: list[str] = []
+    for index, (turn, shown) in enumerate(zip(kept, rendered, strict=True)):
+        messages.append(_message(turn, shown))
+        if turn.role == "tool":
+            tool_images.extend(shown.image_urls)
+            exchange_ends = index + 1 == len(kept) or kept[index + 1].role != "tool"
+            if exchange_ends and tool_images:
+                note: list[dict[str, object]] = [{"type": "text", "text": TOOL_IMAGES_NOTE}]
+                messages.append(
+                    {"role": "user", "content": [*note, *(image_part(url) for url in tool_images)]}
+                )
+                tool_images = []
+    return messages
+
+
+def _message(turn: Turn, rendered: _Rendered) -> Message:
+    if turn.role == "tool":
+        return {"role": "tool", "tool_call_id": turn.tool_call_id, "content": rendered.content}
+    content: str | list[dict[str, object]] | None = rendered.content
     if rendered.image_urls:
         text_part: list[dict[str, object]] = (
             [{"type": "text", "text": rendered.content}] if rendered.content else []
         )
         content = [*text_part, *(image_part(url) for url in rendered.image_urls)]
+    if turn.tool_calls and not rendered.content:
+        # The API's shape for a call without words: no content at all.
+        content = None
     message: Message = {"role": turn.role, "content": content}
     if turn.name:
         message["name"] = turn.name
+    if turn.tool_calls:
+        message["tool_calls"] = [
+            {"type": "function", "id": call.id, "function": {"name": call.name, "arguments": call.arguments}}
+            for call in turn.tool_calls
+        ]
     return message
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from transcript.exchanges import exchange_spans, units_of, widen
 from transcript.rows import TranscriptRow
 from transcript.tokens import count_tokens
 
@@ -62,8 +63,11 @@ def project_view(
 
     The view starts at the oldest collapsed range: the rows before it had
     already left the window when it was folded (compaction takes them into the
-    summary), so folding never pulls older rows back into the window.
+    summary), so folding never pulls older rows back into the window. A snip that
+    touches a tool exchange leaves out the whole exchange.
     """
+    spans = exchange_spans(rows)
+    snips = [Snip(*widen(snip.first_seq, snip.last_seq, spans)) for snip in snips]
     ordered = sorted(collapses, key=lambda collapse: collapse.first_seq)
     if ordered:
         rows = [row for row in rows if row.seq >= ordered[0].first_seq]
@@ -99,21 +103,27 @@ def plan_collapse(
     """The oldest range of conversation rows to fold next, or () when none can be.
 
     `candidates` are the seqs eligible (usually the rows now in the window);
-    the newest `keep_recent` of them stay verbatim. The range is contiguous
-    among stored rows, stops before any collapsed range and holds at most
-    `max_messages` rows; snipped rows inside it are skipped.
+    the newest `keep_recent` units (messages, or whole tool exchanges) stay
+    verbatim. The range is contiguous among stored rows, stops before any
+    collapsed range, holds at most `max_messages` units and never splits an
+    exchange; snipped rows inside it are skipped.
     """
     eligible = set(candidates)
-    conversation = [row for row in rows if row.role != "system" and not is_snipped(row.seq, snips)]
+    units = [unit for unit in units_of(rows) if not is_snipped(unit[0].seq, snips)]
     protected = (
-        {row.seq for row in conversation[len(conversation) - keep_recent :]} if keep_recent > 0 else set()
+        {row.seq for unit in units[len(units) - keep_recent :] for row in unit} if keep_recent > 0 else set()
     )
     chosen: list[TranscriptRow] = []
-    for row in conversation:
-        free = row.seq in eligible and row.seq not in protected and _covering(row.seq, collapses) is None
-        if free and (row.content.strip() or row.attachments):
-            chosen.append(row)
-            if len(chosen) >= max_messages:
+    taken = 0
+    for unit in units:
+        free = all(
+            row.seq in eligible and row.seq not in protected and _covering(row.seq, collapses) is None
+            for row in unit
+        )
+        if free and any(row.content.strip() or row.attachments or row.tool_calls for row in unit):
+            chosen.extend(unit)
+            taken += 1
+            if taken >= max_messages:
                 break
         elif chosen:
             break

@@ -17,11 +17,15 @@ from dataclasses import dataclass, field
 
 from transcript.collapse import Collapse, Snip, is_snipped
 from transcript.context import Message
+from transcript.exchanges import exchange_spans, snap_cut, units_of
+from transcript.kinds import is_conversation
 from transcript.rows import TranscriptRow
 from transcript.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens, truncate_to_tokens
 
 log = logging.getLogger(__name__)
 
+# A tool result enters a summary's input at most this long.
+RESULT_LINE_TOKENS = 200
 # The model's window when none is configured for it.
 # A chunk may use at most this share of the window ...
 BASE_CHUNK_RATIO = 0.4
@@ -83,12 +87,20 @@ class SummaryItem:
 def summary_line(row: TranscriptRow) -> str | None:
     """`#12 Alice (user): text` — the speaker is always named, so the summary can attribute.
 
-    Stored events, failed turns and empty rows are not part of the conversation.
+    Stored events, failed turns and empty rows are not part of the conversation. A tool
+    call names the tool and its arguments; a result is shortened, since the summary
+    keeps what was found, not every byte of it.
     """
-    if row.role == "system" or row.status == "error":
+    if not is_conversation(row.kind):
         return None
     notes = [f"[{a.kind}: {a.filename}]" for a in row.attachments]
-    text = " ".join(part for part in (row.content.strip(), *notes) if part)
+    calls = [f"[called {call.name} {call.arguments}]" for call in row.tool_calls]
+    content = row.content.strip()
+    if row.kind == "tool_result":
+        content = truncate_to_tokens(content, RESULT_LINE_TOKENS)
+        outcome = "failed" if row.status == "failed" else "returned"
+        return f"#{row.seq} tool {row.tool_name or 'result'} {outcome}: {content}"
+    text = " ".join(part for part in (content, *calls, *notes) if part)
     if not text:
         return None
     if row.role == "assistant":
@@ -397,11 +409,14 @@ class CompactionPlan:
 
 
 def keep_recent_cut(rows: Sequence[TranscriptRow], keep_recent: int, snips: Sequence[Snip] = ()) -> int:
-    """The last seq to compact so that the newest `keep_recent` conversation rows stay verbatim."""
-    conversation = [row for row in rows if row.role != "system" and not is_snipped(row.seq, snips)]
-    if len(conversation) <= keep_recent:
+    """The last seq to compact so that the newest `keep_recent` units stay verbatim.
+
+    A unit is a message or a whole tool exchange, as the window counts them.
+    """
+    units = [unit for unit in units_of(rows) if not is_snipped(unit[0].seq, snips)]
+    if len(units) <= keep_recent:
         return 0
-    return conversation[len(conversation) - keep_recent - 1].seq if keep_recent > 0 else conversation[-1].seq
+    return units[len(units) - keep_recent - 1][-1].seq if keep_recent > 0 else units[-1][-1].seq
 
 
 def plan_compaction(
@@ -414,12 +429,13 @@ def plan_compaction(
 ) -> CompactionPlan | None:
     """What to summarise so that everything up to `cut_seq` is covered, or None.
 
-    The cut never splits a collapsed range: it moves back to just before it, so
-    every range is either wholly in the summary or wholly in the view.
+    The cut never splits a collapsed range or a tool exchange: it moves back to just
+    before it, so every range is either wholly in the summary or wholly in the view.
     """
     for collapse in collapses:
         if collapse.first_seq <= cut_seq < collapse.last_seq:
             cut_seq = collapse.first_seq - 1
+    cut_seq = snap_cut(cut_seq, exchange_spans(rows))
     if cut_seq <= previous_last_seq:
         return None
     chosen = tuple(

@@ -18,8 +18,9 @@ class TokensByPart:
     memory: int
     recall: int
     documents: int  # documents listed in the preamble, shared earlier
-    history: int  # the kept messages' text, names and overhead
+    history: int  # the kept messages' text, names and overhead (tool calls and results included)
     attachments: int  # images and documents inside the kept messages
+    tools: int = 0  # the schemas of the tools offered
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 import tiktoken
 
@@ -52,12 +53,35 @@ def count_tokens(text: str) -> int:
     return len(enc.encode_ordinary(text))
 
 
+class CallLike(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def arguments(self) -> str: ...
+
+
+def count_call_tokens(calls: Iterable[CallLike]) -> int:
+    """Tokens the tool calls of one assistant message cost: each name and its arguments."""
+    return sum(count_tokens(call.name) + count_tokens(call.arguments) for call in calls)
+
+
 def count_message_tokens(message: Mapping[str, object]) -> int:
-    """Tokens one OpenAI-format chat message costs, `name` and image parts included."""
+    """Tokens one OpenAI-format chat message costs, `name`, tool calls and image parts included."""
     tokens = MESSAGE_OVERHEAD_TOKENS
     name = message.get("name")
     if isinstance(name, str):
         tokens += count_tokens(name)
+    calls = message.get("tool_calls")
+    if isinstance(calls, list):
+        for call in calls:
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if isinstance(function, Mapping):
+                tokens += sum(
+                    count_tokens(value)
+                    for key in ("name", "arguments")
+                    if isinstance(value := function.get(key), str)
+                )
     content = message.get("content")
     if isinstance(content, str):
         return tokens + count_tokens(content)

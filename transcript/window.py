@@ -1,18 +1,30 @@
 """Which stored rows fit in a turn: the rolling window (docs/ARCHITECTURE.md §5).
 
-Seed 000's buildContextWindow in two steps that `build_context` runs over a turn's
-rows: drop the oldest until the caps fit, then start at a user message. The costs
-it passes count names, attachments and the preamble as well as the text.
+Seed 000's buildContextWindow in two steps that `build_context` runs over a turn's units
+(messages and whole tool exchanges): drop the oldest until the caps fit, then start at a
+user message. The costs it passes count names, attachments and the preamble as well as the text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from transcript.kinds import MessageKind, message_kind
 from transcript.rows import TranscriptRow
-from transcript.tokens import count_tokens
 
 RowLike = TranscriptRow | Mapping[str, object]
+
+
+def row_kind(row: RowLike) -> MessageKind:
+    """The row's kind; raises `UnknownMessageKind` for one this package does not know.
+
+    A mapping without a kind has the shape rows had before kinds: its role says it
+    (`system` rows were always events).
+    """
+    kind = row_field(row, "kind")
+    if kind is None:
+        return "note" if row_field(row, "role") == "system" else "message"
+    return message_kind(kind)
 
 
 def row_field(row: RowLike, name: str) -> object:
@@ -20,14 +32,6 @@ def row_field(row: RowLike, name: str) -> object:
     if isinstance(row, Mapping):
         return row.get(name)
     return getattr(row, name, None)
-
-
-def row_tokens(row: RowLike, content: str) -> int:
-    """The row's stored token count, counting its content only when none was stored."""
-    stored = row_field(row, "token_count")
-    if isinstance(stored, int) and not isinstance(stored, bool):
-        return stored
-    return count_tokens(content)
 
 
 def drop_oldest(limits: Sequence[tuple[Sequence[int], int]], *, keep_from: int) -> int:

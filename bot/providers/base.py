@@ -1,4 +1,4 @@
-"""What the engine needs from a model provider."""
+"""What the engine needs from a model provider: a request, and the typed events of its answer."""
 
 from __future__ import annotations
 
@@ -10,6 +10,10 @@ from typing import Any, Protocol
 # It describes the call to Chorus, not to the model, so providers never put it in the body.
 PURPOSE_KEY = "purpose"
 SUMMARY_PURPOSE = "summary"
+
+# A tool the model may call, in the Chat Completions shape:
+# {"type": "function", "function": {"name": ..., "description": ..., "parameters": {...}}}.
+ToolSchema = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,8 @@ class ChatRequest:
     # The messages' tokens as the context builder already counted them (for metrics);
     # None makes whoever needs the number count it.
     prompt_tokens: int | None = None
+    # The tools the model may call this time; empty for a call that must answer in text.
+    tools: tuple[ToolSchema, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -35,21 +41,66 @@ class ChatRequest:
         return self.extra.get(PURPOSE_KEY)
 
 
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the reply's text, in order."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One complete tool call of the answer: its id, the tool's name and the arguments as sent.
+
+    `arguments` is the model's JSON text, unparsed: whether it is valid is the tool
+    runner's question, and a model can be told what was wrong with it.
+    """
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The answer is complete; `reason` as the model gave it ("stop", "tool_calls", "length" …)."""
+
+    reason: str | None
+
+
+ModelEvent = TextDelta | ToolCall | Finish
+
+
 class ChatProvider(Protocol):
-    """Streams a reply as text deltas; raises `bot.errors.ProviderError` subclasses."""
+    """Streams an answer as typed events; raises `bot.errors.ProviderError` subclasses.
+
+    A stream yields text deltas as they arrive, then the answer's tool calls (each one
+    whole, in the order the model numbered them), then one `Finish`.
+    """
 
     name: str
 
-    def stream(self, request: ChatRequest) -> AsyncGenerator[str, None]: ...
+    def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]: ...
 
     async def complete(self, request: ChatRequest) -> str: ...
+
+    def accepts_tools(self, model: str) -> bool:
+        """False once the model's server refused `tools`: its requests go without them."""
+        ...
 
     async def aclose(self) -> None: ...
 
 
-async def collect_text(deltas: AsyncIterator[str]) -> str:
-    """Joins a reply stream into one string; how every provider implements `complete`."""
-    return "".join([delta async for delta in deltas])
+async def collect_text(events: AsyncIterator[ModelEvent]) -> str:
+    """Joins an answer's text into one string; how every provider implements `complete`."""
+    return "".join([event.text async for event in events if isinstance(event, TextDelta)])
+
+
+def tool_names(tools: tuple[ToolSchema, ...]) -> set[str]:
+    """The names of the tools in a request's `tools`."""
+    return {
+        str(tool.get("function", {}).get("name")) for tool in tools if isinstance(tool.get("function"), dict)
+    }
 
 
 def shown_model(provider: ChatProvider, model: str) -> str:

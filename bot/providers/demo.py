@@ -7,7 +7,16 @@ import re
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from bot.providers.base import SUMMARY_PURPOSE, ChatRequest, collect_text
+from bot.providers.base import (
+    SUMMARY_PURPOSE,
+    ChatRequest,
+    Finish,
+    ModelEvent,
+    TextDelta,
+    ToolCall,
+    collect_text,
+)
+from bot.providers.demo_tools import demo_tool_answer, demo_tool_call
 
 _ATTACHMENT_MARKER = re.compile(r"\[(?:document|image):")
 _FIRST_SENTENCE = re.compile(r"^.*?[.!?](?=\s|$)", re.DOTALL)
@@ -24,19 +33,38 @@ class DemoProvider:
 
     name = "demo"
 
-    async def stream(self, request: ChatRequest) -> AsyncGenerator[str, None]:
-        is_summary = request.purpose == SUMMARY_PURPOSE
-        text = summarise(request.messages) if is_summary else describe(request)
+    async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
+        if request.purpose == SUMMARY_PURPOSE:
+            text = summarise(request.messages)
+        else:
+            call = _tool_call_for(request)
+            if call is not None:
+                yield call
+                yield Finish("tool_calls")
+                return
+            text = demo_tool_answer(request.messages) or describe(request)
         # Word by word, so lanes exercise their streaming paths without real delays.
         for piece in re.findall(r"\S+\s*", text):
-            yield piece
+            yield TextDelta(piece)
             await asyncio.sleep(0)
+        yield Finish("stop")
 
     async def complete(self, request: ChatRequest) -> str:
         return await collect_text(self.stream(request))
 
+    def accepts_tools(self, model: str) -> bool:
+        return True
+
     async def aclose(self) -> None:
         return None
+
+
+def _tool_call_for(request: ChatRequest) -> ToolCall | None:
+    """A tool call when the person's newest message (not yet answered by a tool) asks for one."""
+    messages = request.messages
+    if not request.tools or not messages or messages[-1].get("role") != "user":
+        return None
+    return demo_tool_call(request, _text_of(messages[-1]))
 
 
 def describe(request: ChatRequest) -> str:

@@ -7,6 +7,7 @@ health page shows: when, which kind, and the message the person chatting was giv
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
@@ -15,7 +16,7 @@ from datetime import UTC, datetime
 
 from bot.errors import ProviderError
 from bot.metrics import PROVIDER_ERRORS, TOKENS
-from bot.providers.base import ChatProvider, ChatRequest
+from bot.providers.base import ChatProvider, ChatRequest, ModelEvent, TextDelta, ToolCall
 from transcript import count_message_tokens, count_tokens
 
 RECENT_ERRORS = 20
@@ -35,14 +36,17 @@ class ObservedProvider:
         self.name = inner.name
         self.recent_errors: deque[ProviderFailure] = deque(maxlen=RECENT_ERRORS)
 
-    async def stream(self, request: ChatRequest) -> AsyncGenerator[str, None]:
+    async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
         _count_in(request)
         received: list[str] = []
         try:
-            async with aclosing(self.inner.stream(request)) as deltas:
-                async for delta in deltas:
-                    received.append(delta)
-                    yield delta
+            async with aclosing(self.inner.stream(request)) as events:
+                async for event in events:
+                    if isinstance(event, TextDelta):
+                        received.append(event.text)
+                    elif isinstance(event, ToolCall):
+                        received.append(event.name + event.arguments)
+                    yield event
         except ProviderError as error:
             self._failed(request, error)
             raise
@@ -59,6 +63,9 @@ class ObservedProvider:
         _count_out(text)
         return text
 
+    def accepts_tools(self, model: str) -> bool:
+        return self.inner.accepts_tools(model)
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 
@@ -74,6 +81,7 @@ def _count_in(request: ChatRequest) -> None:
     tokens = request.prompt_tokens
     if tokens is None:
         tokens = sum(count_message_tokens(message) for message in request.messages)
+        tokens += sum(count_tokens(json.dumps(tool, ensure_ascii=False)) for tool in request.tools)
     TOKENS.labels("in").inc(tokens)
 
 

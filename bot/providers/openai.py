@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import random
+import re
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from dataclasses import replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -23,8 +26,19 @@ from bot.errors import (
     StreamInterrupted,
 )
 from bot.metrics import PROVIDER_RETRIES
-from bot.providers.base import PURPOSE_KEY, ChatRequest, collect_text
+from bot.providers.base import (
+    PURPOSE_KEY,
+    ChatRequest,
+    Finish,
+    ModelEvent,
+    TextDelta,
+    ToolSchema,
+    collect_text,
+)
 from bot.providers.sse import iter_event_batches
+from bot.providers.tool_calls import ToolCallAssembler
+
+log = logging.getLogger(__name__)
 
 # The call's purpose travels as a header: real providers ignore it, and an unknown body field
 # would make strict servers (OpenAI itself) reject the request.
@@ -56,6 +70,12 @@ _STATUS_BY_ERROR_TYPE = {
     "overloaded_error": 503,
 }
 
+# How servers that cannot call tools refuse a request with `tools`: OpenAI-style 400s naming
+# `tools` or `tool_choice` (vLLM without a tool parser, Ollama for models without tool
+# support, 422s of strict proxies) and llama.cpp's 500 ("tools param requires --jinja flag").
+_TOOLS_REFUSED_STATUSES = (400, 422, 500)
+_NAMES_TOOLS = re.compile(r"\btools?\b|tool_choice|tool choice|function call", re.IGNORECASE)
+
 _SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens")
 _MESSAGE_LIMIT = 300
 
@@ -63,9 +83,11 @@ _MESSAGE_LIMIT = 300
 class OpenAICompatibleProvider:
     """Streams chat completions from `{base_url}/chat/completions` with retries.
 
-    Failures before any text arrived are retried (`max_retries` extra attempts, exponential
-    backoff with jitter, `Retry-After` honoured) and end in `ProviderUnavailable`; a stream
-    that breaks after text raises `StreamInterrupted` carrying that text.
+    Failures before anything of the answer arrived are retried (`max_retries` extra
+    attempts, exponential backoff with jitter, `Retry-After` honoured) and end in
+    `ProviderUnavailable`; a stream that breaks after text or a tool-call fragment raises
+    `StreamInterrupted` carrying the text, since asking again could run a tool twice.
+    A server that refuses `tools` is remembered per model: that model is asked without them.
     """
 
     name = "openai"
@@ -94,30 +116,49 @@ class OpenAICompatibleProvider:
             timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
             transport=transport,
         )
+        # Models whose server answered a request with tools by refusing them.
+        self._without_tools: set[str] = set()
 
-    async def stream(self, request: ChatRequest) -> AsyncGenerator[str, None]:
+    def accepts_tools(self, model: str) -> bool:
+        return model not in self._without_tools
+
+    async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
+        if request.tools and not self.accepts_tools(request.model):
+            request = replace(request, tools=())
         body = encode_body(request)
         headers = self._headers(request)
-        received: list[str] = []
+        answer = _Answer()
         attempt = 0
         while True:
             try:
-                async with aclosing(self._read_stream(body, headers)) as deltas:
+                attempt_events = self._read_stream(body, headers, answer, with_tools=bool(request.tools))
+                async with aclosing(attempt_events) as deltas:
                     async for delta in deltas:
-                        received.append(delta)
                         yield delta
-                return
+                break
+            except _ToolsRefused as refusal:
+                self._without_tools.add(request.model)
+                log.warning(
+                    "The model server refused tools for %s (%s); it is asked without them from now on.",
+                    request.model,
+                    refusal,
+                )
+                request = replace(request, tools=())
+                body = encode_body(request)
             except _RetryableFailure as failure:
-                if received:
+                if answer.started:
                     raise StreamInterrupted(
                         f"The reply broke off ({failure.reason}). Try again for the rest.",
-                        "".join(received),
+                        "".join(answer.text),
                     ) from failure
                 if attempt == self._max_retries:
                     raise ProviderUnavailable(failure.unavailable_message()) from failure
                 PROVIDER_RETRIES.labels("busy" if failure.busy else "unreachable").inc()
                 await asyncio.sleep(self._retry_delay(attempt, failure.retry_after))
                 attempt += 1
+        for call in answer.tool_calls.calls():
+            yield call
+        yield Finish(answer.finish_reason)
 
     async def complete(self, request: ChatRequest) -> str:
         return await collect_text(self.stream(request))
@@ -133,16 +174,27 @@ class OpenAICompatibleProvider:
             headers[PURPOSE_HEADER] = request.purpose
         return headers
 
-    async def _read_stream(self, body: bytes, headers: dict[str, str]) -> AsyncGenerator[str, None]:
-        """One attempt; raises `_RetryableFailure` for anything another attempt could fix."""
-        finished = False
+    async def _read_stream(
+        self, body: bytes, headers: dict[str, str], answer: _Answer, *, with_tools: bool
+    ) -> AsyncGenerator[TextDelta, None]:
+        """One attempt, its text as it comes and the rest into `answer`.
+
+        Raises `_RetryableFailure` for anything another attempt could fix.
+        """
         try:
             async with self._client.stream("POST", self._url, content=body, headers=headers) as response:
                 if response.status_code >= 400:
                     await response.aread()
-                    raise _failure_for_response(response)
+                    raise _failure_for_response(response, with_tools=with_tools)
+                if _is_json(response):
+                    # A server that ignores `stream` answers with one whole completion.
+                    await response.aread()
+                    text = answer.take_completion(response.text)
+                    if text:
+                        yield TextDelta(text)
+                    return
                 async for batch in iter_event_batches(response.aiter_text()):
-                    # The tokens of one read go on as one delta.
+                    # The tokens of one chunk go on as one delta.
                     pieces: list[str] = []
                     done = False
                     failure: Exception | None = None
@@ -151,24 +203,22 @@ class OpenAICompatibleProvider:
                             done = True
                             break
                         try:
-                            text, finish_reason = _parse_chunk(data)
+                            pieces.append(answer.take_chunk(data))
                         except Exception as error:
                             failure = error
                             break
-                        pieces.append(text)
-                        finished = finished or finish_reason is not None
                     # What came before [DONE] or a failing event is still the reply's.
                     if joined := "".join(pieces):
-                        yield joined
+                        yield TextDelta(joined)
                     if failure is not None:
                         raise failure
                     if done:
-                        return
+                        break
         except httpx.TransportError as error:
             # After finish_reason the reply is complete; a lost [DONE] costs nothing.
-            if not finished:
+            if not answer.finished:
                 raise _RetryableFailure(self._describe(error), busy=False) from error
-        if not finished:
+        if not answer.finished:
             raise _RetryableFailure("the stream ended before the reply was complete", busy=False)
 
     def _describe(self, error: httpx.TransportError) -> str:
@@ -186,20 +236,101 @@ class OpenAICompatibleProvider:
         return min(delay, self._max_backoff)
 
 
+class _Answer:
+    """What one answer brought so far, across the attempts of one request."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.tool_calls = ToolCallAssembler()
+        self.finish_reason: str | None = None
+        self.finished = False
+
+    @property
+    def started(self) -> bool:
+        return bool(self.text) or self.tool_calls.started
+
+    def take_chunk(self, data: str) -> str:
+        """A stream chunk: its text is returned, its tool-call fragments and finish kept."""
+        payload = _payload(data)
+        choices = payload.get("choices")
+        # With stream_options.include_usage the last chunk carries usage and no choices.
+        if choices == [] and "usage" in payload:
+            return ""
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise _protocol_error(data)
+        delta = choices[0].get("delta") or {}
+        if not isinstance(delta, dict):
+            raise _protocol_error(data)
+        content = delta.get("content")
+        if content is not None and not isinstance(content, str):
+            raise _protocol_error(data)
+        self.tool_calls.add(delta.get("tool_calls"))
+        self._finish(choices[0].get("finish_reason"))
+        if content:
+            self.text.append(content)
+        return content or ""
+
+    def take_completion(self, data: str) -> str:
+        """A whole (non-streamed) completion: its text is returned, its tool calls kept."""
+        payload = _payload(data)
+        choices = payload.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise _protocol_error(data)
+        message = choices[0].get("message") or {}
+        content = message.get("content") if isinstance(message, dict) else None
+        if content is not None and not isinstance(content, str):
+            raise _protocol_error(data)
+        self.tool_calls.add_whole(message)
+        self._finish(choices[0].get("finish_reason") or "stop")
+        if content:
+            self.text.append(content)
+        return content or ""
+
+    def _finish(self, reason: object) -> None:
+        if reason is not None:
+            self.finished = True
+            self.finish_reason = str(reason)
+
+
+def _payload(data: str) -> dict[str, Any]:
+    try:
+        payload = json.loads(data)
+    except json.JSONDecodeError as error:
+        raise _protocol_error(data) from error
+    if not isinstance(payload, dict):
+        raise _protocol_error(data)
+    if "error" in payload:
+        raise _failure_for_error_object(payload["error"])
+    return payload
+
+
+def _is_json(response: httpx.Response) -> bool:
+    content_type = str(response.headers.get("content-type", ""))
+    return content_type.split(";")[0].strip() == "application/json"
+
+
 def encode_body(request: ChatRequest) -> bytes:
     """The request body; identical requests give identical bytes (tests and caches rely on it).
 
-    `request.extra` adds fields, but never overrides the request's own ones.
+    Tools are sorted by name, so the same tools give the same bytes whatever order they
+    were gathered in. `request.extra` adds fields, but never overrides the request's own.
     """
     body: dict[str, Any] = {"model": request.model, "messages": request.messages, "stream": True}
     for name in _SAMPLING_FIELDS:
         value = getattr(request, name)
         if value is not None:
             body[name] = value
+    if request.tools:
+        body["tools"] = sorted(request.tools, key=tool_name)
     for name, value in request.extra.items():
         if name != PURPOSE_KEY and name not in body:
             body[name] = value
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def tool_name(schema: ToolSchema) -> str:
+    function = schema.get("function")
+    return str(function.get("name", "")) if isinstance(function, dict) else ""
 
 
 class _RetryableFailure(Exception):
@@ -216,27 +347,8 @@ class _RetryableFailure(Exception):
         return f"The model is {state} right now ({self.reason}). Try again in a minute."
 
 
-def _parse_chunk(data: str) -> tuple[str, str | None]:
-    """A stream chunk's text delta and finish reason."""
-    try:
-        payload = json.loads(data)
-    except json.JSONDecodeError as error:
-        raise _protocol_error(data) from error
-    if not isinstance(payload, dict):
-        raise _protocol_error(data)
-    if "error" in payload:
-        raise _failure_for_error_object(payload["error"])
-    choices = payload.get("choices")
-    # With stream_options.include_usage the last chunk carries usage and no choices.
-    if choices == [] and "usage" in payload:
-        return "", None
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise _protocol_error(data)
-    delta = choices[0].get("delta") or {}
-    content = delta.get("content") if isinstance(delta, dict) else None
-    if content is not None and not isinstance(content, str):
-        raise _protocol_error(data)
-    return content or "", choices[0].get("finish_reason")
+class _ToolsRefused(Exception):
+    """The server refused the request because it holds `tools`; the message says how."""
 
 
 def _protocol_error(data: str) -> ProviderProtocolError:
@@ -246,12 +358,14 @@ def _protocol_error(data: str) -> ProviderProtocolError:
     )
 
 
-def _failure_for_response(response: httpx.Response) -> Exception:
+def _failure_for_response(response: httpx.Response, *, with_tools: bool) -> Exception:
     try:
         payload: Any = response.json()
     except ValueError:
         payload = response.text
     message, code = _error_details(payload)
+    if with_tools and response.status_code in _TOOLS_REFUSED_STATUSES and _NAMES_TOOLS.search(message):
+        return _ToolsRefused(message[:_MESSAGE_LIMIT])
     retry_after = _retry_after_seconds(response.headers.get("Retry-After"))
     return _failure_for_status(response.status_code, message or response.reason_phrase, code, retry_after)
 

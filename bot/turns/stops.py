@@ -12,10 +12,11 @@ import asyncio
 from collections.abc import AsyncGenerator
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 # Why a turn ended early: the person stopped it, or the process was shutting down.
 StopReason = Literal["stop", "shutdown"]
+Item = TypeVar("Item")
 
 
 @dataclass
@@ -39,12 +40,12 @@ class RunningTurn:
         if self._reader is not None:
             self._reader.cancel()
 
-    async def pieces(self, stream: AsyncGenerator[str, None]) -> AsyncGenerator[str, None]:
+    async def pieces(self, stream: AsyncGenerator[Item, None]) -> AsyncGenerator[Item, None]:
         """The stream's pieces until it ends or `stop()` is called; its errors are re-raised here."""
         if self.stopped:
             await stream.aclose()
             return
-        queue: asyncio.Queue[str | _End] = asyncio.Queue()
+        queue: asyncio.Queue[Item | _End] = asyncio.Queue()
         self._reader = asyncio.create_task(_read(stream, queue))
         try:
             while not isinstance(item := await queue.get(), _End):
@@ -60,7 +61,7 @@ class RunningTurn:
                     await reader
 
 
-async def _read(stream: AsyncGenerator[str, None], queue: asyncio.Queue[str | _End]) -> None:
+async def _read(stream: AsyncGenerator[Item, None], queue: asyncio.Queue[Item | _End]) -> None:
     try:
         async with aclosing(stream) as pieces:
             async for piece in pieces:

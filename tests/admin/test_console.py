@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from bot.console import Console
-from bot.providers.base import ChatRequest
+from bot.providers.base import ChatRequest, ModelEvent
 from bot.providers.openai import OpenAICompatibleProvider
 from bot.runtime import Runtime
 from bot.storage.memory_store import Owner
@@ -66,8 +66,9 @@ async def test_transcript_shows_every_stored_row_with_records_in_place(
     assert [(row["seq"], row["role"], row["content"]) for row in rows] == [
         (message.seq, message.role, message.content) for message in stored
     ]
-    events = [row["content"] for row in rows if row["type"] == "event"]
-    assert "command: /persona sage" in events and "persona switched from ada to sage" in events
+    events = [(row["kind"], row["content"]) for row in rows if row["type"] == "event"]
+    assert ("command", "/persona sage") in events
+    assert ("persona_switch", "persona switched from ada to sage") in events
     replies = [row for row in rows if row["role"] == "assistant"]
     assert [reply["persona_id"] for reply in replies] == ["ada", "ada", "ada", "sage"]
     files = [file for row in rows for file in row["attachments"]]
@@ -244,7 +245,7 @@ async def test_tokens_per_turn_are_those_the_engine_sent(tmp_path: Path, managem
     sent: list[int] = []
     stream = runtime.engine.provider.stream
 
-    def remember(request: ChatRequest) -> AsyncIterator[str]:
+    def remember(request: ChatRequest) -> AsyncIterator[ModelEvent]:
         # The tokens of the context each turn sent (summaries are not streamed).
         sent.append(request.prompt_tokens or 0)
         return stream(request)

@@ -11,7 +11,7 @@ import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.jobs import MAINTAIN_CONTEXT
-from bot.providers.base import ChatRequest
+from bot.providers.base import ChatRequest, ModelEvent
 from bot.providers.openai import OpenAICompatibleProvider
 from bot.runtime import Runtime
 from bot.turns.events import Delta
@@ -186,7 +186,7 @@ async def test_tokens_in_are_the_context_the_turn_sent(tmp_path: Path) -> None:
     sent: list[int] = []
     stream = runtime.engine.provider.stream
 
-    def remember(request: ChatRequest) -> AsyncIterator[str]:
+    def remember(request: ChatRequest) -> AsyncIterator[ModelEvent]:
         # The tokens of the context the turn sent.
         sent.append(request.prompt_tokens or 0)
         return stream(request)

@@ -31,7 +31,7 @@ from bot.providers.base import SUMMARY_PURPOSE
 from bot.providers.openai import PURPOSE_HEADER
 from tests.support.local_server import LocalServer
 
-Responder = Callable[[dict[str, Any]], str]
+Responder = Callable[[dict[str, Any]], "str | Scripted"]
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,42 @@ class StreamError:
     after_text: str = ""
 
 
-Scripted = Reply | HttpError | Hang | Malformed | Drop | StreamError
+@dataclass(frozen=True)
+class ToolCalls:
+    """An answer that calls tools, sent the way the Chat Completions API sends one.
+
+    Streamed: `text` first (if any), then each call's first fragment with `id`, `type`
+    and `function.name`, then its `function.arguments` in pieces of `piece_chars`; with
+    `interleave` the pieces of parallel calls alternate (index 0, 1, 0, 1 …), as some
+    servers send them. Then `finish_reason` ("tool_calls"). Not streamed: one message
+    with `tool_calls`. `after_pieces` cuts the connection after that many argument pieces.
+    """
+
+    calls: list[tuple[str, dict[str, Any] | str]]
+    text: str = ""
+    piece_chars: int = 5
+    interleave: bool = True
+    finish_reason: str = "tool_calls"
+    after_pieces: int | None = None
+
+    def call_id(self, index: int) -> str:
+        return f"call_{index}_{self.calls[index][0]}"
+
+    def arguments(self, index: int) -> str:
+        arguments = self.calls[index][1]
+        return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+@dataclass(frozen=True)
+class Writes:
+    """The stream's body exactly as the server writes it: each str is one write, so one HTTP
+    chunk on the wire (build them from `FakeOpenAI.event` and `FakeOpenAI.finish`, or cut an
+    event in two); at an `asyncio.Event` the server waits until the test sets it."""
+
+    parts: tuple[str | asyncio.Event, ...]
+
+
+Scripted = Reply | HttpError | Hang | Malformed | Drop | StreamError | ToolCalls | Writes
 
 
 def rate_limited(retry_after: str | None = "0") -> HttpError:
@@ -164,6 +199,8 @@ class FakeOpenAI(LocalServer):
         self.summary: Responder = first_lines_summary
         self._script: deque[Scripted] = deque()
         self._stopping = asyncio.Event()
+        # Some servers answer with one whole completion even when asked to stream.
+        self.ignores_stream = False
 
     def script(self, *responses: Scripted | str) -> None:
         """Queues responses for the next requests, in order; a str is a `Reply`."""
@@ -209,14 +246,17 @@ class FakeOpenAI(LocalServer):
             scripted = self._script.popleft()
         else:
             responder = self.summary if recorded.is_summary else self.default
-            scripted = Reply(responder(recorded.json))
+            answer = responder(recorded.json)
+            scripted = Reply(answer) if isinstance(answer, str) else answer
         if isinstance(scripted, HttpError):
             return _error_response(scripted)
-        if recorded.json.get("stream"):
+        if recorded.json.get("stream") and not self.ignores_stream:
             return await self._stream(request, scripted)
         return await self._answer_whole(request, scripted)
 
     async def _stream(self, request: web.Request, scripted: Scripted) -> web.StreamResponse:
+        if isinstance(scripted, Writes):
+            return await self._write_as_scripted(request, scripted)
         if isinstance(scripted, Hang) and not scripted.after_text:
             await self._hang(scripted.seconds)
             return _drop_connection(request)
@@ -247,8 +287,35 @@ class FakeOpenAI(LocalServer):
             case StreamError(error=error, after_text=text):
                 await self._send_text(response, text)
                 await _send(response, {"error": error})
+            case ToolCalls():
+                await self._send_text(response, scripted.text)
+                if not await self._send_tool_calls(response, scripted):
+                    return _drop_connection(request)
+                await _send(response, self._chunk({}, scripted.finish_reason))
+                await _send(response, "[DONE]")
         await response.write_eof()
         return response
+
+    async def _write_as_scripted(self, request: web.Request, scripted: Writes) -> web.StreamResponse:
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        for part in scripted.parts:
+            if isinstance(part, asyncio.Event):
+                await part.wait()
+            else:
+                await response.write(part.encode())
+        await response.write_eof()
+        return response
+
+    def event(self, text: str) -> str:
+        """One server-sent event carrying `text` as the reply's next piece."""
+        return _event(self._chunk({"content": text}))
+
+    def finish(self, finish_reason: str = "stop") -> str:
+        """The events that end a reply: the finish reason, then [DONE]."""
+        return _event(self._chunk({}, finish_reason)) + _event("[DONE]")
 
     async def _answer_whole(self, request: web.Request, scripted: Scripted) -> web.Response:
         match scripted:
@@ -260,7 +327,56 @@ class FakeOpenAI(LocalServer):
                 return web.json_response({"error": error}, status=500)
             case Hang(seconds=seconds):
                 await self._hang(seconds)
+            case ToolCalls():
+                return web.json_response(self._tool_completion(scripted))
         return _drop_connection(request)
+
+    async def _send_tool_calls(self, response: web.StreamResponse, answer: ToolCalls) -> bool:
+        """The calls' fragments; False when `after_pieces` says to cut the connection."""
+        pieces = [
+            [
+                answer.arguments(i)[at : at + answer.piece_chars]
+                for at in range(0, len(answer.arguments(i)), answer.piece_chars)
+            ]
+            for i in range(len(answer.calls))
+        ]
+        fragments: list[dict[str, Any]] = []
+        for index, (name, _) in enumerate(answer.calls):
+            opening = {"name": name, "arguments": ""}
+            fragments.append(
+                {"index": index, "id": answer.call_id(index), "type": "function", "function": opening}
+            )
+            if not answer.interleave:
+                fragments.extend(
+                    {"index": index, "function": {"arguments": piece}} for piece in pieces[index]
+                )
+        if answer.interleave:
+            for round_ in range(max((len(p) for p in pieces), default=0)):
+                for index, call_pieces in enumerate(pieces):
+                    if round_ < len(call_pieces):
+                        fragments.append({"index": index, "function": {"arguments": call_pieces[round_]}})
+        sent_pieces = 0
+        for fragment in fragments:
+            if answer.after_pieces is not None and sent_pieces >= answer.after_pieces:
+                return False
+            await _send(response, self._chunk({"tool_calls": [fragment]}))
+            sent_pieces += "id" not in fragment
+        return True
+
+    def _tool_completion(self, answer: ToolCalls) -> dict[str, Any]:
+        calls = [
+            {
+                "id": answer.call_id(i),
+                "type": "function",
+                "function": {"name": name, "arguments": answer.arguments(i)},
+            }
+            for i, (name, _) in enumerate(answer.calls)
+        ]
+        completion = self._completion(answer.text, answer.finish_reason)
+        message = completion["choices"][0]["message"]
+        message["content"] = answer.text or None
+        message["tool_calls"] = calls
+        return completion
 
     async def _send_text(self, response: web.StreamResponse, text: str) -> None:
         for piece in split_words(text):
@@ -317,9 +433,14 @@ def _error_response(error: HttpError) -> web.Response:
     return web.Response(text=error.body, status=error.status, headers=error.headers)
 
 
-async def _send(response: web.StreamResponse, data: dict[str, Any] | str) -> None:
+def _event(data: dict[str, Any] | str) -> str:
     text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-    await response.write(f"data: {text}\n\n".encode())
+    return f"data: {text}\n\n"
+
+
+async def _send(response: web.StreamResponse, data: dict[str, Any] | str) -> None:
+    """One event, written on its own (so one HTTP chunk)."""
+    await response.write(_event(data).encode())
 
 
 def _drop_connection(request: web.Request) -> web.StreamResponse:

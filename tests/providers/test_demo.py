@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from bot.providers.base import ChatRequest
+import json
+
+from bot.providers.base import ChatRequest, Finish, TextDelta, ToolCall
 from bot.providers.demo import DemoProvider
 
 CONVERSATION = [
@@ -35,8 +37,8 @@ async def test_reply_streams_word_by_word_and_is_deterministic() -> None:
     request = ChatRequest(messages=CONVERSATION, model="demo", persona_name="Ada")
     provider = DemoProvider()
 
-    first = [piece async for piece in provider.stream(request)]
-    second = [piece async for piece in provider.stream(request)]
+    first = [event.text async for event in provider.stream(request) if isinstance(event, TextDelta)]
+    second = [event.text async for event in provider.stream(request) if isinstance(event, TextDelta)]
 
     assert first == second
     assert first[:3] == ["[demo] ", "Ada ", "here "]
@@ -83,3 +85,62 @@ async def test_summary_is_capped() -> None:
     assert len(summary) == 800
     assert summary.startswith("[demo summary] Sentence number 0 is here. Sentence number 1")
     assert summary.endswith("…")
+
+
+RECALL_SCHEMA = {"type": "function", "function": {"name": "recall", "parameters": {"type": "object"}}}
+SCHEDULE_SCHEMA = {"type": "function", "function": {"name": "schedule", "parameters": {"type": "object"}}}
+CONTEXT_SCHEMA = {
+    "type": "function",
+    "function": {"name": "context_inspect", "parameters": {"type": "object"}},
+}
+ALL_TOOLS = (RECALL_SCHEMA, SCHEDULE_SCHEMA, CONTEXT_SCHEMA)
+
+
+async def events_for(text: str, tools: tuple[dict[str, object], ...] = ALL_TOOLS) -> list[object]:
+    request = ChatRequest(messages=[{"role": "user", "content": text}], model="demo", tools=tools)
+    return [event async for event in DemoProvider().stream(request)]
+
+
+async def test_the_demo_calls_the_offered_tool_a_phrase_asks_for() -> None:
+    recall = await events_for("What did I say about the dentist?")
+    remind = await events_for("remind me in 10 minutes to stretch")
+    context = await events_for("How full is your context?")
+
+    assert recall == [ToolCall("demo_call_1", "recall", '{"query": "the dentist"}'), Finish("tool_calls")]
+    assert remind[0] == ToolCall("demo_call_1", "schedule", '{"text": "stretch", "in_seconds": 600}')
+    assert context[0] == ToolCall("demo_call_1", "context_inspect", "{}")
+
+
+async def test_without_the_tool_offered_the_demo_answers_in_text() -> None:
+    answer = await events_for("What did I say about the dentist?", tools=(CONTEXT_SCHEMA,))
+
+    assert all(isinstance(event, TextDelta | Finish) for event in answer)
+    assert answer[-1] == Finish("stop")
+
+
+async def test_the_demo_answers_from_tool_results() -> None:
+    messages = [
+        {"role": "user", "content": "What did I say about the dentist?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "demo_call_1", "type": "function", "function": {"name": "recall", "arguments": "{}"}}
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "demo_call_1",
+            "content": json.dumps(
+                {
+                    "query": "dentist",
+                    "hits": [{"text": "Grace: dentist on Friday at 9", "date": "2026-11-30"}],
+                }
+            ),
+        },
+    ]
+    request = ChatRequest(messages=messages, model="demo", tools=ALL_TOOLS)
+
+    answer = await DemoProvider().complete(request)
+
+    assert answer == "[demo] I searched my memory for “dentist”: Grace: dentist on Friday at 9 (2026-11-30)."

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from datetime import UTC, datetime, timedelta
@@ -15,7 +16,7 @@ from bot.errors import (
     ProviderUnavailable,
     StreamInterrupted,
 )
-from bot.providers.base import ChatRequest
+from bot.providers.base import ChatRequest, TextDelta
 from bot.providers.openai import OpenAICompatibleProvider
 from tests.fakes.openai_server import (
     Drop,
@@ -25,6 +26,7 @@ from tests.fakes.openai_server import (
     Malformed,
     Reply,
     StreamError,
+    Writes,
     bad_request,
     context_overflow,
     rate_limited,
@@ -45,7 +47,8 @@ def chat(text: str = "hi", **fields: Any) -> ChatRequest:
 
 
 async def collect(provider: OpenAICompatibleProvider, request: ChatRequest) -> list[str]:
-    return [delta async for delta in provider.stream(request)]
+    """The text deltas of an answer."""
+    return [event.text async for event in provider.stream(request) if isinstance(event, TextDelta)]
 
 
 # --- streaming and the request ------------------------------------------------
@@ -58,6 +61,32 @@ async def test_streams_deltas_in_order(fake_openai: FakeOpenAI, make_provider: P
 
     assert deltas == ["Hel", "lo there", ", Grace", "!"]
     assert [(r.method, r.path) for r in fake_openai.requests] == [("POST", "/v1/chat/completions")]
+
+
+async def test_the_events_of_one_chunk_go_on_as_one_delta_and_a_cut_event_still_parses(
+    fake_openai: FakeOpenAI, make_provider: ProviderFactory
+) -> None:
+    cut = fake_openai.event(", Grace")
+    rest_may_go = asyncio.Event()
+    fake_openai.script(
+        Writes(
+            (
+                # One chunk: two whole events and the first half of a third.
+                fake_openai.event("Hel") + fake_openai.event("lo there") + cut[:20],
+                # Sent only once the first chunk was read and handed on, so it is a chunk of its own.
+                rest_may_go,
+                cut[20:] + fake_openai.event("!") + fake_openai.finish(),
+            )
+        )
+    )
+
+    deltas: list[str] = []
+    async for event in make_provider().stream(chat()):
+        if isinstance(event, TextDelta):
+            deltas.append(event.text)
+            rest_may_go.set()
+
+    assert deltas == ["Hello there", ", Grace!"]
 
 
 async def test_complete_joins_the_stream(fake_openai: FakeOpenAI, make_provider: ProviderFactory) -> None:
@@ -321,8 +350,9 @@ async def test_drop_after_text_is_interrupted_with_the_partial_text(
     received: list[str] = []
 
     with pytest.raises(StreamInterrupted) as caught:
-        async for delta in make_provider().stream(chat()):
-            received.append(delta)
+        async for event in make_provider().stream(chat()):
+            if isinstance(event, TextDelta):
+                received.append(event.text)
 
     assert caught.value.partial_text == "Once upon a time"
     assert "".join(received) == "Once upon a time"

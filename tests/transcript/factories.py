@@ -10,6 +10,7 @@ from transcript import (
     Budget,
     Capabilities,
     Context,
+    StoredToolCall,
     TranscriptRow,
     build_context,
 )
@@ -73,3 +74,29 @@ def history(context: Context) -> list[dict[str, Any]]:
     """The messages after the system message."""
     assert context.messages[0]["role"] == "system"
     return context.messages[1:]
+
+
+def tool_call(
+    seq: int, *calls: tuple[str, str, str], text: str = "", persona_id: str = "sage"
+) -> TranscriptRow:
+    """An assistant row calling tools; each call is (id, name, arguments)."""
+    return TranscriptRow(
+        seq=seq,
+        role="assistant",
+        content=text,
+        persona_id=persona_id,
+        kind="tool_call",
+        tool_calls=tuple(StoredToolCall(*call) for call in calls),
+    )
+
+
+def tool_result(seq: int, call_id: str, content: str, name: str = "recall", **fields: Any) -> TranscriptRow:
+    return TranscriptRow(
+        seq=seq,
+        role="tool",
+        kind="tool_result",
+        content=content,
+        tool_call_id=call_id,
+        tool_name=name,
+        **fields,
+    )

@@ -1,0 +1,157 @@
+"""What a tool is: a name, a description, the JSON Schema of its arguments, and a run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from bot.storage.models import ChatSession
+from bot.tools.schemas import normalise_schema
+
+# Where a tool comes from, as `chorus tools` and the console show it.
+BUILTIN_SOURCE = "builtin"
+
+
+@dataclass(frozen=True)
+class ToolImage:
+    """An image a tool returned (an MCP server's screenshot, say), for the model to see."""
+
+    data: bytes
+    mime_type: str
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What one call gave back: the text the model reads, and whether it is an error.
+
+    Errors are results too: an unknown tool, bad arguments, a timeout or an exception
+    become a result that says what went wrong, so the model can try again differently.
+    """
+
+    content: str
+    is_error: bool = False
+    images: tuple[ToolImage, ...] = ()
+
+    @staticmethod
+    def of(value: object) -> ToolResult:
+        """A tool's return value as a result: text as it is, anything else as JSON."""
+        if isinstance(value, ToolResult):
+            return value
+        if isinstance(value, str):
+            return ToolResult(value)
+        return ToolResult(json.dumps(value, ensure_ascii=False, default=str))
+
+    @staticmethod
+    def error(message: str) -> ToolResult:
+        return ToolResult(message, is_error=True)
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """The call a tool runs for: the conversation, the persona that called, and the chat."""
+
+    session: ChatSession
+    persona_id: str
+    lane: str | None
+    # A group chat: tools act on the group's memory and context, never a person's.
+    group: bool
+    call_id: str
+
+
+class ToolArgumentsError(Exception):
+    """The arguments do not match the tool's schema; the message says how."""
+
+
+class Tool(Protocol):
+    """Any tool: built-in (`FunctionTool`) or an MCP server's."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def read_only(self) -> bool:
+        """True for a tool that only reads: such tools are offered in group chats by default."""
+        ...
+
+    @property
+    def source(self) -> str:
+        """`builtin`, or `mcp:<server>`."""
+        ...
+
+    @property
+    def timeout_seconds(self) -> float | None:
+        """Its own bound on one run; None takes `tools.timeout_seconds`."""
+        ...
+
+    @property
+    def in_groups(self) -> bool | None:
+        """Its own rule for group chats; None follows `tools.in_groups`."""
+        ...
+
+    def parameters(self) -> dict[str, Any]:
+        """The JSON Schema of its arguments, in the shape OpenAI-compatible models accept."""
+        ...
+
+    def parse(self, arguments: dict[str, Any]) -> object:
+        """The arguments checked against the schema; raises `ToolArgumentsError`."""
+        ...
+
+    async def run(self, context: ToolContext, arguments: Any) -> ToolResult: ...
+
+
+Arguments = TypeVar("Arguments", bound=BaseModel)
+Handler = Callable[[ToolContext, Arguments], Awaitable[object]]
+
+
+@dataclass(frozen=True)
+class FunctionTool(Generic[Arguments]):
+    """A built-in tool: a pydantic model for its arguments and one async function doing the work.
+
+    The schema sent to the model comes from the model (`model_json_schema`), and the same
+    model validates what the model sent back.
+    """
+
+    name: str
+    description: str
+    arguments: type[Arguments]
+    handler: Handler[Arguments]
+    read_only: bool
+    source: str = BUILTIN_SOURCE
+    timeout_seconds: float | None = None
+    in_groups: bool | None = None
+
+    def parameters(self) -> dict[str, Any]:
+        return normalise_schema(self.arguments.model_json_schema())
+
+    def parse(self, arguments: dict[str, Any]) -> Arguments:
+        try:
+            return self.arguments.model_validate(arguments)
+        except ValidationError as error:
+            raise ToolArgumentsError(validation_message(error)) from None
+
+    async def run(self, context: ToolContext, arguments: Arguments) -> ToolResult:
+        return ToolResult.of(await self.handler(context, arguments))
+
+
+def validation_message(error: ValidationError) -> str:
+    """Pydantic's errors as one line a model can act on: `query: Field required; k: …`."""
+    problems = []
+    for issue in error.errors():
+        where = ".".join(str(part) for part in issue["loc"]) or "arguments"
+        problems.append(f"{where}: {issue['msg']}")
+    return "; ".join(problems)
+
+
+def function_schema(tool: Tool) -> dict[str, Any]:
+    """The tool as the Chat Completions API's `tools` list holds it."""
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters()},
+    }

@@ -1,0 +1,176 @@
+"""Which tools are offered, and how one call runs: every failure is a result the model can read."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, Field
+
+from bot.config import ToolSettings
+from bot.providers.base import ToolCall
+from bot.storage.models import ChatSession
+from bot.tools.base import FunctionTool, ToolContext, ToolResult, function_schema
+from bot.tools.policy import ToolPolicy
+from bot.tools.registry import StaticTools, ToolRegistry
+from bot.tools.runner import run_call
+from bot.tools.schemas import UnsendableSchema, normalise_schema
+
+
+class Query(BaseModel):
+    query: str = Field(description="What to look for.")
+    k: int = Field(default=5, ge=1, le=20)
+
+
+class Nothing(BaseModel):
+    pass
+
+
+async def echo(context: ToolContext, arguments: Query) -> object:
+    return {"query": arguments.query, "k": arguments.k}
+
+
+async def slow(context: ToolContext, arguments: Nothing) -> object:
+    await asyncio.sleep(30)
+    return "never"
+
+
+async def broken(context: ToolContext, arguments: Nothing) -> object:
+    raise RuntimeError("the disk is on fire")
+
+
+def tool(
+    name: str, *, read_only: bool = True, handler: Any = echo, arguments: Any = Query
+) -> FunctionTool[Any]:
+    return FunctionTool(name, f"The {name} tool.", arguments, handler, read_only=read_only)
+
+
+CONTEXT = ToolContext(
+    session=ChatSession(id="s1", kind="private", owner_kind="person", owner_id="p1"),
+    persona_id="ada",
+    lane="web",
+    group=False,
+    call_id="call_1",
+)
+
+
+def names(registry: ToolRegistry, **where: Any) -> list[str]:
+    return [t.name for t in registry.offered(**where)]
+
+
+def test_deny_wins_wildcards_match_and_personas_narrow() -> None:
+    tools = [tool("recall"), tool("remember", read_only=False), tool("time__now"), tool("time__convert")]
+    settings = ToolSettings(allow=["*"], deny=["time__conv*"])
+    registry = ToolRegistry([StaticTools(tools)], ToolPolicy(settings))
+
+    assert names(registry, persona_tools=None, group=False) == ["recall", "remember", "time__now"]
+    assert names(registry, persona_tools=["time__*"], group=False) == ["time__now"]
+    assert names(registry, persona_tools=None, group=True) == ["recall", "time__now"]
+    off = ToolRegistry([StaticTools(tools)], ToolPolicy(ToolSettings(enabled=False)))
+    assert names(off, persona_tools=None, group=False) == []
+
+
+def test_group_rule_read_only_all_none_or_a_list() -> None:
+    tools = [tool("recall"), tool("remember", read_only=False)]
+    for rule, offered in [
+        ("read_only", ["recall"]),
+        ("all", ["recall", "remember"]),
+        ("none", []),
+        (["rem*"], ["remember"]),
+    ]:
+        registry = ToolRegistry([StaticTools(tools)], ToolPolicy(ToolSettings(in_groups=rule)))
+        assert names(registry, persona_tools=None, group=True) == offered, rule
+
+
+def test_the_first_source_keeps_a_shared_name() -> None:
+    first, second = tool("recall"), tool("recall", read_only=False)
+    registry = ToolRegistry(
+        [StaticTools([first]), StaticTools([second, tool("alpha")])], ToolPolicy(ToolSettings())
+    )
+
+    assert [t.name for t in registry.all()] == ["alpha", "recall"]
+    assert registry.all()[1] is first
+
+
+def test_schema_comes_from_the_arguments_model_self_contained() -> None:
+    class Inner(BaseModel):
+        city: str
+
+    class Outer(BaseModel):
+        where: Inner
+        when: str | None = None
+
+    schema = function_schema(tool("trip", arguments=Outer))
+
+    parameters = schema["function"]["parameters"]
+    assert "$defs" not in json.dumps(parameters) and "$ref" not in json.dumps(parameters)
+    assert parameters["properties"]["where"]["properties"]["city"] == {"type": "string"}
+    assert "title" not in parameters and "title" not in parameters["properties"]["where"]
+
+
+def test_a_recursive_or_non_object_schema_cannot_be_sent() -> None:
+    recursive = {
+        "type": "object",
+        "properties": {"next": {"$ref": "#/$defs/Node"}},
+        "$defs": {"Node": {"$ref": "#/$defs/Node"}},
+    }
+    with pytest.raises(UnsendableSchema):
+        normalise_schema(recursive)
+    with pytest.raises(UnsendableSchema):
+        normalise_schema({"type": "array"})
+    # A property called "title" is a name, not the keyword.
+    kept = normalise_schema({"type": "object", "properties": {"title": {"type": "string", "title": "Title"}}})
+    assert kept["properties"] == {"title": {"type": "string"}}
+
+
+async def call(name: str, arguments: str, *tools: FunctionTool[Any], timeout: float = 30) -> ToolResult:
+    offered = {t.name: t for t in tools}
+    return await run_call(ToolCall("call_1", name, arguments), offered, CONTEXT, timeout)
+
+
+async def test_a_good_call_returns_json() -> None:
+    result = await call("recall", '{"query": "dentist"}', tool("recall"))
+    assert not result.is_error
+    assert json.loads(result.content) == {"query": "dentist", "k": 5}
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "says"),
+    [
+        ("recal", '{"query": "x"}', "no tool named 'recal'. Tools you can call: recall"),
+        ("recall", '{"query": ', "not valid JSON"),
+        ("recall", '["x"]', "must be a JSON object"),
+        ("recall", '{"k": 3}', "query: Field required"),
+        ("recall", '{"query": "x", "k": 99}', "k: Input should be less than or equal to 20"),
+    ],
+)
+async def test_what_went_wrong_is_the_result(name: str, arguments: str, says: str) -> None:
+    result = await call(name, arguments, tool("recall"))
+    assert result.is_error
+    assert says in result.content
+
+
+async def test_an_exception_and_a_timeout_are_results_too() -> None:
+    failing = await call("broken", "{}", tool("broken", handler=broken, arguments=Nothing))
+    late = await call("slow", "", tool("slow", handler=slow, arguments=Nothing), timeout=0.05)
+
+    assert failing.is_error and "RuntimeError: the disk is on fire" in failing.content
+    assert late.is_error and "did not finish within 0.05 seconds" in late.content
+
+
+async def test_cancellation_is_not_swallowed() -> None:
+    started = asyncio.Event()
+
+    async def waits(context: ToolContext, arguments: Nothing) -> object:
+        started.set()
+        await asyncio.sleep(30)
+        return "never"
+
+    running = asyncio.create_task(call("waits", "{}", tool("waits", handler=waits, arguments=Nothing)))
+    async with asyncio.timeout(30):
+        await started.wait()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
