@@ -20,11 +20,12 @@ from bot.memory.dense import DenseIndex, Embedder, off_loop
 from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller
 from bot.memory.offload import Offloader, OffloadResult
 from bot.memory.recall import Recall, TurnMemory, turn_query, window_start
+from bot.memory.remembering import Remembered, remember
 from bot.metrics import MEMORY_OFFLOADS
 from bot.providers.base import ChatProvider
 from bot.storage.boundary import boundary_for
 from bot.storage.memory_store import MemoryStore, Owner
-from bot.storage.models import ChatSession
+from bot.storage.models import ChatSession, utcnow
 from transcript import TranscriptRow
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,10 @@ class MemoryService:
         and off the database thread, which then only reads)."""
         if self.recall.dense is not None:
             await off_loop(self.recall.dense.query_vector, query)
+
+    async def remember(self, session: ChatSession, text: str, seq: int | None) -> Remembered:
+        """Keep `text` (one item a line) in the owner's memory now, as a `<memory>` tag would."""
+        return await remember(self.store, self.embedder, session, text, seq=seq, said_at=utcnow())
 
     async def flush(self, session: ChatSession) -> OffloadResult | None:
         """Offload everything pending for the session, whatever the triggers say."""

@@ -60,6 +60,9 @@ class ToolContext:
     # A group chat: tools act on the group's memory and context, never a person's.
     group: bool
     call_id: str
+    # The stored row of the call, and the first message the model saw in its context.
+    seq: int | None = None
+    window_from_seq: int | None = None
 
 
 class ToolArgumentsError(Exception):
