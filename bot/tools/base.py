@@ -51,12 +51,23 @@ class ToolResult:
 
 
 @dataclass(frozen=True)
+class ChatAddress:
+    """Where the turn's person is: what a reminder needs to reach them there later."""
+
+    lane: str
+    chat_id: str
+    chat_kind: str  # "private" | "group"
+    thread_id: str | None = None
+
+
+@dataclass(frozen=True)
 class ToolContext:
     """The call a tool runs for: the conversation, the persona that called, and the chat."""
 
     session: ChatSession
     persona_id: str
-    lane: str | None
+    # None for a turn that came from no chat a message could be sent to.
+    chat: ChatAddress | None
     # A group chat: tools act on the group's memory and context, never a person's.
     group: bool
     call_id: str

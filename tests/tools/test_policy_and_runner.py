@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from bot.config import ToolSettings
 from bot.providers.base import ToolCall
 from bot.storage.models import ChatSession
-from bot.tools.base import FunctionTool, ToolContext, ToolResult, function_schema
+from bot.tools.base import ChatAddress, FunctionTool, ToolContext, ToolResult, function_schema
 from bot.tools.policy import ToolPolicy
 from bot.tools.registry import StaticTools, ToolRegistry
 from bot.tools.runner import run_call
@@ -50,7 +50,7 @@ def tool(
 CONTEXT = ToolContext(
     session=ChatSession(id="s1", kind="private", owner_kind="person", owner_id="p1"),
     persona_id="ada",
-    lane="web",
+    chat=ChatAddress("web", "visitor-1", "private"),
     group=False,
     call_id="call_1",
 )

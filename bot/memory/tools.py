@@ -1,4 +1,8 @@
-"""`recall` and `remember`: the owner's long-term memory, as the model searches and adds to it."""
+"""Memory's tools: `recall` and `remember`, the owner's long-term memory as the model searches and adds to it.
+
+They share `/recall`'s search and the `<memory>` tag's way of keeping an item; the
+command formats hits for people, the tool returns them as JSON.
+"""
 
 from __future__ import annotations
 
