@@ -1,7 +1,7 @@
 """messages: the calls of a tool_call row, and the call a tool_result row answers
 
-Revision ID: 0010_tool_rows
-Revises: 0009_message_kind
+Revision ID: 0012_tool_rows
+Revises: 0011_search_stemming
 
 A turn may call tools: the assistant row that called them keeps its calls (JSON: id,
 name and the arguments as the model wrote them), and each result row names the call it
@@ -14,8 +14,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision = "0010_tool_rows"
-down_revision = "0009_message_kind"
+revision = "0012_tool_rows"
+down_revision = "0011_search_stemming"
 branch_labels = None
 depends_on = None
 
