@@ -505,19 +505,24 @@ class TurnEngine:
             unanswered = await self._unanswered_calls(plan) if plan.resumed else None
             if unanswered is not None:
                 rounds.steps = unanswered.steps
-                async for event in self._run_calls(plan, unanswered.call_seq, unanswered.calls, tools, None):
-                    yield event
+                leftover = self._run_calls(plan, unanswered.call_seq, unanswered.calls, tools, None)
+                async with aclosing(leftover) as events:
+                    async for event in events:
+                        yield event
             while True:
                 answer = ModelAnswer()
                 offering = tools if rounds.may_call_tools else {}
-                async for event in self._call_model(plan, tools, answer, final=not offering):
-                    yield event
+                async with aclosing(self._call_model(plan, tools, answer, final=not offering)) as events:
+                    async for event in events:
+                        yield event
                 if plan.running.stopped or not answer.calls or not offering:
                     break
                 call_row = await self._store_calls(plan, answer)
+                # aclosing: a lane that stops listening stores the round's results before the reply.
                 calls = self._run_calls(plan, call_row.seq, answer.calls, offering, answer.window_from_seq)
-                async for event in calls:
-                    yield event
+                async with aclosing(calls) as events:
+                    async for event in events:
+                        yield event
                 rounds.record(answer.calls)
                 if plan.running.stopped:
                     answer = ModelAnswer()
@@ -630,8 +635,6 @@ class TurnEngine:
         as stopped, so the transcript never holds a call without its result.
         """
         session = plan.session
-        for call in calls:
-            yield ToolStep(call.id, call.name, "started", progress_summary(call), session.id)
         running: dict[asyncio.Task[ToolResult], ToolCall] = {}
         for call in calls:
             context = ToolContext(
@@ -648,6 +651,8 @@ class TurnEngine:
             running[task] = call
         stored: set[str] = set()
         try:
+            for call in calls:
+                yield ToolStep(call.id, call.name, "started", progress_summary(call), session.id)
             waiting: set[asyncio.Task[ToolResult]] = set(running)
             while waiting:
                 done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
