@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -174,3 +175,16 @@ async def test_cancellation_is_not_swallowed() -> None:
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running
+
+
+async def test_each_call_logs_one_json_line_without_what_was_said(caplog: pytest.LogCaptureFixture) -> None:
+    from bot.logs import JsonFormatter
+
+    with caplog.at_level(logging.INFO, logger="bot.tools.runner"):
+        await call("recall", '{"query": "my secret diagnosis"}', tool("recall"))
+
+    [record] = [r for r in caplog.records if r.name == "bot.tools.runner"]
+    line = json.loads(JsonFormatter().format(record))
+    assert (line["tool"], line["outcome"], line["source"]) == ("recall", "ok", "builtin")
+    assert line["argument_chars"] == len('{"query": "my secret diagnosis"}')
+    assert "secret" not in json.dumps(line)
