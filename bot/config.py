@@ -170,6 +170,20 @@ class JobSettings(BaseModel):
     poll_seconds: float = Field(default=1.0, gt=0)
 
 
+class ReminderSettings(BaseModel):
+    # Reminders one person (or group) may have waiting at once.
+    max_active: int = Field(default=50, ge=1)
+    # A reminder that fell due while Chorus was down is still delivered (marked late)
+    # when it is younger than this at start; an older one is marked missed.
+    max_late_seconds: float = Field(default=86_400.0, ge=0)
+    # The longest text a reminder may carry.
+    max_text_chars: int = Field(default=1000, ge=1)
+    # Recurring reminders fire at most this often.
+    min_interval_seconds: float = Field(default=60.0, ge=60)
+    # A platform that refuses a delivery (rate limit, outage) is tried this many times in all.
+    delivery_attempts: int = Field(default=3, ge=1)
+
+
 class ChannelSettingsBase(BaseModel):
     """The `channels` section: one field per lane in `channels.registry`, named after the lane."""
 
@@ -208,6 +222,8 @@ class Settings(BaseSettings):
     # On SIGTERM/SIGINT, how long running turns may take to finish before they are cut.
     shutdown_grace_seconds: float = 20.0
     default_persona: str = "assistant"
+    # The time zone reminders are read in for someone who has not set theirs (/timezone).
+    timezone: str = "UTC"
     personas: list[PersonaSettings] = Field(default_factory=lambda: [FALLBACK_PERSONA])
     model: ModelSettings = Field(default_factory=ModelSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
@@ -216,6 +232,7 @@ class Settings(BaseSettings):
     tools: ToolSettings = Field(default_factory=ToolSettings)
     recovery: RecoverySettings = Field(default_factory=RecoverySettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
+    reminders: ReminderSettings = Field(default_factory=ReminderSettings)
     channels: ChannelSettings = Field(default_factory=ChannelSettings)
 
     @classmethod

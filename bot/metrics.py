@@ -84,6 +84,12 @@ LOOP_LAG = Histogram(
 MEMORY_OFFLOADS = Counter(
     "chorus_memory_offloads", "Memory offloads committed (items distilled and stored).", registry=REGISTRY
 )
+REMINDERS = Counter(
+    "chorus_reminders",
+    "Reminders by outcome: scheduled, delivered, late (delivered after Chorus was down), missed, failed.",
+    ["outcome"],
+    registry=REGISTRY,
+)
 TOOL_CALLS = Counter(
     "chorus_tool_calls",
     'Tool calls the model made, by tool ("unknown" for names no offered tool has) and outcome.',

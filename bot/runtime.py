@@ -11,6 +11,7 @@ from sqlalchemy.engine import Engine as DatabaseEngine
 from bot.commands import context as context_commands
 from bot.commands import general, identity, personas, sessions
 from bot.commands import memory as memory_commands
+from bot.commands import reminders as reminder_commands
 from bot.commands.registry import CommandRegistry
 from bot.config import Settings
 from bot.context.maintenance import ContextMaintainer
@@ -24,11 +25,15 @@ from bot.memory.tools import memory_tools
 from bot.providers import make_provider
 from bot.providers.base import ChatProvider
 from bot.providers.observed import ObservedProvider
+from bot.reminders.delivery import ReminderLanes
+from bot.reminders.service import ReminderService
+from bot.reminders.tools import reminder_tools
 from bot.roles import ProcessRoles
 from bot.storage import migrate
 from bot.storage.boundary import boundary_for
 from bot.storage.database import create_database_engine
 from bot.storage.jobs import JobSink, SqliteJobs
+from bot.storage.reminders import FIRE_REMINDER
 from bot.storage.stores import Stores
 from bot.tools.base import Tool
 from bot.tools.offer import ToolOffer
@@ -56,6 +61,8 @@ class Runtime:
     # Roles one process per database plays (polling Telegram for a bot).
     roles: ProcessRoles
     tools: ToolRegistry
+    # Reminders, and the lanes of this process that show them when they fall due.
+    reminders: ReminderService
     memory: MemoryService | None = None
     context: ContextMaintainer | None = None
     lanes: LaneHealth = field(default_factory=LaneHealth)
@@ -149,14 +156,21 @@ def build_runtime(
         personas=persona_registry,
         provider=provider,
     )
-    tools.add_source(StaticTools(builtin_tools(memory, context)))
-    commands = CommandRegistry(maintainer=context, memory=memory)
-    for family in (general, personas, identity, sessions, context_commands, memory_commands):
+    reminders = ReminderService(
+        stores.reminders, stores.messages, persona_registry, settings, ReminderLanes()
+    )
+    tools.add_source(StaticTools(builtin_tools(memory, context, reminders)))
+    commands = CommandRegistry(maintainer=context, memory=memory, reminders=reminders)
+    families = (general, personas, identity, sessions, context_commands, memory_commands, reminder_commands)
+    for family in families:
         commands.add_all(family.COMMANDS)
     # Names this process in the delivery state of its turns and as the owner of its job claims.
     instance_id = uuid.uuid4().hex
     definitions = build_definitions(stores.sessions, stores.messages, context, memory, settings.memory)
+    # A reminder's job: its key names the reminder, its seq the occurrence.
+    definitions.add(FIRE_REMINDER, reminders.fire)
     jobs = job_queue(stores, sink, settings, definitions, instance_id)
+    reminders.wake = jobs.wake
     engine = TurnEngine(
         settings=settings,
         stores=stores,
@@ -180,18 +194,21 @@ def build_runtime(
         memory=memory,
         context=context,
         tools=tools,
+        reminders=reminders,
         roles=ProcessRoles(settings.database_url, shared=database.dialect.name == "postgresql"),
     )
 
 
-def builtin_tools(memory: MemoryService, maintainer: ContextMaintainer) -> list[Tool]:
+def builtin_tools(
+    memory: MemoryService, maintainer: ContextMaintainer, reminders: ReminderService
+) -> list[Tool]:
     """The tools Chorus itself offers, over the same functions as the chat commands.
 
-    `/recall`, `/context`, `/snip` and `/unsnip` format their results for people; these
-    return them as JSON. Memory's tools only exist while memory is on.
+    `/recall`, `/context`, `/snip`, `/unsnip`, `/remind` and `/reminders` format their
+    results for people; these return them as JSON. Memory's tools only exist while memory is on.
     """
     tools: list[Tool] = memory_tools(memory) if memory.settings.enabled else []
-    return tools + context_tools(maintainer)
+    return tools + context_tools(maintainer) + reminder_tools(reminders)
 
 
 def job_sink(database: DatabaseEngine) -> JobSink:

@@ -7,6 +7,9 @@
 - `tool_call`: a persona's message that called tools (role `assistant`; its calls ride
   along), and `tool_result`: one call's result (role `tool`). They reach the model as one
   exchange, never split; search and memory do not take them for something a person said.
+- `reminder`: a reminder a persona delivered when it fell due (role `assistant`, tagged
+  with the persona that set it). The model reads it as that persona's message; it answers
+  no one, so it ends no turn, and search and memory offload leave it out like tool rows.
 - events, role `system`: stored, exported and shown in histories, never sent to the model.
   `command` (a command as someone sent it), `command_reply` (its answer as shown),
   `persona_switch` (the session's voice changed; the row names the new persona),
@@ -27,7 +30,15 @@ from typing import Literal, get_args
 
 Role = Literal["user", "assistant", "system", "tool"]
 MessageKind = Literal[
-    "message", "tool_call", "tool_result", "command", "command_reply", "persona_switch", "error", "note"
+    "message",
+    "tool_call",
+    "tool_result",
+    "reminder",
+    "command",
+    "command_reply",
+    "persona_switch",
+    "error",
+    "note",
 ]
 # `interrupted`: the reply stream ended early (stopped, cut off, the lane stopped listening).
 # `failed`: a tool result saying the call went wrong (the model reads it as an error).
@@ -42,6 +53,7 @@ KIND_ROLES: dict[MessageKind, frozenset[Role]] = {
     "message": frozenset({"user", "assistant"}),
     "tool_call": frozenset({"assistant"}),
     "tool_result": frozenset({"tool"}),
+    "reminder": frozenset({"assistant"}),
     "command": frozenset({"system"}),
     "command_reply": frozenset({"system"}),
     "persona_switch": frozenset({"system"}),
@@ -51,7 +63,7 @@ KIND_ROLES: dict[MessageKind, frozenset[Role]] = {
 # A persona's answer to a person is an assistant row of this kind (see `is_reply`).
 REPLY_KIND: MessageKind = "message"
 # The conversation: what the model sees and the window reads.
-CONVERSATION_KINDS: frozenset[MessageKind] = frozenset({"message", "tool_call", "tool_result"})
+CONVERSATION_KINDS: frozenset[MessageKind] = frozenset({"message", "tool_call", "tool_result", "reminder"})
 # What people and personas said: what search finds and memory offload counts as turns.
 SAID_KINDS: frozenset[MessageKind] = frozenset({"message"})
 # Steps of a turn that are not said to anyone: memory offload counts them as steps.

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from bot.context.maintenance import ContextMaintainer
     from bot.memory.service import MemoryService
     from bot.providers.base import ChatProvider
+    from bot.reminders.service import ReminderService
     from bot.storage.boundary import DatabaseBoundary
     from bot.storage.models import ChatSession
     from bot.storage.stores import Stores
@@ -88,6 +89,7 @@ class CommandContext:
     commands: CommandRegistry
     maintainer: ContextMaintainer | None = None
     memory: MemoryService | None = None
+    reminders: ReminderService | None = None
 
     def require_maintainer(self) -> ContextMaintainer:
         if self.maintainer is None:
@@ -98,6 +100,11 @@ class CommandContext:
         if self.memory is None:
             raise CommandUnavailable("Long-term memory is not running in this process.")
         return self.memory
+
+    def require_reminders(self) -> ReminderService:
+        if self.reminders is None:
+            raise CommandUnavailable("Reminders are not running in this process.")
+        return self.reminders
 
 
 CommandHandler = Callable[[CommandContext, str], Awaitable[CommandAnswer]]
@@ -143,19 +150,25 @@ class RecognisedCommand:
             commands=registry,
             maintainer=registry.maintainer,
             memory=registry.memory,
+            reminders=registry.reminders,
         )
         return await registry.run(self.parsed, context)
 
 
 class CommandRegistry:
-    """The commands of the process, and the services the context and memory commands act on."""
+    """The commands of the process, and the services the context, memory and reminder commands act on."""
 
     def __init__(
-        self, *, maintainer: ContextMaintainer | None = None, memory: MemoryService | None = None
+        self,
+        *,
+        maintainer: ContextMaintainer | None = None,
+        memory: MemoryService | None = None,
+        reminders: ReminderService | None = None,
     ) -> None:
         self._commands: dict[str, Command] = {}
         self.maintainer = maintainer
         self.memory = memory
+        self.reminders = reminders
 
     def add(self, command: Command) -> None:
         if command.name in self._commands:

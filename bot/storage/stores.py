@@ -17,6 +17,7 @@ from bot.storage.identities import IdentityStore
 from bot.storage.jobs import JobSink
 from bot.storage.memory_store import MemoryStore
 from bot.storage.messages import MessageStore
+from bot.storage.reminders import ReminderStore
 from bot.storage.sessions import SessionStore
 from bot.storage.visitors import VisitorStore
 
@@ -31,6 +32,7 @@ class Stores:
     records: ContextRecords
     memory: MemoryStore
     deliveries: DeliveryStore
+    reminders: ReminderStore
 
     @classmethod
     def open(cls, database: DatabaseEngine, jobs: JobSink | None = None) -> Stores:
@@ -44,4 +46,5 @@ class Stores:
             records=ContextRecords(database),
             memory=MemoryStore(database),
             deliveries=DeliveryStore(database),
+            reminders=ReminderStore(database, jobs),
         )

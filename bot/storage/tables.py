@@ -4,4 +4,11 @@ Alembic's environment and the test fixtures import this one module; a package
 that adds tables (context records, memory) adds its module here.
 """
 
-from bot.storage import context_models, delivery_models, job_models, memory_models, models  # noqa: F401
+from bot.storage import (  # noqa: F401
+    context_models,
+    delivery_models,
+    job_models,
+    memory_models,
+    models,
+    reminder_models,
+)

@@ -52,6 +52,9 @@ def event_of(row: StoredEntry, personas: PersonaRegistry) -> tuple[str | None, s
     match row.kind:
         case "message":
             return None, row.content
+        case "reminder":
+            # A persona's message the widget shows like any other, marked as a reminder.
+            return "reminder", row.content
         case "persona_switch" if row.persona_id is not None:
             return "persona_switch", f"Now speaking: {personas.resolve(row.persona_id).name}"
         case "persona_switch":
