@@ -19,6 +19,9 @@ from bot.storage.messages import MessageStore
 from bot.storage.models import Attachment, Message, as_utc
 from transcript.kinds import MessageKind, Role, Status, check_row
 
+# What reaches a conversation without a person asking: pushed to its open widgets.
+PUSHED_KINDS: tuple[MessageKind, ...] = ("reminder",)
+
 if TYPE_CHECKING:
     from bot.runtime import Runtime
 
@@ -71,6 +74,11 @@ class ConversationHistory:
             row.id for row in rows if row.id is not None and row.attachment_count
         )
         return [_entry(row, files.get(row.id, [])) for row in rows if row.id is not None]
+
+    async def pushed_after(self, session_id: str, after_seq: int, limit: int = 50) -> list[StoredEntry]:
+        """Rows a session's open widgets are sent as they are stored (reminders), after `after_seq`."""
+        rows = await self.db.run(self.messages.messages_after, session_id, after_seq, PUSHED_KINDS, limit)
+        return [_entry(row, []) for row in rows if row.id is not None]
 
     async def file(self, attachment_id: int) -> StoredFile | None:
         found = await self.db.run(self.messages.get_attachment, attachment_id)

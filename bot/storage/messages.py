@@ -507,6 +507,23 @@ class MessageStore:
             found.reverse()
             return found
 
+    def messages_after(
+        self, session_id: str, after_seq: int, kinds: Iterable[str], limit: int
+    ) -> list[Message]:
+        """Stored rows of `kinds` after `after_seq`, oldest first (what a session's push stream sends)."""
+        with self._session() as db:
+            query = (
+                select(Message)
+                .where(
+                    Message.session_id == session_id,
+                    Message.seq > after_seq,
+                    col(Message.kind).in_(list(kinds)),
+                )
+                .order_by(col(Message.seq))
+                .limit(limit)
+            )
+            return list(db.exec(query))
+
     def attachments_for(self, message_ids: Iterable[int]) -> dict[int, list[Row[Any]]]:
         """The attachments of these messages (with their shared document text), by message id."""
         ids = list(message_ids)

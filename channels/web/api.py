@@ -5,7 +5,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, Security, status
+from fastapi import (
+    APIRouter,
+    Depends,
+    Header,
+    HTTPException,
+    Path,
+    Query,
+    Request,
+    Response,
+    Security,
+    status,
+)
 from fastapi.responses import FileResponse, StreamingResponse
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
@@ -18,6 +29,7 @@ from channels.web.events import turn_events
 from channels.web.forms import CLIENT_ID, message_fields, message_form
 from channels.web.history import message_views
 from channels.web.lane import WebLane, lane_of, persona_view
+from channels.web.pushes import pushed_events
 from channels.web.schemas import (
     CommandResult,
     DeltaEvent,
@@ -25,6 +37,7 @@ from channels.web.schemas import (
     ErrorEvent,
     HistoryPage,
     PersonaView,
+    ReminderEvent,
     SessionState,
     StartSession,
     StopResult,
@@ -45,8 +58,15 @@ COOKIE = APIKeyCookie(
 COOKIE_MAX_AGE = 365 * 24 * 3600
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 # The stream's events, by name; their schemas go into the OpenAPI components (see app.py).
-EVENT_MODELS: dict[str, type[BaseModel]] = {"delta": DeltaEvent, "done": DoneEvent, "error": ErrorEvent}
-EVENT_NAMES = tuple(EVENT_MODELS)
+EVENT_MODELS: dict[str, type[BaseModel]] = {
+    "delta": DeltaEvent,
+    "done": DoneEvent,
+    "error": ErrorEvent,
+    "reminder": ReminderEvent,
+}
+# A turn's stream, and a session's push stream (`GET /api/sessions/{id}/events`).
+TURN_EVENT_NAMES = ("delta", "done", "error")
+PUSH_EVENT_NAMES = ("reminder",)
 
 
 def sse_event(name: str) -> dict[str, Any]:
@@ -97,7 +117,20 @@ MESSAGE_FORM_DOC: dict[str, Any] = {
             "description": "Server-Sent Events: `delta` events, then exactly one `done` or `error`; "
             "each event's `data` is one JSON object (DeltaEvent, DoneEvent, ErrorEvent).",
             "content": {
-                "text/event-stream": {"schema": {"oneOf": [sse_event(name) for name in EVENT_NAMES]}}
+                "text/event-stream": {"schema": {"oneOf": [sse_event(name) for name in TURN_EVENT_NAMES]}}
+            },
+        }
+    },
+}
+PUSH_STREAM_DOC: dict[str, Any] = {
+    "responses": {
+        "200": {
+            "description": "Server-Sent Events, open until the client leaves: a `reminder` event "
+            "(ReminderEvent) for each reminder stored in the conversation, its `id:` the message's seq; "
+            "comments keep it alive. Reconnect with `Last-Event-ID` (or `?after=`) to get what was "
+            "stored meanwhile.",
+            "content": {
+                "text/event-stream": {"schema": {"oneOf": [sse_event(name) for name in PUSH_EVENT_NAMES]}}
             },
         }
     },
@@ -182,6 +215,45 @@ async def history(
     messages = message_views(rows, lane.engine.personas)
     more = len(rows) == limit and rows[0].seq > 1
     return HistoryPage(session_id=session.id, messages=messages, next_before=rows[0].seq if more else None)
+
+
+@router.get(
+    "/sessions/{session_id}/events",
+    response_class=StreamingResponse,
+    openapi_extra=PUSH_STREAM_DOC,
+    responses=error_responses(401, 403, 404, 422),
+)
+async def session_events(
+    session_id: str,
+    request: Request,
+    visitor: CurrentVisitor,
+    lane: CurrentLane,
+    after: Annotated[
+        int | None, Query(ge=0, le=MAX_ID, description="Send what was stored after this seq")
+    ] = None,
+    last_event_id: Annotated[
+        str | None, Header(alias="Last-Event-ID", description="The last event's id (a seq), on reconnect")
+    ] = None,
+) -> Response:
+    """Messages the conversation gets without the visitor asking (reminders), pushed as they are stored.
+
+    Without `after` or `Last-Event-ID` the stream starts at the conversation's newest message.
+    """
+    session = await lane.visitors.owned_session(visitor, session_id)
+    resumed = int(last_event_id) if last_event_id is not None and last_event_id.isdigit() else None
+    start = after if after is not None else resumed
+    if start is None:
+        start = (await lane.visitors.service.refresh(session)).last_seq
+    events = pushed_events(
+        lane.history,
+        lane.engine.personas,
+        lane.pushes,
+        session.id,
+        start,
+        request.is_disconnected,
+        lane.runtime.settings.channels.web.push_stream_seconds,
+    )
+    return StreamingResponse(events, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 @router.post(

@@ -21,6 +21,7 @@ from channels.web.admission import SetupSlots
 from channels.web.docs import mount_docs
 from channels.web.errors import install_error_handlers
 from channels.web.lane import WebLane
+from channels.web.pushes import WebReminders
 from channels.web.schemas import Health, LaneHealthView
 
 
@@ -75,10 +76,13 @@ class WebRunner:
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        self.lane: WebLane | None = None
 
     def mount(self, app: FastAPI) -> None:
         web = self.runtime.settings.channels.web
-        app.state.web_lane = WebLane.build(self.runtime)
+        lane = self.lane = app.state.web_lane = WebLane.build(self.runtime)
+        # Reminders set on the web are shown to its open widgets when they fall due.
+        self.runtime.reminders.lanes.register(self.name, WebReminders(lane.pushes))
         app.include_router(api.router)
         complete_openapi(app, self.runtime)
         app.include_router(pages.router)
@@ -94,6 +98,11 @@ class WebRunner:
 
     async def start(self) -> None:
         """The web lane is served by the host app's server."""
+
+    async def stop_intake(self) -> None:
+        """Shutting down: open push streams end, so the server need not wait for them."""
+        if self.lane is not None:
+            self.lane.pushes.close()
 
     async def stop(self) -> None:
         """Nothing of its own to stop: the server stops with `chorus serve`."""

@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from bot.history import StoredEntry
 from channels.web.schemas import AttachmentView, MessageView
 from persona import PersonaRegistry
-from transcript.kinds import UnknownMessageKind
+from transcript.kinds import TOOL_KINDS, UnknownMessageKind
 
 
 def message_views(rows: Sequence[StoredEntry], personas: PersonaRegistry) -> list[MessageView]:
-    return [message_view(row, personas) for row in rows]
+    # Tool calls and their raw results are the model's working, never shown to a visitor.
+    return [message_view(row, personas) for row in rows if row.kind not in TOOL_KINDS]
 
 
 def message_view(row: StoredEntry, personas: PersonaRegistry) -> MessageView:

@@ -16,6 +16,7 @@ from bot.turns.engine import TurnEngine
 from bot.turns.routing import ChatSession
 from bot.visitors import VisitorService
 from channels.web.clients import ClientAddresses, StreamSlots
+from channels.web.pushes import SessionPushes
 from channels.web.ratelimit import RateLimiter
 from channels.web.schemas import PersonaView, SessionState, UploadLimits
 from channels.web.uploads import ACCEPTED_TYPES, MAX_FILES
@@ -38,6 +39,8 @@ class WebLane:
     visitors_per_ip: RateLimiter
     messages_per_ip: RateLimiter
     streams: StreamSlots
+    # Wakes the push streams of open widgets (reminders).
+    pushes: SessionPushes = field(default_factory=SessionPushes)
     _last_sweep: float | None = field(default=None, repr=False)
 
     @classmethod

@@ -52,7 +52,8 @@ class MessageView(BaseModel):
     role: str = Field(description="`user`, `assistant`, or `system` for an event.")
     event: str | None = Field(
         default=None,
-        description="For events only: `command`, `command_reply`, `persona_switch`, `error` or `note`.",
+        description="For events: `command`, `command_reply`, `persona_switch`, `error` or `note`; "
+        "`reminder` for an assistant message that was a reminder falling due.",
     )
     text: str
     status: str
@@ -131,6 +132,16 @@ class DoneEvent(BaseModel):
     session_id: str | None = None
     persona_id: str | None = None
     persona_name: str | None = None
+
+
+class ReminderEvent(BaseModel):
+    """`event: reminder` on `GET /api/sessions/{id}/events`: a reminder fell due and was stored.
+
+    The event's `id:` line is the message's `seq`: a client that reconnects sends it
+    back (`Last-Event-ID`, or `?after=`) and misses nothing stored meanwhile.
+    """
+
+    message: MessageView
 
 
 class ErrorEvent(BaseModel):

@@ -22,6 +22,9 @@ class WebSettings(LaneSettings):
     streams_per_ip: int = 4
     # Requests parsed, authenticated and stored at once (per process); the rest wait their turn.
     requests_setting_up: int = Field(default=8, ge=1)
+    # A widget's push stream (reminders) ends after this long; the widget reconnects at
+    # once and misses nothing, and proxies never see a connection older than this.
+    push_stream_seconds: float = Field(default=300.0, gt=0)
     # Visitors that never sent a message are forgotten this long after they were created.
     idle_visitor_hours: float = 24.0
     # The operator's console (/admin) and /metrics are served only when this is set.

@@ -17,6 +17,7 @@
   var TITLE = script.getAttribute("data-title") || "Chat";
   var START_OPEN = script.getAttribute("data-open") === "true";
   var HISTORY_PAGE = 30;
+  var PUSH_RETRY_MS = 2000;
   // On a desktop the open panel docks in the corner and the page makes room for it
   // (data-dock="false" lets it float over the page instead).
   var DOCK = script.getAttribute("data-dock") !== "false";
@@ -138,6 +139,7 @@
       method: options.method || "GET",
       headers: headers,
       body: options.body,
+      signal: options.signal,
       credentials: SAME_ORIGIN ? "same-origin" : "omit",
     }).then(
       function (response) {
@@ -202,7 +204,7 @@
   }
 
   // --- the widget ---------------------------------------------------------------
-  var state = { sessionId: null, persona: null, personas: [], limits: null, nextBefore: null, pending: [], sending: false, loading: false };
+  var state = { pushAfter: null, pushing: null, sessionId: null, persona: null, personas: [], limits: null, nextBefore: null, pending: [], sending: false, loading: false };
 
   var host = el("div", { id: "chorus-widget" });
   var root = host.attachShadow({ mode: "open" });
@@ -318,7 +320,7 @@
         storeToken(session.token);
         applySession(session);
         hideAlert();
-        return loadHistory(true);
+        return loadHistory(true).then(listenForPushes);
       })
       .catch(function (error) {
         showAlert(error.message, start);
@@ -343,7 +345,7 @@
   function refreshSession() {
     return requestJson("/api/session")
       .then(function (session) {
-        if (applySession(session)) return loadHistory(true);
+        if (applySession(session)) return loadHistory(true).then(listenForPushes);
       })
       .catch(function (error) {
         showAlert(error.message, refreshSession);
@@ -360,6 +362,7 @@
         while (log.lastChild !== earlierButton) log.removeChild(log.lastChild);
       }
       var anchor = earlierButton.nextSibling;
+      if (fresh) state.pushAfter = page.messages.length ? page.messages[page.messages.length - 1].seq : 0;
       page.messages.forEach(function (message) {
         log.insertBefore(storedBubble(message), anchor);
       });
@@ -372,6 +375,41 @@
     }).finally(function () {
       if (fresh) setLoading(false);
     });
+  }
+
+  // Reminders arrive without the visitor asking: one stream per session stays open and
+  // reconnects after a drop, asking for what was stored after the last seq it saw.
+  function listenForPushes() {
+    if (state.pushing) state.pushing.abort();
+    var sessionId = state.sessionId;
+    var controller = new AbortController();
+    state.pushing = controller;
+    function reconnect() {
+      if (state.pushing !== controller) return;
+      setTimeout(function () {
+        if (state.pushing === controller) connect();
+      }, PUSH_RETRY_MS);
+    }
+    function connect() {
+      var query = state.pushAfter !== null ? "?after=" + state.pushAfter : "";
+      request("/api/sessions/" + sessionId + "/events" + query, { signal: controller.signal })
+        .then(function (response) {
+          return readEvents(response, function (name, data) {
+            if (name === "reminder") showPushed(data.message);
+          });
+        })
+        .then(reconnect, reconnect);
+    }
+    connect();
+  }
+
+  function showPushed(message) {
+    state.pushAfter = Math.max(state.pushAfter || 0, message.seq);
+    if (log.querySelector('[data-message-id="' + message.id + '"]')) return;
+    var node = storedBubble(message);
+    node.setAttribute("data-event", "reminder");
+    log.appendChild(node);
+    keepFollowing();
   }
 
   function loadEarlier() {
