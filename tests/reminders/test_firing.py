@@ -1,4 +1,4 @@
-"""Firing: once per occurrence through the job system, late or missed after downtime, and in the transcript."""
+"""Firing: once per occurrence through the job system, late or missed after downtime, in the transcript."""
 
 from __future__ import annotations
 
