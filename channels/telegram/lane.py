@@ -27,6 +27,7 @@ from bot.turns.inbound import Actor, InboundMessage
 from channels.telegram.albums import AlbumCollector
 from channels.telegram.middlewares import AllowList, SkipSeenUpdates
 from channels.telegram.polling import UpdatePoller
+from channels.telegram.reminders import TelegramReminders
 from channels.telegram.replies import DeliveryOptions, ReplyTarget, deliver_reply, send_text
 from channels.telegram.router import build_router
 from channels.telegram.translate import (
@@ -89,11 +90,13 @@ class TelegramLane:
         self.engine = runtime.engine
         self._roles = runtime.roles
         self._health = runtime.lanes
+        self._reminder_lanes = runtime.reminders.lanes
         self._poller_role: str | None = None
         self.delivery = DeliveryOptions(edit_interval=edit_interval, group_edit_interval=group_edit_interval)
         self.native_drafts = native_drafts
         api = TelegramAPIServer.from_base(settings.api_base) if settings.api_base else PRODUCTION
         self.bot = Bot(settings.token.get_secret_value(), session=AiohttpSession(api=api))
+        self._reminders: TelegramReminders | None = None
         self.albums = AlbumCollector(self._take_turn, album_delay)
         self.dispatcher = Dispatcher(name="chorus-telegram")
         self.dispatcher.update.outer_middleware(SkipSeenUpdates())
@@ -123,6 +126,9 @@ class TelegramLane:
                 "Telegram rejected the bot token; check CHORUS_TELEGRAM_TOKEN with @BotFather."
             ) from error
         await self.bot.set_my_commands(self._commands())
+        # Reminders set in Telegram chats are sent by this process when they fall due.
+        self._reminders = TelegramReminders(self.bot, self.delivery.budget)
+        self._reminder_lanes.register(LANE, self._reminders)
         updates = self.dispatcher.resolve_used_update_types()
         if self.settings.mode == "webhook":
             if not (self.settings.webhook_url and self.settings.webhook_secret):
@@ -169,6 +175,8 @@ class TelegramLane:
             await asyncio.wait(running, timeout=timeout)
 
     async def stop(self) -> None:
+        if self._reminders is not None:
+            self._reminder_lanes.unregister(LANE, self._reminders)
         await self.stop_intake()
         if self._poller is not None:
             await self._poller.wait_handlers(0)
