@@ -24,6 +24,7 @@ from bot.runtime import Runtime
 from bot.turns.events import TurnEvent
 from channels.discord.client import make_client
 from channels.discord.endpoints import Endpoints, route_webhooks_in_this_task
+from channels.discord.reminders import DiscordReminders
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,8 @@ class DiscordLane:
         self._first_login_timeout = first_login_timeout
         self.client = make_client(runtime.engine, settings, self._endpoints, edit_interval=edit_interval)
         self.client.event(self.on_ready)
+        self._reminder_lanes = runtime.reminders.lanes
+        self._reminders = DiscordReminders(self.client, self._endpoints)
         self._gateway: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
 
@@ -97,6 +100,8 @@ class DiscordLane:
             self._unreachable(error, self._retry_first)
             logged_in = False
         self._gateway = asyncio.create_task(self._run(logged_in), name="discord-gateway")
+        # Reminders set in Discord channels, threads and DMs are posted by this process.
+        self._reminder_lanes.register(LANE, self._reminders)
 
     def mount(self, app: FastAPI) -> None:
         """The Discord lane talks over the gateway only: no routes on the web app."""
@@ -107,6 +112,7 @@ class DiscordLane:
             await asyncio.wait(list(self.client.replying), timeout=timeout)
 
     async def stop(self) -> None:
+        self._reminder_lanes.unregister(LANE, self._reminders)
         # The gateway task goes first: it may be waiting to retry a login, and while its
         # reader still waits on the socket, aiohttp hands it the close and discord.py answers
         # 4000 (resume later) instead of 1000.

@@ -78,10 +78,13 @@ class DiscordReply:
         edit_interval: float,
         draft: discord.Message | None = None,
         on_draft: Callable[[str], Awaitable[None]] | None = None,
+        in_guild: bool | None = None,
     ) -> None:
         self._channel = channel
         self._reference = reference
-        self._in_guild = reference is not None
+        # A server channel speaks through the persona's webhook; known from the reference,
+        # unless a message the bot starts (a reminder) says so without one.
+        self._in_guild = reference is not None if in_guild is None else in_guild
         self._on_draft = on_draft
         self._personas = personas
         self._webhooks = webhooks
@@ -100,6 +103,10 @@ class DiscordReply:
             first_after=edit_interval,
             draft=draft,
         )
+
+    @property
+    def first_message_id(self) -> str | None:
+        return str(self._sent[0].id) if self._sent else None
 
     async def play(self, events: AsyncGenerator[TurnEvent, None]) -> None:
         """The engine's stream is always read to the end, so the reply is stored even when
