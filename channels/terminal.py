@@ -8,11 +8,25 @@ import sys
 import uuid
 from typing import TextIO
 
+from bot.reminders.delivery import ReminderDelivery, ReminderLanes
 from bot.turns.engine import TurnEngine
 from bot.turns.events import Delta, Reply
 from bot.turns.inbound import Actor, InboundMessage
 
 PROMPT = "you › "
+LANE = "terminal"
+
+
+class TerminalReminders:
+    """The terminal's `ReminderLane`: a due reminder is printed above a fresh prompt."""
+
+    def __init__(self, stdout: TextIO) -> None:
+        self.stdout = stdout
+
+    async def deliver(self, delivery: ReminderDelivery) -> str | None:
+        self.stdout.write(f"\n{delivery.persona.name} › {delivery.text}\n{PROMPT}")
+        self.stdout.flush()
+        return None
 
 
 async def chat_loop(
@@ -21,8 +35,22 @@ async def chat_loop(
     user: str | None = None,
     stdin: TextIO = sys.stdin,
     stdout: TextIO = sys.stdout,
+    reminders: ReminderLanes | None = None,
 ) -> None:
-    """Talk to the engine until end of input; commands work as on every lane."""
+    """Talk to the engine until end of input; commands work as on every lane, and reminders
+    set here are printed when they fall due while the chat runs."""
+    if reminders is not None:
+        shown = TerminalReminders(stdout)
+        reminders.register(LANE, shown)
+        try:
+            await _talk(engine, user, stdin, stdout)
+        finally:
+            reminders.unregister(LANE, shown)
+    else:
+        await _talk(engine, user, stdin, stdout)
+
+
+async def _talk(engine: TurnEngine, user: str | None, stdin: TextIO, stdout: TextIO) -> None:
     user_id = user or getpass.getuser()
     actor = Actor(user_id=user_id, display_name=user_id, username=user_id)
     stdout.write("Chorus terminal chat — /help for commands, Ctrl-D to leave.\n")
@@ -37,7 +65,7 @@ async def chat_loop(
         if not text.strip():
             continue
         inbound = InboundMessage(
-            lane="terminal",
+            lane=LANE,
             platform_message_id=uuid.uuid4().hex,
             chat_id=user_id,
             chat_kind="private",

@@ -130,7 +130,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     async def run() -> None:
         runtime = build_runtime(args.settings)
         try:
-            await chat_loop(runtime.engine, user=args.user)
+            await chat_loop(runtime.engine, user=args.user, reminders=runtime.reminders.lanes)
         finally:
             await runtime.aclose()
 

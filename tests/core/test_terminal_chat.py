@@ -89,3 +89,23 @@ def test_the_terminal_shows_the_conversation_and_the_log_goes_to_a_file(tmp_path
     assert " INFO " not in screen and "turn complete" not in screen
     log = (tmp_path / "data" / "chat.log").read_text(encoding="utf-8")
     assert "INFO bot.metrics" in log and "turn complete" in log
+
+
+def test_a_reminder_set_in_the_terminal_is_printed_when_it_falls_due(tmp_path: Path) -> None:
+    environment = {
+        **os.environ,
+        "CHORUS_DATABASE_URL": f"sqlite:///{tmp_path / 'chorus.db'}",
+        "CHORUS_DATA_DIR": str(tmp_path / "data"),
+    }
+    environment.pop("CHORUS_MODEL_BASE_URL", None)
+    command = [sys.executable, "-m", "bot.cli", "--config", str(REPO_CONFIG), "chat", "--user", "Grace"]
+    terminal = Terminal(command, environment)
+    try:
+        terminal.wait_for("you › ")
+        terminal.type("/remind 2s stretch\n")
+        terminal.wait_for("I will remind you")
+        terminal.wait_for("Ada › ⏰ stretch")
+        terminal.type("\x04")
+        assert terminal.wait_for_exit() == 0
+    finally:
+        terminal.close()
