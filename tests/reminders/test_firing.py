@@ -12,6 +12,7 @@ from bot.reminders.delivery import DeliveryRefused, ReminderDelivery
 from bot.runtime import Runtime
 from bot.storage.models import utcnow
 from bot.storage.reminders import job_key
+from tests.support.peers import needs_postgres
 from tests.support.runtime import RuntimeFactory, inbound
 
 DEADLINE = 60.0
@@ -166,3 +167,23 @@ async def test_a_recurring_reminder_moves_to_its_next_firing(
     # The old occurrence's job, run again, delivers nothing more.
     await runtime.reminders.fire(job_key(1), 0)
     assert len(lane.delivered) == 1
+
+
+@needs_postgres
+async def test_on_postgresql_procrastinate_fires_each_reminder_once_across_two_processes(
+    runtimes: RuntimeFactory, tmp_path: Path, postgres_url: str
+) -> None:
+    first = runtimes(tmp_path / "a", database_url=postgres_url)
+    second = runtimes(tmp_path / "b", database_url=postgres_url)
+    lanes = CountingLane(), CountingLane()
+    first.reminders.lanes.register("web", lanes[0])
+    second.reminders.lanes.register("web", lanes[1])
+    await first.jobs.start()
+    await second.jobs.start()
+    # Two reminders of one conversation are independent jobs; both workers run the queue.
+    await first.engine.respond(inbound("/remind 1s one"))
+    await first.engine.respond(inbound("/remind 2s two"))
+    await until(lambda: [s[0] for s in reminder_state(first)] == ["delivered", "delivered"], "both delivered")
+    texts = sorted(d.text for lane in lanes for d in lane.delivered)
+    assert texts == ["⏰ one", "⏰ two"]
+    assert [row[1] for row in reminder_rows(first)] == ["⏰ one", "⏰ two"]
