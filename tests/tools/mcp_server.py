@@ -1,6 +1,7 @@
 """An MCP server built with the SDK's own server (`MCPServer`, formerly FastMCP), for tests.
 
-Run as a process, over stdio (`--stdio`) or streamable HTTP on 127.0.0.1 (`--port N`),
+Run as a process, over stdio (`--stdio`) or streamable HTTP on 127.0.0.1 (`--port N`;
+`--sse` for the legacy HTTP+SSE transport),
 so a test can kill it with SIGKILL mid-conversation. Its tools cover what Chorus must
 handle: text, an image, an `isError` result, structured content only, a tool added at
 run time (with the list-changed notification), its own environment (what a stdio
@@ -115,13 +116,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--stdio", action="store_true")
     parser.add_argument("--port", type=int, default=0)
+    # The legacy HTTP+SSE transport (GET /sse, POST /messages/) instead of streamable HTTP.
+    parser.add_argument("--sse", action="store_true")
     arguments = parser.parse_args()
     if arguments.stdio:
         server.run("stdio")
         return
     import uvicorn
 
-    app: Any = server.streamable_http_app()
+    app: Any = server.sse_app() if arguments.sse else server.streamable_http_app()
     token = os.environ.get("MCP_TEST_TOKEN")
     if token:
         app = bearer_guard(app, token)

@@ -28,6 +28,8 @@ from tests.durable.serve_process import free_port
 SERVER_SCRIPT = Path(__file__).with_name("mcp_server.py")
 # A loaded two-core machine takes seconds to import the SDK and start a server.
 READY_SECONDS = 120.0
+# `tools.timeout_seconds` of these calls: a restart under load fits in it.
+CALL_SECONDS = 60.0
 
 
 def stdio_test_server(**extra: Any) -> dict[str, Any]:
@@ -42,20 +44,27 @@ def time_server(**extra: Any) -> dict[str, Any]:
 class HttpMcpServer:
     """The test server on streamable HTTP at 127.0.0.1:<port>, a process a test may kill -9."""
 
-    def __init__(self, workdir: Path, token: str | None = None) -> None:
+    def __init__(self, workdir: Path, token: str | None = None, sse: bool = False) -> None:
         self.port = free_port()
+        self.sse = sse
         self.log_path = workdir / f"mcp-http-{self.port}.log"
         self.environ = {**os.environ, **({"MCP_TEST_TOKEN": token} if token else {})}
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+        return f"http://127.0.0.1:{self.port}/{'sse' if self.sse else 'mcp'}"
 
     async def start(self) -> None:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, str(SERVER_SCRIPT), "--port", str(self.port)],
+                [
+                    sys.executable,
+                    str(SERVER_SCRIPT),
+                    "--port",
+                    str(self.port),
+                    *(["--sse"] if self.sse else []),
+                ],
                 env=self.environ,
                 stdout=log,
                 stderr=log,
@@ -66,8 +75,9 @@ class HttpMcpServer:
                 if self.process.poll() is not None:
                     raise AssertionError(f"the MCP test server exited:\n{self.log()}")
                 try:
-                    await client.get(self.url)
-                    return
+                    # Any answer means it listens (the SSE endpoint's is a stream: only its head is read).
+                    async with client.stream("GET", self.url):
+                        return
                 except httpx.TransportError:
                     await asyncio.sleep(0.1)
         raise AssertionError(f"the MCP test server did not start:\n{self.log()}")
@@ -95,11 +105,11 @@ def context() -> ToolContext:
     return ToolContext(session=session, persona_id="ada", lane="web", group=False, call_id="call-1")
 
 
-async def call(registry: ToolRegistry, name: str, timeout: float = 60.0, **arguments: Any) -> ToolResult:
+async def call(registry: ToolRegistry, tool_name: str, /, **arguments: Any) -> ToolResult:
     """One call the way a turn runs it: among the offered tools, through `run_call`."""
     offered = {tool.name: tool for tool in registry.offered(persona_tools=None, group=False)}
-    request = ToolCall(id="call-1", name=name, arguments=json.dumps(arguments))
-    return await run_call(request, offered, context(), timeout)
+    request = ToolCall(id="call-1", name=tool_name, arguments=json.dumps(arguments))
+    return await run_call(request, offered, context(), CALL_SECONDS)
 
 
 async def eventually(condition: Callable[[], Any], what: str, timeout: float = READY_SECONDS) -> Any:

@@ -96,6 +96,8 @@ class McpConnection:
         self._scope: anyio.CancelScope | None = None
         self._closing = False
         self._warned: set[str] = set()
+        # The last HTTP error status of this attempt: the SDK's own errors do not say it.
+        self._http_error: str | None = None
         self._show_state()
 
     # --- what the registry and the operator see ---------------------------------------
@@ -178,9 +180,10 @@ class McpConnection:
         startup = self.settings.startup_timeout_seconds
         changed = asyncio.Event()
         ready = False
+        self._http_error = None
         with anyio.CancelScope(deadline=anyio.current_time() + startup) as scope:
             self._scope = scope
-            async with sdk.connected(self.settings, self.secrets, changed.set) as client:
+            async with sdk.connected(self.settings, self.secrets, changed.set, self._heard) as client:
                 self._up(generation, client, await sdk.list_tools(client))
                 ready = True
                 scope.deadline = math.inf
@@ -191,6 +194,9 @@ class McpConnection:
             self._down(generation, TimeoutError(f"it did not start within {startup:g} seconds"))
         elif ready:
             self._down(generation, ConnectionError("the connection ended"))
+
+    def _heard(self, problem: str) -> None:
+        self._http_error = problem
 
     async def _serve(self, client: Client, generation: int, changed: asyncio.Event) -> None:
         """Keep the connection open; re-list when the server says its tools changed."""
@@ -236,7 +242,10 @@ class McpConnection:
         self._failures += 1
         delay = retry_delay(self._failures)
         self._retry_at = self._clock() + delay
-        self.last_error = self.secrets.mask(sdk.describe(error))
+        described = sdk.describe(error)
+        if self._http_error is not None and self._http_error not in described:
+            described = f"{described} ({self._http_error})"
+        self.last_error = self.secrets.mask(described)
         self._client = None
         self._set_state("down")
         self._settle()

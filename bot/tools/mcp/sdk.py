@@ -48,9 +48,15 @@ class ConnectionLost(Exception):
 
 @asynccontextmanager
 async def connected(
-    settings: McpServerSettings, secrets: Secrets, on_list_changed: OnListChanged
+    settings: McpServerSettings,
+    secrets: Secrets,
+    on_list_changed: OnListChanged,
+    on_http_error: Callable[[str], None],
 ) -> AsyncIterator[Client]:
-    """A client connected to the server `settings` describe, with the handshake done."""
+    """A client connected to the server `settings` describe, with the handshake done.
+
+    `on_http_error` hears of each HTTP error status, which the SDK's errors leave out.
+    """
 
     async def notified(message: IncomingMessage) -> None:
         # Handshake-era servers send the notification unasked; 2026 servers through `listen`.
@@ -59,14 +65,19 @@ async def connected(
         await anyio.lowlevel.checkpoint()
 
     client = Client(
-        _transport(settings, secrets), message_handler=notified, client_info=CLIENT_INFO, cache=None
+        _transport(settings, secrets, on_http_error),
+        message_handler=notified,
+        client_info=CLIENT_INFO,
+        cache=None,
     )
     async with client:
         yield client
 
 
 @asynccontextmanager
-async def _transport(settings: McpServerSettings, secrets: Secrets) -> AsyncIterator[Any]:
+async def _transport(
+    settings: McpServerSettings, secrets: Secrets, on_http_error: Callable[[str], None]
+) -> AsyncIterator[Any]:
     """The SDK's transport for the server, entered: its read and write streams."""
     if settings.transport == "stdio":
         assert settings.command is not None
@@ -82,15 +93,26 @@ async def _transport(settings: McpServerSettings, secrets: Secrets) -> AsyncIter
         return
     assert settings.url is not None
     url = secrets.expand(settings.url, "url")
+
+    async def heard(response: httpx2.Response) -> None:
+        if response.status_code >= 400:
+            on_http_error(f"HTTP {response.status_code} {response.reason_phrase}")
+
+    def http_client(
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        http = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+        http.event_hooks["response"].append(heard)
+        return http
+
     headers = secrets.expand_all(settings.headers, "headers")
     if settings.transport == "sse":
-        async with sse_client(url, headers=headers) as streams:
+        async with sse_client(url, headers=headers, httpx_client_factory=http_client) as streams:
             yield streams
         return
-    async with (
-        create_mcp_http_client(headers=headers) as http,
-        streamable_http_client(url, http_client=http) as streams,
-    ):
+    async with http_client(headers=headers) as http, streamable_http_client(url, http_client=http) as streams:
         yield streams
 
 
