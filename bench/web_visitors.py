@@ -13,7 +13,7 @@ free 127.0.0.1 port. Two modes:
 Event-loop lag (how late the server's loop ran a 10 ms timer) is read from the server's
 `chorus_event_loop_lag_seconds` histogram on /metrics, before and after each measured
 window, so it covers that window only: p99 and max are the histogram bucket bounds they
-fall under (the README's tables say "≤"). The burst also reports the exact p99 and max of
+fall under (docs/benchmarks.md says "≤"). The burst also reports the exact p99 and max of
 the server's whole life, start-up and shutdown included, from the line it logs at exit.
 
     .venv/bin/python bench/web_visitors.py [--visitors 500] [--rates 5,10,20,40] [--seconds 6]

@@ -96,7 +96,7 @@ def _lock_sqlite_file(database: Engine) -> IO[str] | None:
         raise ConfigError(
             f"Another `chorus serve` ({holder}) is already running on the SQLite database {path}. "
             "SQLite serves one process; to run several, use PostgreSQL (see "
-            "“Running on several machines” in the README)."
+            "docs/scaling.md, “Running on several machines”)."
         ) from None
     handle.seek(0)
     handle.truncate()

@@ -34,6 +34,7 @@ from bot.storage.boundary import boundary_for
 from bot.storage.index_text import item_index_text
 from bot.storage.memory_store import CursorMoved, MemoryStore, NewMemoryItem, Owner
 from bot.storage.models import ChatSession, Message
+from transcript.kinds import SAID_KINDS
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +195,11 @@ class Offloader:
         self, items: list[NewMemoryItem], chunk: Sequence[Message]
     ) -> tuple[list[NewMemoryItem], list[tuple[int, bytes]]]:
         assert self.embedder is not None
-        said = [message for message in chunk if message.content.strip() and message.id is not None]
+        said = [
+            message
+            for message in chunk
+            if message.kind in SAID_KINDS and message.content.strip() and message.id is not None
+        ]
         texts = [item.content for item in items] + [
             embedded_text(message.sender_name, message.content) for message in said
         ]
@@ -215,6 +220,9 @@ def split_tagged(messages: Sequence[Message]) -> tuple[list[DistilledItem], list
     tagged: list[DistilledItem] = []
     blocks: list[SourceBlock] = []
     for message in messages:
+        if message.kind not in SAID_KINDS:
+            # Tool calls and results are steps of a turn, not something anyone said.
+            continue
         tag = extract_memory_tag(message.content) if message.role == "assistant" else None
         if tag is not None:
             # The model distilled this reply itself; the rest of it is explanation.

@@ -21,6 +21,7 @@ from bot.storage.database import open_session
 from bot.storage.index_text import owner_token
 from bot.storage.memory_models import MemoryCursor, MemoryItem, MessageEmbedding
 from bot.storage.models import ChatSession, Message, table_of, utcnow
+from transcript.kinds import CONVERSATION_KINDS, SAID_KINDS
 
 ITEMS = table_of(MemoryItem)
 NEWEST_ITEMS = (
@@ -37,7 +38,7 @@ CONVERSATION_AFTER = (
     .where(
         MESSAGES.c.session_id == bindparam("session_id"),
         MESSAGES.c.seq > bindparam("after_seq"),
-        MESSAGES.c.role != "system",
+        MESSAGES.c.kind.in_(sorted(CONVERSATION_KINDS)),
     )
     .order_by(MESSAGES.c.seq)
 )
@@ -489,6 +490,8 @@ _MESSAGE_COLUMNS = (
     "'message' AS source, g.id AS id, g.content AS content, g.role AS label, g.session_id AS session_id, "
     "g.seq AS seq, g.seq AS last_seq, g.created_at AS said_at, g.sender_name AS sender_name"
 )
+# What was said (search and embeddings), not tool calls and results.
+_IS_SAID = f"g.kind IN ({', '.join(repr(kind) for kind in sorted(SAID_KINDS))})"
 _OUTSIDE_WINDOW = "NOT (g.session_id = :window_session AND g.seq >= :window_from)"
 # bm25() is lower-is-better; it is negated so both backends rank by a higher score.
 # The owner column gets weight 0: it narrows the match and takes no part in ranking.
@@ -525,7 +528,7 @@ _POSTGRES_SEARCH = {
             "FROM messages_fts f JOIN messages g ON g.id = f.message_id "
             "JOIN sessions s ON s.id = g.session_id "
             f"WHERE {_POSTGRES_MESSAGE_TEXT} @@ to_tsquery('simple', :query) "
-            "AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND g.role != 'system' "
+            f"AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_IS_SAID} "
             f"AND {_OUTSIDE_WINDOW} ORDER BY score DESC LIMIT :candidates"
         ),
     }.items()
@@ -554,7 +557,7 @@ _MESSAGES_WITHOUT_VECTOR = text(
     "JOIN sessions s ON s.id = g.session_id "
     "JOIN memory_cursors c ON c.session_id = g.session_id AND g.seq <= c.last_seq "
     "LEFT JOIN message_embeddings e ON e.message_id = g.id "
-    "WHERE e.message_id IS NULL AND g.role != 'system' AND g.id > :after ORDER BY g.id LIMIT :limit"
+    f"WHERE e.message_id IS NULL AND {_IS_SAID} AND g.id > :after ORDER BY g.id LIMIT :limit"
 )
 _SET_ITEM_VECTOR = text("UPDATE memory_items SET embedding = :vector WHERE id = :id AND embedding IS NULL")
 _ADD_MESSAGE_VECTOR = text(

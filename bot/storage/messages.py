@@ -27,6 +27,16 @@ from bot.storage.jobs import JobRequest, JobSink, JobSpec
 from bot.storage.models import Attachment, ChatSession, Message, as_utc, table_of, utcnow
 from bot.storage.sanitise import clean_optional, clean_text
 from transcript import AttachmentRef, TranscriptRow
+from transcript.kinds import (
+    CONVERSATION_KINDS,
+    REPLY_KIND,
+    SAID_KINDS,
+    MessageKind,
+    Role,
+    Status,
+    check_row,
+    is_reply,
+)
 
 SESSIONS = table_of(ChatSession)
 MESSAGES = table_of(Message)
@@ -44,7 +54,10 @@ ROW_COLUMNS = (
     MESSAGES.c.token_count,
     MESSAGES.c.attachment_count,
     MESSAGES.c.created_at,
+    MESSAGES.c.kind,
 )
+# The rows of the conversation (what the model sees), as opposed to stored events.
+IS_CONVERSATION = MESSAGES.c.kind.in_(sorted(CONVERSATION_KINDS))
 # The statements of every turn are built once: SQLAlchemy then only binds values,
 # which costs a fraction of building a statement per call.
 BUMP_SEQUENCE = (
@@ -88,7 +101,7 @@ RECENT_ROWS = (
     .where(
         MESSAGES.c.session_id == bindparam("session_id"),
         MESSAGES.c.seq > bindparam("after_seq"),
-        MESSAGES.c.role != "system",
+        IS_CONVERSATION,
     )
     .order_by(MESSAGES.c.seq.desc())
     .limit(bindparam("limit"))
@@ -122,7 +135,7 @@ class DeliveryTarget:
 class NewMessage:
     """Everything needed to append one message to a session."""
 
-    role: str
+    role: Role
     content: str
     token_count: int
     persona_id: str | None = None
@@ -132,7 +145,7 @@ class NewMessage:
     platform_chat_id: str | None = None
     platform_message_id: str | None = None
     reply_to_id: int | None = None
-    status: str = "complete"
+    status: Status = "complete"
     created_at: datetime | None = None
     attachments: tuple[NewAttachment, ...] = ()
     # False for imported copies: they keep their platform ids but no idempotency key.
@@ -141,6 +154,8 @@ class NewMessage:
     delivery: DeliveryTarget | None = None
     # Jobs to run after this message, enqueued in the transaction that stores it.
     jobs: tuple[JobSpec, ...] = ()
+    # What the row is: a conversation message, or an event (see `transcript.kinds`).
+    kind: MessageKind = "message"
 
 
 @dataclass(frozen=True)
@@ -150,10 +165,11 @@ class StoredMessage:
     id: int
     seq: int
     session_id: str
-    role: str
+    role: Role
     content: str
     persona_id: str | None
-    status: str
+    status: Status
+    kind: MessageKind
 
 
 class DuplicateMessage(Exception):
@@ -192,6 +208,8 @@ class MessageStore:
         )
         if message.jobs and self.jobs is None:
             raise ValueError("this store has no job queue for the jobs the message asks for")
+        # A row no reader knows is refused here, before it is stored.
+        check_row(message.kind, message.role, message.status)
         documents = sum(1 for attachment in message.attachments if attachment.kind == "document")
         content = clean_text(message.content)
         sender_name = clean_optional(message.sender_name)
@@ -211,6 +229,7 @@ class MessageStore:
             "attachment_count": len(message.attachments),
             "status": message.status,
             "created_at": created_at,
+            "kind": message.kind,
         }
         try:
             with self.database.begin() as connection:
@@ -219,7 +238,8 @@ class MessageStore:
                     {"target_session": session_id, "new_documents": documents, "touched_at": created_at},
                 ).one()
                 message_id = connection.execute(INSERT_MESSAGE, {"seq": seq, **values}).scalar_one()
-                if message.role != "system":
+                # Search finds what was said, not the events around it.
+                if message.kind in SAID_KINDS:
                     index_row = {
                         "id": message_id,
                         "owner": owner_token(owner_kind, owner_id),
@@ -248,7 +268,7 @@ class MessageStore:
                             "updated_at": created_at,
                         },
                     )
-                elif message.role == "assistant" and message.reply_to_id is not None:
+                elif is_reply(message.kind, message.role) and message.reply_to_id is not None:
                     # The reply and the end of its turn's open state commit together.
                     connection.execute(
                         CLOSE_DELIVERY, {"answered_message": message.reply_to_id, "touched_at": created_at}
@@ -299,6 +319,7 @@ class MessageStore:
             content=content,
             persona_id=message.persona_id,
             status=message.status,
+            kind=message.kind,
         )
 
     def find_platform_message(
@@ -311,11 +332,15 @@ class MessageStore:
             return db.exec(select(Message).where(Message.ingest_key == key)).first()
 
     def reply_to(self, message_id: int) -> Message | None:
-        """The assistant reply stored for a user message, if there is one."""
+        """The persona's reply stored for a user message (see `is_reply`), if there is one."""
         with self._session() as db:
             return db.exec(
                 select(Message)
-                .where(Message.reply_to_id == message_id, Message.role == "assistant")
+                .where(
+                    Message.reply_to_id == message_id,
+                    Message.kind == REPLY_KIND,
+                    Message.role == "assistant",
+                )
                 .order_by(col(Message.id).desc())
             ).first()
 
@@ -351,6 +376,7 @@ class MessageStore:
                 status=row.status,
                 token_count=row.token_count,
                 created_at=as_utc(row.created_at).isoformat(),
+                kind=row.kind,
             )
             for row in found
         ]
@@ -359,7 +385,7 @@ class MessageStore:
         """Seq and time of the session's newest conversation message (no `system` events)."""
         query = (
             sa_select(MESSAGES.c.seq, MESSAGES.c.created_at)
-            .where(MESSAGES.c.session_id == session_id, MESSAGES.c.role != "system")
+            .where(MESSAGES.c.session_id == session_id, IS_CONVERSATION)
             .order_by(MESSAGES.c.seq.desc())
             .limit(1)
         )
@@ -378,7 +404,7 @@ class MessageStore:
                 MESSAGES.c.session_id == session_id,
                 MESSAGES.c.seq > after_seq,
                 MESSAGES.c.seq < before_seq,
-                MESSAGES.c.role != "system",
+                IS_CONVERSATION,
             )
         )
         for first, last in skip:
@@ -394,7 +420,7 @@ class MessageStore:
                     select(Message)
                     .where(
                         Message.session_id == session_id,
-                        Message.role != "system",
+                        col(Message.kind).in_(sorted(CONVERSATION_KINDS)),
                         Message.seq >= first_seq,
                         Message.seq <= last_seq,
                     )
@@ -469,17 +495,19 @@ def ingest_key(lane: str | None, chat_id: str | None, platform_message_id: str |
 
 
 def transcript_row(message: Message, attachments: Sequence[Attachment | Row[Any]]) -> TranscriptRow:
+    kind, role, status = check_row(message.kind, message.role, message.status)
     return TranscriptRow(
         seq=message.seq,
-        role=message.role,
+        role=role,
         content=message.content,
         persona_id=message.persona_id,
         sender_id=message.sender_id,
         sender_name=message.sender_name,
         attachments=tuple(attachment_ref(attachment) for attachment in attachments),
-        status=message.status,
+        status=status,
         token_count=message.token_count,
         created_at=as_utc(message.created_at).isoformat(),
+        kind=kind,
     )
 
 

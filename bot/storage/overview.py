@@ -18,6 +18,7 @@ from bot.storage.context_models import ContextRecord, ContextSnip
 from bot.storage.database import open_session
 from bot.storage.memory_models import MemoryItem
 from bot.storage.models import Account, ChatSession, GroupRoute, Message
+from transcript.kinds import REPLY_KIND
 
 ITEM_LIMIT = 500
 
@@ -149,7 +150,7 @@ class Overview:
                 persona_id or "": int(count)
                 for persona_id, count in db.exec(
                     select(Message.persona_id, func.count())
-                    .where(Message.role == "assistant")
+                    .where(Message.role == "assistant", Message.kind == REPLY_KIND)
                     .group_by(col(Message.persona_id))
                 )
             }

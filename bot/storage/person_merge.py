@@ -23,9 +23,14 @@ from bot.search_terms import jaccard, search_text, similarity_tokens
 from bot.storage.index_text import INDEX_MESSAGE, UNINDEX_MESSAGE, owner_token
 from bot.storage.memory_models import MemoryItem
 from bot.storage.models import Account, ChatSession, LinkCode, Message, Person, table_of
+from transcript.kinds import CONVERSATION_KINDS, SAID_KINDS
 
 ITEMS = table_of(MemoryItem)
 PERSON = "person"
+# The messages search indexes and a session's activity counts: the conversation, not its events.
+_IS_CONVERSATION = col(Message.kind).in_(sorted(CONVERSATION_KINDS))
+# The messages the full-text index holds: what was said, not tool calls and results.
+_IS_SAID = col(Message.kind).in_(sorted(SAID_KINDS))
 
 
 @dataclass(frozen=True)
@@ -97,8 +102,8 @@ def _continuing_session(
 ) -> tuple[str | None, str | None]:
     """(continuing, set aside): the session with the newest message continues.
 
-    Commands are stored as `system` rows and do not count, or the `/link CODE` just sent would
-    always decide. On a tie, or when neither has messages, the code's person keeps theirs. A
+    Only the conversation counts (`transcript.kinds`): commands are events, or the `/link CODE`
+    just sent would always decide. On a tie, or when neither has messages, the code's person keeps theirs. A
     losing session without messages is not worth mentioning, so it is not reported as set aside.
     """
     if target_session is None or source_session is None or target_session == source_session:
@@ -113,7 +118,7 @@ def _continuing_session(
 def _last_activity(db: Session, session_id: str) -> tuple[int, Any]:
     # (0, None) sorts before any (1, time): a session without messages never wins.
     newest = db.exec(
-        select(func.max(Message.created_at)).where(Message.session_id == session_id, Message.role != "system")
+        select(func.max(Message.created_at)).where(Message.session_id == session_id, _IS_CONVERSATION)
     ).one()
     return (0, None) if newest is None else (1, newest)
 
@@ -128,9 +133,7 @@ def _reindex_messages(db: Session, session_ids: Sequence[str], source_id: str, t
     if not session_ids or db.get_bind().dialect.name != "sqlite":
         return
     rows = db.exec(
-        select(Message.id, Message.content).where(
-            col(Message.session_id).in_(session_ids), Message.role != "system"
-        )
+        select(Message.id, Message.content).where(col(Message.session_id).in_(session_ids), _IS_SAID)
     ).all()
     if not rows:
         return

@@ -51,6 +51,7 @@ from bot.turns.routing import Route, resolve_route
 from bot.turns.stops import RunningTurn, RunningTurns
 from persona import Persona, PersonaRegistry
 from transcript import Context, count_tokens
+from transcript.kinds import MessageKind, Status
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +63,6 @@ QUOTE_CHARS = 200
 # Lanes whose turns a restart can finish: they reach the person without the process
 # that took the message (the terminal's person is gone with it).
 RECOVERABLE_LANES = frozenset({"telegram", "discord", "web"})
-# Stored `system` rows of a command and of its answer start with these.
-COMMAND_EVENT = "command: "
-COMMAND_REPLY_EVENT = "command reply: "
 # Ends the text of a reply the person stopped, so every lane shows it as stopped.
 STOPPED_NOTE = "[Stopped.]"
 # Ends the text of a reply cut because the process was shutting down.
@@ -227,7 +225,7 @@ class Engine:
                     await self.db.run(self.stores.sessions.refresh, route.session),
                 )
                 # The answer is part of the conversation people saw, so a reload shows it again.
-                await self._store_event(route.session, f"{COMMAND_REPLY_EVENT}{answer.text}")
+                await self._store_event(route.session, "command_reply", answer.text)
             yield Reply(
                 kind="command" if answer.ok else "error",
                 text=answer.text,
@@ -464,7 +462,7 @@ class Engine:
                         and await self.overflow_handler(session, context)
                     )
                     if not recovered:
-                        await self._store_event(session, "error: context overflow")
+                        await self._store_event(session, "error", "context overflow")
                         await self.db.run(self.deliveries.finish, plan.user_message_id, "failed")
                         yield self._error(plan, OVERFLOW_MESSAGE)
                         finished = True
@@ -483,7 +481,7 @@ class Engine:
             yield plan.reply(notice, stored, "interrupted")
         except ProviderError as error:
             finished = True
-            await self._store_event(session, f"error: {error}")
+            await self._store_event(session, "error", str(error))
             await self.db.run(self.deliveries.finish, plan.user_message_id, "failed")
             yield self._error(plan, f"{error} Your message is saved.")
         finally:
@@ -492,7 +490,7 @@ class Engine:
                 # cancelled task): keep what arrived, marked as interrupted.
                 await self._store_reply(plan, "".join(pieces), "interrupted")
 
-    async def _store_reply(self, plan: TurnPlan, text: str, status: str) -> StoredMessage:
+    async def _store_reply(self, plan: TurnPlan, text: str, status: Status) -> StoredMessage:
         return await self.db.run(
             self.stores.messages.append,
             plan.session.id,
@@ -516,7 +514,8 @@ class Engine:
             route.session.id,
             NewMessage(
                 role="system",
-                content=f"{COMMAND_EVENT}{text}",
+                kind="command",
+                content=text,
                 token_count=0,
                 sender_id=route.sender_id,
                 sender_name=inbound.actor.display_name,
@@ -527,11 +526,10 @@ class Engine:
             ),
         )
 
-    async def _store_event(self, session: ChatSession, text: str) -> None:
+    async def _store_event(self, session: ChatSession, kind: MessageKind, text: str) -> None:
         # Events are `system` rows: exported with the transcript, never sent to the model.
-        await self.db.run(
-            self.stores.messages.append, session.id, NewMessage(role="system", content=text, token_count=0)
-        )
+        event = NewMessage(role="system", kind=kind, content=text, token_count=0)
+        await self.db.run(self.stores.messages.append, session.id, event)
 
     async def _stopped_reply(self, plan: TurnPlan, text: str) -> Reply:
         stored = await self._store_reply(plan, text, "interrupted")

@@ -45,13 +45,13 @@ LANE = "telegram"
 SECOND_POLLER = (
     "Another process already polls Telegram for @{bot} on this database. Telegram hands a bot's "
     "updates to one poller only, so polling runs in one process: to run several processes, set "
-    "channels.telegram.mode: webhook (see “Running on several machines” in the README), or stop "
+    "channels.telegram.mode: webhook (see docs/scaling.md, “Running on several machines”), or stop "
     "the other process first."
 )
 POLLING_CONFLICT = (
     "Telegram ended this process's polling: {reason}. Another process polls Telegram for @{bot} "
     "(or a webhook is set): polling runs in one process only. Stop the other poller, or run every "
-    "process with channels.telegram.mode: webhook (see “Running on several machines” in the README)."
+    "process with channels.telegram.mode: webhook (see docs/scaling.md, “Running on several machines”)."
 )
 # Telegram's rule for a bot command name.
 COMMAND_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")

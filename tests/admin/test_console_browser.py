@@ -1,7 +1,7 @@
 """The console in headless Chromium against a real uvicorn server on 127.0.0.1.
 
-With CHORUS_UPDATE_SCREENSHOTS=1 the tests also save the README's screenshots of each page
-under docs/screenshots/.
+With CHORUS_UPDATE_SCREENSHOTS=1 the tests also save the screenshot of each page that
+docs/operating.md shows, under docs/screenshots/.
 """
 
 from __future__ import annotations
@@ -137,6 +137,9 @@ async def test_transcript_with_persona_switch_image_and_document(browser: Browse
     assert await page.locator("[data-persona=ada]").count() == 3
     assert await page.locator("[data-persona=sage]").count() == 1
     assert await page.locator(".event", has_text="persona switched from ada to sage").count() == 1
+    # Each event is shown as what its kind says it is.
+    command = page.locator(".event[data-event=command]", has_text="/persona sage")
+    assert (await command.inner_text()).endswith(" · Alice: command: /persona sage")
     assert await page.locator("[data-record=snip]").count() == 1
     image = page.locator(".files img[alt='cat.png']")
     await image.wait_for()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import text
@@ -16,6 +18,7 @@ import bot.storage.tables  # noqa: F401
 from bot.search_terms import words as search_words
 from bot.storage import migrate
 from bot.storage.database import create_database_engine
+from bot.storage.index_text import INDEX_MESSAGE, message_index_text, owner_token
 from bot.storage.memory_store import MemoryStore, Owner
 from bot.storage.messages import NewMessage
 from bot.storage.models import ChatSession
@@ -93,6 +96,32 @@ def _say(stores: Stores, text_: str) -> ChatSession:
     return session
 
 
+# A message as the store wrote it before `messages.kind` (0009): the row and its search row.
+_OLD_MESSAGE = text(
+    "INSERT INTO messages (session_id, seq, role, content, sender_name, lane, token_count, "
+    "attachment_count, status, created_at) VALUES (:session_id, :seq, 'user', :content, 'Visitor', "
+    "'web', 3, 0, 'complete', :created_at) RETURNING id"
+)
+
+
+def _said_before_kinds(stores: Stores, text_: str) -> ChatSession:
+    account = stores.identities.account("web", "visitor-1", "Visitor", None)
+    session = stores.sessions.private_session(account.person_id, "assistant")
+    said = datetime.now(UTC)
+    with stores.database.begin() as connection:
+        seq = connection.execute(
+            text("UPDATE sessions SET last_seq = last_seq + 1 WHERE id = :id RETURNING last_seq"),
+            {"id": session.id},
+        ).scalar_one()
+        message_id = connection.execute(
+            _OLD_MESSAGE, {"session_id": session.id, "seq": seq, "content": text_, "created_at": said}
+        ).scalar_one()
+        owner = owner_token(session.owner_kind, session.owner_id)
+        index_text = message_index_text("Visitor", text_, said)
+        connection.execute(INDEX_MESSAGE, {"id": message_id, "owner": owner, "content": index_text})
+    return session
+
+
 def _indexed_words(engine: Engine) -> list[str]:
     """Every word occurrence in the message index (what a search can match)."""
     with engine.begin() as connection:
@@ -107,7 +136,7 @@ def test_repair_leaves_each_message_indexed_once_after_the_old_trigger(tmp_path:
     with engine.begin() as connection:
         connection.execute(text(SECOND_SHAPE_MESSAGE_TRIGGER))
     stores = Stores.open(engine)
-    _say(stores, "一只袋熊 quokka")
+    _said_before_kinds(stores, "一只袋熊 quokka")
     # The trigger indexed the raw text too: the unspaced run is one word there, and a later
     # change to the store's row (a person joining another) would leave that copy behind.
     assert "一只袋熊" in _indexed_words(engine)
@@ -127,7 +156,7 @@ def test_repair_leaves_each_message_indexed_once_after_the_old_trigger(tmp_path:
 def test_repair_rebuilds_the_first_shape_with_owners(tmp_path: Path) -> None:
     # Without an owner column in the index, the store cannot even write a message.
     engine = _migrated_to_0003(tmp_path, "first_shape.db")
-    session = _say(Stores.open(engine), "the wombat plan")
+    session = _said_before_kinds(Stores.open(engine), "the wombat plan")
     with engine.begin() as connection:
         for index in ("memory_items_fts", "messages_fts"):
             for suffix in ("insert", "delete", "update"):
@@ -158,7 +187,7 @@ def test_repair_rebuilds_the_first_shape_with_owners(tmp_path: Path) -> None:
 def test_repair_leaves_a_current_database_as_it_is(tmp_path: Path) -> None:
     engine = create_database_engine(f"sqlite:///{tmp_path / 'current.db'}")
     migrate.upgrade(engine, "0005_deliveries")
-    _say(Stores.open(engine), "一只袋熊")  # written by the store, CJK split into characters
+    _said_before_kinds(Stores.open(engine), "一只袋熊")  # as the store wrote it, CJK split into characters
     with engine.connect() as connection:
         before = connection.execute(text("SELECT count(*) FROM messages_fts_idx")).scalar_one()
     migrate.upgrade(engine)
@@ -202,14 +231,6 @@ def test_a_database_at_head_is_recognised_without_alembic(tmp_path: Path) -> Non
 
 
 def test_the_recall_migration_dates_old_items_and_reindexes_old_messages(tmp_path):
-    from datetime import UTC, datetime
-
-    from sqlalchemy import text
-
-    from bot.storage.memory_store import MemoryStore, Owner
-    from bot.storage.messages import NewMessage
-    from bot.storage.stores import Stores
-
     engine = create_database_engine(f"sqlite:///{tmp_path / 'old.db'}")
     migrate.upgrade(engine, "0003_memory")
     said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
@@ -251,3 +272,62 @@ def test_the_recall_migration_dates_old_items_and_reindexes_old_messages(tmp_pat
     stores.messages.append(chat.id, new_one)
     assert [hit.seq for hit in memory.full_text(Owner("group", "web:g1"), ["mel"], 5)["message"]] == [2]
     engine.dispose()
+
+
+# Rows as releases before 0009_message_kind stored them (role, content), with the kind each
+# has afterwards and its content then (None: unchanged).
+ROWS_BEFORE_KINDS = [
+    ("user", "/persona sage", "message", None),
+    ("system", "command: /persona sage", "command", "/persona sage"),
+    ("system", "persona switched from ada to sage", "persona_switch", None),
+    ("system", "command reply: Switched to Sage.", "command_reply", "Switched to Sage."),
+    ("assistant", "command: is what I would type", "message", None),
+    ("system", "error: The model could not be reached.", "error", "The model could not be reached."),
+    ("system", "Error: not a tag (capital E)", "note", None),
+    ("system", "memory item #3 (fact) forgotten by the operator", "note", None),
+    ("system", "command_x: not a tag either", "note", None),
+]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_kind_migration_names_every_old_row_and_strips_only_the_tags(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = (
+        f"sqlite:///{tmp_path / 'kinds.db'}"
+        if backend == "sqlite"
+        else request.getfixturevalue("postgres_url")
+    )
+    engine = create_database_engine(url)
+    migrate.upgrade(engine, "0008_message_search")
+    chat = Stores.open(engine).sessions.create_session("private", "person", "p1", "ada")
+    with engine.begin() as connection:
+        for seq, (role, content, _, _) in enumerate(ROWS_BEFORE_KINDS, 1):
+            connection.execute(
+                text(
+                    "INSERT INTO messages (session_id, seq, role, content, token_count, attachment_count, "
+                    "status, created_at) VALUES (:session, :seq, :role, :content, 0, 0, 'complete', :at)"
+                ),
+                {"session": chat.id, "seq": seq, "role": role, "content": content, "at": datetime.now(UTC)},
+            )
+
+    migrate.upgrade(engine, "0009_message_kind")
+
+    stored = Stores.open(engine).messages.messages(chat.id)
+    expected = [(kind, after or before) for _, before, kind, after in ROWS_BEFORE_KINDS]
+    assert [(m.kind, m.content) for m in stored] == expected
+    # Down again, every row reads as it did.
+    _downgrade(engine, "0008_message_search")
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT role, content FROM messages ORDER BY seq")).all()
+    assert [tuple(row) for row in rows] == [(role, before) for role, before, _, _ in ROWS_BEFORE_KINDS]
+    engine.dispose()
+
+
+def _downgrade(engine: Engine, revision: str) -> None:
+    from alembic import command
+
+    config = migrate.alembic_config(engine.url.render_as_string(hide_password=False))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, revision)

@@ -1,4 +1,4 @@
-"""README "Adding a lane", done for real: a new lane registered in `channels.registry` gets its
+"""docs/lanes/adding-a-lane.md, done for real: a new lane registered in `channels.registry` gets its
 settings section and environment names, and `chorus serve` mounts and starts it."""
 
 from __future__ import annotations
