@@ -27,6 +27,9 @@ from bot.storage.boundary import boundary_for
 from bot.storage.database import create_database_engine
 from bot.storage.jobs import SqliteJobs
 from bot.storage.stores import Stores
+from bot.tools.mcp import McpServers
+from bot.tools.policy import ToolPolicy
+from bot.tools.registry import ToolRegistry
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
 from bot.turns.engine import Engine
@@ -47,6 +50,9 @@ class Runtime:
     jobs: JobQueue
     # Roles one process per database plays (polling Telegram for a bot).
     roles: ProcessRoles
+    # Every tool this process offers; MCP servers' among them, started by `chorus serve`.
+    tools: ToolRegistry
+    mcp_servers: McpServers
     memory: MemoryService | None = None
     context: ContextMaintainer | None = None
     lanes: LaneHealth = field(default_factory=LaneHealth)
@@ -59,6 +65,8 @@ class Runtime:
         self._closed = True
         # Running jobs finish; waiting ones stay queued for the next worker.
         await self.jobs.aclose()
+        # A stdio server's process ends with its connection, never outliving Chorus.
+        await self.mcp_servers.aclose()
         if self.memory is not None:
             await self.memory.aclose()
         await self.engine.provider.aclose()
@@ -155,12 +163,15 @@ def build_runtime(
     definitions = build_definitions(stores.sessions, stores.messages, context, memory, settings.memory)
     engine.jobs = job_queue(stores, settings, definitions, engine.instance_id)
     engine.after_turn = definitions.after_turn
+    mcp_servers = McpServers(settings.tools)
     return Runtime(
         settings=settings,
         database=database,
         stores=stores,
         engine=engine,
         jobs=engine.jobs,
+        tools=ToolRegistry([mcp_servers], ToolPolicy(settings.tools)),
+        mcp_servers=mcp_servers,
         memory=memory,
         context=context,
         roles=ProcessRoles(settings.database_url, shared=database.dialect.name == "postgresql"),
