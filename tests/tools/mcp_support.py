@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +119,18 @@ async def eventually(condition: Callable[[], Any], what: str, timeout: float = R
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.05)
     return result
+
+
+async def until(
+    read: Callable[[], Awaitable[Any]], done: Callable[[Any], bool], what: str, timeout: float = READY_SECONDS
+) -> Any:
+    """`read()` again and again until `done` says yes of what it gave; that value."""
+    deadline = time.monotonic() + timeout
+    while not done(value := await read()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}; last seen: {value!r}")
+        await asyncio.sleep(0.1)
+    return value
 
 
 def process_gone(pid: int) -> bool:

@@ -52,7 +52,7 @@ class McpServerStatus:
     """What /healthz, the console and `chorus tools` show about one server."""
 
     name: str
-    transport: str
+    transport: Literal["stdio", "http", "sse"]
     state: State
     tools: tuple[str, ...]
     last_error: str | None
