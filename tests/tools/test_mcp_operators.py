@@ -21,7 +21,7 @@ from channels.web.app import create_app
 from tests.admin.seed import ADMIN_TOKEN, BEARER, admin_runtime
 from tests.durable.serve_process import REPO, ServeProcess
 from tests.support.live_server import LiveServer
-from tests.tools.mcp_support import READY_SECONDS, process_gone, stdio_test_server, time_server, until
+from tests.tools.mcp_support import READY_SECONDS, call, process_gone, stdio_test_server, time_server, until
 from tests.web.test_widget_browser import CHROMIUM, CHROMIUM_ARGS
 
 BROKEN = {"command": "/nonexistent/mcp-server"}
@@ -94,6 +94,14 @@ async def _console_lists_the_servers(base_url: str) -> None:
         assert "down" in down and "No such file" in down
         assert errors == []
         await browser.close()
+
+
+async def test_closing_the_runtime_ends_its_stdio_servers(runtime: Runtime) -> None:
+    registry = runtime.tools
+    pid = int((await call(registry, "test__process_id")).content)
+    await runtime.aclose()
+    assert process_gone(pid)
+    assert {server.state for server in runtime.mcp_servers.health()} == {"stopped"}
 
 
 def test_chorus_tools_lists_every_tool_with_its_source_and_policy(tmp_path: Path) -> None:

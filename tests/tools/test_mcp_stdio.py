@@ -90,19 +90,25 @@ async def test_results_carry_text_images_errors_and_structured_content(started):
     assert json.loads(measured.content) == {"width": 3, "height": 4}
 
 
-async def test_include_and_exclude_choose_the_offered_tools_and_a_recursive_schema_is_left_out(
+async def test_include_and_exclude_choose_the_offered_tools_and_a_recursive_schema_is_left_out_once(
     started, caplog
 ):
     caplog.set_level(logging.WARNING)
     settings = tool_settings(
-        test=stdio_test_server(include=["echo", "pi*", "count_*", "refuse"], exclude=["refuse"])
+        test=stdio_test_server(include=["echo", "pi*", "count_*", "refuse", "add_tool"], exclude=["refuse"])
     )
     servers = await start(started, settings)
     registry = registry_of(servers, settings)
-    assert [tool.name for tool in registry.all()] == ["test__echo", "test__picture"]
-    # Listed again (as a list_changed does): the warning is not repeated.
-    connection = servers.connections[0]
-    assert connection.tools == tuple(servers.tools())
+    assert [tool.name for tool in registry.all()] == ["test__add_tool", "test__echo", "test__picture"]
+
+    # A tool added at run time that `include` does not name stays out; the list is read again
+    # (list_changed over stdio), and the schema's warning is not repeated.
+    assert (await call(registry, "test__add_tool", name="pinned")).content == "added pinned"
+    await eventually(lambda: "test__pinned" in [tool.name for tool in registry.all()], "the new list")
+    assert (await call(registry, "test__add_tool", name="hidden")).content == "added hidden"
+    assert (await call(registry, "test__add_tool", name="pizza")).content == "added pizza"
+    await eventually(lambda: "test__pizza" in [tool.name for tool in registry.all()], "the newer list")
+    assert "test__hidden" not in [tool.name for tool in registry.all()]
     warnings = [record.getMessage() for record in caplog.records if "count_headings" in record.getMessage()]
     assert len(warnings) == 1 and "refers to itself" in warnings[0]
 

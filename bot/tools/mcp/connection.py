@@ -70,6 +70,15 @@ async def load_sdk() -> None:
     await asyncio.to_thread(importlib.import_module, "bot.tools.mcp.sdk")
 
 
+def _in_loop() -> bool:
+    """Whether a start can be scheduled: a listing outside the event loop only reads."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class McpConnection:
     def __init__(
         self,
@@ -126,7 +135,7 @@ class McpConnection:
 
     def retry_if_due(self) -> None:
         """Start the server again when it is down and its backoff has passed."""
-        if self.state == "down" and not self._closing and self._clock() >= self._retry_at:
+        if self.state == "down" and not self._closing and self._clock() >= self._retry_at and _in_loop():
             self.restarts += 1
             MCP_RESTARTS.labels(self.name).inc()
             log.info("MCP server %s: restarting (attempt %d)", self.name, self.restarts)
