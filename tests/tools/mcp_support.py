@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from bot.tools.policy import ToolPolicy
 from bot.tools.registry import ToolRegistry
 from bot.tools.runner import run_call
 from tests.durable.serve_process import free_port
+from tests.support.process import LoggedProcess
 
 SERVER_SCRIPT = Path(__file__).with_name("mcp_server.py")
 # A loaded two-core machine takes seconds to import the SDK and start a server.
@@ -41,15 +41,14 @@ def time_server(**extra: Any) -> dict[str, Any]:
     return {"command": sys.executable, "args": ["-m", "mcp_server_time"], **extra}
 
 
-class HttpMcpServer:
+class HttpMcpServer(LoggedProcess):
     """The test server on streamable HTTP at 127.0.0.1:<port>, a process a test may kill -9."""
 
     def __init__(self, workdir: Path, token: str | None = None, sse: bool = False) -> None:
         self.port = free_port()
+        super().__init__(workdir / f"mcp-http-{self.port}.log")
         self.sse = sse
-        self.log_path = workdir / f"mcp-http-{self.port}.log"
         self.environ = {**os.environ, **({"MCP_TEST_TOKEN": token} if token else {})}
-        self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -82,15 +81,6 @@ class HttpMcpServer:
                     await asyncio.sleep(0.1)
         raise AssertionError(f"the MCP test server did not start:\n{self.log()}")
 
-    def kill(self) -> None:
-        """SIGKILL: no goodbye to its clients."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=30)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
 
 def registry_of(servers: McpServers, settings: ToolSettings) -> ToolRegistry:
     return ToolRegistry([servers], ToolPolicy(settings))
@@ -110,15 +100,6 @@ async def call(registry: ToolRegistry, tool_name: str, /, **arguments: Any) -> T
     offered = {tool.name: tool for tool in registry.offered(persona_tools=None, group=False)}
     request = ToolCall(id="call-1", name=tool_name, arguments=json.dumps(arguments))
     return await run_call(request, offered, context(), CALL_SECONDS)
-
-
-async def eventually(condition: Callable[[], Any], what: str, timeout: float = READY_SECONDS) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-    return result
 
 
 async def until(

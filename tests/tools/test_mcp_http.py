@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.tools.mcp import McpServers
-from tests.tools.mcp_support import HttpMcpServer, call, eventually, registry_of, tool_settings
+from tests.durable.serve_process import wait_until
+from tests.tools.mcp_support import HttpMcpServer, call, registry_of, tool_settings
 
 TOKEN = "s3cret-bearer-for-the-test-server"
 
@@ -22,14 +22,6 @@ async def http_servers(tmp_path: Path) -> AsyncIterator[list[HttpMcpServer]]:
         server.kill()
 
 
-@pytest.fixture
-async def clients() -> AsyncIterator[list[McpServers]]:
-    opened: list[McpServers] = []
-    yield opened
-    for servers in opened:
-        await servers.aclose()
-
-
 async def serve(running: list[HttpMcpServer], tmp_path: Path, **options: object) -> HttpMcpServer:
     server = HttpMcpServer(tmp_path, **options)  # type: ignore[arg-type]
     running.append(server)
@@ -37,25 +29,18 @@ async def serve(running: list[HttpMcpServer], tmp_path: Path, **options: object)
     return server
 
 
-async def connect(opened: list[McpServers], **servers: dict[str, object]) -> McpServers:
-    connected = McpServers(tool_settings(**servers))
-    opened.append(connected)
-    connected.start()
-    await connected.settled()
-    return connected
-
-
 async def test_a_bearer_token_from_the_environment_reaches_the_server_and_is_never_shown(
-    http_servers, clients, tmp_path, monkeypatch, caplog
+    http_servers, start_servers, tmp_path, monkeypatch, caplog
 ):
     caplog.set_level(logging.DEBUG)
     server = await serve(http_servers, tmp_path, token=TOKEN)
     monkeypatch.setenv("TEST_MCP_TOKEN", TOKEN)
     monkeypatch.setenv("WRONG_MCP_TOKEN", "a-wrong-token-that-must-stay-hidden")
-    servers = await connect(
-        clients,
-        good={"url": server.url, "headers": {"Authorization": "Bearer ${TEST_MCP_TOKEN}"}},
-        bad={"url": server.url, "headers": {"Authorization": "Bearer ${WRONG_MCP_TOKEN}"}},
+    servers = await start_servers(
+        tool_settings(
+            good={"url": server.url, "headers": {"Authorization": "Bearer ${TEST_MCP_TOKEN}"}},
+            bad={"url": server.url, "headers": {"Authorization": "Bearer ${WRONG_MCP_TOKEN}"}},
+        )
     )
     states = {status.name: status for status in servers.health()}
     assert states["good"].state == "ready" and "good__echo" in states["good"].tools
@@ -72,11 +57,12 @@ async def test_a_bearer_token_from_the_environment_reaches_the_server_and_is_nev
 
 
 async def test_a_server_killed_mid_conversation_fails_one_call_clearly_and_serves_after_its_restart(
-    http_servers, clients, tmp_path
+    http_servers, start_servers, tmp_path
 ):
     server = await serve(http_servers, tmp_path)
-    servers = await connect(clients, web={"url": server.url})
-    registry = registry_of(servers, tool_settings(web={"url": server.url}))
+    settings = tool_settings(web={"url": server.url})
+    servers = await start_servers(settings)
+    registry = registry_of(servers, settings)
     first_pid = int((await call(registry, "web__process_id")).content)
 
     server.kill()
@@ -89,29 +75,32 @@ async def test_a_server_killed_mid_conversation_fails_one_call_clearly_and_serve
 
     await server.start()
     connection = servers.connections[0]
-    await eventually(lambda: connection.status().retry_in_seconds == 0, "the backoff to pass")
+    await wait_until(lambda: connection.status().retry_in_seconds == 0, what="the backoff to pass")
     second_pid = int((await call(registry, "web__process_id")).content)
     assert second_pid != first_pid
     assert (servers.health()[0].state, servers.health()[0].restarts) == ("ready", 1)
 
 
-async def test_a_tool_added_at_run_time_is_offered_without_a_restart(http_servers, clients, tmp_path):
+async def test_a_tool_added_at_run_time_is_offered_without_a_restart(http_servers, start_servers, tmp_path):
     server = await serve(http_servers, tmp_path)
-    servers = await connect(clients, web={"url": server.url})
-    registry = registry_of(servers, tool_settings(web={"url": server.url}))
+    settings = tool_settings(web={"url": server.url})
+    servers = await start_servers(settings)
+    registry = registry_of(servers, settings)
     assert "web__late_arrival" not in [tool.name for tool in registry.all()]
 
     assert (await call(registry, "web__add_tool", name="late_arrival")).content == "added late_arrival"
-    await eventually(
-        lambda: "web__late_arrival" in [tool.name for tool in registry.all()], "the list_changed notification"
+    await wait_until(
+        lambda: "web__late_arrival" in [tool.name for tool in registry.all()],
+        what="the list_changed notification",
     )
     assert (await call(registry, "web__late_arrival")).content == "late_arrival ran"
     assert servers.health()[0].restarts == 0
 
 
-async def test_the_legacy_sse_transport(http_servers, clients, tmp_path):
+async def test_the_legacy_sse_transport(http_servers, start_servers, tmp_path):
     server = await serve(http_servers, tmp_path, sse=True)
-    servers = await connect(clients, old={"transport": "sse", "url": server.url})
-    registry = registry_of(servers, tool_settings(old={"transport": "sse", "url": server.url}))
+    settings = tool_settings(old={"transport": "sse", "url": server.url})
+    servers = await start_servers(settings)
+    registry = registry_of(servers, settings)
     assert servers.health()[0].state == "ready"
     assert (await call(registry, "old__echo", text="over sse")).content == "over sse"

@@ -6,16 +6,11 @@ import json
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator
 
-import pytest
-
-from bot.config import ToolSettings
-from bot.tools.mcp import McpServers
 from bot.tools.mcp.connection import McpConnection
+from tests.durable.serve_process import wait_until
 from tests.tools.mcp_support import (
     call,
-    eventually,
     process_gone,
     registry_of,
     stdio_test_server,
@@ -27,26 +22,9 @@ from tests.tools.mcp_support import (
 SDK_BASELINE = {"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"}
 
 
-@pytest.fixture
-async def started() -> AsyncIterator[list[McpServers]]:
-    """Servers a test starts, closed after it whatever happened."""
-    opened: list[McpServers] = []
-    yield opened
-    for servers in opened:
-        await servers.aclose()
-
-
-async def start(opened: list[McpServers], settings: ToolSettings) -> McpServers:
-    servers = McpServers(settings)
-    opened.append(servers)
-    servers.start()
-    await servers.settled()
-    return servers
-
-
-async def test_time_server_from_pypi_is_offered_with_a_sendable_schema_and_answers(started):
+async def test_time_server_from_pypi_is_offered_with_a_sendable_schema_and_answers(start_servers):
     settings = tool_settings(time=time_server())
-    servers = await start(started, settings)
+    servers = await start_servers(settings)
     registry = registry_of(servers, settings)
 
     offered = {tool.name: tool for tool in registry.offered(persona_tools=None, group=False)}
@@ -71,9 +49,9 @@ async def test_time_server_from_pypi_is_offered_with_a_sendable_schema_and_answe
     assert misfit.is_error and "'timezone' is a required property" in misfit.content
 
 
-async def test_results_carry_text_images_errors_and_structured_content(started):
+async def test_results_carry_text_images_errors_and_structured_content(start_servers):
     settings = tool_settings(test=stdio_test_server())
-    registry = registry_of(await start(started, settings), settings)
+    registry = registry_of(await start_servers(settings), settings)
 
     echoed = await call(registry, "test__echo", text="hello there")
     assert (echoed.content, echoed.is_error, echoed.images) == ("hello there", False, ())
@@ -91,36 +69,36 @@ async def test_results_carry_text_images_errors_and_structured_content(started):
 
 
 async def test_include_and_exclude_choose_the_offered_tools_and_a_recursive_schema_is_left_out_once(
-    started, caplog
+    start_servers, caplog
 ):
     caplog.set_level(logging.WARNING)
     settings = tool_settings(
         test=stdio_test_server(include=["echo", "pi*", "count_*", "refuse", "add_tool"], exclude=["refuse"])
     )
-    servers = await start(started, settings)
+    servers = await start_servers(settings)
     registry = registry_of(servers, settings)
     assert [tool.name for tool in registry.all()] == ["test__add_tool", "test__echo", "test__picture"]
 
     # A tool added at run time that `include` does not name stays out; the list is read again
     # (list_changed over stdio), and the schema's warning is not repeated.
     assert (await call(registry, "test__add_tool", name="pinned")).content == "added pinned"
-    await eventually(lambda: "test__pinned" in [tool.name for tool in registry.all()], "the new list")
+    await wait_until(lambda: "test__pinned" in [tool.name for tool in registry.all()], what="the new list")
     assert (await call(registry, "test__add_tool", name="hidden")).content == "added hidden"
     assert (await call(registry, "test__add_tool", name="pizza")).content == "added pizza"
-    await eventually(lambda: "test__pizza" in [tool.name for tool in registry.all()], "the newer list")
+    await wait_until(lambda: "test__pizza" in [tool.name for tool in registry.all()], what="the newer list")
     assert "test__hidden" not in [tool.name for tool in registry.all()]
     warnings = [record.getMessage() for record in caplog.records if "count_headings" in record.getMessage()]
     assert len(warnings) == 1 and "refers to itself" in warnings[0]
 
 
-async def test_a_stdio_server_gets_only_the_environment_its_config_names(started, monkeypatch):
+async def test_a_stdio_server_gets_only_the_environment_its_config_names(start_servers, monkeypatch):
     monkeypatch.setenv("CHORUS_MODEL_API_KEY", "sk-chorus-own-secret")
     monkeypatch.setenv("CHORUS_TELEGRAM_TOKEN", "123:telegram-secret")
     monkeypatch.setenv("SERVICE_TOKEN", "token-for-the-server")
     settings = tool_settings(
         test=stdio_test_server(env={"GREETING": "hello", "API_TOKEN": "${SERVICE_TOKEN}", "PRICE": "$$5"})
     )
-    registry = registry_of(await start(started, settings), settings)
+    registry = registry_of(await start_servers(settings), settings)
 
     environment = json.loads((await call(registry, "test__environment")).content)
     assert environment["GREETING"] == "hello"
@@ -138,20 +116,20 @@ def _python_own() -> set[str]:
     return {"LC_CTYPE"}
 
 
-async def test_a_server_named_variable_that_is_not_set_fails_that_server_only(started):
+async def test_a_server_named_variable_that_is_not_set_fails_that_server_only(start_servers):
     settings = tool_settings(
         test=stdio_test_server(env={"API_TOKEN": "${NOT_SET_ANYWHERE}"}), time=time_server()
     )
-    servers = await start(started, settings)
+    servers = await start_servers(settings)
     states = {status.name: status for status in servers.health()}
     assert states["test"].state == "down"
     assert "NOT_SET_ANYWHERE" in (states["test"].last_error or "")
     assert states["time"].state == "ready"
 
 
-async def test_a_killed_stdio_server_fails_the_next_call_and_is_restarted_for_a_later_one(started):
+async def test_a_killed_stdio_server_fails_the_next_call_and_is_restarted_for_a_later_one(start_servers):
     settings = tool_settings(test=stdio_test_server())
-    servers = await start(started, settings)
+    servers = await start_servers(settings)
     registry = registry_of(servers, settings)
     first_pid = int((await call(registry, "test__process_id")).content)
 
@@ -166,14 +144,14 @@ async def test_a_killed_stdio_server_fails_the_next_call_and_is_restarted_for_a_
     assert waiting.is_error and "is down" in waiting.content and "restart it in" in waiting.content
 
     connection = servers.connections[0]
-    await eventually(lambda: connection.status().retry_in_seconds == 0, "the backoff to pass")
+    await wait_until(lambda: connection.status().retry_in_seconds == 0, what="the backoff to pass")
     second_pid = int((await call(registry, "test__process_id")).content)
     assert second_pid != first_pid
     status = servers.health()[0]
     assert (status.state, status.restarts, status.last_error) == ("ready", 1, None)
 
 
-async def test_a_server_that_cannot_start_is_retried_only_after_its_backoff(started):
+async def test_a_server_that_cannot_start_is_retried_only_after_its_backoff(start_servers):
     clock = [1000.0]
     connection = McpConnection(
         "broken", tool_settings(broken={"command": "/nonexistent/mcp-server"}).mcp_servers["broken"], {},
@@ -197,9 +175,9 @@ async def test_a_server_that_cannot_start_is_retried_only_after_its_backoff(star
         await connection.aclose()
 
 
-async def test_closing_ends_every_stdio_child_and_their_tools_answer_that_chorus_is_closing(started):
+async def test_closing_ends_every_stdio_child_and_their_tools_answer_that_chorus_is_closing(start_servers):
     settings = tool_settings(one=stdio_test_server(), two=stdio_test_server())
-    servers = await start(started, settings)
+    servers = await start_servers(settings)
     registry = registry_of(servers, settings)
     pids = [int((await call(registry, f"{name}__process_id")).content) for name in ("one", "two")]
     tools = {tool.name: tool for tool in registry.all()}
@@ -211,11 +189,11 @@ async def test_closing_ends_every_stdio_child_and_their_tools_answer_that_chorus
     assert late.is_error and "shutting down" in late.content
 
 
-async def test_two_processes_hold_their_own_connections(started):
+async def test_two_processes_hold_their_own_connections(start_servers):
     """Each `chorus serve` builds its own `McpServers`: its own child, unaffected by the other's."""
     settings = tool_settings(test=stdio_test_server())
-    first = registry_of(await start(started, settings), settings)
-    second_servers = await start(started, settings)
+    first = registry_of(await start_servers(settings), settings)
+    second_servers = await start_servers(settings)
     second = registry_of(second_servers, settings)
     first_pid = int((await call(first, "test__process_id")).content)
     second_pid = int((await call(second, "test__process_id")).content)
@@ -226,9 +204,9 @@ async def test_two_processes_hold_their_own_connections(started):
     assert (await call(first, "test__echo", text="still here")).content == "still here"
 
 
-async def test_a_slow_call_is_bounded_by_the_servers_timeout_and_the_server_stays_up(started):
+async def test_a_slow_call_is_bounded_by_the_servers_timeout_and_the_server_stays_up(start_servers):
     settings = tool_settings(test=stdio_test_server(timeout_seconds=0.5))
-    registry = registry_of(await start(started, settings), settings)
+    registry = registry_of(await start_servers(settings), settings)
     slow = await call(registry, "test__pause", seconds=60)
     assert slow.is_error and "did not finish within 0.5 seconds" in slow.content
     assert (await call(registry, "test__echo", text="after")).content == "after"
