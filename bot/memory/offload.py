@@ -92,11 +92,15 @@ class Offloader:
     def pending(self, session_id: str) -> Pending:
         return measure(slice_after_cursor(self.store, session_id).messages)
 
-    async def offload(self, session: ChatSession, *, force: bool = False) -> OffloadResult | None:
+    async def offload(
+        self, session: ChatSession, *, force: bool = False, embed: bool = True
+    ) -> OffloadResult | None:
         """Offload what is pending, chunk by chunk, while a trigger is reached (or all, with `force`).
 
         None when nothing was due. Raises whatever the distiller raises; the
-        cursor then stays after the last chunk that was stored.
+        cursor then stays after the last chunk that was stored. With `embed` off the
+        chunks are stored without vectors, for the backfill to embed later (the flush
+        at shutdown, which must end in time, leaves the encoder's work to the next start).
         """
         lock = self._locks.setdefault(session.id, asyncio.Lock())
         owner = Owner.of(session)
@@ -107,7 +111,7 @@ class Offloader:
             total: OffloadResult | None = None
             # Each step is a hop off the loop, so a long backlog shares the event loop between chunks.
             while plan is not None:
-                result = await self._offload_chunk(session, expected, plan, reset)
+                result = await self._offload_chunk(session, expected, plan, reset, embed)
                 if result is None:
                     break
                 total = result if total is None else total + result
@@ -155,14 +159,14 @@ class Offloader:
         return [to_new_item(item, plan.chunk) for item in kept], deduped
 
     async def _offload_chunk(
-        self, session: ChatSession, expected_seq: int | None, plan: ChunkPlan, reset: bool
+        self, session: ChatSession, expected_seq: int | None, plan: ChunkPlan, reset: bool, embed: bool
     ) -> OffloadResult | None:
         distilled: list[DistilledItem] = []
         if plan.fresh_blocks:
             distilled = await self.distiller.distill(plan.fresh_blocks, self.settings.max_items)
         new_items, deduped = await self.db.run(self._keep_new, plan, distilled)
         message_vectors: list[tuple[int, bytes]] = []
-        if self.embedder is not None:
+        if self.embedder is not None and embed:
             # Embedding is CPU work (numpy): its own thread, not the event loop or the database's.
             new_items, message_vectors = await off_loop(self._embed, new_items, plan.chunk)
         last = plan.chunk[-1]

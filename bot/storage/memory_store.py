@@ -7,6 +7,9 @@ transaction: either both are stored or neither is.
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -14,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, delete, func, text, update
 from sqlalchemy import select as sa_select
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlmodel import Session, col, select
 
 from bot.storage.database import open_session
@@ -93,6 +96,9 @@ class RecallHit:
     said_at: datetime | None  # when the message (or the item's source) was said
     sender_name: str | None  # who said the message; None for items (their text names the speaker)
     score: float  # higher is more relevant
+    # The message right after a message that asks a question (its answer, most often);
+    # `last_seq` then is the reply's seq.
+    reply: RecallHit | None = None
 
 
 @dataclass(frozen=True)
@@ -114,12 +120,53 @@ class UnembeddedMessage:
     owner: Owner
 
 
+class VectorChanges:
+    """How often this process changed each owner's stored vectors, per database.
+
+    Dense recall keeps each owner's vectors in memory and asks the database again only
+    when this process wrote to them (or, for other processes' writes, after a while):
+    a turn then reads no vector counts at all. `ALL` counts changes whose owners are not
+    known (a backfill, a merge of two persons).
+    """
+
+    ALL = "*"
+
+    def __init__(self) -> None:
+        self._counts: weakref.WeakKeyDictionary[DatabaseEngine, dict[tuple[str, str], int]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    def note(self, database: DatabaseEngine, owner: Owner | None) -> None:
+        key = (owner.kind, owner.id) if owner is not None else (self.ALL, self.ALL)
+        with self._lock:
+            counts = self._counts.setdefault(database, defaultdict(int))
+            counts[key] += 1
+
+    def generation(self, database: DatabaseEngine, owner: Owner) -> tuple[int, int]:
+        with self._lock:
+            counts = self._counts.get(database, {})
+            return counts.get((owner.kind, owner.id), 0), counts.get((self.ALL, self.ALL), 0)
+
+
+VECTOR_CHANGES = VectorChanges()
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """What memory has not caught up with yet, for one owner."""
+
+    messages: int  # conversation messages after their session's offload cursor
+    sessions: int  # sessions they belong to
+    unembedded: int  # offloaded messages with no vector (a backfill or reindex embeds them)
+
+
 class CursorMoved(Exception):
     """Another worker offloaded the same range first; this batch is dropped."""
 
 
 class MemoryStore:
-    def __init__(self, database: Engine) -> None:
+    def __init__(self, database: DatabaseEngine) -> None:
         self.database = database
 
     def _session(self) -> Session:
@@ -227,6 +274,8 @@ class MemoryStore:
                 )
             )
             db.commit()
+        if written or merged or message_vectors:
+            VECTOR_CHANGES.note(self.database, owner)
         return CommitCounts(written=written, merged=merged)
 
     def _advance(
@@ -311,7 +360,8 @@ class MemoryStore:
                 )
             )
             db.commit()
-            return bool(removed.rowcount)  # type: ignore[attr-defined]
+        VECTOR_CHANGES.note(self.database, owner)
+        return bool(removed.rowcount)  # type: ignore[attr-defined]
 
     def totals(self, owner: Owner) -> dict[str, int]:
         """Offload counters summed over the owner's sessions."""
@@ -433,6 +483,20 @@ class MemoryStore:
                         for message, vector in messages
                     ],
                 )
+        VECTOR_CHANGES.note(self.database, None)
+
+    def backlog(self, owner: Owner, *, dense: bool) -> Backlog:
+        """Messages of the owner the offload has not reached, and (with `dense`) offloaded
+        ones without a vector: recall finds them by full text only, without their items."""
+        params = {"owner_kind": owner.kind, "owner_id": owner.id}
+        with self.database.connect() as connection:
+            messages, sessions = connection.execute(_NOT_OFFLOADED, params).one()
+            unembedded = connection.execute(_NOT_EMBEDDED, params).scalar_one() if dense else 0
+        return Backlog(int(messages), int(sessions), int(unembedded))
+
+    def vector_generation(self, owner: Owner) -> tuple[int, int]:
+        """Changes this process made to the owner's vectors (see `VectorChanges`)."""
+        return VECTOR_CHANGES.generation(self.database, owner)
 
     def hits_by_id(
         self,
@@ -458,6 +522,32 @@ class MemoryStore:
         with self.database.connect() as connection:
             found = {int(row.id): _hit(row) for row in connection.execute(sql, params)}
         return [found[identifier] for identifier in ids if identifier in found]
+
+    def following_messages(
+        self,
+        owner: Owner,
+        places: Sequence[tuple[str, int]],
+        *,
+        window_session_id: str | None = None,
+        window_from_seq: int | None = None,
+    ) -> dict[tuple[str, int], RecallHit]:
+        """The owner's message right after each (session, seq), outside the window, keyed by that place."""
+        found: dict[tuple[str, int], RecallHit] = {}
+        by_session: dict[str, list[int]] = {}
+        for session_id, seq in places:
+            by_session.setdefault(session_id, []).append(seq + 1)
+        with self.database.connect() as connection:
+            for session_id, seqs in by_session.items():
+                params = {
+                    "owner_kind": owner.kind,
+                    "owner_id": owner.id,
+                    "session_id": session_id,
+                    "seqs": seqs,
+                    **_window(window_session_id, window_from_seq),
+                }
+                for row in connection.execute(_MESSAGES_AT, params):
+                    found[(session_id, int(row.seq) - 1)] = _hit(row)
+        return found
 
 
 def _window(session_id: str | None, from_seq: int | None) -> dict[str, Any]:
@@ -511,23 +601,28 @@ _SQLITE_SEARCH = {
         f"WHERE s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"
     ),
 }
-# The expression migration 0008_message_search indexes: the same index text SQLite's index holds.
-_POSTGRES_MESSAGE_TEXT = "to_tsvector('simple', f.search_text)"
+# PostgreSQL's text-search configuration: English stemming, as SQLite's porter tokenizer
+# (migration 0011_search_stemming builds the GIN indexes over these expressions).
+POSTGRES_SEARCH_CONFIG = "english"
+# The expression the messages' index covers: the same index text SQLite's index holds.
+_POSTGRES_MESSAGE_TEXT = f"to_tsvector('{POSTGRES_SEARCH_CONFIG}', f.search_text)"
+_POSTGRES_ITEM_TEXT = f"to_tsvector('{POSTGRES_SEARCH_CONFIG}', m.search_text)"
+_POSTGRES_QUERY = f"to_tsquery('{POSTGRES_SEARCH_CONFIG}', :query)"
 _POSTGRES_SEARCH = {
     source: f"SELECT * FROM ({query}) AS best_matches"
     for source, query in {
         "memory": (
             f"SELECT {_ITEM_COLUMNS}, "
-            "ts_rank(to_tsvector('simple', m.search_text), to_tsquery('simple', :query)) AS score "
-            "FROM memory_items m WHERE to_tsvector('simple', m.search_text) @@ to_tsquery('simple', :query) "
+            f"ts_rank({_POSTGRES_ITEM_TEXT}, {_POSTGRES_QUERY}) AS score "
+            f"FROM memory_items m WHERE {_POSTGRES_ITEM_TEXT} @@ {_POSTGRES_QUERY} "
             "AND m.owner_kind = :owner_kind AND m.owner_id = :owner_id ORDER BY score DESC LIMIT :candidates"
         ),
         "messages": (
             f"SELECT {_MESSAGE_COLUMNS}, "
-            f"ts_rank({_POSTGRES_MESSAGE_TEXT}, to_tsquery('simple', :query)) AS score "
+            f"ts_rank({_POSTGRES_MESSAGE_TEXT}, {_POSTGRES_QUERY}) AS score "
             "FROM messages_fts f JOIN messages g ON g.id = f.message_id "
             "JOIN sessions s ON s.id = g.session_id "
-            f"WHERE {_POSTGRES_MESSAGE_TEXT} @@ to_tsquery('simple', :query) "
+            f"WHERE {_POSTGRES_MESSAGE_TEXT} @@ {_POSTGRES_QUERY} "
             f"AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_IS_SAID} "
             f"AND {_OUTSIDE_WINDOW} ORDER BY score DESC LIMIT :candidates"
         ),
@@ -549,6 +644,18 @@ _VECTOR_COUNTS = text(
     "UNION ALL SELECT 'message', count(*), coalesce(max(message_id), 0) FROM message_embeddings "
     "WHERE owner_kind = :owner_kind AND owner_id = :owner_id"
 )
+_OWNER_MESSAGES = (
+    "FROM messages g JOIN sessions s ON s.id = g.session_id "
+    "LEFT JOIN memory_cursors c ON c.session_id = g.session_id "
+    "WHERE s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND g.role != 'system' "
+)
+_NOT_OFFLOADED = text(
+    f"SELECT count(*), count(DISTINCT g.session_id) {_OWNER_MESSAGES}AND g.seq > coalesce(c.last_seq, 0)"
+)
+_NOT_EMBEDDED = text(
+    f"SELECT count(*) {_OWNER_MESSAGES}AND g.seq <= c.last_seq AND g.content != '' "
+    "AND NOT EXISTS (SELECT 1 FROM message_embeddings e WHERE e.message_id = g.id)"
+)
 _ITEMS_WITHOUT_VECTOR = text(
     "SELECT id, content FROM memory_items WHERE embedding IS NULL AND id > :after ORDER BY id LIMIT :limit"
 )
@@ -568,6 +675,11 @@ _ITEMS_BY_ID = text(
     f"SELECT {_ITEM_COLUMNS}, 0.0 AS score FROM memory_items m WHERE m.id IN :ids "
     "AND m.owner_kind = :owner_kind AND m.owner_id = :owner_id"
 )
+_MESSAGES_AT = text(
+    f"SELECT {_MESSAGE_COLUMNS}, 0.0 AS score FROM messages g JOIN sessions s ON s.id = g.session_id "
+    "WHERE g.session_id = :session_id AND g.seq IN :seqs AND g.role != 'system' "
+    f"AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"
+).bindparams(bindparam("seqs", expanding=True))
 _MESSAGES_BY_ID = text(
     f"SELECT {_MESSAGE_COLUMNS}, 0.0 AS score FROM messages g JOIN sessions s ON s.id = g.session_id "
     f"WHERE g.id IN :ids AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"

@@ -16,7 +16,8 @@ from typing import Any
 
 from sqlalchemy import bindparam, func, insert, update
 from sqlalchemy import select as sa_select
-from sqlalchemy.engine import Engine, Row
+from sqlalchemy.engine import Engine as DatabaseEngine
+from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -183,7 +184,7 @@ class DuplicateMessage(Exception):
 class MessageStore:
     """Reads and writes of messages and their attachments."""
 
-    def __init__(self, database: Engine, jobs: JobSink | None = None) -> None:
+    def __init__(self, database: DatabaseEngine, jobs: JobSink | None = None) -> None:
         self.database = database
         # Where the jobs a message asks for go (None: this store takes no such message).
         self.jobs = jobs

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import func, or_
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlmodel import Session, col, select
 
 from bot.storage.context_models import ContextRecord, ContextSnip
@@ -34,7 +34,7 @@ class ConversationRow:
 
 
 class Overview:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: DatabaseEngine) -> None:
         self.engine = engine
 
     def _session(self) -> Session:

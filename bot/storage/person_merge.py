@@ -22,6 +22,7 @@ import bot.storage.tables  # noqa: F401  (every table in the metadata, for _owne
 from bot.search_terms import jaccard, search_text, similarity_tokens
 from bot.storage.index_text import INDEX_MESSAGE, UNINDEX_MESSAGE, owner_token
 from bot.storage.memory_models import MemoryItem
+from bot.storage.memory_store import VECTOR_CHANGES
 from bot.storage.models import Account, ChatSession, LinkCode, Message, Person, table_of
 from transcript.kinds import CONVERSATION_KINDS, SAID_KINDS
 
@@ -75,6 +76,8 @@ def merge_persons(db: Session, source_id: str, target_id: str, dedup_threshold: 
     db.execute(update(LinkCode).where(col(LinkCode.person_id) == source_id).values(person_id=target_id))
     db.execute(update(Person).where(col(Person.id) == target_id).values(active_session_id=continuing))
     db.execute(delete(Person).where(col(Person.id) == source_id))
+    # Both persons' vectors moved: dense recall reads them again.
+    VECTOR_CHANGES.note(db.get_bind(), None)  # type: ignore[arg-type]
     return PersonMerge(
         person_id=target_id,
         continuing_session_id=continuing,

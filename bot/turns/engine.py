@@ -10,7 +10,6 @@ transaction (`bot.jobs` runs them).
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing, nullcontext
 from dataclasses import dataclass
@@ -97,7 +96,7 @@ class RecognisedCommand(Protocol):
         ...
 
     async def run(
-        self, engine: Engine, inbound: InboundMessage, route: Route, session: ChatSession
+        self, engine: TurnEngine, inbound: InboundMessage, route: Route, session: ChatSession
     ) -> CommandAnswer: ...
 
 
@@ -132,7 +131,7 @@ class TurnPlan:
         )
 
 
-class Engine:
+class TurnEngine:
     def __init__(
         self,
         *,
@@ -143,6 +142,11 @@ class Engine:
         attachments: AttachmentStore,
         assembler: ContextAssembler,
         commands: Commands,
+        locks: SessionLocks,
+        jobs: AfterTurnJobs,
+        after_turn: tuple[JobSpec, ...],
+        overflow_handler: OverflowHandler | None,
+        instance_id: str,
     ) -> None:
         self.settings = settings
         self.stores = stores
@@ -151,19 +155,20 @@ class Engine:
         self.attachments = attachments
         self.commands = commands
         self.assembler = assembler
-        self.locks = SessionLocks()
+        self.locks = locks
         self.running = RunningTurns()
         # Names this process in the delivery state of the turns it answers.
-        self.instance_id = uuid.uuid4().hex
+        self.instance_id = instance_id
         self.deliveries = stores.deliveries
         # Every store call of a turn goes through here: the event loop never waits on SQL.
         self.db = boundary_for(stores.database)
         # User messages this process's recovery is answering: a re-delivered copy waits for it.
         self.recovering: set[int] = set()
         # The jobs a stored reply (or recorded message) enqueues, and the queue that runs them.
-        self.after_turn: tuple[JobSpec, ...] = ()
-        self.jobs: AfterTurnJobs | None = None
-        self.overflow_handler: OverflowHandler | None = None
+        self.after_turn = after_turn
+        self.jobs = jobs
+        # Frees room when the model rejects a context as too large; None: the turn fails at once.
+        self.overflow_handler = overflow_handler
 
     # --- the public API lanes call ---------------------------------------------
 
@@ -312,13 +317,12 @@ class Engine:
 
     async def drain(self) -> None:
         """Wait until no after-turn job is due or running (tests, benchmarks)."""
-        if self.jobs is not None:
-            await self.jobs.drain()
+        await self.jobs.drain()
 
     @property
     def pending_jobs(self) -> int:
         """After-turn jobs due or running."""
-        return self.jobs.pending() if self.jobs is not None else 0
+        return self.jobs.pending()
 
     def persona_for(self, session: ChatSession) -> Persona:
         return self.personas.resolve(session.persona_id)
@@ -555,8 +559,7 @@ class Engine:
         )
 
     def _wake_jobs(self) -> None:
-        if self.jobs is not None:
-            self.jobs.wake()
+        self.jobs.wake()
 
 
 def with_note(text: str, note: str) -> str:

@@ -196,3 +196,26 @@ async def test_a_redelivered_command_is_run_once(runtimes, tmp_path):
         ("persona_switch", "persona switched from ada to sage"),
         ("command_reply", first.text),
     ]
+
+
+async def test_a_turn_shown_in_full_leaves_no_delivery_row_and_a_redelivery_is_still_answered_once(
+    runtimes, tmp_path
+):
+    from sqlalchemy import text
+
+    runtime = runtimes(tmp_path)
+    message = inbound("hello there", message_id="web-7")
+    reply = await runtime.engine.respond(message)
+    assert reply.kind == "assistant"
+
+    def states():
+        with runtime.database.connect() as connection:
+            return connection.execute(text("SELECT state FROM deliveries")).scalars().all()
+
+    assert states() == ["replied"]
+    await runtime.engine.delivered(message)
+    # Nothing is left to repair: the row goes, so deliveries do not grow with the history.
+    assert states() == []
+    again = await runtime.engine.respond(inbound("hello there", message_id="web-7"))
+    assert again.kind == "duplicate"
+    assert [m.role for m in runtime.stores.messages.messages(reply.session_id)] == ["user", "assistant"]

@@ -11,7 +11,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlmodel import SQLModel
 
 import bot.storage.tables  # noqa: F401
@@ -33,7 +33,7 @@ def test_upgrade_to_head_matches_the_models(tmp_path):
     # Full-text index tables are created by hand in migrations and have no model.
     differences = [d for d in differences if not (d[0] == "remove_table" and "fts" in d[1].name)]
     assert differences == []
-    assert migrate.current_revision(engine) is not None
+    assert migrate.current_revision(engine) == migrate.head_revision()
     engine.dispose()
 
 
@@ -81,7 +81,7 @@ COLUMNS_OF_MESSAGES_FTS = "SELECT name FROM pragma_table_info('messages_fts')"
 TRIGGERS = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
 
 
-def _migrated_to_0003(tmp_path: Path, name: str) -> Engine:
+def _migrated_to_0003(tmp_path: Path, name: str) -> DatabaseEngine:
     engine = create_database_engine(f"sqlite:///{tmp_path / name}")
     migrate.upgrade(engine, "0003_memory")
     return engine
@@ -122,7 +122,7 @@ def _said_before_kinds(stores: Stores, text_: str) -> ChatSession:
     return session
 
 
-def _indexed_words(engine: Engine) -> list[str]:
+def _indexed_words(engine: DatabaseEngine) -> list[str]:
     """Every word occurrence in the message index (what a search can match)."""
     with engine.begin() as connection:
         connection.execute(text("CREATE VIRTUAL TABLE words USING fts5vocab(messages_fts, 'instance')"))
@@ -274,6 +274,59 @@ def test_the_recall_migration_dates_old_items_and_reindexes_old_messages(tmp_pat
     engine.dispose()
 
 
+def test_the_compact_storage_migration_keeps_each_vectors_direction_and_drops_delivered_turns(
+    tmp_path: Path,
+) -> None:
+    import math
+    import random
+    from array import array
+
+    engine = create_database_engine(f"sqlite:///{tmp_path / 'compact.db'}")
+    migrate.upgrade(engine, "0009_message_kind")
+    stores = Stores.open(engine)
+    session = stores.sessions.create_session("private", "person", "p1", "ada")
+    said = [
+        stores.messages.append(session.id, NewMessage(role="user", content=f"line {n}", token_count=2))
+        for n in range(3)
+    ]
+    rng = random.Random(7)
+    raw = [[rng.gauss(0, 1) for _ in range(384)] for _ in said]
+    vectors = [[value / math.sqrt(sum(v * v for v in vector)) for value in vector] for vector in raw]
+    with engine.begin() as connection:
+        for message, vector in zip(said, vectors, strict=True):
+            connection.execute(
+                text(
+                    "INSERT INTO message_embeddings (message_id, owner_kind, owner_id, vector) "
+                    "VALUES (:id, 'person', 'p1', :vector)"
+                ),
+                {"id": message.id, "vector": array("f", vector).tobytes()},
+            )
+        for message, state in zip(said, ("delivered", "open", "recovered"), strict=True):
+            connection.execute(
+                text(
+                    "INSERT INTO deliveries (user_message_id, session_id, ingest_key, lane, chat_id, "
+                    "chat_kind, platform_message_id, state, created_at, updated_at) VALUES "
+                    "(:id, :session, :key, 'web', 'c', 'private', :key, :state, '2026-01-01', '2026-01-01')"
+                ),
+                {"id": message.id, "session": session.id, "key": f"k{message.id}", "state": state},
+            )
+
+    migrate.upgrade(engine)
+
+    with engine.connect() as connection:
+        stored = connection.execute(text("SELECT vector FROM message_embeddings ORDER BY message_id")).all()
+        states = connection.execute(text("SELECT state FROM deliveries ORDER BY user_message_id")).all()
+    assert [len(row[0]) for row in stored] == [384, 384, 384]
+    for row, vector in zip(stored, vectors, strict=True):
+        compact = array("b", bytes(row[0]))
+        cosine = sum(a * b for a, b in zip(compact, vector, strict=True)) / math.sqrt(
+            sum(c * c for c in compact)
+        )
+        assert cosine > 0.999
+    assert [state for (state,) in states] == ["open", "recovered"]
+    engine.dispose()
+
+
 # Rows as releases before 0009_message_kind stored them (role, content), with the kind each
 # has afterwards and its content then (None: unchanged).
 ROWS_BEFORE_KINDS = [
@@ -313,9 +366,11 @@ def test_the_kind_migration_names_every_old_row_and_strips_only_the_tags(
 
     migrate.upgrade(engine, "0009_message_kind")
 
-    stored = Stores.open(engine).messages.messages(chat.id)
+    # Read as SQL: the models describe the head revision, which may have more columns.
+    with engine.connect() as connection:
+        stored = connection.execute(text("SELECT kind, content FROM messages ORDER BY seq")).all()
     expected = [(kind, after or before) for _, before, kind, after in ROWS_BEFORE_KINDS]
-    assert [(m.kind, m.content) for m in stored] == expected
+    assert [tuple(row) for row in stored] == expected
     # Down again, every row reads as it did.
     _downgrade(engine, "0008_message_search")
     with engine.connect() as connection:
@@ -324,7 +379,7 @@ def test_the_kind_migration_names_every_old_row_and_strips_only_the_tags(
     engine.dispose()
 
 
-def _downgrade(engine: Engine, revision: str) -> None:
+def _downgrade(engine: DatabaseEngine, revision: str) -> None:
     from alembic import command
 
     config = migrate.alembic_config(engine.url.render_as_string(hide_password=False))

@@ -1,4 +1,4 @@
-"""Stopping a reply mid-stream: `Engine.stop_turn` and the `/stop` command."""
+"""Stopping a reply mid-stream: `TurnEngine.stop_turn` and the `/stop` command."""
 
 from __future__ import annotations
 

