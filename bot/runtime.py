@@ -14,11 +14,13 @@ from bot.commands import memory as memory_commands
 from bot.commands.registry import CommandRegistry
 from bot.config import Settings
 from bot.context.maintenance import ContextMaintainer
+from bot.context.tools import context_tools
 from bot.health import LaneHealth
 from bot.jobs.definitions import JobDefinitions, JobQueue, build_definitions
 from bot.jobs.runner import LocalJobRunner
 from bot.memory import MemoryService, choose_distiller
 from bot.memory.dense import load_embedder
+from bot.memory.tools import memory_tools
 from bot.providers import make_provider
 from bot.providers.base import ChatProvider
 from bot.providers.observed import ObservedProvider
@@ -28,9 +30,11 @@ from bot.storage.boundary import boundary_for
 from bot.storage.database import create_database_engine
 from bot.storage.jobs import JobSink, SqliteJobs
 from bot.storage.stores import Stores
+from bot.tools.base import Tool
 from bot.tools.mcp import McpServers
+from bot.tools.offer import ToolOffer
 from bot.tools.policy import ToolPolicy
-from bot.tools.registry import ToolRegistry
+from bot.tools.registry import StaticTools, ToolRegistry
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
 from bot.turns.engine import TurnEngine
@@ -52,7 +56,7 @@ class Runtime:
     jobs: JobQueue
     # Roles one process per database plays (polling Telegram for a bot).
     roles: ProcessRoles
-    # Every tool this process offers; MCP servers' among them, started by `chorus serve`.
+    # Every tool this process offers: the built-ins and the MCP servers', started by `chorus serve`.
     tools: ToolRegistry
     mcp_servers: McpServers
     memory: MemoryService | None = None
@@ -131,12 +135,17 @@ def build_runtime(
         load_embedder() if settings.memory.dense else None,
     )
     attachments = AttachmentStore.from_settings(settings)
+    # Every tool a turn may offer: the built-ins join once context maintenance exists
+    # (two of them work through it), MCP servers' tools once `chorus serve` connects them.
+    mcp_servers = McpServers(settings.tools)
+    tools = ToolRegistry([], ToolPolicy(settings.tools))
     assembler = ContextAssembler(
         settings,
         stores.messages,
         stores.records,
         attachments,
         memory=memory if settings.memory.enabled else None,
+        tools=ToolOffer(tools, provider.accepts_tools),
     )
     persona_registry = build_personas(settings)
     context = ContextMaintainer(
@@ -146,6 +155,9 @@ def build_runtime(
         personas=persona_registry,
         provider=provider,
     )
+    tools.add_source(StaticTools(builtin_tools(memory, context)))
+    # After the built-ins: a server's `<server>__<tool>` name never shadows one of them.
+    tools.add_source(mcp_servers)
     commands = CommandRegistry(maintainer=context, memory=memory)
     for family in (general, personas, identity, sessions, context_commands, memory_commands):
         commands.add_all(family.COMMANDS)
@@ -167,19 +179,28 @@ def build_runtime(
         overflow_handler=context.recover_from_overflow,
         instance_id=instance_id,
     )
-    mcp_servers = McpServers(settings.tools)
     return Runtime(
         settings=settings,
         database=database,
         stores=stores,
         engine=engine,
         jobs=jobs,
-        tools=ToolRegistry([mcp_servers], ToolPolicy(settings.tools)),
+        tools=tools,
         mcp_servers=mcp_servers,
         memory=memory,
         context=context,
         roles=ProcessRoles(settings.database_url, shared=database.dialect.name == "postgresql"),
     )
+
+
+def builtin_tools(memory: MemoryService, maintainer: ContextMaintainer) -> list[Tool]:
+    """The tools Chorus itself offers, over the same functions as the chat commands.
+
+    `/recall`, `/context`, `/snip` and `/unsnip` format their results for people; these
+    return them as JSON. Memory's tools only exist while memory is on.
+    """
+    tools: list[Tool] = memory_tools(memory) if memory.settings.enabled else []
+    return tools + context_tools(maintainer)
 
 
 def job_sink(database: DatabaseEngine) -> JobSink:

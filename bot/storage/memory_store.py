@@ -213,48 +213,11 @@ class MemoryStore:
         `CursorMoved` (and stores nothing) if the cursor is no longer there.
         """
         now = utcnow()
-        written = merged = 0
         with self._session() as db:
             # The owner as stored now: linking may have moved the session to another person
             # since the caller read it (an idle offload holds its session for minutes).
             owner = Owner.of(db.get(ChatSession, session.id) or session)
-            for item in items:
-                existing = db.exec(
-                    select(MemoryItem).where(
-                        MemoryItem.owner_kind == owner.kind,
-                        MemoryItem.owner_id == owner.id,
-                        MemoryItem.content_key == item.content_key,
-                    )
-                ).first()
-                if existing is not None:
-                    existing.mentions += 1
-                    existing.importance = max(existing.importance, item.importance)
-                    existing.updated_at = now
-                    db.add(existing)
-                    merged += 1
-                    continue
-                db.add(
-                    MemoryItem(
-                        owner_kind=owner.kind,
-                        owner_id=owner.id,
-                        session_id=session.id,
-                        source_seq=item.source_seq,
-                        source_last_seq=item.source_last_seq,
-                        said_at=item.said_at,
-                        embedding=item.embedding,
-                        kind=item.kind,
-                        content=item.content,
-                        search_text=item.search_text,
-                        content_key=item.content_key,
-                        importance=item.importance,
-                        source=item.source,
-                        created_at=now,
-                        updated_at=now,
-                    )
-                )
-                written += 1
-                # Later items of the same batch must see this one for merging.
-                db.flush()
+            written, merged = _store_items(db, owner, session.id, items, now)
             for message_id, vector in message_vectors:
                 db.merge(
                     MessageEmbedding(
@@ -276,6 +239,14 @@ class MemoryStore:
             db.commit()
         if written or merged or message_vectors:
             VECTOR_CHANGES.note(self.database, owner)
+        return CommitCounts(written=written, merged=merged)
+
+    def add_items(self, session: ChatSession, items: Sequence[NewMemoryItem]) -> CommitCounts:
+        """Store items written outside an offload (the `remember` tool); the cursor stays."""
+        with self._session() as db:
+            owner = Owner.of(db.get(ChatSession, session.id) or session)
+            written, merged = _store_items(db, owner, session.id, items, utcnow())
+            db.commit()
         return CommitCounts(written=written, merged=merged)
 
     def _advance(
@@ -548,6 +519,51 @@ class MemoryStore:
                 for row in connection.execute(_MESSAGES_AT, params):
                     found[(session_id, int(row.seq) - 1)] = _hit(row)
         return found
+
+
+def _store_items(
+    db: Session, owner: Owner, session_id: str, items: Sequence[NewMemoryItem], now: datetime
+) -> tuple[int, int]:
+    """Insert `items`, each one the owner already has (same content key) counted as a mention."""
+    written = merged = 0
+    for item in items:
+        existing = db.exec(
+            select(MemoryItem).where(
+                MemoryItem.owner_kind == owner.kind,
+                MemoryItem.owner_id == owner.id,
+                MemoryItem.content_key == item.content_key,
+            )
+        ).first()
+        if existing is not None:
+            existing.mentions += 1
+            existing.importance = max(existing.importance, item.importance)
+            existing.updated_at = now
+            db.add(existing)
+            merged += 1
+            continue
+        db.add(
+            MemoryItem(
+                owner_kind=owner.kind,
+                owner_id=owner.id,
+                session_id=session_id,
+                source_seq=item.source_seq,
+                source_last_seq=item.source_last_seq,
+                said_at=item.said_at,
+                embedding=item.embedding,
+                kind=item.kind,
+                content=item.content,
+                search_text=item.search_text,
+                content_key=item.content_key,
+                importance=item.importance,
+                source=item.source,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        written += 1
+        # Later items of the same batch must see this one for merging.
+        db.flush()
+    return written, merged
 
 
 def _window(session_id: str | None, from_seq: int | None) -> dict[str, Any]:

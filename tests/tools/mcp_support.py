@@ -92,7 +92,7 @@ def tool_settings(**servers: dict[str, Any]) -> ToolSettings:
 
 def context() -> ToolContext:
     session = ChatSession(id="s1", kind="private", owner_kind="person", owner_id="p1")
-    return ToolContext(session=session, persona_id="ada", lane="web", group=False, call_id="call-1")
+    return ToolContext(session=session, persona_id="ada", chat=None, group=False, call_id="call-1")
 
 
 async def call(registry: ToolRegistry, tool_name: str, /, **arguments: Any) -> ToolResult:
