@@ -1,11 +1,13 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
+import pytest
 import pytest_asyncio
 
 from bot.config import ToolSettings
 from bot.tools.mcp import McpServers
+from tests.tools.mcp_support import HttpMcpServer
 
 StartServers = Callable[[ToolSettings], Awaitable[McpServers]]
 
@@ -26,3 +28,12 @@ async def start_servers() -> AsyncIterator[StartServers]:
     yield start
     for servers in opened:
         await servers.aclose()
+
+
+@pytest.fixture
+def http_servers() -> Iterator[list[HttpMcpServer]]:
+    """The HTTP test servers a test started (`mcp_support.serve`), killed after it."""
+    running: list[HttpMcpServer] = []
+    yield running
+    for server in running:
+        server.kill()

@@ -82,6 +82,14 @@ class HttpMcpServer(LoggedProcess):
         raise AssertionError(f"the MCP test server did not start:\n{self.log()}")
 
 
+async def serve(running: list[HttpMcpServer], tmp_path: Path, **options: Any) -> HttpMcpServer:
+    """A started HTTP test server, added to `running` (the `http_servers` fixture kills them)."""
+    server = HttpMcpServer(tmp_path, **options)
+    running.append(server)
+    await server.start()
+    return server
+
+
 def registry_of(servers: McpServers, settings: ToolSettings) -> ToolRegistry:
     return ToolRegistry([servers], ToolPolicy(settings))
 

@@ -3,30 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
 
 from tests.durable.serve_process import wait_until
-from tests.tools.mcp_support import HttpMcpServer, call, registry_of, tool_settings
+from tests.tools.mcp_support import call, registry_of, serve, tool_settings
 
 TOKEN = "s3cret-bearer-for-the-test-server"
-
-
-@pytest.fixture
-async def http_servers(tmp_path: Path) -> AsyncIterator[list[HttpMcpServer]]:
-    running: list[HttpMcpServer] = []
-    yield running
-    for server in running:
-        server.kill()
-
-
-async def serve(running: list[HttpMcpServer], tmp_path: Path, **options: object) -> HttpMcpServer:
-    server = HttpMcpServer(tmp_path, **options)  # type: ignore[arg-type]
-    running.append(server)
-    await server.start()
-    return server
 
 
 async def test_a_bearer_token_from_the_environment_reaches_the_server_and_is_never_shown(

@@ -1,0 +1,160 @@
+"""MCP tools in real turns: a web visitor over a real uvicorn server, a real model server
+scripting the calls, and real MCP servers (mcp-server-time over stdio, the SDK's over HTTP)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bot.runtime import Runtime
+from channels.web.app import create_app
+from tests.durable.serve_process import wait_until
+from tests.fakes.openai_server import FakeOpenAI, ToolCalls
+from tests.support.live_server import LiveServer
+from tests.support.runtime import RuntimeFactory
+from tests.tools.mcp_support import READY_SECONDS, HttpMcpServer, serve, time_server
+from tests.web.conftest import Event
+from tests.web.helpers import WebVisitor
+
+
+async def started_runtime(
+    runtimes: RuntimeFactory, tmp_path: Path, model: FakeOpenAI, **servers: Any
+) -> Runtime:
+    """A runtime whose MCP servers (`tools.mcp_servers`, given as its environment variable)
+    are connected, as `chorus serve` connects them in the background."""
+    runtime = runtimes(
+        tmp_path,
+        model_base_url=model.base_url,
+        tools_mcp_servers=servers,
+        # Under load a restart takes seconds; the call waits for it within this bound.
+        tools_timeout_seconds=READY_SECONDS,
+    )
+    runtime.mcp_servers.start()
+    await runtime.mcp_servers.settled()
+    assert [status.state for status in runtime.mcp_servers.health()] == ["ready"] * len(servers)
+    return runtime
+
+
+@asynccontextmanager
+async def web_visitor(runtime: Runtime) -> AsyncIterator[WebVisitor]:
+    """A visitor of the web lane served by uvicorn on 127.0.0.1, over real HTTP."""
+    async with (
+        LiveServer(create_app(runtime)) as live,
+        httpx.AsyncClient(base_url=live.base_url, timeout=READY_SECONDS) as client,
+    ):
+        yield await WebVisitor.start(client)
+
+
+def tool_steps(events: list[Event]) -> list[tuple[str, str]]:
+    return [(event.data["name"], event.data["status"]) for event in events if event.name == "tool"]
+
+
+def answer(events: list[Event]) -> dict[str, Any]:
+    final = events[-1]
+    assert final.name == "done", events
+    return final.data
+
+
+def last_result_sent(model: FakeOpenAI) -> str:
+    """The content of the last tool result the model was sent back."""
+    chat = [request.json for request in model.requests if not request.is_summary]
+    results = [message for message in chat[-1]["messages"] if message["role"] == "tool"]
+    content: str = results[-1]["content"]
+    return content
+
+
+async def test_a_web_visitor_asks_the_time_and_mcp_server_time_answers_through_the_model(
+    fake_openai: FakeOpenAI, runtimes, tmp_path: Path
+) -> None:
+    fake_openai.script(
+        ToolCalls([("time__get_current_time", {"timezone": "Asia/Tokyo"})]), "It is evening in Tokyo."
+    )
+    runtime = await started_runtime(runtimes, tmp_path, fake_openai, time=time_server())
+
+    async with web_visitor(runtime) as visitor:
+        events = await visitor.say("What time is it in Tokyo?")
+
+    assert tool_steps(events) == [("time__get_current_time", "started"), ("time__get_current_time", "done")]
+    assert (answer(events)["text"], answer(events)["status"]) == ("It is evening in Tokyo.", "complete")
+    offered = {tool["function"]["name"]: tool["function"] for tool in fake_openai.requests[0].json["tools"]}
+    assert "timezone" in offered["time__get_current_time"]["parameters"]["properties"]
+    # The built-in tools are offered beside the server's, from the one registry.
+    assert "recall" in offered
+    # The server's own answer: the current time in Tokyo, nine hours ahead of UTC.
+    result = json.loads(last_result_sent(fake_openai))
+    assert result["timezone"] == "Asia/Tokyo"
+    assert datetime.fromisoformat(result["datetime"]).utcoffset() == timedelta(hours=9)
+    rows = runtime.stores.messages.messages(visitor.session_id)
+    assert [(row.kind, row.status) for row in rows] == [
+        ("message", "complete"),
+        ("tool_call", "complete"),
+        ("tool_result", "complete"),
+        ("message", "complete"),
+    ]
+    assert json.loads(rows[2].content) == result
+
+
+async def test_an_mcp_server_killed_mid_conversation_fails_one_call_and_serves_again_after_its_restart(
+    fake_openai: FakeOpenAI, runtimes, tmp_path: Path, http_servers: list[HttpMcpServer]
+) -> None:
+    server = await serve(http_servers, tmp_path)
+    fake_openai.script(
+        ToolCalls([("web__process_id", {})]),
+        "Noted.",
+        ToolCalls([("web__echo", {"text": "still there?"})]),
+        "That tool is down; I answer without it.",
+        ToolCalls([("web__echo", {"text": "back again"})]),
+        "It is back.",
+    )
+    runtime = await started_runtime(runtimes, tmp_path, fake_openai, web={"url": server.url})
+
+    async with web_visitor(runtime) as visitor:
+        first = await visitor.say("Which process serves you?")
+        assert tool_steps(first)[-1] == ("web__process_id", "done")
+        # The answer came from the server process about to be killed.
+        assert server.process is not None and int(last_result_sent(fake_openai)) == server.process.pid
+
+        server.kill()
+        down = await visitor.say("Are you still there?")
+        # The turn goes on: the model reads an error result saying the server is gone, and answers.
+        assert tool_steps(down) == [("web__echo", "started"), ("web__echo", "error")]
+        assert (answer(down)["text"], answer(down)["status"]) == (
+            "That tool is down; I answer without it.",
+            "complete",
+        )
+        assert re.match(
+            r"Error: The MCP server web (stopped answering|is down) .*restart", last_result_sent(fake_openai)
+        ), last_result_sent(fake_openai)
+        assert runtime.mcp_servers.health()[0].state == "down"
+
+        await server.start()
+        connection = runtime.mcp_servers.connections[0]
+        await wait_until(
+            lambda: connection.status().retry_in_seconds == 0, what="the restart backoff to pass"
+        )
+        back = await visitor.say("And now?")
+        assert tool_steps(back) == [("web__echo", "started"), ("web__echo", "done")]
+        assert last_result_sent(fake_openai) == "back again"
+        assert answer(back)["text"] == "It is back."
+
+    status = runtime.mcp_servers.health()[0]
+    assert (status.state, status.restarts) == ("ready", 1)
+    rows = runtime.stores.messages.messages(visitor.session_id)
+    # Three whole turns stored, the call the dead server could not run among them as a failed result.
+    assert [(row.kind, row.status) for row in rows] == [
+        pair
+        for result in ("complete", "failed", "complete")
+        for pair in (
+            ("message", "complete"),
+            ("tool_call", "complete"),
+            ("tool_result", result),
+            ("message", "complete"),
+        )
+    ]
