@@ -14,23 +14,31 @@ from typing import Any
 import httpx
 
 from bot.runtime import Runtime
+from channels.telegram.lane import TelegramLane
 from channels.web.app import create_app
 from tests.durable.serve_process import wait_until
 from tests.fakes.openai_server import FakeOpenAI, ToolCalls
 from tests.support.live_server import LiveServer
 from tests.support.runtime import RuntimeFactory
+from tests.support.teardown import within_deadline
+from tests.telegram.bot_api_server import TOKEN, FakeBotAPI, private_text
 from tests.tools.mcp_support import READY_SECONDS, HttpMcpServer, serve, time_server
 from tests.web.conftest import Event
 from tests.web.helpers import WebVisitor
 
 
 async def started_runtime(
-    runtimes: RuntimeFactory, tmp_path: Path, model: FakeOpenAI, **servers: Any
+    runtimes: RuntimeFactory,
+    tmp_path: Path,
+    model: FakeOpenAI,
+    lane_settings: dict[str, Any] | None = None,
+    **servers: Any,
 ) -> Runtime:
     """A runtime whose MCP servers (`tools.mcp_servers`, given as its environment variable)
     are connected, as `chorus serve` connects them in the background."""
     runtime = runtimes(
         tmp_path,
+        **(lane_settings or {}),
         model_base_url=model.base_url,
         tools_mcp_servers=servers,
         # Under load a restart takes seconds; the call waits for it within this bound.
@@ -50,6 +58,15 @@ async def web_visitor(runtime: Runtime) -> AsyncIterator[WebVisitor]:
         httpx.AsyncClient(base_url=live.base_url, timeout=READY_SECONDS) as client,
     ):
         yield await WebVisitor.start(client)
+
+
+def time_of_tokyo(model: FakeOpenAI) -> dict[str, Any]:
+    """The server's own answer to the call, as the model was sent it back: the current
+    time in Tokyo, nine hours ahead of UTC."""
+    result: dict[str, Any] = json.loads(last_result_sent(model))
+    assert result["timezone"] == "Asia/Tokyo"
+    assert datetime.fromisoformat(result["datetime"]).utcoffset() == timedelta(hours=9)
+    return result
 
 
 def tool_steps(events: list[Event]) -> list[tuple[str, str]]:
@@ -87,10 +104,7 @@ async def test_a_web_visitor_asks_the_time_and_mcp_server_time_answers_through_t
     assert "timezone" in offered["time__get_current_time"]["parameters"]["properties"]
     # The built-in tools are offered beside the server's, from the one registry.
     assert "recall" in offered
-    # The server's own answer: the current time in Tokyo, nine hours ahead of UTC.
-    result = json.loads(last_result_sent(fake_openai))
-    assert result["timezone"] == "Asia/Tokyo"
-    assert datetime.fromisoformat(result["datetime"]).utcoffset() == timedelta(hours=9)
+    result = time_of_tokyo(fake_openai)
     rows = runtime.stores.messages.messages(visitor.session_id)
     assert [(row.kind, row.status) for row in rows] == [
         ("message", "complete"),
@@ -99,6 +113,28 @@ async def test_a_web_visitor_asks_the_time_and_mcp_server_time_answers_through_t
         ("message", "complete"),
     ]
     assert json.loads(rows[2].content) == result
+
+
+async def test_a_telegram_user_asks_the_time_through_aiogram_and_the_bot_api_stand_in(
+    fake_openai: FakeOpenAI, runtimes, tmp_path: Path
+) -> None:
+    fake_openai.script(
+        ToolCalls([("time__get_current_time", {"timezone": "Asia/Tokyo"})]), "It is evening in Tokyo."
+    )
+    async with FakeBotAPI() as bot_api:
+        telegram = {"channels_telegram_token": TOKEN, "channels_telegram_api_base": bot_api.base_url}
+        runtime = await started_runtime(runtimes, tmp_path, fake_openai, telegram, time=time_server())
+        lane = TelegramLane(runtime)
+        await lane.start()
+        try:
+            bot_api.push(private_text(501, "What time is it in Tokyo?"))
+            await bot_api.wait_for(
+                lambda: bot_api.sent_texts(501)[-1:] == ["Ada\nIt is evening in Tokyo."],
+                timeout=READY_SECONDS,
+            )
+        finally:
+            await within_deadline(lane.stop(), "stopping the Telegram lane")
+    time_of_tokyo(fake_openai)
 
 
 async def test_an_mcp_server_killed_mid_conversation_fails_one_call_and_serves_again_after_its_restart(
