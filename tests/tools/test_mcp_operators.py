@@ -126,6 +126,10 @@ def test_chorus_tools_lists_every_tool_with_its_source_and_policy(tmp_path: Path
     assert next(line for line in lines if "time__convert_time" in line).endswith("denied  / denied ")
     assert next(line for line in lines if "test__echo " in line).endswith("allowed / denied ")
     assert any(line.startswith("  broken (stdio): down") and "No such file" in line for line in lines)
+    # The built-ins are listed beside the servers' tools; one that changes memory stays out of groups.
+    assert next(line for line in lines if line.strip().startswith("recall ")).endswith("allowed / allowed")
+    remember = next(line for line in lines if line.strip().startswith("remember "))
+    assert "builtin" in remember and remember.endswith("allowed / denied ")
 
     described = json.loads(
         subprocess.run([*command, "--json"], env=environment, capture_output=True, text=True,
