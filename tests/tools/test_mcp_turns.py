@@ -3,6 +3,8 @@ scripting the calls, and real MCP servers (mcp-server-time over stdio, the SDK's
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import re
 from collections.abc import AsyncIterator
@@ -12,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+from PIL import Image
 
 from bot.runtime import Runtime
 from channels.telegram.lane import TelegramLane
@@ -22,7 +26,8 @@ from tests.support.live_server import LiveServer
 from tests.support.runtime import RuntimeFactory
 from tests.support.teardown import within_deadline
 from tests.telegram.bot_api_server import TOKEN, FakeBotAPI, private_text
-from tests.tools.mcp_support import READY_SECONDS, HttpMcpServer, serve, time_server
+from tests.tools.mcp_server import PIXEL
+from tests.tools.mcp_support import READY_SECONDS, HttpMcpServer, serve, stdio_test_server, time_server
 from tests.web.conftest import Event
 from tests.web.helpers import WebVisitor
 
@@ -135,6 +140,38 @@ async def test_a_telegram_user_asks_the_time_through_aiogram_and_the_bot_api_sta
         finally:
             await within_deadline(lane.stop(), "stopping the Telegram lane")
     time_of_tokyo(fake_openai)
+
+
+@pytest.mark.parametrize("vision", [True, False])
+async def test_an_image_a_tool_returns_is_shown_to_a_vision_model_or_named_to_another(
+    fake_openai: FakeOpenAI, runtimes, tmp_path: Path, vision: bool
+) -> None:
+    fake_openai.script(ToolCalls([("test__picture", {})]), "A red pixel.")
+    runtime = await started_runtime(
+        runtimes, tmp_path, fake_openai, {"model_vision": vision}, test=stdio_test_server()
+    )
+
+    async with web_visitor(runtime) as visitor:
+        events = await visitor.say("Show me the picture.")
+
+    assert answer(events)["text"] == "A red pixel."
+    messages = fake_openai.requests[-1].json["messages"]
+    result = next(message for message in messages if message["role"] == "tool")
+    images = [part for message in messages if isinstance(message["content"], list)
+              for part in message["content"] if part["type"] == "image_url"]  # fmt: skip
+    if vision:
+        # The result's text, then its image in the user message the API allows images in.
+        assert result["content"] == "a red pixel"
+        assert messages[messages.index(result) + 1]["role"] == "user"
+        (image,) = images
+        header, data = image["image_url"]["url"].split(",", 1)
+        assert header.startswith("data:image/")
+        assert Image.open(io.BytesIO(base64.b64decode(data))).size == Image.open(io.BytesIO(PIXEL)).size
+    else:
+        assert result["content"].startswith("a red pixel\n\n[image: ")
+        assert images == []
+    rows = runtime.stores.messages.messages(visitor.session_id)
+    assert [row.attachment_count for row in rows if row.kind == "tool_result"] == [1]
 
 
 async def test_an_mcp_server_killed_mid_conversation_fails_one_call_and_serves_again_after_its_restart(
