@@ -84,10 +84,18 @@ def answer(events: list[Event]) -> dict[str, Any]:
     return final.data
 
 
+def chat_requests(model: FakeOpenAI) -> list[dict[str, Any]]:
+    """The bodies of the turns' requests (not those of summaries)."""
+    return [request.json for request in model.requests if not request.is_summary]
+
+
+def offered_names(body: dict[str, Any]) -> list[str]:
+    return [tool["function"]["name"] for tool in body.get("tools", [])]
+
+
 def last_result_sent(model: FakeOpenAI) -> str:
     """The content of the last tool result the model was sent back."""
-    chat = [request.json for request in model.requests if not request.is_summary]
-    results = [message for message in chat[-1]["messages"] if message["role"] == "tool"]
+    results = [message for message in chat_requests(model)[-1]["messages"] if message["role"] == "tool"]
     content: str = results[-1]["content"]
     return content
 
@@ -105,7 +113,7 @@ async def test_a_web_visitor_asks_the_time_and_mcp_server_time_answers_through_t
 
     assert tool_steps(events) == [("time__get_current_time", "started"), ("time__get_current_time", "done")]
     assert (answer(events)["text"], answer(events)["status"]) == ("It is evening in Tokyo.", "complete")
-    offered = {tool["function"]["name"]: tool["function"] for tool in fake_openai.requests[0].json["tools"]}
+    offered = {tool["function"]["name"]: tool["function"] for tool in chat_requests(fake_openai)[0]["tools"]}
     assert "timezone" in offered["time__get_current_time"]["parameters"]["properties"]
     # The built-in tools are offered beside the server's, from the one registry.
     assert "recall" in offered
@@ -140,6 +148,32 @@ async def test_a_telegram_user_asks_the_time_through_aiogram_and_the_bot_api_sta
         finally:
             await within_deadline(lane.stop(), "stopping the Telegram lane")
     time_of_tokyo(fake_openai)
+
+
+async def test_a_tool_a_server_adds_during_a_turn_is_offered_in_the_next_one(
+    fake_openai: FakeOpenAI, runtimes, tmp_path: Path
+) -> None:
+    fake_openai.script(
+        ToolCalls([("test__add_tool", {"name": "late_arrival"})]),
+        "Added.",
+        ToolCalls([("test__late_arrival", {})]),
+        "It ran.",
+    )
+    runtime = await started_runtime(runtimes, tmp_path, fake_openai, test=stdio_test_server())
+
+    async with web_visitor(runtime) as visitor:
+        await visitor.say("Add a tool.")
+        await wait_until(
+            lambda: "test__late_arrival" in [tool.name for tool in runtime.tools.all()],
+            what="the list_changed notification",
+        )
+        events = await visitor.say("Call it.")
+
+    first, _, second, _ = [offered_names(body) for body in chat_requests(fake_openai)]
+    assert "test__late_arrival" not in first and "test__late_arrival" in second
+    assert tool_steps(events) == [("test__late_arrival", "started"), ("test__late_arrival", "done")]
+    assert last_result_sent(fake_openai) == "late_arrival ran"
+    assert runtime.mcp_servers.health()[0].restarts == 0
 
 
 @pytest.mark.parametrize("vision", [True, False])
