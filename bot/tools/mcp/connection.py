@@ -184,7 +184,7 @@ class McpConnection:
                 attempt.set_result(None)
 
     async def _connect_and_serve(self, generation: int) -> None:
-        from bot.tools.mcp import sdk
+        import bot.tools.mcp.sdk as sdk
 
         startup = self.settings.startup_timeout_seconds
         changed = asyncio.Event()
@@ -209,7 +209,7 @@ class McpConnection:
 
     async def _serve(self, client: Client, generation: int, changed: asyncio.Event) -> None:
         """Keep the connection open; re-list when the server says its tools changed."""
-        from bot.tools.mcp import sdk
+        import bot.tools.mcp.sdk as sdk
 
         async def relist() -> None:
             self._list(generation, await sdk.list_tools(client))
@@ -235,7 +235,7 @@ class McpConnection:
         log.info("MCP server %s: ready with %d tools", self.name, len(self.tools))
 
     def _list(self, generation: int, listed: Sequence[ListedTool]) -> None:
-        from bot.tools.mcp import sdk
+        import bot.tools.mcp.sdk as sdk
 
         if generation != self._generation:
             return
@@ -244,7 +244,7 @@ class McpConnection:
 
     def _down(self, generation: int, error: BaseException) -> None:
         """This attempt failed or its connection was lost: wait out the backoff, then restart."""
-        from bot.tools.mcp import sdk
+        import bot.tools.mcp.sdk as sdk
 
         if generation != self._generation or self.state == "down" or self._closing:
             return
@@ -281,7 +281,7 @@ class McpConnection:
 
     async def call(self, remote_name: str, arguments: dict[str, Any]) -> ToolResult:
         """`tools/call` on this server; every failure is a result that says what happened."""
-        from bot.tools.mcp import sdk
+        import bot.tools.mcp.sdk as sdk
 
         try:
             client, generation = await self._ready_client()
