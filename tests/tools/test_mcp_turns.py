@@ -3,6 +3,7 @@ scripting the calls, and real MCP servers (mcp-server-time over stdio, the SDK's
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
@@ -18,8 +19,10 @@ import pytest
 from PIL import Image
 
 from bot.runtime import Runtime
+from channels.discord.lane import DiscordLane
 from channels.telegram.lane import TelegramLane
 from channels.web.app import create_app
+from tests.discord.fake_discord import DM_CHANNEL_ID, VALID_TOKEN, FakeDiscord
 from tests.durable.serve_process import wait_until
 from tests.fakes.openai_server import FakeOpenAI, ToolCalls
 from tests.support.live_server import LiveServer
@@ -147,6 +150,31 @@ async def test_a_telegram_user_asks_the_time_through_aiogram_and_the_bot_api_sta
             )
         finally:
             await within_deadline(lane.stop(), "stopping the Telegram lane")
+    time_of_tokyo(fake_openai)
+
+
+async def test_a_discord_user_asks_the_time_through_discord_py_and_the_discord_stand_in(
+    fake_openai: FakeOpenAI, runtimes, tmp_path: Path
+) -> None:
+    fake_openai.script(
+        ToolCalls([("time__get_current_time", {"timezone": "Asia/Tokyo"})]), "It is evening in Tokyo."
+    )
+    async with FakeDiscord() as discord:
+        lane_settings = {
+            "discord_token": VALID_TOKEN,
+            "channels_discord_api_base": discord.api_base,
+            "channels_discord_gateway_url": discord.gateway_url,
+        }
+        runtime = await started_runtime(runtimes, tmp_path, fake_openai, lane_settings, time=time_server())
+        lane = DiscordLane(runtime)
+        await lane.start()
+        try:
+            async with asyncio.timeout(READY_SECONDS):
+                await discord.connected.wait()
+            await discord.post_message(DM_CHANNEL_ID, "What time is it in Tokyo?")
+            await discord.wait_for_texts(DM_CHANNEL_ID, ["**Ada**\nIt is evening in Tokyo."], READY_SECONDS)
+        finally:
+            await within_deadline(lane.stop(), "stopping the Discord lane")
     time_of_tokyo(fake_openai)
 
 
