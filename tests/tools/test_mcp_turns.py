@@ -28,7 +28,15 @@ from tests.fakes.openai_server import FakeOpenAI, ToolCalls
 from tests.support.live_server import LiveServer
 from tests.support.runtime import RuntimeFactory
 from tests.support.teardown import within_deadline
-from tests.telegram.bot_api_server import TOKEN, FakeBotAPI, private_text
+from tests.telegram.bot_api_server import (
+    BOT_USERNAME,
+    TOKEN,
+    FakeBotAPI,
+    group_chat,
+    message,
+    private_text,
+    user,
+)
 from tests.tools.mcp_server import PIXEL
 from tests.tools.mcp_support import READY_SECONDS, HttpMcpServer, serve, stdio_test_server, time_server
 from tests.web.conftest import Event
@@ -131,26 +139,54 @@ async def test_a_web_visitor_asks_the_time_and_mcp_server_time_answers_through_t
     assert json.loads(rows[2].content) == result
 
 
+@asynccontextmanager
+async def telegram_lane(
+    runtimes: RuntimeFactory, tmp_path: Path, model: FakeOpenAI, **servers: Any
+) -> AsyncIterator[tuple[FakeBotAPI, Runtime]]:
+    """A Telegram lane (aiogram, long polling) on the Bot API stand-in, its servers connected."""
+    async with FakeBotAPI() as bot_api:
+        telegram = {"channels_telegram_token": TOKEN, "channels_telegram_api_base": bot_api.base_url}
+        runtime = await started_runtime(runtimes, tmp_path, model, telegram, **servers)
+        lane = TelegramLane(runtime)
+        await lane.start()
+        try:
+            yield bot_api, runtime
+        finally:
+            await within_deadline(lane.stop(), "stopping the Telegram lane")
+
+
 async def test_a_telegram_user_asks_the_time_through_aiogram_and_the_bot_api_stand_in(
     fake_openai: FakeOpenAI, runtimes, tmp_path: Path
 ) -> None:
     fake_openai.script(
         ToolCalls([("time__get_current_time", {"timezone": "Asia/Tokyo"})]), "It is evening in Tokyo."
     )
-    async with FakeBotAPI() as bot_api:
-        telegram = {"channels_telegram_token": TOKEN, "channels_telegram_api_base": bot_api.base_url}
-        runtime = await started_runtime(runtimes, tmp_path, fake_openai, telegram, time=time_server())
-        lane = TelegramLane(runtime)
-        await lane.start()
-        try:
-            bot_api.push(private_text(501, "What time is it in Tokyo?"))
-            await bot_api.wait_for(
-                lambda: bot_api.sent_texts(501)[-1:] == ["Ada\nIt is evening in Tokyo."],
-                timeout=READY_SECONDS,
-            )
-        finally:
-            await within_deadline(lane.stop(), "stopping the Telegram lane")
+    async with telegram_lane(runtimes, tmp_path, fake_openai, time=time_server()) as (bot_api, _):
+        bot_api.push(private_text(501, "What time is it in Tokyo?"))
+        answered = ["Ada\nIt is evening in Tokyo."]
+        await bot_api.wait_for(lambda: bot_api.sent_texts(501)[-1:] == answered, timeout=READY_SECONDS)
     time_of_tokyo(fake_openai)
+
+
+async def test_a_telegram_group_is_offered_only_the_server_tools_its_rules_let_into_groups(
+    fake_openai: FakeOpenAI, runtimes, tmp_path: Path
+) -> None:
+    servers = {
+        "time": time_server(),
+        "test": stdio_test_server(),
+        "trusted": stdio_test_server(in_groups=True),
+    }
+    async with telegram_lane(runtimes, tmp_path, fake_openai, **servers) as (bot_api, _):
+        bot_api.push(private_text(501, "What can you do?"))
+        await bot_api.wait_for(lambda: bot_api.sent_texts(501), timeout=READY_SECONDS)
+        bot_api.push(message(group_chat(-100), user(502, "Bob"), f"@{BOT_USERNAME} what can you do?"))
+        await bot_api.wait_for(lambda: bot_api.sent_texts(-100), timeout=READY_SECONDS)
+
+    private, group = [set(offered_names(body)) for body in chat_requests(fake_openai)]
+    assert {"time__get_current_time", "test__echo", "trusted__echo"} <= private
+    # Read-only by the server's hint, or let in by `in_groups: true`; test__echo is neither.
+    assert {"time__get_current_time", "trusted__echo"} <= group
+    assert "test__echo" not in group
 
 
 async def test_a_discord_user_asks_the_time_through_discord_py_and_the_discord_stand_in(
