@@ -12,11 +12,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, SecretStr, ValidationError, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from bot.errors import ConfigError
@@ -130,6 +140,55 @@ class MemorySettings(BaseModel):
     shutdown_flush_seconds: float = Field(default=10.0, ge=0)
 
 
+# A server's name starts its tools' names (`<server>__<tool>`), which models take
+# only in ^[A-Za-z0-9_-]{1,64}$; `__` is kept for the separator.
+MCP_SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
+
+
+class McpServerSettings(BaseModel):
+    """One Model Context Protocol server: how to reach it and which of its tools to offer.
+
+    `env` values, `headers` values and `url` may name environment variables as
+    `${NAME}`, read when the server starts, so secrets never have to live in the file.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    # "stdio" (a command Chorus runs), "http" (streamable HTTP) or "sse" (the legacy
+    # HTTP+SSE transport); empty: stdio when `command` is set, http when `url` is.
+    transport: Literal["stdio", "http", "sse"] | None = None
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    # The only variables a stdio server gets besides PATH, HOME, USER, LOGNAME, SHELL and TERM.
+    env: dict[str, str] = Field(default_factory=dict, repr=False)
+    cwd: str | None = None
+    url: str | None = Field(default=None, repr=False)
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    # The server's tool names (without the `<server>__` prefix) offered, `*` wildcards;
+    # exclude wins over include.
+    include: list[str] = Field(default_factory=lambda: ["*"])
+    exclude: list[str] = Field(default_factory=list)
+    # One call's bound for this server's tools; empty: `tools.timeout_seconds`.
+    timeout_seconds: float | None = Field(default=None, gt=0)
+    # Its tools in group chats: true, false, or empty to follow `tools.in_groups`.
+    in_groups: bool | None = None
+    enabled: bool = True
+    # Starting and listing its tools; a slower server counts as failed and is retried.
+    startup_timeout_seconds: float = Field(default=60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _reachable(self) -> McpServerSettings:
+        if self.transport is None:
+            self.transport = "stdio" if self.command else "http"
+        if self.transport == "stdio" and not self.command:
+            raise ValueError("a stdio server needs `command`")
+        if self.transport != "stdio" and not self.url:
+            raise ValueError(f"an {self.transport} server needs `url`")
+        if self.command and self.url:
+            raise ValueError("set `command` (stdio) or `url` (http, sse), not both")
+        return self
+
+
 class ToolSettings(BaseModel):
     # Off: the model is offered no tools and answers in text, as before tools existed.
     enabled: bool = True
@@ -144,6 +203,19 @@ class ToolSettings(BaseModel):
     deny: list[str] = Field(default_factory=list)
     # Group chats: "read_only" tools only, "all", "none", or a list of names/wildcards.
     in_groups: Literal["read_only", "all", "none"] | list[str] = "read_only"
+    # MCP servers by name; their tools are offered as `<name>__<tool>` (docs/mcp.md).
+    mcp_servers: dict[str, McpServerSettings] = Field(default_factory=dict)
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _server_names(cls, servers: dict[str, McpServerSettings]) -> dict[str, McpServerSettings]:
+        for name in servers:
+            if not MCP_SERVER_NAME.fullmatch(name) or "__" in name:
+                raise ValueError(
+                    f"{name!r} cannot name an MCP server: use up to 32 letters, digits, - and _ "
+                    "(no double underscore), since it starts each of its tools' names"
+                )
+        return servers
 
 
 class RecoverySettings(BaseModel):

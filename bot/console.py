@@ -333,6 +333,18 @@ class Console:
                 ],
             },
             "jobs": {"queued": job_queue_depth(self.runtime)},
+            "mcp_servers": [
+                {
+                    "name": server.name,
+                    "transport": server.transport,
+                    "state": server.state,
+                    "tools": list(server.tools),
+                    "last_error": server.last_error,
+                    "restarts": server.restarts,
+                    "since": _iso(server.since),
+                }
+                for server in self.runtime.mcp_servers.health()
+            ],
         }
 
     def lanes(self) -> list[dict[str, str]]:

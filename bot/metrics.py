@@ -110,6 +110,23 @@ TOOL_STEPS = Histogram(
     registry=REGISTRY,
 )
 
+# Labelled by configured server name: as few as the operator configures.
+MCP_SERVER_STATE = Gauge(
+    "chorus_mcp_server_state",
+    "1 for the state each MCP server is in (starting, ready, down, stopped), 0 for the others.",
+    ["server", "state"],
+    registry=REGISTRY,
+)
+MCP_CALLS = Counter(
+    "chorus_mcp_calls",
+    "Tool calls sent to an MCP server, by outcome (ok, error, down: the server could not take it).",
+    ["server", "outcome"],
+    registry=REGISTRY,
+)
+MCP_RESTARTS = Counter(
+    "chorus_mcp_restarts", "MCP servers started again after a failure.", ["server"], registry=REGISTRY
+)
+
 
 class GaugeReader(Collector):
     """Gauges whose value is read at scrape time, e.g. the job queue of a runtime."""

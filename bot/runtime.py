@@ -36,6 +36,7 @@ from bot.storage.jobs import JobSink, SqliteJobs
 from bot.storage.reminders import FIRE_REMINDER
 from bot.storage.stores import Stores
 from bot.tools.base import Tool
+from bot.tools.mcp import McpServers
 from bot.tools.offer import ToolOffer
 from bot.tools.policy import ToolPolicy
 from bot.tools.registry import StaticTools, ToolRegistry
@@ -60,7 +61,9 @@ class Runtime:
     jobs: JobQueue
     # Roles one process per database plays (polling Telegram for a bot).
     roles: ProcessRoles
+    # Every tool this process offers: the built-ins and the MCP servers', started by `chorus serve`.
     tools: ToolRegistry
+    mcp_servers: McpServers
     # Reminders, and the lanes of this process that show them when they fall due.
     reminders: ReminderService
     memory: MemoryService | None = None
@@ -75,6 +78,8 @@ class Runtime:
         self._closed = True
         # Running jobs finish; waiting ones stay queued for the next worker.
         await self.jobs.aclose()
+        # A stdio server's process ends with its connection, never outliving Chorus.
+        await self.mcp_servers.aclose()
         if self.memory is not None:
             await self.memory.aclose()
         await self.engine.provider.aclose()
@@ -138,7 +143,8 @@ def build_runtime(
     )
     attachments = AttachmentStore.from_settings(settings)
     # Every tool a turn may offer: the built-ins join once context maintenance exists
-    # (two of them work through it), MCP servers' tools when `chorus serve` connects them.
+    # (two of them work through it), MCP servers' tools once `chorus serve` connects them.
+    mcp_servers = McpServers(settings.tools)
     tools = ToolRegistry([], ToolPolicy(settings.tools))
     assembler = ContextAssembler(
         settings,
@@ -160,6 +166,8 @@ def build_runtime(
         stores.reminders, stores.messages, persona_registry, settings, ReminderLanes()
     )
     tools.add_source(StaticTools(builtin_tools(memory, context, reminders)))
+    # After the built-ins: a server's `<server>__<tool>` name never shadows one of them.
+    tools.add_source(mcp_servers)
     commands = CommandRegistry(maintainer=context, memory=memory, reminders=reminders)
     families = (general, personas, identity, sessions, context_commands, memory_commands, reminder_commands)
     for family in families:
@@ -191,9 +199,10 @@ def build_runtime(
         stores=stores,
         engine=engine,
         jobs=jobs,
+        tools=tools,
+        mcp_servers=mcp_servers,
         memory=memory,
         context=context,
-        tools=tools,
         reminders=reminders,
         roles=ProcessRoles(settings.database_url, shared=database.dialect.name == "postgresql"),
     )

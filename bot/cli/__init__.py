@@ -2,8 +2,9 @@
 
 Each command imports what it uses when it runs: a storage-only command (`sessions`,
 `export`, `recall`, `memory reindex`, `db upgrade`) opens the database and nothing else, so it never loads
-a lane, the model provider or the turn engine. `serve`, `chat` and `import` (which
-distils the imported conversation into memory with the model) build the whole runtime.
+a lane, the model provider or the turn engine. `serve`, `chat`, `tools` (which starts the MCP
+servers to list their tools) and `import` (which distils the imported conversation into memory
+with the model) build the whole runtime.
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     chat = commands.add_parser("chat", help="chat in this terminal, on the same engine")
     chat.add_argument("--user", help="who you are in the transcript (default: your login)")
     chat.set_defaults(handler=cmd_chat)
+
+    tools = commands.add_parser(
+        "tools", help="list every tool (built-in and MCP) and whether the policy offers it"
+    )
+    tools.add_argument("--json", action="store_true", help="print JSON")
+    tools.set_defaults(handler=cmd_tools)
 
     sessions = commands.add_parser("sessions", help="list stored sessions")
     sessions.set_defaults(handler=cmd_sessions)
@@ -129,12 +136,30 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     async def run() -> None:
         runtime = build_runtime(args.settings)
+        runtime.mcp_servers.start()
         try:
             await chat_loop(runtime.engine, user=args.user, reminders=runtime.reminders.lanes)
         finally:
             await runtime.aclose()
 
     asyncio.run(run())
+    return 0
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from bot.cli.tools import describe_tools, render
+    from bot.runtime import build_runtime
+
+    async def run() -> str:
+        runtime = build_runtime(args.settings)
+        try:
+            return render(await describe_tools(runtime), args.json)
+        finally:
+            await runtime.aclose()
+
+    print(asyncio.run(run()))
     return 0
 
 

@@ -82,6 +82,8 @@ class Service:
         if self.runtime.settings.jobs.worker:
             # Jobs a process that died was running (SQLite) run again, and those waiting run now.
             await self.runtime.jobs.start(self.liveness.is_dead)
+        # MCP servers connect in the background: the lanes start meanwhile, not after them.
+        self.runtime.mcp_servers.start()
         recovering: asyncio.Task[None] | None = None
         try:
             # Claimed before any lane takes a message: a platform re-sending one of

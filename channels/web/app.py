@@ -22,7 +22,7 @@ from channels.web.docs import mount_docs
 from channels.web.errors import install_error_handlers
 from channels.web.lane import WebLane
 from channels.web.pushes import WebReminders
-from channels.web.schemas import Health, LaneHealthView
+from channels.web.schemas import Health, LaneHealthView, McpServerHealthView
 
 
 def create_host_app(runtime: Runtime) -> FastAPI:
@@ -53,6 +53,10 @@ def create_host_app(runtime: Runtime) -> FastAPI:
             lanes={
                 name: LaneHealthView(state=status.state, reason=status.reason, since=status.since)
                 for name, status in lanes.items()
+            },
+            mcp_servers={
+                server.name: McpServerHealthView.model_validate(server, from_attributes=True)
+                for server in runtime.mcp_servers.health()
             },
         )
 

@@ -90,11 +90,25 @@ class LaneHealthView(BaseModel):
     since: datetime
 
 
+class McpServerHealthView(BaseModel):
+    """An MCP server: while it is down its tools answer so, and turns go on without them."""
+
+    state: Literal["starting", "ready", "down", "stopped"]
+    transport: Literal["stdio", "http", "sse"]
+    tools: list[str] = Field(description="The names its tools are offered under.")
+    last_error: str | None = Field(default=None, description="Why it is down (secrets masked).")
+    restarts: int
+    retry_in_seconds: float | None = Field(default=None, description="When a down server is tried again.")
+    since: datetime
+
+
 class Health(BaseModel):
     # "ok", or "failed" (HTTP 503) when a lane has stopped for good; `lanes` says which and why.
+    # A down MCP server does not fail the process: turns go on, its tools answer that it is down.
     status: str
     model: str
     lanes: dict[str, LaneHealthView] = Field(default_factory=dict)
+    mcp_servers: dict[str, McpServerHealthView] = Field(default_factory=dict)
 
 
 class FieldProblem(BaseModel):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -13,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.support.process import LoggedProcess
 
 REPO = Path(__file__).resolve().parents[2]
 READY_SECONDS = 180.0
@@ -24,12 +25,12 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-class ServeProcess:
+class ServeProcess(LoggedProcess):
     """`python -m bot.cli serve` with `environment` on top of a clean CHORUS_* slate."""
 
     def __init__(self, workdir: Path, environment: dict[str, str], name: str = "serve") -> None:
         self.port = free_port()
-        self.log_path = workdir / f"{name}-{self.port}.log"
+        super().__init__(workdir / f"{name}-{self.port}.log")
         environ = {key: value for key, value in os.environ.items() if not key.startswith("CHORUS_")}
         environ.update(
             CHORUS_DATA_DIR=str(workdir / "data"),
@@ -43,7 +44,6 @@ class ServeProcess:
         )
         environ.update(environment)
         self._environ = environ
-        self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -79,14 +79,6 @@ class ServeProcess:
                 raise AssertionError(f"chorus serve did not exit:\n{self.log()}")
             await asyncio.sleep(0.05)
         return code
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=30)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def log_lines(self, needle: str) -> list[str]:
         return [line for line in self.log().splitlines() if needle in line]

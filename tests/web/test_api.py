@@ -19,8 +19,13 @@ DEADLINE = 60.0
 
 
 async def test_healthz_and_openapi_docs(client: httpx.AsyncClient) -> None:
-    # No other lane runs here, so there is no lane state to report.
-    assert (await client.get("/healthz")).json() == {"status": "ok", "model": "demo", "lanes": {}}
+    # No other lane runs and no MCP server is configured here: nothing more to report.
+    assert (await client.get("/healthz")).json() == {
+        "status": "ok",
+        "model": "demo",
+        "lanes": {},
+        "mcp_servers": {},
+    }
     docs = await client.get("/docs")
     assert docs.status_code == 200
     # The docs page works offline: its Swagger UI comes from this server, not a CDN.

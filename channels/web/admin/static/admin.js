@@ -360,6 +360,15 @@ async function healthPage() {
     errors.append(el("tr", {}, el("td", { text: when(error.at) }), el("td", { text: error.kind }),
       el("td", { text: error.purpose || "turn" }), el("td", { text: error.message })));
   }
+  const servers = el("tbody");
+  for (const server of data.mcp_servers) {
+    const good = server.state === "ready", bad = server.state === "down";
+    servers.append(el("tr", { "data-mcp-server": server.name },
+      el("td", { text: server.name }), el("td", { text: server.transport }),
+      el("td", {}, el("span", { class: "pill" + (good ? " good" : bad ? " bad" : ""), text: server.state })),
+      el("td", { text: server.tools.join(", ") }), el("td", { text: String(server.restarts) }),
+      el("td", { text: server.last_error || "" })));
+  }
   page.replaceChildren(el("h1", { text: "Health" }),
     el("div", { class: "grid" },
       el("div", { class: "card" }, el("div", { class: "muted", text: "Model" }),
@@ -371,6 +380,11 @@ async function healthPage() {
     el("h2", { text: "Lanes" }),
     el("table", { "data-testid": "lanes" }, el("thead", {}, el("tr", {},
       ...["Lane", "State", "Reason"].map((t) => el("th", { text: t })))), lanes),
+    el("h2", { text: "MCP servers" }),
+    data.mcp_servers.length
+      ? el("table", { "data-testid": "mcp-servers" }, el("thead", {}, el("tr", {},
+        ...["Server", "Transport", "State", "Tools", "Restarts", "Last error"].map((t) => el("th", { text: t })))), servers)
+      : el("div", { class: "card empty", text: "No MCP servers configured (tools.mcp_servers)." }),
     el("h2", { text: "Recent model errors" }),
     data.model.recent_errors.length
       ? el("table", {}, el("thead", {}, el("tr", {}, ...["When", "Kind", "Call", "Message"].map((t) => el("th", { text: t })))), errors)

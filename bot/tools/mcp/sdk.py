@@ -1,0 +1,234 @@
+"""Everything that speaks to an MCP server, through the official `mcp` SDK.
+
+Importing the SDK takes seconds on a busy machine (hundreds of pydantic models), so
+`bot.tools.mcp.connection` loads this module in a thread the first time a server
+starts, never on the event loop and never when no server is configured.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+from jsonschema import SchemaError
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+from mcp import Client
+from mcp.client.session import IncomingMessage
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import SubscriptionLost
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from bot.config import McpServerSettings
+from bot.tools.base import ToolImage, ToolResult
+from bot.tools.mcp.expansion import Secrets
+from bot.tools.mcp.tool import ListedTool
+
+CLIENT_INFO = types.Implementation(name="chorus", version="0.1.0")
+# Tool lists longer than this many pages are a server bug, not a list to walk forever.
+MAX_LIST_PAGES = 100
+
+OnListChanged = Callable[[], None]
+
+
+class ConnectionLost(Exception):
+    """The server went away (exited, closed the stream, stopped answering HTTP)."""
+
+
+@asynccontextmanager
+async def connected(
+    settings: McpServerSettings,
+    secrets: Secrets,
+    on_list_changed: OnListChanged,
+    on_http_error: Callable[[str], None],
+) -> AsyncIterator[Client]:
+    """A client connected to the server `settings` describe, with the handshake done.
+
+    `on_http_error` hears of each HTTP error status, which the SDK's errors leave out.
+    """
+
+    async def notified(message: IncomingMessage) -> None:
+        # Handshake-era servers send the notification unasked; 2026 servers through `listen`.
+        if isinstance(message, types.ToolListChangedNotification):
+            on_list_changed()
+        await anyio.lowlevel.checkpoint()
+
+    client = Client(
+        _transport(settings, secrets, on_http_error),
+        message_handler=notified,
+        client_info=CLIENT_INFO,
+        cache=None,
+    )
+    async with client:
+        yield client
+
+
+@asynccontextmanager
+async def _transport(
+    settings: McpServerSettings, secrets: Secrets, on_http_error: Callable[[str], None]
+) -> AsyncIterator[Any]:
+    """The SDK's transport for the server, entered: its read and write streams."""
+    if settings.transport == "stdio":
+        assert settings.command is not None
+        parameters = StdioServerParameters(
+            command=settings.command,
+            args=settings.args,
+            # The SDK adds its short list of safe variables (PATH, HOME, …), nothing else.
+            env=secrets.expand_all(settings.env, "env"),
+            cwd=settings.cwd,
+        )
+        async with stdio_client(parameters) as streams:
+            yield streams
+        return
+    assert settings.url is not None
+    url = secrets.expand(settings.url, "url")
+
+    async def heard(response: httpx2.Response) -> None:
+        if response.status_code >= 400:
+            on_http_error(f"HTTP {response.status_code} {response.reason_phrase}")
+
+    def http_client(
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        http = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+        http.event_hooks["response"].append(heard)
+        return http
+
+    headers = secrets.expand_all(settings.headers, "headers")
+    if settings.transport == "sse":
+        async with sse_client(url, headers=headers, httpx_client_factory=http_client) as streams:
+            yield streams
+        return
+    async with http_client(headers=headers) as http, streamable_http_client(url, http_client=http) as streams:
+        yield streams
+
+
+async def list_tools(client: Client) -> list[ListedTool]:
+    """Every tool the server lists, page after page."""
+    listed: list[ListedTool] = []
+    cursor: str | None = None
+    for _ in range(MAX_LIST_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        listed.extend(_listed(tool) for tool in page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return listed
+
+
+def _listed(tool: types.Tool) -> ListedTool:
+    annotations = tool.annotations
+    return ListedTool(
+        name=tool.name,
+        description=tool.description or tool.title or (annotations.title if annotations else None) or "",
+        input_schema=dict(tool.input_schema),
+        read_only=bool(annotations and annotations.read_only_hint),
+    )
+
+
+async def watch_tool_list(client: Client, changed: Callable[[], Awaitable[None]]) -> None:
+    """Calls `changed` whenever the server says its tool list changed; returns if it never will.
+
+    A 2026 server delivers the change on a `subscriptions/listen` stream (its frames are
+    `notifications/tools/list_changed`); its loss means the connection is gone.
+    Handshake-era servers notify unasked, through the client's message handler.
+    """
+    capability = client.server_capabilities.tools
+    if capability is None or not capability.list_changed:
+        return
+    if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        await anyio.sleep_forever()
+    try:
+        async with client.listen(tools_list_changed=True) as subscription:
+            async for _event in subscription:
+                await changed()
+    except SubscriptionLost as error:
+        raise ConnectionLost("the server closed its notification stream") from error
+    raise ConnectionLost("the server ended its notification stream")
+
+
+async def call_tool(client: Client, name: str, arguments: dict[str, Any]) -> ToolResult:
+    """One call: the server's answer as a result; `ConnectionLost` if it cannot be asked."""
+    try:
+        answer = await client.call_tool(name, arguments)
+    except MCPError as error:
+        if error.code == types.CONNECTION_CLOSED:
+            raise ConnectionLost(error.message) from error
+        # The server answered, with a protocol error (an unknown tool, bad arguments).
+        return ToolResult.error(f"The server answered with an error: {error.message}")
+    except (OSError, httpx2.TransportError, anyio.ClosedResourceError, anyio.BrokenResourceError) as error:
+        raise ConnectionLost(describe(error)) from error
+    return to_result(answer)
+
+
+def to_result(answer: types.CallToolResult) -> ToolResult:
+    """Text blocks as the text, images as images, structured content as JSON when no text came."""
+    texts: list[str] = []
+    images: list[ToolImage] = []
+    for block in answer.content:
+        if isinstance(block, types.TextContent):
+            texts.append(block.text)
+        elif isinstance(block, types.ImageContent):
+            _add_image(block.data, block.mime_type, texts, images)
+        elif isinstance(block, types.EmbeddedResource):
+            resource = block.resource
+            if isinstance(resource, types.TextResourceContents):
+                texts.append(resource.text)
+            elif (resource.mime_type or "").startswith("image/"):
+                _add_image(resource.blob, resource.mime_type or "", texts, images)
+            else:
+                texts.append(f"[resource {resource.uri} ({resource.mime_type or 'binary'})]")
+        elif isinstance(block, types.ResourceLink):
+            texts.append(f"[resource link: {block.name} {block.uri}]")
+        elif isinstance(block, types.AudioContent):
+            texts.append(f"[audio ({block.mime_type}), which Chorus cannot pass on]")
+    if not texts and answer.structured_content is not None:
+        texts.append(json.dumps(answer.structured_content, ensure_ascii=False))
+    content = "\n".join(texts)
+    if answer.is_error:
+        return ToolResult(content or "The tool reported an error without saying which.", is_error=True)
+    return ToolResult(content, images=tuple(images))
+
+
+def _add_image(data: str, mime_type: str, texts: list[str], images: list[ToolImage]) -> None:
+    try:
+        images.append(ToolImage(data=base64.b64decode(data, validate=True), mime_type=mime_type))
+    except (binascii.Error, ValueError):
+        texts.append(f"[an image ({mime_type}) that was not valid base64]")
+
+
+def validator(schema: dict[str, Any]) -> Validator | None:
+    """A JSON Schema validator for a tool's arguments; None when the schema itself is invalid
+    (the server then judges the arguments alone)."""
+    try:
+        cls = validator_for(schema)
+        cls.check_schema(schema)
+    except SchemaError:
+        return None
+    checker: Validator = cls(schema)
+    return checker
+
+
+def describe(error: BaseException) -> str:
+    """One line saying what went wrong, from the innermost error of a task group's."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    if isinstance(error, MCPError):
+        return error.message
+    if isinstance(error, ConnectionLost):
+        return str(error)
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
