@@ -125,17 +125,6 @@ class ReminderStore:
         with self.database.connect() as connection:
             return [_reminder(row._mapping) for row in connection.execute(query)]
 
-    def upcoming(self, limit: int = 200) -> list[Reminder]:
-        """Every waiting reminder, soonest first (the operator's console)."""
-        query = (
-            select(REMINDERS)
-            .where(REMINDERS.c.state.in_(ACTIVE_STATES))
-            .order_by(REMINDERS.c.due_at, REMINDERS.c.id)
-            .limit(limit)
-        )
-        with self.database.connect() as connection:
-            return [_reminder(row._mapping) for row in connection.execute(query)]
-
     def cancel(self, owner: Owner, reminder_id: int) -> bool:
         """Cancel a waiting reminder of `owner`; its job then finds nothing to deliver."""
         with self.database.begin() as connection:
@@ -203,12 +192,6 @@ class ReminderStore:
             )
             if next_due is not None:
                 self._enqueue(connection, reminder.id, reminder.occurrence + 1, next_due)
-
-    def counts(self) -> dict[str, int]:
-        """Reminders by state (the metrics)."""
-        query = select(REMINDERS.c.state, func.count()).group_by(REMINDERS.c.state)
-        with self.database.connect() as connection:
-            return {state: int(count) for state, count in connection.execute(query)}
 
     # --- time zones ------------------------------------------------------------------
 
