@@ -1,0 +1,81 @@
+"""A turn that calls tools over the web API: `tool` events as documented, and a history without results."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.fakes.openai_server import FakeOpenAI, ToolCalls
+from tests.support.tools import RAW_RESULT, HeldTool
+from tests.web.conftest import ClientFactory, Event
+from tests.web.helpers import WebVisitor
+
+ANSWER = "Your dentist is on Tuesday."
+
+
+def documented(document: dict[str, Any], name: str) -> dict[str, Any]:
+    schema: dict[str, Any] = document["components"]["schemas"][name]
+    return schema
+
+
+def assert_documented(event: Event, schema: dict[str, Any]) -> None:
+    assert set(event.data) == set(schema["properties"]), event
+    assert set(schema["required"]) <= set(event.data)
+    assert event.data["status"] in schema["properties"]["status"]["enum"]
+
+
+async def test_tool_calls_stream_as_documented_tool_events_between_the_text(
+    make_client: ClientFactory, fake_openai: FakeOpenAI
+) -> None:
+    client = await make_client(model_base_url=fake_openai.base_url)
+    held = HeldTool().install(client.runtime)  # type: ignore[attr-defined]
+    held.release.set()
+    fake_openai.script(
+        ToolCalls(
+            [("lookup", {"query": "dentist"}), ("lookup", {"query": "gym"})],
+            text="Let me check. ",
+            piece_chars=3,
+        ),
+        ANSWER,
+    )
+    visitor = await WebVisitor.start(client)
+
+    events = await visitor.say("when is my dentist?")
+
+    names = [event.name for event in events]
+    assert names[0] == "delta" and events[0].data == {"text": "Let me check. "}
+    tools = [event for event in events if event.name == "tool"]
+    assert [(e.data["status"], e.data["summary"]) for e in tools[:2]] == [
+        ("started", "dentist"),
+        ("started", "gym"),
+    ]
+    assert sorted(e.data["line"] for e in tools[2:]) == ["🔧 lookup: dentist", "🔧 lookup: gym"]
+    assert {e.data["status"] for e in tools[2:]} == {"done"}
+    assert names[1:5] == ["tool"] * 4 and names[-1] == "done"
+    after = "".join(event.data["text"] for event in events[5:-1])
+    assert after == ANSWER and events[-1].data["text"] == ANSWER
+    assert RAW_RESULT not in json.dumps([event.data for event in events])
+    schema = documented((await client.get("/openapi.json")).json(), "ToolEvent")
+    for event in tools:
+        assert_documented(event, schema)
+
+
+async def test_the_history_shows_progress_lines_never_the_tools_raw_output(
+    make_client: ClientFactory, fake_openai: FakeOpenAI
+) -> None:
+    client = await make_client(model_base_url=fake_openai.base_url)
+    held = HeldTool().install(client.runtime)  # type: ignore[attr-defined]
+    held.release.set()
+    fake_openai.script(ToolCalls([("lookup", {"query": "dentist"})], text="Let me check. "), ANSWER)
+    visitor = await WebVisitor.start(client)
+    await visitor.say("when is my dentist?")
+
+    page = await visitor.history()
+
+    shown = [(m["role"], m["event"], m["text"]) for m in page["messages"]]
+    assert shown == [
+        ("user", None, "when is my dentist?"),
+        ("system", "tool", "🔧 lookup: dentist"),
+        ("assistant", None, ANSWER),
+    ]
+    assert RAW_RESULT not in json.dumps(page)
