@@ -353,3 +353,21 @@ async def test_a_tool_call_shows_a_progress_line_in_the_bubble_then_the_answer(
         assert await notice.inner_text() == "🔧 lookup: dentist"
         everything = await page.locator(".log").inner_text()
     assert RAW_RESULT not in everything and "Let me check" not in everything
+
+
+async def test_the_offline_demo_model_uses_tools_as_a_newcomer_sees_it(
+    browser: Browser, server: LiveServer
+) -> None:
+    page = await open_demo(browser, server.base_url)
+    await send(page, "my dentist appointment is on Tuesday")
+
+    await send(page, "what did I say about the dentist?")
+    recall = page.locator(ASSISTANT).last
+    assert await recall.locator(".tool").inner_text() == "🔧 recall: the dentist"
+    answer = await recall.locator(".text").inner_text()
+    assert answer.startswith("[demo] I searched my memory for “the dentist”")
+
+    await send(page, "how full is your context?")
+    inspect = page.locator(ASSISTANT).last
+    assert await inspect.locator(".tool").inner_text() == "🔧 context_inspect"
+    assert (await inspect.locator(".text").inner_text()).startswith("[demo] My context holds")
