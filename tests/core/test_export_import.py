@@ -80,6 +80,24 @@ def stored_transcript(runtime: Runtime, session_id: str) -> dict[str, Any]:
     }
 
 
+def export_and_import(tmp_path, monkeypatch, capsys, session_id: str) -> tuple[Path, str]:
+    """`chorus export` here, then `chorus import` into another install (its own database and files)."""
+    cli_env(tmp_path, monkeypatch)
+    exported = tmp_path / "export.json"
+    assert main(["export", session_id, "--format", "json", "-o", str(exported)]) == 0
+    cli_env(tmp_path / "elsewhere", monkeypatch)
+    assert main(["import", str(exported)]) == 0
+    return exported, capsys.readouterr().out.split("Imported as session ")[1].split()[0]
+
+
+def assert_imported_as(tmp_path, imported_id: str, expected: dict[str, Any]) -> None:
+    imported = make_runtime(tmp_path / "elsewhere")
+    try:
+        assert stored_transcript(imported, imported_id) == expected
+    finally:
+        asyncio.run(imported.aclose())
+
+
 def test_an_imported_export_stores_what_was_stored(tmp_path, monkeypatch, capsys):
     session_id = asyncio.run(make_conversation(tmp_path))
     original = make_runtime(tmp_path)
@@ -96,21 +114,9 @@ def test_an_imported_export_stores_what_was_stored(tmp_path, monkeypatch, capsys
     ]
     assert [m["reply_to_seq"] for m in expected["messages"] if m["role"] == "assistant"] == [1, 6]
     assert [item["filename"] for item in expected["messages"][0]["attachments"]] == ["cat.png", "notes.md"]
-    cli_env(tmp_path, monkeypatch)
-    exported = tmp_path / "export.json"
-    assert main(["export", session_id[:8], "--format", "json", "-o", str(exported)]) == 0
+    _, imported_id = export_and_import(tmp_path, monkeypatch, capsys, session_id[:8])
 
-    # Another install: its own database and data directory.
-    elsewhere = tmp_path / "elsewhere"
-    cli_env(elsewhere, monkeypatch)
-    assert main(["import", str(exported)]) == 0
-    imported_id = capsys.readouterr().out.split("Imported as session ")[1].split()[0]
-
-    imported = make_runtime(elsewhere)
-    try:
-        assert stored_transcript(imported, imported_id) == expected
-    finally:
-        asyncio.run(imported.aclose())
+    assert_imported_as(tmp_path, imported_id, expected)
 
 
 def test_markdown_export_names_personas_and_attachments(tmp_path, monkeypatch, capsys):
@@ -223,16 +229,6 @@ async def make_tool_conversation(tmp_path) -> str:
     return reply.session_id
 
 
-def export_and_import(tmp_path, monkeypatch, capsys, session_id: str) -> tuple[Path, str]:
-    cli_env(tmp_path, monkeypatch)
-    exported = tmp_path / "export.json"
-    assert main(["export", session_id, "--format", "json", "-o", str(exported)]) == 0
-    elsewhere = tmp_path / "elsewhere"
-    cli_env(elsewhere, monkeypatch)
-    assert main(["import", str(exported)]) == 0
-    return exported, capsys.readouterr().out.split("Imported as session ")[1].split()[0]
-
-
 def test_tool_calls_and_results_survive_export_and_import(tmp_path, monkeypatch, capsys):
     session_id = asyncio.run(make_tool_conversation(tmp_path))
     original = make_runtime(tmp_path)
@@ -248,11 +244,7 @@ def test_tool_calls_and_results_survive_export_and_import(tmp_path, monkeypatch,
     [call] = document["messages"][3]["tool_calls"]
     assert call["name"] == "recall" and json.loads(call["arguments"]) == {"query": "my cat"}
     assert document["messages"][4]["tool_call_id"] == call["id"]
-    imported = make_runtime(tmp_path / "elsewhere")
-    try:
-        assert stored_transcript(imported, imported_id) == expected
-    finally:
-        asyncio.run(imported.aclose())
+    assert_imported_as(tmp_path, imported_id, expected)
 
 
 def test_markdown_export_shows_each_call_with_its_arguments_and_result(tmp_path, monkeypatch, capsys):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
+
 from tests.fakes.openai_server import FakeOpenAI, ToolCalls
 from tests.support.tools import RAW_RESULT, HeldTool
 from tests.web.conftest import ClientFactory, Event
@@ -24,12 +26,17 @@ def assert_documented(event: Event, schema: dict[str, Any]) -> None:
     assert event.data["status"] in schema["properties"]["status"]["enum"]
 
 
+async def client_with_lookup(make_client: ClientFactory, fake_openai: FakeOpenAI) -> httpx.AsyncClient:
+    """The web app on a runtime with a `lookup` tool that answers at once."""
+    client = await make_client(model_base_url=fake_openai.base_url)
+    HeldTool().install(client.runtime).release.set()  # type: ignore[attr-defined]
+    return client
+
+
 async def test_tool_calls_stream_as_documented_tool_events_between_the_text(
     make_client: ClientFactory, fake_openai: FakeOpenAI
 ) -> None:
-    client = await make_client(model_base_url=fake_openai.base_url)
-    held = HeldTool().install(client.runtime)  # type: ignore[attr-defined]
-    held.release.set()
+    client = await client_with_lookup(make_client, fake_openai)
     fake_openai.script(
         ToolCalls(
             [("lookup", {"query": "dentist"}), ("lookup", {"query": "gym"})],
@@ -63,9 +70,7 @@ async def test_tool_calls_stream_as_documented_tool_events_between_the_text(
 async def test_the_history_shows_progress_lines_never_the_tools_raw_output(
     make_client: ClientFactory, fake_openai: FakeOpenAI
 ) -> None:
-    client = await make_client(model_base_url=fake_openai.base_url)
-    held = HeldTool().install(client.runtime)  # type: ignore[attr-defined]
-    held.release.set()
+    client = await client_with_lookup(make_client, fake_openai)
     fake_openai.script(ToolCalls([("lookup", {"query": "dentist"})], text="Let me check. "), ANSWER)
     visitor = await WebVisitor.start(client)
     await visitor.say("when is my dentist?")
