@@ -26,9 +26,11 @@ def assert_documented(event: Event, schema: dict[str, Any]) -> None:
     assert event.data["status"] in schema["properties"]["status"]["enum"]
 
 
-async def client_with_lookup(make_client: ClientFactory, fake_openai: FakeOpenAI) -> httpx.AsyncClient:
+async def client_with_lookup(
+    make_client: ClientFactory, fake_openai: FakeOpenAI, **settings: str
+) -> httpx.AsyncClient:
     """The web app on a runtime with a `lookup` tool that answers at once."""
-    client = await make_client(model_base_url=fake_openai.base_url)
+    client = await make_client(model_base_url=fake_openai.base_url, **settings)
     HeldTool().install(client.runtime).release.set()  # type: ignore[attr-defined]
     return client
 
@@ -84,3 +86,44 @@ async def test_the_history_shows_progress_lines_never_the_tools_raw_output(
         ("assistant", None, ANSWER),
     ]
     assert RAW_RESULT not in json.dumps(page)
+
+
+async def test_a_failing_call_is_an_error_event_and_the_model_recovers(
+    make_client: ClientFactory, fake_openai: FakeOpenAI
+) -> None:
+    client = await client_with_lookup(make_client, fake_openai)
+    fake_openai.script(
+        ToolCalls([("no_such_tool", {"query": "dentist"})]),
+        ToolCalls([("lookup", {"query": "dentist"})]),
+        ANSWER,
+    )
+    visitor = await WebVisitor.start(client)
+
+    events = await visitor.say("when is my dentist?")
+
+    steps = [(e.data["status"], e.data["line"]) for e in events if e.name == "tool"]
+    assert steps == [
+        ("started", "🔧 no_such_tool: dentist"),
+        ("error", "⚠️ no_such_tool: dentist"),
+        ("started", "🔧 lookup: dentist"),
+        ("done", "🔧 lookup: dentist"),
+    ]
+    assert events[-1].name == "done" and events[-1].data["text"] == ANSWER
+
+
+async def test_past_max_steps_the_reply_says_it_stopped_using_tools(
+    make_client: ClientFactory, fake_openai: FakeOpenAI
+) -> None:
+    client = await client_with_lookup(make_client, fake_openai, tools_max_steps="1")
+    fake_openai.script(ToolCalls([("lookup", {"query": "dentist"})]), ANSWER)
+    visitor = await WebVisitor.start(client)
+
+    events = await visitor.say("when is my dentist?")
+
+    final = events[-1]
+    assert final.name == "done"
+    assert (
+        final.data["text"].startswith(ANSWER) and "[Stopped using tools after 1 steps.]" in final.data["text"]
+    )
+    turn_requests = [r.json for r in fake_openai.requests if r.json and "tools" in r.json]
+    assert [body.get("tool_choice") for body in turn_requests] == [None, "none"]
