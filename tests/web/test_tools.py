@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -127,3 +128,27 @@ async def test_past_max_steps_the_reply_says_it_stopped_using_tools(
     )
     turn_requests = [r.json for r in fake_openai.requests if r.json and "tools" in r.json]
     assert [body.get("tool_choice") for body in turn_requests] == [None, "none"]
+
+
+async def test_stop_while_a_tool_runs_ends_the_reply_and_stores_the_call_as_stopped(
+    make_client: ClientFactory, fake_openai: FakeOpenAI
+) -> None:
+    client = await make_client(model_base_url=fake_openai.base_url)
+    runtime = client.runtime  # type: ignore[attr-defined]
+    held = HeldTool().install(runtime)
+    fake_openai.script(ToolCalls([("lookup", {"query": "dentist"})], text="Let me check. "))
+    visitor = await WebVisitor.start(client)
+    turn = asyncio.create_task(visitor.say("when is my dentist?"))
+    async with asyncio.timeout(60):
+        while not held.asked:
+            await asyncio.sleep(0.02)
+
+    stopped = await visitor.client.post(f"/api/sessions/{visitor.session_id}/stop", headers=visitor.headers)
+
+    assert stopped.json() == {"stopped": True}
+    events = await asyncio.wait_for(turn, 60)
+    assert events[-1].name == "done" and events[-1].data["status"] == "stopped"
+    rows = runtime.stores.messages.messages(visitor.session_id)
+    [result] = [row for row in rows if row.kind == "tool_result"]
+    assert result.status == "failed" and "the turn was stopped" in result.content
+    assert not held.release.is_set()  # cancelled, never finished
