@@ -19,7 +19,7 @@ from bot.errors import UnknownPersona
 from bot.providers.observed import ObservedProvider
 from bot.storage.context_models import SUMMARY, ContextRecord, ContextSnip
 from bot.storage.memory_store import Owner
-from bot.storage.messages import NewMessage
+from bot.storage.messages import NewMessage, decode_calls
 from bot.storage.models import ChatSession
 from bot.storage.overview import Overview
 from bot.tools.offer import schemas_of
@@ -113,6 +113,13 @@ class Console:
                     "lane": message.lane,
                     "status": message.status,
                     "created_at": _iso(message.created_at),
+                    # The operator sees what the model did: each call with its arguments, each result.
+                    "tool_calls": [
+                        {"id": call.id, "name": call.name, "arguments": call.arguments}
+                        for call in decode_calls(message.tool_calls)
+                    ],
+                    "tool_call_id": message.tool_call_id,
+                    "tool_name": message.tool_name,
                     "attachments": [
                         {
                             "id": attachment.id,

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Row
 
 from bot.storage.boundary import boundary_for
-from bot.storage.messages import MessageStore
+from bot.storage.messages import MessageStore, decode_calls
 from bot.storage.models import Attachment, Message, as_utc
 from transcript.kinds import MessageKind, Role, Status, check_row
+from transcript.rows import StoredToolCall
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime
@@ -50,6 +51,8 @@ class StoredEntry:
     lane: str | None
     created_at: datetime
     files: tuple[StoredFile, ...] = ()
+    # A `tool_call` row's calls (name and arguments as the model sent them).
+    tool_calls: tuple[StoredToolCall, ...] = ()
 
 
 class ConversationHistory:
@@ -96,6 +99,7 @@ def _entry(row: Message, files: Sequence[Row[Any]]) -> StoredEntry:
         lane=row.lane,
         created_at=as_utc(row.created_at),
         files=tuple(_file(item) for item in files),
+        tool_calls=decode_calls(row.tool_calls),
     )
 
 

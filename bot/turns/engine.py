@@ -652,7 +652,7 @@ class TurnEngine:
         stored: set[str] = set()
         try:
             for call in calls:
-                yield ToolStep(call.id, call.name, "started", progress_summary(call), session.id)
+                yield _step(plan, call, "started")
             waiting: set[asyncio.Task[ToolResult]] = set(running)
             while waiting:
                 done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -662,7 +662,7 @@ class TurnEngine:
                     await self._store_result(plan, call, result)
                     stored.add(call.id)
                     status: ToolStatus = "error" if result.is_error else "done"
-                    yield ToolStep(call.id, call.name, status, progress_summary(call), session.id)
+                    yield _step(plan, call, status)
         finally:
             for task in running:
                 task.cancel()
@@ -819,3 +819,15 @@ def with_quote(text: str, inbound: InboundMessage) -> str:
         snippet = snippet[: QUOTE_CHARS - 1] + "…"
     who = f"{quoted.sender_name}: " if quoted.sender_name else ""
     return f"> {who}{snippet}\n{text}"
+
+
+def _step(plan: TurnPlan, call: ToolCall, status: ToolStatus) -> ToolStep:
+    return ToolStep(
+        call.id,
+        call.name,
+        status,
+        progress_summary(call),
+        plan.session.id,
+        persona_id=plan.persona.id,
+        persona_name=plan.persona.name,
+    )

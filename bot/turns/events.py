@@ -63,6 +63,9 @@ class ToolStep:
     status: ToolStatus
     summary: str = ""
     session_id: str | None = None
+    # Who is calling: a lane that has shown nothing yet knows whose reply the progress line opens.
+    persona_id: str | None = None
+    persona_name: str | None = None
 
     @property
     def progress_line(self) -> str:

@@ -15,9 +15,10 @@ from typing import Any
 import discord
 from discord.utils import MISSING, escape_markdown
 
-from bot.turns.events import Delta, Reply, TurnEvent
+from bot.turns.events import Reply, TurnEvent
 from channels.discord.webhooks import PersonaWebhooks
 from channels.drafts import DraftGone, DraftStream
+from channels.progress import TurnPreview
 from persona import Persona, PersonaRegistry
 
 MESSAGE_LIMIT = 2000
@@ -104,19 +105,20 @@ class DiscordReply:
     async def play(self, events: AsyncGenerator[TurnEvent, None]) -> None:
         """The engine's stream is always read to the end, so the reply is stored even when
         Discord refuses a preview."""
-        streamed = ""
+        preview = TurnPreview()
         async with self._typing:
             await self._typing.enter_async_context(self._channel.typing())
             # aclosing: if Discord fails for good, the engine stores the partial reply at once.
             async with aclosing(events) as turn:
                 async for event in turn:
-                    if isinstance(event, Delta):
-                        await self._speaker(event.persona_id, event.session_id)
-                        streamed += event.text
-                        with suppress(discord.HTTPException):
-                            await self.drafts.update(self._framed(streamed))
-                    elif isinstance(event, Reply) and event.should_send:
-                        await self._finish(event)
+                    if isinstance(event, Reply):
+                        if event.should_send:
+                            await self._finish(event)
+                        continue
+                    await self._speaker(event.persona_id, event.session_id)
+                    shown = preview.add(event)
+                    with suppress(discord.HTTPException):
+                        await self.drafts.update(self._framed(shown), whole=preview.shows_progress)
 
     async def _finish(self, reply: Reply) -> None:
         if reply.kind == "assistant":

@@ -29,6 +29,7 @@ from channels.web.schemas import (
     StartSession,
     StopResult,
     SwitchPersona,
+    ToolEvent,
 )
 from channels.web.uploads import ACCEPTED_TYPES, MAX_FILES, check_request_size, read_uploads
 from channels.web.visitors import COOKIE_NAME, Visitor
@@ -45,7 +46,12 @@ COOKIE = APIKeyCookie(
 COOKIE_MAX_AGE = 365 * 24 * 3600
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 # The stream's events, by name; their schemas go into the OpenAPI components (see app.py).
-EVENT_MODELS: dict[str, type[BaseModel]] = {"delta": DeltaEvent, "done": DoneEvent, "error": ErrorEvent}
+EVENT_MODELS: dict[str, type[BaseModel]] = {
+    "delta": DeltaEvent,
+    "tool": ToolEvent,
+    "done": DoneEvent,
+    "error": ErrorEvent,
+}
 EVENT_NAMES = tuple(EVENT_MODELS)
 
 
@@ -94,8 +100,9 @@ MESSAGE_FORM_DOC: dict[str, Any] = {
     },
     "responses": {
         "200": {
-            "description": "Server-Sent Events: `delta` events, then exactly one `done` or `error`; "
-            "each event's `data` is one JSON object (DeltaEvent, DoneEvent, ErrorEvent).",
+            "description": "Server-Sent Events: `delta` events (and a `tool` event as each tool call "
+            "starts and ends), then exactly one `done` or `error`; each event's `data` is one JSON "
+            "object (DeltaEvent, ToolEvent, DoneEvent, ErrorEvent).",
             "content": {
                 "text/event-stream": {"schema": {"oneOf": [sse_event(name) for name in EVENT_NAMES]}}
             },

@@ -52,7 +52,8 @@ class MessageView(BaseModel):
     role: str = Field(description="`user`, `assistant`, or `system` for an event.")
     event: str | None = Field(
         default=None,
-        description="For events only: `command`, `command_reply`, `persona_switch`, `error` or `note`.",
+        description="For events only: `command`, `command_reply`, `persona_switch`, `error`, `note`, "
+        "or `tool` (the progress lines of a reply's tool calls, never their results).",
     )
     text: str
     status: str
@@ -132,6 +133,20 @@ class DeltaEvent(BaseModel):
     """`event: delta`: the next piece of the reply's text."""
 
     text: str
+
+
+class ToolEvent(BaseModel):
+    """`event: tool`: a tool call of the turn started or ended (its result is never sent).
+
+    The reply's text streamed before a call's `started` event belonged to that tool round;
+    the answer's text streams anew after the last `tool` event.
+    """
+
+    call_id: str = Field(description="Pairs a call's `started` event with its `done` or `error`.")
+    name: str = Field(description="The tool, such as `recall`.")
+    status: Literal["started", "done", "error"]
+    summary: str = Field(description="The call's main argument, shortened.")
+    line: str = Field(description='The progress line people are shown, such as "🔧 recall: dentist".')
 
 
 class DoneEvent(BaseModel):

@@ -57,6 +57,8 @@
     ".msg.error { border-color: #f5c2bd; background: #fdecea; color: #8a1c12; }",
     ".msg .persona { font-size: 11px; font-weight: 700; color: #3b4cca; margin-bottom: 2px; text-transform: uppercase;",
     "  letter-spacing: .04em; white-space: normal; }",
+    ".msg .tools { font-size: 12px; color: #5b6280; margin-bottom: 4px; }",
+    ".msg .tool[data-status=error] { color: #8a1c12; }",
     ".msg.streaming .text::after { content: '\\258D'; animation: blink 1s steps(2) infinite; }",
     "@keyframes blink { 50% { opacity: 0; } }",
     ".files { display: flex; flex-wrap: wrap; gap: 6px; margin-top: 6px; }",
@@ -552,6 +554,8 @@
         return readEvents(response, function (name, data) {
           if (name === "delta") {
             reply.textNode.textContent += data.text;
+          } else if (name === "tool") {
+            showToolStep(reply, data);
           } else {
             finished = true;
             finishReply(reply, name, data);
@@ -587,6 +591,24 @@
       .then(function () {
         setSending(false);
       });
+  }
+
+  // A tool call starting or ending: one line per call above the answer. The text streamed
+  // before a call belonged to its tool round; the answer streams anew after the last step.
+  function showToolStep(reply, step) {
+    if (!reply.toolsNode) {
+      reply.toolsNode = el("div", { class: "tools", "data-role": "tools" });
+      reply.insertBefore(reply.toolsNode, reply.textNode);
+    }
+    if (step.status === "started") reply.textNode.textContent = "";
+    reply.toolLines = reply.toolLines || Object.create(null);
+    var line = reply.toolLines[step.call_id];
+    if (!line) {
+      line = reply.toolLines[step.call_id] = el("div", { class: "tool", "data-call-id": step.call_id });
+      reply.toolsNode.appendChild(line);
+    }
+    line.setAttribute("data-status", step.status);
+    line.textContent = step.line;
   }
 
   function retryable(status) {
