@@ -104,6 +104,20 @@ TOOL_STEPS = Histogram(
     registry=REGISTRY,
 )
 
+SPEECH_SECONDS = Counter(
+    "chorus_speech_seconds",
+    "Seconds of audio heard by the speech service (transcribed) and spoken by it (synthesised).",
+    ["direction"],
+    registry=REGISTRY,
+)
+SPEECH_FAILURES = Counter(
+    "chorus_speech_failures",
+    "Voice notes not transcribed and replies not spoken, by direction and reason "
+    "(no_service, unavailable, rejected, unreadable).",
+    ["direction", "reason"],
+    registry=REGISTRY,
+)
+
 
 class GaugeReader(Collector):
     """Gauges whose value is read at scrape time, e.g. the job queue of a runtime."""

@@ -10,6 +10,7 @@ from sqlalchemy.engine import Engine as DatabaseEngine
 from bot.commands import context as context_commands
 from bot.commands import general, identity, personas, sessions
 from bot.commands import memory as memory_commands
+from bot.commands import voice as voice_commands
 from bot.commands.registry import CommandRegistry
 from bot.config import Settings
 from bot.context.maintenance import ContextMaintainer
@@ -22,6 +23,9 @@ from bot.providers import make_provider
 from bot.providers.base import ChatProvider
 from bot.providers.observed import ObservedProvider
 from bot.roles import ProcessRoles
+from bot.speech.hearing import Hearing
+from bot.speech.service import SpeechService
+from bot.speech.speaking import Speaking
 from bot.storage import migrate
 from bot.storage.boundary import boundary_for
 from bot.storage.database import create_database_engine
@@ -49,6 +53,8 @@ class Runtime:
     roles: ProcessRoles
     memory: MemoryService | None = None
     context: ContextMaintainer | None = None
+    # The speech service voice notes are heard and replies spoken with; None when unset.
+    speech: SpeechService | None = None
     lanes: LaneHealth = field(default_factory=LaneHealth)
     _closed: bool = field(default=False, init=False, repr=False)
 
@@ -62,6 +68,8 @@ class Runtime:
         if self.memory is not None:
             await self.memory.aclose()
         await self.engine.provider.aclose()
+        if self.speech is not None:
+            await self.speech.aclose()
         if self.engine.locks.shared is not None:
             await self.engine.locks.shared.aclose()
         await self.roles.aclose()
@@ -119,6 +127,9 @@ def build_runtime(
         load_embedder() if settings.memory.dense else None,
     )
     attachments = AttachmentStore.from_settings(settings)
+    speech = SpeechService.from_settings(settings.speech)
+    if speech is None:
+        log.info("No speech service (speech.base_url): voice notes are kept with their length only.")
     assembler = ContextAssembler(
         settings,
         stores.messages,
@@ -135,7 +146,7 @@ def build_runtime(
         provider=provider,
     )
     commands = CommandRegistry(maintainer=context, memory=memory)
-    for family in (general, personas, identity, sessions, context_commands, memory_commands):
+    for family in (general, personas, identity, sessions, context_commands, memory_commands, voice_commands):
         commands.add_all(family.COMMANDS)
     engine = Engine(
         settings=settings,
@@ -145,6 +156,8 @@ def build_runtime(
         attachments=attachments,
         assembler=assembler,
         commands=commands,
+        hearing=Hearing(speech, settings.data_dir, settings.limits.audio_max_seconds),
+        speaking=Speaking(speech),
     )
     if database.dialect.name == "postgresql":
         # Several processes may serve this database: a session's turns queue across all of them.
@@ -163,6 +176,7 @@ def build_runtime(
         jobs=engine.jobs,
         memory=memory,
         context=context,
+        speech=speech,
         roles=ProcessRoles(settings.database_url, shared=database.dialect.name == "postgresql"),
     )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import bindparam, func, insert, update
 from sqlalchemy import select as sa_select
@@ -27,6 +27,7 @@ from bot.storage.jobs import JobRequest, JobSink, JobSpec
 from bot.storage.models import Attachment, ChatSession, Message, as_utc, table_of, utcnow
 from bot.storage.sanitise import clean_optional, clean_text
 from transcript import AttachmentRef, TranscriptRow
+from transcript.rows import AttachmentKind
 
 SESSIONS = table_of(ChatSession)
 MESSAGES = table_of(Message)
@@ -83,6 +84,11 @@ TEXT_STORED = (
     .where(ATTACHMENTS.c.sha256 == bindparam("sha256"), ATTACHMENTS.c.text.is_not(None))
     .limit(1)
 )
+STORED_TEXT = (
+    select(ATTACHMENTS.c.text)
+    .where(ATTACHMENTS.c.sha256 == bindparam("sha256"), ATTACHMENTS.c.text.is_not(None))
+    .limit(1)
+)
 RECENT_ROWS = (
     sa_select(*ROW_COLUMNS)
     .where(
@@ -106,6 +112,8 @@ class NewAttachment:
     sha256: str
     path: str
     text: str | None
+    # Voice notes and audio: the length measured when the file was decoded.
+    duration_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -279,6 +287,7 @@ class MessageStore:
                                 "path": attachment.path,
                                 # Only the first of several copies in one message keeps it.
                                 "text": texts.pop(attachment.sha256, None),
+                                "duration_seconds": attachment.duration_seconds,
                                 "created_at": created_at,
                             }
                             for attachment in message.attachments
@@ -445,6 +454,25 @@ class MessageStore:
                 )
             ]
 
+    def stored_text(self, sha256: str) -> str | None:
+        """The text (a document's, a voice note's transcript) stored for a file, if any copy has it."""
+        with self.database.connect() as connection:
+            return connection.execute(STORED_TEXT, {"sha256": sha256}).scalar_one_or_none()
+
+    def has_event(self, session_id: str, prefix: str) -> bool:
+        """Whether the session holds a stored event (a `system` row) starting with `prefix`."""
+        query = (
+            sa_select(MESSAGES.c.id)
+            .where(
+                MESSAGES.c.session_id == session_id,
+                MESSAGES.c.role == "system",
+                MESSAGES.c.content.startswith(prefix, autoescape=True),
+            )
+            .limit(1)
+        )
+        with self.database.connect() as connection:
+            return connection.execute(query).first() is not None
+
     def get_attachment(self, attachment_id: int) -> Attachment | None:
         with self._session() as db:
             return db.get(Attachment, attachment_id)
@@ -485,10 +513,18 @@ def transcript_row(message: Message, attachments: Sequence[Attachment | Row[Any]
 
 def attachment_ref(attachment: Attachment | Row[Any]) -> AttachmentRef:
     return AttachmentRef(
-        kind="image" if attachment.kind == "image" else "document",
+        kind=attachment_kind(attachment.kind),
         filename=attachment.filename,
         mime_type=attachment.mime_type,
         size=attachment.size,
         sha256=attachment.sha256,
         text=attachment.text,
+        duration_seconds=attachment.duration_seconds,
     )
+
+
+def attachment_kind(stored: str) -> AttachmentKind:
+    """A stored kind as `transcript` knows it; anything unknown is read as a document."""
+    if stored in ("image", "audio", "voice"):
+        return cast(AttachmentKind, stored)
+    return "document"
