@@ -459,6 +459,42 @@ class MessageStore:
         with self.database.connect() as connection:
             return connection.execute(STORED_TEXT, {"sha256": sha256}).scalar_one_or_none()
 
+    def unheard_recordings(self, limit: int) -> list[Row[Any]]:
+        """Voice notes and audio no copy of which has a transcript: one row per file, oldest first."""
+        heard = ATTACHMENTS.alias("heard")
+        any_heard = (
+            select(heard.c.id)
+            .where(heard.c.sha256 == ATTACHMENTS.c.sha256, heard.c.text.is_not(None))
+            .exists()
+        )
+        first_copy = (
+            select(func.min(ATTACHMENTS.c.id))
+            .where(ATTACHMENTS.c.kind.in_(("audio", "voice")), ~any_heard)
+            .group_by(ATTACHMENTS.c.sha256)
+            .scalar_subquery()
+        )
+        query = (
+            select(ATTACHMENTS.c.id, ATTACHMENTS.c.sha256, ATTACHMENTS.c.path, ATTACHMENTS.c.filename)
+            .where(ATTACHMENTS.c.id.in_(first_copy))
+            .order_by(ATTACHMENTS.c.id)
+            .limit(limit)
+        )
+        with self.database.connect() as connection:
+            return list(connection.execute(query))
+
+    def store_transcript(self, attachment_id: int, text: str) -> None:
+        """A recording heard later (`chorus speech transcribe`): its transcript, on the copy asked for.
+
+        Like a document's text, it is what the file says, not a change to a message: every copy
+        of the file shows it from now on.
+        """
+        with self.database.begin() as connection:
+            connection.execute(
+                update(ATTACHMENTS)
+                .where(ATTACHMENTS.c.id == attachment_id, ATTACHMENTS.c.text.is_(None))
+                .values(text=clean_text(text))
+            )
+
     def has_event(self, session_id: str, prefix: str) -> bool:
         """Whether the session holds a stored event (a `system` row) starting with `prefix`."""
         query = (
