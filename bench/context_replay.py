@@ -1,7 +1,7 @@
 """Context management benchmark: the ten LoCoMo conversations replayed in a small window.
 
 Each conversation is one group session; its two speakers are two users talking to
-the bot, and every turn goes through the real `Engine` (storage, assembly,
+the bot, and every turn goes through the real `TurnEngine` (storage, assembly,
 compaction, collapse, overflow recovery). The model is `WindowedModel`, an
 in-process provider behind the normal provider interface: it rejects any request
 larger than its window (as a real server would) and writes deterministic

@@ -2,7 +2,7 @@
 
 Each conversation of the development question set (bench/data/recall_questions.json) is
 loaded as a group chat through the engine, as real use would: every turn is a group
-message the bot was not addressed in (`Engine.record`), dated with its LoCoMo session date,
+message the bot was not addressed in (`TurnEngine.record`), dated with its LoCoMo session date,
 so the after-turn jobs offload memory as they go; the group's idle flush runs at the end.
 Each question is then asked with the same search `/recall` and `chorus recall` use, and a
 hit covers the turns it came from (a message: its turn; a memory item: its source range).

@@ -24,6 +24,10 @@ BENCHMARKS = {
     "telegram": ("bench.telegram_format", "Telegram: Markdown to text and entities, split at 4096"),
     "console": ("bench.console", "Operator's console: list, transcript and context chart on a busy database"),
     "scale": ("bench.scale", "Several processes on one PostgreSQL: throughput and a crash"),
+    "steady": (
+        "bench.steady_state",
+        "Steady state: CPU per turn of a long conversation, after-turn work in",
+    ),
     "startup": ("bench.startup", "Cold start: chorus serve to healthy, chorus sessions"),
 }
 

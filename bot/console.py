@@ -34,6 +34,7 @@ from transcript import (
     build_context,
     project_view,
 )
+from transcript.kinds import EVENT_KINDS, is_reply, message_kind
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime
@@ -101,7 +102,8 @@ class Console:
         for message in messages:
             entries.append(
                 {
-                    "type": "event" if message.role == "system" else "message",
+                    "type": "event" if message_kind(message.kind) in EVENT_KINDS else "message",
+                    "kind": message.kind,
                     "seq": message.seq,
                     "role": message.role,
                     "content": message.content,
@@ -182,7 +184,7 @@ class Console:
         rows = self.stores.messages.rows_between(session.id, 1, session.last_seq)
         records = self.overview.records(session.id)
         snips = self.overview.snips(session.id)
-        replies = [index for index, row in enumerate(rows) if row.role == "assistant"][-CHART_TURNS:]
+        replies = [index for index, row in enumerate(rows) if is_reply(row.kind, row.role)][-CHART_TURNS:]
         points: list[TurnPoint] = []
         for index in replies:
             reply = rows[index]
@@ -261,6 +263,7 @@ class Console:
             item.session_id,
             NewMessage(
                 role="system",
+                kind="note",
                 content=f"memory item #{item_id} ({item.kind}) forgotten by the operator",
                 token_count=0,
                 sender_name=OPERATOR,

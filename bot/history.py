@@ -17,6 +17,7 @@ from sqlalchemy.engine import Row
 from bot.storage.boundary import boundary_for
 from bot.storage.messages import MessageStore
 from bot.storage.models import Attachment, Message, as_utc
+from transcript.kinds import MessageKind, Role, Status, check_row
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime
@@ -36,13 +37,14 @@ class StoredFile:
 
 @dataclass(frozen=True)
 class StoredEntry:
-    """One stored row: a message, or an event (role `system`)."""
+    """One stored row: a conversation message, or an event (see `transcript.kinds`)."""
 
     id: int
     seq: int
-    role: str
+    kind: MessageKind
+    role: Role
     content: str
-    status: str
+    status: Status
     persona_id: str | None
     sender_name: str | None
     lane: str | None
@@ -81,12 +83,14 @@ class ConversationHistory:
 
 
 def _entry(row: Message, files: Sequence[Row[Any]]) -> StoredEntry:
+    kind, role, status = check_row(row.kind, row.role, row.status)
     return StoredEntry(
         id=row.id or 0,
         seq=row.seq,
-        role=row.role,
+        kind=kind,
+        role=role,
         content=row.content,
-        status=row.status,
+        status=status,
         persona_id=row.persona_id,
         sender_name=row.sender_name,
         lane=row.lane,

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import IO
 
 from sqlalchemy import text
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Engine as DatabaseEngine
 
 from bot.errors import ConfigError
 
@@ -35,7 +36,7 @@ def lock_key(name: str) -> int:
 
 
 class Liveness:
-    def __init__(self, database: Engine, instance_id: str) -> None:
+    def __init__(self, database: DatabaseEngine, instance_id: str) -> None:
         self.database = database
         self.instance_id = instance_id
         self._connection: Connection | None = None
@@ -81,7 +82,7 @@ class Liveness:
             self._lock_file = None
 
 
-def _lock_sqlite_file(database: Engine) -> IO[str] | None:
+def _lock_sqlite_file(database: DatabaseEngine) -> IO[str] | None:
     path = database.url.database
     if not path or path == ":memory:":
         return None

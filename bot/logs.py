@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal
 
 LogFormat = Literal["text", "json"]
@@ -88,6 +89,10 @@ class _ChorusHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """stderr, in the configured format."""
 
 
+class _ChorusFileHandler(logging.FileHandler):
+    """A log file, in the configured format (a terminal chat's whole log)."""
+
+
 class AccessQueryFilter(logging.Filter):
     """Drops query strings from uvicorn's access lines: a search term can quote a message."""
 
@@ -99,24 +104,40 @@ class AccessQueryFilter(logging.Filter):
         return True
 
 
-def make_handler(log_format: LogFormat) -> logging.Handler:
-    handler = _ChorusHandler()
+def make_handler(log_format: LogFormat, log_file: Path | None = None) -> logging.Handler:
+    """A handler writing to stderr, or to `log_file` (appended to), in `log_format`."""
+    handler: logging.Handler
+    if log_file is None:
+        handler = _ChorusHandler()
+    else:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handler = _ChorusFileHandler(log_file, encoding="utf-8")
     handler.addFilter(ContextFilter())
     handler.addFilter(AccessQueryFilter())
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(_TEXT_FORMAT))
     return handler
 
 
-def configure_logging(level: str, log_format: LogFormat) -> None:
+def configure_logging(
+    level: str, log_format: LogFormat, *, log_file: Path | None = None, console_level: str | None = None
+) -> None:
     """The root logger writes to stderr in `log_format`; uvicorn's loggers go through it too.
 
-    Handlers others installed (a test runner's capture) stay; a previous call's is replaced.
+    With `log_file`, every record at `level` goes to that file as well, and stderr gets only
+    those at `console_level` and above (a terminal chat shows the conversation, and problems).
+    Handlers others installed (a test runner's capture) stay; a previous call's are replaced.
     """
     root = logging.getLogger()
     for handler in list(root.handlers):
-        if isinstance(handler, _ChorusHandler):
+        if isinstance(handler, _ChorusHandler | _ChorusFileHandler):
             root.removeHandler(handler)
-    root.addHandler(make_handler(log_format))
+            handler.close()
+    console = make_handler(log_format)
+    if console_level is not None:
+        console.setLevel(console_level.upper())
+    root.addHandler(console)
+    if log_file is not None:
+        root.addHandler(make_handler(log_format, log_file))
     root.setLevel(level.upper())
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         uvicorn_logger = logging.getLogger(name)

@@ -20,7 +20,7 @@ from typing import Protocol, runtime_checkable
 from bot.liveness import Liveness
 from bot.storage.delivery_models import Delivery
 from bot.storage.models import utcnow
-from bot.turns.engine import SHUTDOWN_NOTE, Engine, assistant_reply, with_note
+from bot.turns.engine import SHUTDOWN_NOTE, TurnEngine, assistant_reply, with_note
 from bot.turns.events import Reply, TurnEvent
 
 # A lane's `resume` gets the turn's `Delivery`; lanes name the type from here.
@@ -41,7 +41,7 @@ class ResumableLane(Protocol):
 
 
 class Recovery:
-    def __init__(self, engine: Engine, liveness: Liveness, lanes: dict[str, ResumableLane]) -> None:
+    def __init__(self, engine: TurnEngine, liveness: Liveness, lanes: dict[str, ResumableLane]) -> None:
         self.engine = engine
         self.liveness = liveness
         self.lanes = lanes

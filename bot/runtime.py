@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine as DatabaseEngine
@@ -29,11 +30,12 @@ from bot.speech.speaking import Speaking
 from bot.storage import migrate
 from bot.storage.boundary import boundary_for
 from bot.storage.database import create_database_engine
-from bot.storage.jobs import SqliteJobs
+from bot.storage.jobs import JobSink, SqliteJobs
 from bot.storage.stores import Stores
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
-from bot.turns.engine import Engine
+from bot.turns.engine import TurnEngine
+from bot.turns.locks import SessionLocks, SharedLocks
 from persona import Persona, PersonaRegistry
 from transcript.tokens import encoding
 
@@ -47,7 +49,7 @@ class Runtime:
     settings: Settings
     database: DatabaseEngine
     stores: Stores
-    engine: Engine
+    engine: TurnEngine
     jobs: JobQueue
     # Roles one process per database plays (polling Telegram for a bot).
     roles: ProcessRoles
@@ -104,7 +106,9 @@ def build_runtime(
     database = create_database_engine(settings.database_url)
     if apply_migrations:
         migrate.upgrade(database)
-    stores = Stores.open(database)
+    # The parts are built in the order they need each other; none is filled in afterwards.
+    sink = job_sink(database)
+    stores = Stores.open(database, jobs=sink)
     if provider is None:
         provider = make_provider(
             settings.model.base_url,
@@ -148,7 +152,11 @@ def build_runtime(
     commands = CommandRegistry(maintainer=context, memory=memory)
     for family in (general, personas, identity, sessions, context_commands, memory_commands, voice_commands):
         commands.add_all(family.COMMANDS)
-    engine = Engine(
+    # Names this process in the delivery state of its turns and as the owner of its job claims.
+    instance_id = uuid.uuid4().hex
+    definitions = build_definitions(stores.sessions, stores.messages, context, memory, settings.memory)
+    jobs = job_queue(stores, sink, settings, definitions, instance_id)
+    engine = TurnEngine(
         settings=settings,
         stores=stores,
         personas=persona_registry,
@@ -156,24 +164,20 @@ def build_runtime(
         attachments=attachments,
         assembler=assembler,
         commands=commands,
+        locks=SessionLocks(shared_locks(settings) if database.dialect.name == "postgresql" else None),
+        jobs=jobs,
+        after_turn=definitions.after_turn,
+        overflow_handler=context.recover_from_overflow,
+        instance_id=instance_id,
         hearing=Hearing(speech, settings.data_dir, settings.limits.audio_max_seconds),
         speaking=Speaking(speech),
     )
-    if database.dialect.name == "postgresql":
-        # Several processes may serve this database: a session's turns queue across all of them.
-        from bot.storage.advisory_locks import LOCK_CONNECTIONS, PostgresSessionLocks
-
-        engine.locks.shared = PostgresSessionLocks(settings.database_url, LOCK_CONNECTIONS)
-    engine.overflow_handler = context.recover_from_overflow
-    definitions = build_definitions(stores.sessions, stores.messages, context, memory, settings.memory)
-    engine.jobs = job_queue(stores, settings, definitions, engine.instance_id)
-    engine.after_turn = definitions.after_turn
     return Runtime(
         settings=settings,
         database=database,
         stores=stores,
         engine=engine,
-        jobs=engine.jobs,
+        jobs=jobs,
         memory=memory,
         context=context,
         speech=speech,
@@ -181,17 +185,30 @@ def build_runtime(
     )
 
 
-def job_queue(stores: Stores, settings: Settings, definitions: JobDefinitions, owner: str) -> JobQueue:
-    """procrastinate on PostgreSQL, the job table and a runner in this process on SQLite.
+def job_sink(database: DatabaseEngine) -> JobSink:
+    """Where the message store enqueues a reply's jobs, inside the reply's transaction:
+    procrastinate on PostgreSQL, the `jobs` table on SQLite."""
+    if database.dialect.name == "postgresql":
+        from bot.jobs.postgres import ProcrastinateSink
 
-    Either way the message store enqueues into it inside the transaction of the reply.
-    """
-    if stores.database.dialect.name == "postgresql":
-        from bot.jobs.postgres import ProcrastinateJobs
+        return ProcrastinateSink()
+    return SqliteJobs(database)
 
-        queue = ProcrastinateJobs(stores.messages, settings.database_url, definitions, settings.jobs)
-        stores.messages.jobs = queue
-        return queue
-    table = SqliteJobs(stores.database)
-    stores.messages.jobs = table
-    return LocalJobRunner(table, definitions, settings.jobs, owner)
+
+def job_queue(
+    stores: Stores, sink: JobSink, settings: Settings, definitions: JobDefinitions, owner: str
+) -> JobQueue:
+    """What runs the jobs `sink` takes: a runner in this process over the SQLite table, or
+    procrastinate's worker."""
+    if isinstance(sink, SqliteJobs):
+        return LocalJobRunner(sink, definitions, settings.jobs, owner)
+    from bot.jobs.postgres import ProcrastinateJobs
+
+    return ProcrastinateJobs(stores.messages, settings.database_url, definitions, settings.jobs)
+
+
+def shared_locks(settings: Settings) -> SharedLocks:
+    """Several processes may serve a PostgreSQL database: a session's turns queue across all of them."""
+    from bot.storage.advisory_locks import LOCK_CONNECTIONS, PostgresSessionLocks
+
+    return PostgresSessionLocks(settings.database_url, LOCK_CONNECTIONS)

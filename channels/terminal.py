@@ -8,7 +8,7 @@ import sys
 import uuid
 from typing import TextIO
 
-from bot.turns.engine import Engine
+from bot.turns.engine import TurnEngine
 from bot.turns.events import Delta, Reply
 from bot.turns.inbound import Actor, InboundMessage
 
@@ -16,7 +16,7 @@ PROMPT = "you › "
 
 
 async def chat_loop(
-    engine: Engine,
+    engine: TurnEngine,
     *,
     user: str | None = None,
     stdin: TextIO = sys.stdin,

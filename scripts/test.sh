@@ -45,4 +45,6 @@ echo "mkdocs build --strict"
     NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$site_dir"
 )
 
-exec .venv/bin/python -m pytest --cov --cov-report=term "$@"
+# -rs lists every skip with its reason. Under CI=true (.ci/run sets it) a test skipped because
+# Chromium, PostgreSQL, the dense model or the LoCoMo data is missing fails instead (tests/conftest.py).
+exec .venv/bin/python -m pytest -rs --cov --cov-report=term "$@"

@@ -1,16 +1,46 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from bot.runtime import Runtime
 from tests.fakes.openai_server import fake_openai_fixture  # noqa: F401
+from tests.support.peers import MISSING, in_ci
 from tests.support.postgres import fresh_database
 from tests.support.runtime import RuntimeFactory, make_runtime
 from tests.support.teardown import within_deadline
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report: pytest.TestReport = yield
+    return fail_missing_peer(report)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    report: pytest.CollectReport = yield
+    return fail_missing_peer(report)
+
+
+Report = TypeVar("Report", pytest.TestReport, pytest.CollectReport)
+
+
+def fail_missing_peer(report: Report) -> Report:
+    """Under CI=true, a test (or module) skipped for a missing peer (tests/support/peers.py) fails."""
+    if report.skipped and in_ci() and isinstance(report.longrepr, tuple):
+        reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+        if reason.startswith(MISSING):
+            report.outcome = "failed"
+            report.longrepr = f"CI=true and this test cannot run: {reason}"
+    return report
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from transcript.audio import is_audio, render_audio
 from transcript.collapse import Collapse, Snip, is_snipped
 from transcript.context import Message
 from transcript.exchanges import exchange_spans, snap_cut, units_of
+from transcript.kinds import is_conversation
 from transcript.rows import TranscriptRow
 from transcript.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens, truncate_to_tokens
 
@@ -91,13 +92,13 @@ def summary_line(row: TranscriptRow) -> str | None:
     call names the tool and its arguments; a result is shortened, since the summary
     keeps what was found, not every byte of it.
     """
-    if row.role == "system" or row.status == "error":
+    if not is_conversation(row.kind):
         return None
     # What a voice note said is part of the conversation the summary keeps.
     notes = [render_audio(a) if is_audio(a) else f"[{a.kind}: {a.filename}]" for a in row.attachments]
     calls = [f"[called {call.name} {call.arguments}]" for call in row.tool_calls]
     content = row.content.strip()
-    if row.role == "tool":
+    if row.kind == "tool_result":
         content = truncate_to_tokens(content, RESULT_LINE_TOKENS)
         outcome = "failed" if row.status == "failed" else "returned"
         return f"#{row.seq} tool {row.tool_name or 'result'} {outcome}: {content}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from transcript.kinds import is_conversation
 from transcript.rows import TranscriptRow
 
 Span = tuple[int, int]
@@ -17,16 +18,16 @@ Span = tuple[int, int]
 def exchange_spans(rows: Sequence[TranscriptRow]) -> list[Span]:
     """(first seq, last seq) of each exchange in `rows` (oldest first; events between are skipped)."""
     spans: list[Span] = []
-    conversation = [row for row in rows if row.role != "system"]
+    conversation = [row for row in rows if is_conversation(row.kind)]
     index = 0
     while index < len(conversation):
         row = conversation[index]
         index += 1
-        if not row.tool_calls:
+        if row.kind != "tool_call":
             continue
         wanted = {call.id for call in row.tool_calls}
         last = row.seq
-        while index < len(conversation) and conversation[index].role == "tool":
+        while index < len(conversation) and conversation[index].kind == "tool_result":
             if conversation[index].tool_call_id in wanted:
                 last = conversation[index].seq
             index += 1
@@ -41,7 +42,7 @@ def units_of(rows: Sequence[TranscriptRow]) -> list[tuple[TranscriptRow, ...]]:
     current: list[TranscriptRow] = []
     last_of_current = None
     for row in rows:
-        if row.role == "system":
+        if not is_conversation(row.kind):
             continue
         if last_of_current is not None and row.seq <= last_of_current:
             current.append(row)

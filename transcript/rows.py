@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from transcript.kinds import MessageKind, Role, Status
+
 # "voice": a recording made to be a message (a voice note, a round video message, a
 # recording in the widget); "audio": an audio file someone sent. Both are heard alike.
 AttachmentKind = Literal["image", "document", "audio", "voice"]
@@ -49,15 +51,17 @@ class TranscriptRow:
     """One stored message of a session, oldest first by `seq`."""
 
     seq: int
-    role: str
+    role: Role
     content: str
     persona_id: str | None = None
     sender_id: str | None = None
     sender_name: str | None = None
     attachments: tuple[AttachmentRef, ...] = field(default_factory=tuple)
-    status: str = "complete"
+    status: Status = "complete"
     token_count: int | None = None
     created_at: str | None = None
+    # What the row is (see `transcript.kinds`): a conversation message, or an event.
+    kind: MessageKind = "message"
     # An assistant row that called tools carries its calls; each result is a `tool` row
     # answering one of them by id (`status` "failed" when the tool reported an error).
     tool_calls: tuple[StoredToolCall, ...] = ()

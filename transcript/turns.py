@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from transcript.kinds import EVENT_KINDS, KIND_ROLES, UnknownMessageKind, message_role
 from transcript.names import sanitise_name
 from transcript.rows import AttachmentRef, StoredToolCall
-from transcript.window import RowLike, row_field
+from transcript.window import RowLike, row_field, row_kind
 
 # What the model reads for a call whose result was never stored (the turn ended first).
 MISSING_RESULT = "No result was stored for this call: the turn ended before the tool finished."
@@ -49,17 +50,24 @@ class Turn:
 
 
 def turn_of(row: RowLike, group: bool) -> Turn | None:
-    """The row as a model turn, or None when it must not reach the model."""
-    role, content = row_field(row, "role"), row_field(row, "content")
-    if not isinstance(role, str) or not isinstance(content, str) or role == "system":
+    """The row as a model turn, or None when it must not reach the model.
+
+    Raises `UnknownMessageKind` for a kind or role this package does not know: a row is
+    never sent as something it might not be.
+    """
+    kind, role = row_kind(row), message_role(row_field(row, "role"))
+    if role not in KIND_ROLES[kind]:
+        raise UnknownMessageKind(f"a {kind!r} row cannot have role {role!r}")
+    if kind in EVENT_KINDS:
+        return None
+    content = row_field(row, "content")
+    if not isinstance(content, str):
         return None
     status = row_field(row, "status")
-    if status == "error":
-        return None
     attachments = _tuple_of(row_field(row, "attachments"), AttachmentRef)
     stored = row_field(row, "token_count")
     tokens = stored if isinstance(stored, int) and not isinstance(stored, bool) else None
-    if role == "tool":
+    if kind == "tool_result":
         call_id = row_field(row, "tool_call_id")
         if not isinstance(call_id, str) or not call_id:
             return None
@@ -76,7 +84,7 @@ def turn_of(row: RowLike, group: bool) -> Turn | None:
             failed=status == "failed",
             tokens=tokens,
         )
-    calls = _tuple_of(row_field(row, "tool_calls"), StoredToolCall) if role == "assistant" else ()
+    calls = _tuple_of(row_field(row, "tool_calls"), StoredToolCall) if kind == "tool_call" else ()
     if not content.strip() and not attachments and not calls:
         return None
     if role == "assistant":

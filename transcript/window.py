@@ -9,9 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from transcript.kinds import MessageKind, message_kind
 from transcript.rows import TranscriptRow
 
 RowLike = TranscriptRow | Mapping[str, object]
+
+
+def row_kind(row: RowLike) -> MessageKind:
+    """The row's kind; raises `UnknownMessageKind` for one this package does not know.
+
+    A mapping without a kind has the shape rows had before kinds: its role says it
+    (`system` rows were always events).
+    """
+    kind = row_field(row, "kind")
+    if kind is None:
+        return "note" if row_field(row, "role") == "system" else "message"
+    return message_kind(kind)
 
 
 def row_field(row: RowLike, name: str) -> object:

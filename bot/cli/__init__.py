@@ -116,11 +116,24 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+# A terminal chat shows the conversation: the log goes to this file under the data
+# directory, and only warnings and errors also reach the terminal.
+CHAT_LOG = "chat.log"
+
+
 def cmd_chat(args: argparse.Namespace) -> int:
     import asyncio
 
     from bot.runtime import build_runtime
     from channels.terminal import chat_loop
+
+    settings: Settings = args.settings
+    configure_logging(
+        settings.log_level,
+        settings.logging.format,
+        log_file=settings.data_dir / CHAT_LOG,
+        console_level="WARNING",
+    )
 
     async def run() -> None:
         runtime = build_runtime(args.settings)
@@ -190,7 +203,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from bot.memory.cli import recall_output
+    from bot.memory.cli import backlog_notice, recall_output
 
     with opened_stores(args.settings) as stores:
         print(
@@ -203,6 +216,10 @@ def cmd_recall(args: argparse.Namespace) -> int:
                 as_json=args.json,
             )
         )
+        # On stderr: the hits (and their JSON) stay what scripts read.
+        notice = backlog_notice(stores.database, args.settings.memory, args.session)
+        if notice is not None:
+            print(notice, file=sys.stderr)
     return 0
 
 

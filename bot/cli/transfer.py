@@ -1,8 +1,10 @@
 """Export a session's whole transcript (Markdown or JSON) and import it back.
 
 JSON export → import → export gives the same document apart from the session
-id: every message with its sequence, persona, sender, lane, status, time and
-attachments (files included, base64) survives the round trip.
+id: every message with its sequence, kind, persona, sender, lane, status, time and
+attachments (files included, base64) survives the round trip. Files of the first
+version (before rows had a kind) still import: their events are told apart by the
+tags their text began with then.
 """
 
 from __future__ import annotations
@@ -19,9 +21,27 @@ from bot.storage.messages import MessageStore, NewAttachment, NewMessage
 from bot.storage.models import ChatSession, Message
 from bot.storage.stores import Stores
 from bot.turns.attachments import AttachmentStore
+from transcript.kinds import (
+    EVENT_KINDS,
+    MessageKind,
+    Role,
+    Status,
+    UnknownMessageKind,
+    check_row,
+    message_kind,
+)
 
 EXPORT_FORMAT = "chorus-transcript"
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2
+# Version 1 had no kinds: an event was a `system` row whose text began with its tag.
+LEGACY_VERSION = 1
+LEGACY_EVENT_TAGS: tuple[tuple[MessageKind, str, bool], ...] = (
+    # (kind, tag, whether the tag is dropped from the text), as migration 0009_message_kind reads them.
+    ("command_reply", "command reply: ", True),
+    ("command", "command: ", True),
+    ("persona_switch", "persona switched from ", False),
+    ("error", "error: ", True),
+)
 
 
 def export_json(store: MessageStore, attachments: AttachmentStore, session: ChatSession) -> dict[str, Any]:
@@ -42,6 +62,7 @@ def export_json(store: MessageStore, attachments: AttachmentStore, session: Chat
         "messages": [
             {
                 "seq": message.seq,
+                "kind": message.kind,
                 "role": message.role,
                 "content": message.content,
                 "persona_id": message.persona_id,
@@ -96,22 +117,28 @@ def export_markdown(store: MessageStore, session: ChatSession) -> str:
 
 def _markdown_heading(message: Message) -> str:
     when = _iso(message.created_at)
+    kind = message_kind(message.kind)
+    if kind in EVENT_KINDS:
+        return f"### event: {kind} · #{message.seq} · {when}"
     if message.role == "assistant":
         status = "" if message.status == "complete" else f" — {message.status}"
         return (
             f"### {message.sender_name or message.persona_id} [persona: {message.persona_id}]"
             f" · #{message.seq} · {when}{status}"
         )
-    if message.role == "system":
-        return f"### event · #{message.seq} · {when}"
     lane = f" via {message.lane}" if message.lane else ""
     return f"### {message.sender_name or 'user'}{lane} · #{message.seq} · {when}"
 
 
 def import_json(stores: Stores, attachments: AttachmentStore, document: dict[str, Any]) -> ChatSession:
     """Store an exported transcript as a new session (no route points at it)."""
-    if document.get("format") != EXPORT_FORMAT or document.get("version") != EXPORT_VERSION:
+    version = document.get("version")
+    if document.get("format") != EXPORT_FORMAT or version not in (EXPORT_VERSION, LEGACY_VERSION):
         raise TranscriptFileError("This file is not a Chorus transcript export (format/version missing).")
+    legacy = version == LEGACY_VERSION
+    items = sorted(document.get("messages", []), key=lambda entry: entry["seq"])
+    # Every row is checked before anything is stored: a bad file leaves no half-imported session.
+    rows = [(item, *_checked_row(item, legacy=legacy)) for item in items]
     meta = document.get("session") or {}
     session = stores.sessions.create_session(
         kind=meta.get("kind", "private"),
@@ -121,14 +148,15 @@ def import_json(stores: Stores, attachments: AttachmentStore, document: dict[str
         title=meta.get("title") or "",
     )
     id_by_seq: dict[int, int] = {}
-    for item in sorted(document.get("messages", []), key=lambda entry: entry["seq"]):
+    for item, kind, role, status, content in rows:
         stored_files = tuple(_restore_file(attachments, entry) for entry in item.get("attachments", []))
         reply_seq = item.get("reply_to_seq")
         stored = stores.messages.append(
             session.id,
             NewMessage(
-                role=item["role"],
-                content=item.get("content", ""),
+                role=role,
+                kind=kind,
+                content=content,
                 token_count=int(item.get("token_count", 0)),
                 persona_id=item.get("persona_id"),
                 sender_id=item.get("sender_id"),
@@ -137,7 +165,7 @@ def import_json(stores: Stores, attachments: AttachmentStore, document: dict[str
                 platform_chat_id=item.get("platform_chat_id"),
                 platform_message_id=item.get("platform_message_id"),
                 reply_to_id=id_by_seq.get(reply_seq) if reply_seq is not None else None,
-                status=item.get("status", "complete"),
+                status=status,
                 created_at=datetime.fromisoformat(item["created_at"]),
                 attachments=stored_files,
                 live=False,
@@ -147,6 +175,27 @@ def import_json(stores: Stores, attachments: AttachmentStore, document: dict[str
             raise TranscriptFileError(f"Message sequence {item['seq']} is out of order in the export.")
         id_by_seq[stored.seq] = stored.id or 0
     return stores.sessions.refresh(session)
+
+
+def _checked_row(item: dict[str, Any], *, legacy: bool) -> tuple[MessageKind, Role, Status, str]:
+    kind, content = _kind_and_content(item, legacy=legacy)
+    try:
+        return (*check_row(kind, item["role"], item.get("status", "complete")), content)
+    except UnknownMessageKind as error:
+        raise TranscriptFileError(f"Message {item['seq']} of the export: {error}.") from error
+
+
+def _kind_and_content(item: dict[str, Any], *, legacy: bool) -> tuple[object, str]:
+    """The row's kind and stored text: named in the file, or (version 1) read from its tag."""
+    content = item.get("content", "")
+    if not legacy:
+        return item.get("kind"), content
+    if item.get("role") != "system":
+        return "message", content
+    for kind, tag, dropped in LEGACY_EVENT_TAGS:
+        if content.startswith(tag):
+            return kind, content.removeprefix(tag) if dropped else content
+    return "note", content
 
 
 def load_document(path: Path) -> dict[str, Any]:

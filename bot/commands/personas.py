@@ -56,6 +56,7 @@ def switch_persona(
         session_id,
         NewMessage(
             role="system",
+            kind="persona_switch",
             content=f"persona switched from {current_id} to {chosen_id}",
             token_count=0,
             persona_id=chosen_id,

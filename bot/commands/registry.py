@@ -46,7 +46,7 @@ class ParsedCommand:
 
 
 class CommandEngine(Protocol):
-    """What a command may ask of the turn engine (`bot.turns.engine.Engine` is one)."""
+    """What a command may ask of the turn engine (`bot.turns.engine.TurnEngine` is one)."""
 
     @property
     def settings(self) -> Settings: ...

@@ -52,33 +52,16 @@ def task_name(job: str) -> str:
     return f"chorus.{job}"
 
 
-class ProcrastinateJobs:
-    """The job sink of the message store and the `JobQueue` of the process, on procrastinate."""
+class ProcrastinateSink:
+    """The job sink of the message store on PostgreSQL: defers on the caller's transaction.
 
-    def __init__(
-        self, messages: MessageStore, database_url: str, definitions: JobDefinitions, settings: JobSettings
-    ) -> None:
-        self.messages = messages
-        database = self.database = messages.database
-        self.db = boundary_for(database)
-        self.definitions = definitions
-        self.settings = settings
-        conninfo = make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    It needs nothing of the queue that runs the jobs, so the stores are built with it
+    before the queue (which reads the stores) exists.
+    """
+
+    def __init__(self) -> None:
         # Never opened: it only defers, on the connection of the caller's transaction.
         self._deferrer = App(connector=SyncPsycopgConnector())
-        self.app = App(
-            connector=PsycopgConnector(
-                conninfo=conninfo, min_size=1, max_size=settings.concurrency + POOL_SPARE
-            )
-        )
-        retry = RetryStrategy(max_attempts=settings.max_attempts, exponential_wait=2)
-        for name in definitions.names:
-            self.app.task(name=task_name(name), queue=QUEUE, retry=retry)(self._task(name))
-        self.app.task(name=TIMER_TASK, queue=QUEUE, retry=retry)(self._fire_timer)
-        self._worker: asyncio.Task[None] | None = None
-        self._closed = False
-
-    # --- the store's sink ---------------------------------------------------------
 
     def enqueue(self, connection: Connection, requests: Sequence[JobRequest]) -> None:
         driver = connection.connection.driver_connection
@@ -99,6 +82,31 @@ class ProcrastinateJobs:
                     ).defer(session_id=request.session_id, seq=request.seq, **arguments)
             except AlreadyEnqueued:
                 pass
+
+
+class ProcrastinateJobs:
+    """The `JobQueue` of the process on procrastinate: its worker runs the jobs any process deferred."""
+
+    def __init__(
+        self, messages: MessageStore, database_url: str, definitions: JobDefinitions, settings: JobSettings
+    ) -> None:
+        self.messages = messages
+        database = self.database = messages.database
+        self.db = boundary_for(database)
+        self.definitions = definitions
+        self.settings = settings
+        conninfo = make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+        self.app = App(
+            connector=PsycopgConnector(
+                conninfo=conninfo, min_size=1, max_size=settings.concurrency + POOL_SPARE
+            )
+        )
+        retry = RetryStrategy(max_attempts=settings.max_attempts, exponential_wait=2)
+        for name in definitions.names:
+            self.app.task(name=task_name(name), queue=QUEUE, retry=retry)(self._task(name))
+        self.app.task(name=TIMER_TASK, queue=QUEUE, retry=retry)(self._fire_timer)
+        self._worker: asyncio.Task[None] | None = None
+        self._closed = False
 
     # --- JobQueue ------------------------------------------------------------------
 

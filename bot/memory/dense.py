@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -33,6 +34,12 @@ if TYPE_CHECKING:
 MIN_SIMILARITY = 0.3
 # Query vectors embedded ahead of a search (see `DenseIndex.query_vector`), newest kept.
 QUERY_CACHE = 256
+# How long an owner's matrices are trusted without asking the database, when this
+# process did not change them: other processes' new vectors show up within this time.
+RECHECK_SECONDS = 30.0
+# Texts whose vectors the encoder keeps (see `RememberingEmbedder`): a few turns of every
+# conversation active at once.
+RECENT_TEXTS = 1024
 
 
 class Embedder(Protocol):
@@ -49,9 +56,26 @@ def embedded_text(sender_name: str | None, content: str) -> str:
 
 
 def to_blob(vector: np.ndarray[Any, Any]) -> bytes:
+    """A vector as stored: int8, scaled so its largest component is ±127 (a quarter of float32).
+
+    Only the direction matters (similarity is a cosine), so the scale is not kept: a
+    stored vector is made unit-length again when read.
+    """
     import numpy as np
 
-    return np.asarray(vector, dtype=np.float32).tobytes()
+    values = np.asarray(vector, dtype=np.float32)
+    peak = float(np.abs(values).max()) if values.size else 0.0
+    return np.round(values * (127.0 / peak if peak else 0.0)).astype(np.int8).tobytes()
+
+
+def from_blobs(blobs: Sequence[bytes]) -> np.ndarray[Any, Any]:
+    """Stored vectors (`to_blob`) as unit-length float32 rows."""
+    import numpy as np
+
+    rows = np.frombuffer(b"".join(blobs), dtype=np.int8).reshape(len(blobs), -1).astype(np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    unit: np.ndarray[Any, Any] = rows / np.maximum(norms, 1e-12)
+    return unit
 
 
 P = ParamSpec("P")
@@ -101,59 +125,169 @@ class LazyEmbedder:
         return self._model.embed(texts)
 
 
+class RememberingEmbedder:
+    """An encoder that keeps the vectors of the texts it embedded last.
+
+    A message is embedded once: a turn embeds its newest message for recall (the
+    message as stored, speaker included), and the offload that embeds the message for
+    good a few moments later gets the same vector back without running the model.
+    """
+
+    def __init__(self, inner: Embedder, size: int = RECENT_TEXTS) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.size = size
+        self._recent: dict[str, np.ndarray[Any, Any]] = {}
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray[Any, Any]:
+        import numpy as np
+
+        with self._lock:
+            missing = list(dict.fromkeys(text for text in texts if text not in self._recent))
+        if missing:
+            # Texts not seen lately are embedded together: one batch through the model.
+            fresh = dict(zip(missing, self.inner.embed(missing), strict=True))
+            with self._lock:
+                for text, vector in fresh.items():
+                    self._recent.pop(text, None)
+                    self._recent[text] = vector
+                while len(self._recent) > self.size:
+                    self._recent.pop(next(iter(self._recent)))
+        else:
+            fresh = {}
+        with self._lock:
+            found = [fresh.get(text, self._recent.get(text)) for text in texts]
+        rows = [row for row in found if row is not None]
+        if len(rows) < len(texts):
+            # Pushed out by other threads' texts meanwhile (a burst): embed them all again.
+            return self.inner.embed(texts)
+        return np.stack(rows) if rows else self.inner.embed([])
+
+
 def load_embedder() -> Embedder | None:
     """The bundled MiniLM encoder, or None when the `dense` extra is not installed."""
     directory = bundled_model_dir()
-    return LazyEmbedder(directory) if directory is not None else None
+    return RememberingEmbedder(LazyEmbedder(directory)) if directory is not None else None
 
 
-@dataclass(frozen=True)
 class Matrix:
-    """One owner's vectors of one source, and where each row sits in the conversation."""
+    """One owner's vectors of one source, and where each row sits in the conversation.
 
-    ids: np.ndarray[Any, Any]  # int64 row ids, ascending
-    sessions: tuple[str, ...]
-    seqs: np.ndarray[Any, Any]  # int64 first seq (-1: none)
-    last_seqs: np.ndarray[Any, Any]  # int64 last seq (-1: none)
-    vectors: np.ndarray[Any, Any]  # float32, one unit-length row per id
-    count: int  # rows, as the store counted them when read
+    Rows are added at the end into arrays with room to spare (doubling when full), so
+    the rows an offload adds cost their own size, not a copy of the whole matrix.
+    """
 
-    @classmethod
-    def of(cls, rows: Sequence[VectorRow], previous: Matrix | None = None) -> Matrix:
+    def __init__(self) -> None:
         import numpy as np
 
-        def seq_array(values: Sequence[int | None]) -> np.ndarray[Any, Any]:
-            return np.array([-1 if value is None else value for value in values], dtype=np.int64)
+        self.count = 0
+        self._ids = np.zeros(0, np.int64)
+        self._session_codes = np.zeros(0, np.int32)
+        self._seqs = np.zeros(0, np.int64)
+        self._last_seqs = np.zeros(0, np.int64)
+        self._vectors = np.zeros((0, 0), np.float32)
+        self.session_names: list[str] = []
+        self._codes: dict[str, int] = {}
 
-        ids = np.array([row.id for row in rows], dtype=np.int64)
-        sessions = tuple(row.session_id for row in rows)
-        seqs = seq_array([row.seq for row in rows])
-        last_seqs = seq_array([row.last_seq for row in rows])
-        vectors = (
-            np.stack([np.frombuffer(row.vector, dtype=np.float32) for row in rows])
-            if rows
-            else np.zeros((0, 0), np.float32)
-        )
-        if previous is not None and previous.count:
-            ids = np.concatenate([previous.ids, ids])
-            sessions = previous.sessions + sessions
-            seqs = np.concatenate([previous.seqs, seqs])
-            last_seqs = np.concatenate([previous.last_seqs, last_seqs])
-            vectors = np.concatenate([previous.vectors, vectors]) if rows else previous.vectors
-        return cls(ids, sessions, seqs, last_seqs, vectors, len(ids))
+    @classmethod
+    def of(cls, rows: Sequence[VectorRow]) -> Matrix:
+        matrix = cls()
+        matrix.extend(rows)
+        return matrix
+
+    @property
+    def ids(self) -> np.ndarray[Any, Any]:  # int64 row ids, ascending
+        return self._ids[: self.count]
+
+    @property
+    def session_codes(self) -> np.ndarray[Any, Any]:  # int32, an index into `session_names`
+        return self._session_codes[: self.count]
+
+    @property
+    def seqs(self) -> np.ndarray[Any, Any]:  # int64 first seq (-1: none)
+        return self._seqs[: self.count]
+
+    @property
+    def last_seqs(self) -> np.ndarray[Any, Any]:  # int64 last seq (-1: none)
+        return self._last_seqs[: self.count]
+
+    @property
+    def vectors(self) -> np.ndarray[Any, Any]:  # float32, one unit-length row per id
+        return self._vectors[: self.count]
 
     @property
     def highest_id(self) -> int:
-        return int(self.ids[-1]) if self.count else 0
+        return int(self._ids[self.count - 1]) if self.count else 0
+
+    def session_code(self, session_id: str) -> int:
+        """The code of `session_id` in `session_codes` (-1 when no row belongs to it)."""
+        return self._codes.get(session_id, -1)
+
+    def extend(self, rows: Sequence[VectorRow]) -> None:
+        """Add `rows` (ids above `highest_id`, in id order) at the end."""
+        import numpy as np
+
+        if not rows:
+            return
+        vectors = from_blobs([row.vector for row in rows])
+        needed = self.count + len(rows)
+        if needed > len(self._ids) or self._vectors.shape[1] != vectors.shape[1]:
+            capacity = max(needed, 2 * len(self._ids), 64)
+            self._ids = _grown(self._ids, capacity)
+            self._session_codes = _grown(self._session_codes, capacity)
+            self._seqs = _grown(self._seqs, capacity)
+            self._last_seqs = _grown(self._last_seqs, capacity)
+            grown = np.zeros((capacity, vectors.shape[1]), np.float32)
+            if self.count:
+                grown[: self.count] = self._vectors[: self.count]
+            self._vectors = grown
+        end = slice(self.count, needed)
+        self._ids[end] = [row.id for row in rows]
+        self._session_codes[end] = [self._code(row.session_id) for row in rows]
+        self._seqs[end] = [-1 if row.seq is None else row.seq for row in rows]
+        self._last_seqs[end] = [-1 if row.last_seq is None else row.last_seq for row in rows]
+        self._vectors[end] = vectors
+        self.count = needed
+
+    def _code(self, session_id: str) -> int:
+        code = self._codes.get(session_id)
+        if code is None:
+            code = self._codes[session_id] = len(self.session_names)
+            self.session_names.append(session_id)
+        return code
+
+
+def _grown(array: np.ndarray[Any, Any], capacity: int) -> np.ndarray[Any, Any]:
+    import numpy as np
+
+    grown = np.zeros(capacity, array.dtype)
+    grown[: len(array)] = array
+    return grown
+
+
+@dataclass
+class OwnerMatrices:
+    """An owner's matrices, with what they were last checked against."""
+
+    matrices: dict[str, Matrix]
+    generation: tuple[int, int]  # the store's `vector_generation` when last brought up to date
+    checked_at: float  # monotonic time of the last count read
 
 
 class DenseIndex:
-    """Per-owner matrices of stored vectors, kept in step with the database."""
+    """Per-owner matrices of stored vectors, kept in step with the database.
+
+    A search asks the database nothing while neither this process has changed the
+    owner's vectors since (`MemoryStore.vector_generation`) nor `RECHECK_SECONDS` have
+    passed (for other processes' writes); then one counting query tells whether rows
+    were only added (read just those) or changed otherwise (read all again).
+    """
 
     def __init__(self, store: MemoryStore, embedder: Embedder) -> None:
         self.store = store
         self.embedder = embedder
-        self._cache: dict[tuple[Owner, str], Matrix] = {}
+        self._cache: dict[Owner, OwnerMatrices] = {}
         self._queries: dict[str, np.ndarray[Any, Any]] = {}
 
     def query_vector(self, query: str) -> np.ndarray[Any, Any]:
@@ -165,10 +299,14 @@ class DenseIndex:
         found = self._queries.get(query)
         if found is None:
             found = self.embedder.embed([query])[0]
-            if len(self._queries) >= QUERY_CACHE:
-                self._queries.pop(next(iter(self._queries)), None)
-            self._queries[query] = found
+            self.remember_query(query, found)
         return found
+
+    def remember_query(self, query: str, vector: np.ndarray[Any, Any]) -> None:
+        """Search `query` with `vector` (a turn's query is its message, embedded once)."""
+        if len(self._queries) >= QUERY_CACHE:
+            self._queries.pop(next(iter(self._queries)), None)
+        self._queries[query] = vector
 
     def has_query_vector(self, query: str) -> bool:
         return query in self._queries
@@ -223,9 +361,7 @@ class DenseIndex:
                 similarity = matrix.vectors @ query_vector
                 above = np.flatnonzero(similarity >= MIN_SIMILARITY)
                 if source == "message" and window_session_id is not None and window_from_seq is not None:
-                    in_window = np.array(
-                        [matrix.sessions[index] == window_session_id for index in above], dtype=bool
-                    )
+                    in_window = matrix.session_codes[above] == matrix.session_code(window_session_id)
                     above = above[~(in_window & (matrix.seqs[above] >= window_from_seq))]
                 depth = min(len(above), candidates)
                 if depth:
@@ -244,30 +380,40 @@ class DenseIndex:
         messages = matrices["message"]
         if window_session_id is None or window_from_seq is None:
             return messages.count > 0
-        return any(
-            session != window_session_id or seq < window_from_seq
-            for session, seq in zip(messages.sessions, messages.seqs.tolist(), strict=True)
+        outside = (messages.session_codes != messages.session_code(window_session_id)) | (
+            messages.seqs < window_from_seq
         )
+        return bool(outside.any())
 
     def matrices(self, owner: Owner) -> dict[str, Matrix]:
-        """The owner's matrices, brought up to date with one counting query (and reads if needed)."""
+        """The owner's matrices, brought up to date when they may have changed (see the class)."""
+        generation = self.store.vector_generation(owner)
+        cached = self._cache.get(owner)
+        now = time.monotonic()
+        if (
+            cached is not None
+            and cached.generation == generation
+            and now - cached.checked_at < RECHECK_SECONDS
+        ):
+            return cached.matrices
         counts = self.store.vector_counts(owner)
         current: dict[str, Matrix] = {}
         for source in SOURCES:
             count, highest = counts.get(source, (0, 0))
-            cached = self._cache.get((owner, source))
-            if cached is not None and (cached.count, cached.highest_id) == (count, highest):
-                current[source] = cached
+            matrix = cached.matrices[source] if cached is not None else None
+            if matrix is not None and (matrix.count, matrix.highest_id) == (count, highest):
+                current[source] = matrix
                 continue
-            fresh = self.store.vectors_after(owner, source, cached.highest_id if cached is not None else 0)
-            if cached is not None and cached.count + len(fresh) == count:
-                matrix = Matrix.of(fresh, cached)  # only rows with higher ids were added
-            elif cached is None:
+            fresh = self.store.vectors_after(owner, source, matrix.highest_id if matrix is not None else 0)
+            if matrix is not None and matrix.count + len(fresh) == count:
+                matrix.extend(fresh)  # only rows with higher ids were added
+            elif matrix is None:
                 matrix = Matrix.of(fresh)
             else:
                 # Rows were removed, moved or filled in below the highest id: read them all again.
                 matrix = Matrix.of(self.store.vectors_after(owner, source, 0))
-            self._cache[(owner, source)] = current[source] = matrix
+            current[source] = matrix
+        self._cache[owner] = OwnerMatrices(current, generation, now)
         return current
 
     @staticmethod
@@ -278,7 +424,7 @@ class DenseIndex:
             id=int(matrix.ids[index]),
             text="",
             label="",
-            session_id=matrix.sessions[index],
+            session_id=matrix.session_names[int(matrix.session_codes[index])],
             seq=None if seq < 0 else seq,
             last_seq=None if last_seq < 0 else last_seq,
             said_at=None,

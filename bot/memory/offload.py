@@ -34,6 +34,7 @@ from bot.storage.boundary import boundary_for
 from bot.storage.index_text import item_index_text
 from bot.storage.memory_store import CursorMoved, MemoryStore, NewMemoryItem, Owner
 from bot.storage.models import ChatSession, Message
+from transcript.kinds import SAID_KINDS
 
 log = logging.getLogger(__name__)
 
@@ -91,11 +92,15 @@ class Offloader:
     def pending(self, session_id: str) -> Pending:
         return measure(slice_after_cursor(self.store, session_id).messages)
 
-    async def offload(self, session: ChatSession, *, force: bool = False) -> OffloadResult | None:
+    async def offload(
+        self, session: ChatSession, *, force: bool = False, embed: bool = True
+    ) -> OffloadResult | None:
         """Offload what is pending, chunk by chunk, while a trigger is reached (or all, with `force`).
 
         None when nothing was due. Raises whatever the distiller raises; the
-        cursor then stays after the last chunk that was stored.
+        cursor then stays after the last chunk that was stored. With `embed` off the
+        chunks are stored without vectors, for the backfill to embed later (the flush
+        at shutdown, which must end in time, leaves the encoder's work to the next start).
         """
         lock = self._locks.setdefault(session.id, asyncio.Lock())
         owner = Owner.of(session)
@@ -106,7 +111,7 @@ class Offloader:
             total: OffloadResult | None = None
             # Each step is a hop off the loop, so a long backlog shares the event loop between chunks.
             while plan is not None:
-                result = await self._offload_chunk(session, expected, plan, reset)
+                result = await self._offload_chunk(session, expected, plan, reset, embed)
                 if result is None:
                     break
                 total = result if total is None else total + result
@@ -154,14 +159,14 @@ class Offloader:
         return [to_new_item(item, plan.chunk) for item in kept], deduped
 
     async def _offload_chunk(
-        self, session: ChatSession, expected_seq: int | None, plan: ChunkPlan, reset: bool
+        self, session: ChatSession, expected_seq: int | None, plan: ChunkPlan, reset: bool, embed: bool
     ) -> OffloadResult | None:
         distilled: list[DistilledItem] = []
         if plan.fresh_blocks:
             distilled = await self.distiller.distill(plan.fresh_blocks, self.settings.max_items)
         new_items, deduped = await self.db.run(self._keep_new, plan, distilled)
         message_vectors: list[tuple[int, bytes]] = []
-        if self.embedder is not None:
+        if self.embedder is not None and embed:
             # Embedding is CPU work (numpy): its own thread, not the event loop or the database's.
             new_items, message_vectors = await off_loop(self._embed, new_items, plan.chunk)
         last = plan.chunk[-1]
@@ -194,7 +199,11 @@ class Offloader:
         self, items: list[NewMemoryItem], chunk: Sequence[Message]
     ) -> tuple[list[NewMemoryItem], list[tuple[int, bytes]]]:
         assert self.embedder is not None
-        said = [message for message in chunk if message.content.strip() and message.id is not None]
+        said = [
+            message
+            for message in chunk
+            if message.kind in SAID_KINDS and message.content.strip() and message.id is not None
+        ]
         texts = [item.content for item in items] + [
             embedded_text(message.sender_name, message.content) for message in said
         ]
@@ -215,6 +224,9 @@ def split_tagged(messages: Sequence[Message]) -> tuple[list[DistilledItem], list
     tagged: list[DistilledItem] = []
     blocks: list[SourceBlock] = []
     for message in messages:
+        if message.kind not in SAID_KINDS:
+            # Tool calls and results are steps of a turn, not something anyone said.
+            continue
         tag = extract_memory_tag(message.content) if message.role == "assistant" else None
         if tag is not None:
             # The model distilled this reply itself; the rest of it is explanation.

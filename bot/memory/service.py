@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from bot.config import MemorySettings
 from bot.memory.backfill import Backfill, BackfillResult
-from bot.memory.dense import DenseIndex, Embedder, off_loop
+from bot.memory.dense import DenseIndex, Embedder, embedded_text, off_loop
 from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller
 from bot.memory.offload import Offloader, OffloadResult
 from bot.memory.recall import Recall, TurnMemory, turn_query, window_start
@@ -32,6 +32,10 @@ log = logging.getLogger(__name__)
 
 # Sessions flushed at once at shutdown.
 SHUTDOWN_FLUSH_PARALLEL = 4
+# Turn queries waiting for their embedding at most (one per turn being assembled).
+QUERY_TEXTS = 256
+# Sessions whose newest turn memory is kept for the context maintenance that follows.
+TURN_MEMORIES = 1024
 
 
 def choose_distiller(provider: ChatProvider, model: str) -> Distiller:
@@ -63,6 +67,10 @@ class MemoryService:
         # Sessions whose offload ran in this process and did not go idle since (with the
         # idle flush off, so is the flush at shutdown).
         self._active: dict[str, ChatSession] = {}
+        # The memory each session's newest context was built with, and what it was built for.
+        self._turn_memory: dict[str, tuple[tuple[str, int | None, tuple[int, int]], TurnMemory]] = {}
+        # What a turn's query is embedded as (its message as the offload embeds it), by query.
+        self._query_texts: dict[str, str] = {}
         self._backfill: asyncio.Task[BackfillResult | None] | None = None
         self._stop_backfill = False
 
@@ -114,9 +122,27 @@ class MemoryService:
     def for_turn(
         self, session: ChatSession, rows: Sequence[TranscriptRow], token_budget: int | None = None
     ) -> TurnMemory:
+        """The snapshot and recalled lines for a context built from `rows`.
+
+        The after-turn context maintenance builds the turn's context again a moment
+        later, for the same newest message: it gets the turn's memory back rather than
+        searching again, unless memory changed since (an offload stored items or
+        vectors). The window then holds the reply too, so at most one message more
+        could have been recalled; what the model saw is what maintenance measures.
+        """
         if not self.settings.enabled:
             return TurnMemory("", ())
-        return self.recall.for_turn(session, rows, token_budget)
+        owner = Owner.of(session)
+        key = (turn_query(rows), token_budget, self.store.vector_generation(owner))
+        found = self._turn_memory.get(session.id)
+        if found is not None and found[0] == key:
+            return found[1]
+        memory = self.recall.for_turn(session, rows, token_budget)
+        self._turn_memory.pop(session.id, None)
+        if len(self._turn_memory) >= TURN_MEMORIES:
+            self._turn_memory.pop(next(iter(self._turn_memory)))
+        self._turn_memory[session.id] = (key, memory)
+        return memory
 
     def query_to_embed(self, session: ChatSession, rows: Sequence[TranscriptRow]) -> str | None:
         """The turn's query, when `for_turn` will search its embedding and it is not embedded yet.
@@ -132,17 +158,30 @@ class MemoryService:
         query = turn_query(rows)
         if not query or dense.has_query_vector(query):
             return None
-        return query if dense.searchable(Owner.of(session), session.id, window_start(rows)) else None
+        if not dense.searchable(Owner.of(session), session.id, window_start(rows)):
+            return None
+        sender = next((row.sender_name for row in reversed(rows) if row.role == "user"), None)
+        if len(self._query_texts) >= QUERY_TEXTS:
+            self._query_texts.pop(next(iter(self._query_texts)))
+        self._query_texts[query] = embedded_text(sender, query)
+        return query
 
     async def embed_query(self, query: str) -> None:
         """Embed a query from `query_to_embed` on the embedding thread (CPU work, off the loop
-        and off the database thread, which then only reads)."""
-        if self.recall.dense is not None:
-            await off_loop(self.recall.dense.query_vector, query)
+        and off the database thread, which then only reads).
 
-    async def flush(self, session: ChatSession) -> OffloadResult | None:
+        The query is embedded as its message is (with its speaker), so the offload that
+        embeds the message reuses this vector instead of running the model again.
+        """
+        dense = self.recall.dense
+        if dense is not None:
+            text = self._query_texts.pop(query, query)
+            vectors = await off_loop(dense.embedder.embed, [text])
+            dense.remember_query(query, vectors[0])
+
+    async def flush(self, session: ChatSession, *, embed: bool = True) -> OffloadResult | None:
         """Offload everything pending for the session, whatever the triggers say."""
-        return count_offload(await self.offloader.offload(session, force=True))
+        return count_offload(await self.offloader.offload(session, force=True, embed=embed))
 
     async def aclose(self) -> None:
         """Shutdown ends the activity of every session offloaded here: flush what is pending."""
@@ -171,6 +210,9 @@ class MemoryService:
     async def _flush_at_shutdown(self, session: ChatSession, slots: asyncio.Semaphore) -> None:
         async with slots:
             try:
-                await self.flush(session)
+                # Distilled and stored now, embedded by the backfill at the next start: the
+                # encoder is the slow part (one thread, tens of ms a message), and a fast chat
+                # leaves more behind than the deadline would let it embed.
+                await self.flush(session, embed=False)
             except Exception:
                 log.exception("memory flush of session %s failed at shutdown", session.id)

@@ -2,11 +2,12 @@
 
 Counts are recomputed from the stored messages after the cursor, so they
 survive restarts and agree between processes. In a chat bot:
-- a turn is one answered exchange: each assistant reply counts one;
+- a turn is one answered exchange: each persona's reply (`transcript.kinds.is_reply`) counts one;
 - a step is each stored turn event: every user or assistant message, including
   group messages recorded without a reply (a busy group where the bot is rarely
   addressed has steps but few turns, as a long tool run has in the seed);
-- characters are those left after the hard filter (code and tool noise do not count).
+- characters are those said (not tool calls and results) left after the hard filter
+  (code and tool noise do not count).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from bot.config import MemorySettings
 from bot.memory.filters import hard_filter
 from bot.storage.models import Message
+from transcript.kinds import SAID_KINDS, is_reply
 
 
 @dataclass(frozen=True)
@@ -32,10 +34,14 @@ class Pending:
 
 def measure(messages: Sequence[Message]) -> Pending:
     return Pending(
-        turns=sum(1 for message in messages if message.role == "assistant"),
-        chars=sum(len(hard_filter(message.content)) for message in messages),
+        turns=sum(1 for message in messages if is_reply(message.kind, message.role)),
+        chars=sum(said_chars(message) for message in messages),
         steps=len(messages),
     )
+
+
+def said_chars(message: Message) -> int:
+    return len(hard_filter(message.content)) if message.kind in SAID_KINDS else 0
 
 
 def should_offload(pending: Pending, settings: MemorySettings) -> bool:
@@ -55,8 +61,8 @@ def first_chunk(messages: Sequence[Message], settings: MemorySettings) -> Sequen
     """
     turns = chars = 0
     for steps, message in enumerate(messages, 1):
-        turns += message.role == "assistant"
-        chars += len(hard_filter(message.content))
+        turns += is_reply(message.kind, message.role)
+        chars += said_chars(message)
         if should_offload(Pending(turns, chars, steps), settings):
             return messages[:steps]
     return messages

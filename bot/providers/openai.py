@@ -191,7 +191,7 @@ class OpenAICompatibleProvider:
                         yield TextDelta(text)
                     return
                 async for batch in iter_event_batches(response.aiter_text()):
-                    # The tokens of one read go on as one delta.
+                    # The tokens of one chunk go on as one delta.
                     pieces: list[str] = []
                     done = False
                     failure: Exception | None = None

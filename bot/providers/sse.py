@@ -1,8 +1,11 @@
-"""Server-sent events: the data of the events in a streamed HTTP response, a batch per read.
+"""Server-sent events: the data of the events in a streamed HTTP response, a batch per chunk.
 
-A model streams a token per event. Under load one network read brings several events,
-and handing them on one at a time costs a pass through every layer above (provider,
-engine, lane) per token; the events completed by one read are handed on together.
+A model streams a token per event. A server or a proxy in front of it may write several
+events in one HTTP chunk (one that buffers its output, one that flushes a batch of tokens),
+and handing them on one at a time costs a pass through every layer above (provider, engine,
+lane) per token; the events one chunk completes are handed on together. httpx hands on a
+chunked response one HTTP chunk at a time, so events sent in separate chunks go on
+separately, even when one network read brought them all.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ LINE_END = re.compile(r"\r\n|\r|\n")
 
 async def iter_event_batches(chunks: AsyncIterable[str]) -> AsyncIterator[list[str]]:
     """Yields the data of the events each received chunk of text completes, in order.
+
+    An event may be cut across chunks anywhere, even inside a line end.
 
     A blank line ends an event, as the SSE spec says. `event:`, `id:` and `retry:` fields
     and `:` comments (keep-alives) are skipped: the chat-completions stream carries

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from typing import ParamSpec, TypeVar
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine as DatabaseEngine
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -38,7 +38,7 @@ THREAD_NAME = "chorus-db"
 
 
 class DatabaseBoundary:
-    def __init__(self, database: Engine) -> None:
+    def __init__(self, database: DatabaseEngine) -> None:
         self.workers = threads_for(database)
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
@@ -70,7 +70,7 @@ class DatabaseBoundary:
             return self._executor
 
 
-def threads_for(database: Engine) -> int:
+def threads_for(database: DatabaseEngine) -> int:
     """One thread for SQLite (a single writer); one per pooled connection otherwise."""
     if database.dialect.name == "sqlite":
         return 1
@@ -78,11 +78,11 @@ def threads_for(database: Engine) -> int:
     return max(1, size()) if callable(size) else 1
 
 
-_BOUNDARIES: weakref.WeakKeyDictionary[Engine, DatabaseBoundary] = weakref.WeakKeyDictionary()
+_BOUNDARIES: weakref.WeakKeyDictionary[DatabaseEngine, DatabaseBoundary] = weakref.WeakKeyDictionary()
 _REGISTRY_LOCK = threading.Lock()
 
 
-def boundary_for(database: Engine) -> DatabaseBoundary:
+def boundary_for(database: DatabaseEngine) -> DatabaseBoundary:
     """The one boundary of `database`: every store built on it shares its threads."""
     with _REGISTRY_LOCK:
         found = _BOUNDARIES.get(database)

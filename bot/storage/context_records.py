@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import bindparam, func, or_, update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -67,7 +67,7 @@ class ContextView:
 
 
 class ContextRecords:
-    def __init__(self, database: Engine) -> None:
+    def __init__(self, database: DatabaseEngine) -> None:
         self.database = database
 
     def _session(self) -> Session:

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, exc
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Engine as DatabaseEngine
+from sqlalchemy.engine import make_url
 from sqlmodel import Session, create_engine
 
 # A pooled PostgreSQL connection idle this long is pinged before it is used again: a
@@ -18,7 +19,7 @@ PING_AFTER_IDLE_SECONDS = 10.0
 _IDLE_SINCE = "chorus_idle_since"
 
 
-def create_database_engine(database_url: str) -> Engine:
+def create_database_engine(database_url: str) -> DatabaseEngine:
     """An engine for `database_url`; SQLite files get WAL and a busy timeout."""
     url = make_url(database_url)
     if url.get_backend_name() != "sqlite":
@@ -34,7 +35,7 @@ def create_database_engine(database_url: str) -> Engine:
     return engine
 
 
-def _ping_when_idle(engine: Engine) -> None:
+def _ping_when_idle(engine: DatabaseEngine) -> None:
     """Ping a pooled connection before use only if it sat idle for `PING_AFTER_IDLE_SECONDS`."""
 
     def note_idle(_dbapi_connection: Any, record: Any) -> None:
@@ -65,6 +66,6 @@ def _configure_sqlite(connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def open_session(engine: Engine) -> Session:
+def open_session(engine: DatabaseEngine) -> Session:
     # Objects stay readable after commit: callers get plain values back.
     return Session(engine, expire_on_commit=False)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import bindparam, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy.engine import Engine as DatabaseEngine
 
 from bot.storage.delivery_models import Delivery
 from bot.storage.models import table_of, utcnow
@@ -18,15 +18,14 @@ SET_DRAFT = (
     .where(DELIVERIES.c.ingest_key == bindparam("key"))
     .values(draft_id=bindparam("draft"), updated_at=bindparam("touched_at"))
 )
-MARK_DELIVERED = (
-    update(DELIVERIES)
-    .where(DELIVERIES.c.ingest_key == bindparam("key"), DELIVERIES.c.state == "replied")
-    .values(state="delivered", updated_at=bindparam("touched_at"))
+# A turn whose reply the lane showed in full leaves nothing to repair: its row goes.
+DROP_DELIVERED = delete(DELIVERIES).where(
+    DELIVERIES.c.ingest_key == bindparam("key"), DELIVERIES.c.state == "replied"
 )
 
 
 class DeliveryStore:
-    def __init__(self, database: Engine) -> None:
+    def __init__(self, database: DatabaseEngine) -> None:
         self.database = database
 
     def note_draft(self, key: str, draft_id: str) -> None:
@@ -35,9 +34,13 @@ class DeliveryStore:
             connection.execute(SET_DRAFT, {"key": key, "draft": draft_id, "touched_at": utcnow()})
 
     def delivered(self, key: str) -> None:
-        """The lane showed the stored reply in full."""
+        """The lane showed the stored reply in full: the turn's delivery state is dropped.
+
+        Its reply is stored, so a re-delivered copy of the message is still answered
+        once (`Store.reply_to`); only turns that can still be repaired keep a row.
+        """
         with self.database.begin() as connection:
-            connection.execute(MARK_DELIVERED, {"key": key, "touched_at": utcnow()})
+            connection.execute(DROP_DELIVERED, {"key": key})
 
     def unfinished(self, since: datetime, lanes: Iterable[str], exclude_owner: str) -> list[Delivery]:
         """Turns since `since` on `lanes` not answered, or answered with a draft not yet final."""

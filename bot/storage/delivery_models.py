@@ -13,7 +13,8 @@ class Delivery(SQLModel, table=True):
     """One turn a person asked for: the user message, where its answer goes, how far it got.
 
     `state`: `open` (being answered, or left unanswered by a process that died),
-    `replied` (the reply is stored; the lane may still be showing it), `delivered`,
+    `replied` (the reply is stored; the lane may still be showing it), `delivered`
+    (set by recovery; a lane that shows a reply in full drops the row instead),
     `recovered`, `noticed` (the person was told it went unanswered), `failed`.
     `owner` is the process answering it; a process that finds an `open` turn of a
     dead owner may claim it, and the claim is one conditional UPDATE, so two

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from sqlalchemy import bindparam, delete, func, update
 from sqlalchemy import select as sa_select
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -37,7 +37,7 @@ LINK_CODE_LENGTH = 8
 class IdentityStore:
     """Reads and writes of persons, accounts and link codes."""
 
-    def __init__(self, database: Engine) -> None:
+    def __init__(self, database: DatabaseEngine) -> None:
         self.database = database
 
     def _session(self) -> Session:

@@ -16,7 +16,8 @@ from typing import Protocol
 
 from sqlalchemy import bindparam, delete, func, select, text, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlalchemy.exc import IntegrityError
 
 from bot.storage.job_models import QueuedJob
@@ -111,7 +112,7 @@ NEXT_CLAIMABLE = select(func.min(JOBS.c.run_after)).where(
 class SqliteJobs:
     """The `jobs` table: the sink the store writes to and the queue the local runner reads."""
 
-    def __init__(self, database: Engine) -> None:
+    def __init__(self, database: DatabaseEngine) -> None:
         self.database = database
 
     def enqueue(self, connection: Connection, requests: Sequence[JobRequest]) -> None:
@@ -179,7 +180,7 @@ class SqliteJobs:
         return found.replace(tzinfo=UTC) if found is not None and found.tzinfo is None else found
 
 
-def procrastinate_jobs_count(database: Engine, queue: str, due_by: datetime | None = None) -> int:
+def procrastinate_jobs_count(database: DatabaseEngine, queue: str, due_by: datetime | None = None) -> int:
     """procrastinate's jobs in `queue` waiting or running (only those due by `due_by`, when given)."""
     query = text(
         "SELECT count(*) FROM procrastinate_jobs WHERE queue_name = :queue AND status IN ('todo', 'doing')"

@@ -7,6 +7,9 @@ transaction: either both are stored or neither is.
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -14,13 +17,14 @@ from typing import Any
 
 from sqlalchemy import bindparam, delete, func, text, update
 from sqlalchemy import select as sa_select
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlmodel import Session, col, select
 
 from bot.storage.database import open_session
 from bot.storage.index_text import owner_token
 from bot.storage.memory_models import MemoryCursor, MemoryItem, MessageEmbedding
 from bot.storage.models import ChatSession, Message, table_of, utcnow
+from transcript.kinds import CONVERSATION_KINDS, SAID_KINDS
 
 ITEMS = table_of(MemoryItem)
 NEWEST_ITEMS = (
@@ -37,7 +41,7 @@ CONVERSATION_AFTER = (
     .where(
         MESSAGES.c.session_id == bindparam("session_id"),
         MESSAGES.c.seq > bindparam("after_seq"),
-        MESSAGES.c.role != "system",
+        MESSAGES.c.kind.in_(sorted(CONVERSATION_KINDS)),
     )
     .order_by(MESSAGES.c.seq)
 )
@@ -113,12 +117,53 @@ class UnembeddedMessage:
     owner: Owner
 
 
+class VectorChanges:
+    """How often this process changed each owner's stored vectors, per database.
+
+    Dense recall keeps each owner's vectors in memory and asks the database again only
+    when this process wrote to them (or, for other processes' writes, after a while):
+    a turn then reads no vector counts at all. `ALL` counts changes whose owners are not
+    known (a backfill, a merge of two persons).
+    """
+
+    ALL = "*"
+
+    def __init__(self) -> None:
+        self._counts: weakref.WeakKeyDictionary[DatabaseEngine, dict[tuple[str, str], int]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    def note(self, database: DatabaseEngine, owner: Owner | None) -> None:
+        key = (owner.kind, owner.id) if owner is not None else (self.ALL, self.ALL)
+        with self._lock:
+            counts = self._counts.setdefault(database, defaultdict(int))
+            counts[key] += 1
+
+    def generation(self, database: DatabaseEngine, owner: Owner) -> tuple[int, int]:
+        with self._lock:
+            counts = self._counts.get(database, {})
+            return counts.get((owner.kind, owner.id), 0), counts.get((self.ALL, self.ALL), 0)
+
+
+VECTOR_CHANGES = VectorChanges()
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """What memory has not caught up with yet, for one owner."""
+
+    messages: int  # conversation messages after their session's offload cursor
+    sessions: int  # sessions they belong to
+    unembedded: int  # offloaded messages with no vector (a backfill or reindex embeds them)
+
+
 class CursorMoved(Exception):
     """Another worker offloaded the same range first; this batch is dropped."""
 
 
 class MemoryStore:
-    def __init__(self, database: Engine) -> None:
+    def __init__(self, database: DatabaseEngine) -> None:
         self.database = database
 
     def _session(self) -> Session:
@@ -226,6 +271,8 @@ class MemoryStore:
                 )
             )
             db.commit()
+        if written or merged or message_vectors:
+            VECTOR_CHANGES.note(self.database, owner)
         return CommitCounts(written=written, merged=merged)
 
     def _advance(
@@ -310,7 +357,8 @@ class MemoryStore:
                 )
             )
             db.commit()
-            return bool(removed.rowcount)  # type: ignore[attr-defined]
+        VECTOR_CHANGES.note(self.database, owner)
+        return bool(removed.rowcount)  # type: ignore[attr-defined]
 
     def totals(self, owner: Owner) -> dict[str, int]:
         """Offload counters summed over the owner's sessions."""
@@ -432,6 +480,20 @@ class MemoryStore:
                         for message, vector in messages
                     ],
                 )
+        VECTOR_CHANGES.note(self.database, None)
+
+    def backlog(self, owner: Owner, *, dense: bool) -> Backlog:
+        """Messages of the owner the offload has not reached, and (with `dense`) offloaded
+        ones without a vector: recall finds them by full text only, without their items."""
+        params = {"owner_kind": owner.kind, "owner_id": owner.id}
+        with self.database.connect() as connection:
+            messages, sessions = connection.execute(_NOT_OFFLOADED, params).one()
+            unembedded = connection.execute(_NOT_EMBEDDED, params).scalar_one() if dense else 0
+        return Backlog(int(messages), int(sessions), int(unembedded))
+
+    def vector_generation(self, owner: Owner) -> tuple[int, int]:
+        """Changes this process made to the owner's vectors (see `VectorChanges`)."""
+        return VECTOR_CHANGES.generation(self.database, owner)
 
     def hits_by_id(
         self,
@@ -489,6 +551,8 @@ _MESSAGE_COLUMNS = (
     "'message' AS source, g.id AS id, g.content AS content, g.role AS label, g.session_id AS session_id, "
     "g.seq AS seq, g.seq AS last_seq, g.created_at AS said_at, g.sender_name AS sender_name"
 )
+# What was said (search and embeddings), not tool calls and results.
+_IS_SAID = f"g.kind IN ({', '.join(repr(kind) for kind in sorted(SAID_KINDS))})"
 _OUTSIDE_WINDOW = "NOT (g.session_id = :window_session AND g.seq >= :window_from)"
 # bm25() is lower-is-better; it is negated so both backends rank by a higher score.
 # The owner column gets weight 0: it narrows the match and takes no part in ranking.
@@ -525,7 +589,7 @@ _POSTGRES_SEARCH = {
             "FROM messages_fts f JOIN messages g ON g.id = f.message_id "
             "JOIN sessions s ON s.id = g.session_id "
             f"WHERE {_POSTGRES_MESSAGE_TEXT} @@ to_tsquery('simple', :query) "
-            "AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND g.role != 'system' "
+            f"AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_IS_SAID} "
             f"AND {_OUTSIDE_WINDOW} ORDER BY score DESC LIMIT :candidates"
         ),
     }.items()
@@ -546,6 +610,18 @@ _VECTOR_COUNTS = text(
     "UNION ALL SELECT 'message', count(*), coalesce(max(message_id), 0) FROM message_embeddings "
     "WHERE owner_kind = :owner_kind AND owner_id = :owner_id"
 )
+_OWNER_MESSAGES = (
+    "FROM messages g JOIN sessions s ON s.id = g.session_id "
+    "LEFT JOIN memory_cursors c ON c.session_id = g.session_id "
+    "WHERE s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND g.role != 'system' "
+)
+_NOT_OFFLOADED = text(
+    f"SELECT count(*), count(DISTINCT g.session_id) {_OWNER_MESSAGES}AND g.seq > coalesce(c.last_seq, 0)"
+)
+_NOT_EMBEDDED = text(
+    f"SELECT count(*) {_OWNER_MESSAGES}AND g.seq <= c.last_seq AND g.content != '' "
+    "AND NOT EXISTS (SELECT 1 FROM message_embeddings e WHERE e.message_id = g.id)"
+)
 _ITEMS_WITHOUT_VECTOR = text(
     "SELECT id, content FROM memory_items WHERE embedding IS NULL AND id > :after ORDER BY id LIMIT :limit"
 )
@@ -554,7 +630,7 @@ _MESSAGES_WITHOUT_VECTOR = text(
     "JOIN sessions s ON s.id = g.session_id "
     "JOIN memory_cursors c ON c.session_id = g.session_id AND g.seq <= c.last_seq "
     "LEFT JOIN message_embeddings e ON e.message_id = g.id "
-    "WHERE e.message_id IS NULL AND g.role != 'system' AND g.id > :after ORDER BY g.id LIMIT :limit"
+    f"WHERE e.message_id IS NULL AND {_IS_SAID} AND g.id > :after ORDER BY g.id LIMIT :limit"
 )
 _SET_ITEM_VECTOR = text("UPDATE memory_items SET embedding = :vector WHERE id = :id AND embedding IS NULL")
 _ADD_MESSAGE_VECTOR = text(

@@ -16,7 +16,8 @@ from typing import Any, cast
 
 from sqlalchemy import bindparam, func, insert, update
 from sqlalchemy import select as sa_select
-from sqlalchemy.engine import Engine, Row
+from sqlalchemy.engine import Engine as DatabaseEngine
+from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -27,6 +28,16 @@ from bot.storage.jobs import JobRequest, JobSink, JobSpec
 from bot.storage.models import Attachment, ChatSession, Message, as_utc, table_of, utcnow
 from bot.storage.sanitise import clean_optional, clean_text
 from transcript import AttachmentRef, TranscriptRow
+from transcript.kinds import (
+    CONVERSATION_KINDS,
+    REPLY_KIND,
+    SAID_KINDS,
+    MessageKind,
+    Role,
+    Status,
+    check_row,
+    is_reply,
+)
 from transcript.rows import AttachmentKind
 
 SESSIONS = table_of(ChatSession)
@@ -45,7 +56,10 @@ ROW_COLUMNS = (
     MESSAGES.c.token_count,
     MESSAGES.c.attachment_count,
     MESSAGES.c.created_at,
+    MESSAGES.c.kind,
 )
+# The rows of the conversation (what the model sees), as opposed to stored events.
+IS_CONVERSATION = MESSAGES.c.kind.in_(sorted(CONVERSATION_KINDS))
 # The statements of every turn are built once: SQLAlchemy then only binds values,
 # which costs a fraction of building a statement per call.
 BUMP_SEQUENCE = (
@@ -94,7 +108,7 @@ RECENT_ROWS = (
     .where(
         MESSAGES.c.session_id == bindparam("session_id"),
         MESSAGES.c.seq > bindparam("after_seq"),
-        MESSAGES.c.role != "system",
+        IS_CONVERSATION,
     )
     .order_by(MESSAGES.c.seq.desc())
     .limit(bindparam("limit"))
@@ -130,7 +144,7 @@ class DeliveryTarget:
 class NewMessage:
     """Everything needed to append one message to a session."""
 
-    role: str
+    role: Role
     content: str
     token_count: int
     persona_id: str | None = None
@@ -140,7 +154,7 @@ class NewMessage:
     platform_chat_id: str | None = None
     platform_message_id: str | None = None
     reply_to_id: int | None = None
-    status: str = "complete"
+    status: Status = "complete"
     created_at: datetime | None = None
     attachments: tuple[NewAttachment, ...] = ()
     # False for imported copies: they keep their platform ids but no idempotency key.
@@ -149,6 +163,8 @@ class NewMessage:
     delivery: DeliveryTarget | None = None
     # Jobs to run after this message, enqueued in the transaction that stores it.
     jobs: tuple[JobSpec, ...] = ()
+    # What the row is: a conversation message, or an event (see `transcript.kinds`).
+    kind: MessageKind = "message"
 
 
 @dataclass(frozen=True)
@@ -158,10 +174,11 @@ class StoredMessage:
     id: int
     seq: int
     session_id: str
-    role: str
+    role: Role
     content: str
     persona_id: str | None
-    status: str
+    status: Status
+    kind: MessageKind
 
 
 class DuplicateMessage(Exception):
@@ -175,7 +192,7 @@ class DuplicateMessage(Exception):
 class MessageStore:
     """Reads and writes of messages and their attachments."""
 
-    def __init__(self, database: Engine, jobs: JobSink | None = None) -> None:
+    def __init__(self, database: DatabaseEngine, jobs: JobSink | None = None) -> None:
         self.database = database
         # Where the jobs a message asks for go (None: this store takes no such message).
         self.jobs = jobs
@@ -200,6 +217,8 @@ class MessageStore:
         )
         if message.jobs and self.jobs is None:
             raise ValueError("this store has no job queue for the jobs the message asks for")
+        # A row no reader knows is refused here, before it is stored.
+        check_row(message.kind, message.role, message.status)
         documents = sum(1 for attachment in message.attachments if attachment.kind == "document")
         content = clean_text(message.content)
         sender_name = clean_optional(message.sender_name)
@@ -219,6 +238,7 @@ class MessageStore:
             "attachment_count": len(message.attachments),
             "status": message.status,
             "created_at": created_at,
+            "kind": message.kind,
         }
         try:
             with self.database.begin() as connection:
@@ -227,7 +247,8 @@ class MessageStore:
                     {"target_session": session_id, "new_documents": documents, "touched_at": created_at},
                 ).one()
                 message_id = connection.execute(INSERT_MESSAGE, {"seq": seq, **values}).scalar_one()
-                if message.role != "system":
+                # Search finds what was said, not the events around it.
+                if message.kind in SAID_KINDS:
                     index_row = {
                         "id": message_id,
                         "owner": owner_token(owner_kind, owner_id),
@@ -256,7 +277,7 @@ class MessageStore:
                             "updated_at": created_at,
                         },
                     )
-                elif message.role == "assistant" and message.reply_to_id is not None:
+                elif is_reply(message.kind, message.role) and message.reply_to_id is not None:
                     # The reply and the end of its turn's open state commit together.
                     connection.execute(
                         CLOSE_DELIVERY, {"answered_message": message.reply_to_id, "touched_at": created_at}
@@ -308,6 +329,7 @@ class MessageStore:
             content=content,
             persona_id=message.persona_id,
             status=message.status,
+            kind=message.kind,
         )
 
     def find_platform_message(
@@ -320,11 +342,15 @@ class MessageStore:
             return db.exec(select(Message).where(Message.ingest_key == key)).first()
 
     def reply_to(self, message_id: int) -> Message | None:
-        """The assistant reply stored for a user message, if there is one."""
+        """The persona's reply stored for a user message (see `is_reply`), if there is one."""
         with self._session() as db:
             return db.exec(
                 select(Message)
-                .where(Message.reply_to_id == message_id, Message.role == "assistant")
+                .where(
+                    Message.reply_to_id == message_id,
+                    Message.kind == REPLY_KIND,
+                    Message.role == "assistant",
+                )
                 .order_by(col(Message.id).desc())
             ).first()
 
@@ -360,6 +386,7 @@ class MessageStore:
                 status=row.status,
                 token_count=row.token_count,
                 created_at=as_utc(row.created_at).isoformat(),
+                kind=row.kind,
             )
             for row in found
         ]
@@ -368,7 +395,7 @@ class MessageStore:
         """Seq and time of the session's newest conversation message (no `system` events)."""
         query = (
             sa_select(MESSAGES.c.seq, MESSAGES.c.created_at)
-            .where(MESSAGES.c.session_id == session_id, MESSAGES.c.role != "system")
+            .where(MESSAGES.c.session_id == session_id, IS_CONVERSATION)
             .order_by(MESSAGES.c.seq.desc())
             .limit(1)
         )
@@ -387,7 +414,7 @@ class MessageStore:
                 MESSAGES.c.session_id == session_id,
                 MESSAGES.c.seq > after_seq,
                 MESSAGES.c.seq < before_seq,
-                MESSAGES.c.role != "system",
+                IS_CONVERSATION,
             )
         )
         for first, last in skip:
@@ -403,7 +430,7 @@ class MessageStore:
                     select(Message)
                     .where(
                         Message.session_id == session_id,
-                        Message.role != "system",
+                        col(Message.kind).in_(sorted(CONVERSATION_KINDS)),
                         Message.seq >= first_seq,
                         Message.seq <= last_seq,
                     )
@@ -495,13 +522,13 @@ class MessageStore:
                 .values(text=clean_text(text))
             )
 
-    def has_event(self, session_id: str, prefix: str) -> bool:
-        """Whether the session holds a stored event (a `system` row) starting with `prefix`."""
+    def has_event(self, session_id: str, kind: MessageKind, prefix: str) -> bool:
+        """Whether the session holds a stored event of `kind` whose text starts with `prefix`."""
         query = (
             sa_select(MESSAGES.c.id)
             .where(
                 MESSAGES.c.session_id == session_id,
-                MESSAGES.c.role == "system",
+                MESSAGES.c.kind == kind,
                 MESSAGES.c.content.startswith(prefix, autoescape=True),
             )
             .limit(1)
@@ -533,17 +560,19 @@ def ingest_key(lane: str | None, chat_id: str | None, platform_message_id: str |
 
 
 def transcript_row(message: Message, attachments: Sequence[Attachment | Row[Any]]) -> TranscriptRow:
+    kind, role, status = check_row(message.kind, message.role, message.status)
     return TranscriptRow(
         seq=message.seq,
-        role=message.role,
+        role=role,
         content=message.content,
         persona_id=message.persona_id,
         sender_id=message.sender_id,
         sender_name=message.sender_name,
         attachments=tuple(attachment_ref(attachment) for attachment in attachments),
-        status=message.status,
+        status=status,
         token_count=message.token_count,
         created_at=as_utc(message.created_at).isoformat(),
+        kind=kind,
     )
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import inspect, text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine as DatabaseEngine
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -38,7 +38,7 @@ def head_revision() -> str:
     return max(path.stem for path in VERSIONS_DIR.glob("[0-9][0-9][0-9][0-9]_*.py"))
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
+def upgrade(engine: DatabaseEngine, revision: str = "head") -> None:
     """Bring the database at `engine` up to `revision`."""
     if revision == "head" and current_revision(engine) == head_revision():
         return
@@ -54,7 +54,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         command.upgrade(config, revision)
 
 
-def current_revision(engine: Engine) -> str | None:
+def current_revision(engine: DatabaseEngine) -> str | None:
     with engine.connect() as connection:
         if not inspect(connection).has_table("alembic_version"):
             return None
@@ -63,6 +63,6 @@ def current_revision(engine: Engine) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-def is_current(engine: Engine) -> bool:
+def is_current(engine: DatabaseEngine) -> bool:
     """Whether the database is at the head revision, read without loading Alembic."""
     return current_revision(engine) == head_revision()

@@ -89,7 +89,11 @@ class ChatSession(SQLModel, table=True):
 
 
 class Message(SQLModel, table=True):
-    """One stored message. `system` rows are events that never reach the model."""
+    """One stored message: a conversation message or an event (`kind`, see `transcript.kinds`).
+
+    Events are `system` rows that never reach the model. `role`, `kind` and `status` hold
+    values of the closed sets in `transcript.kinds`; `MessageStore.append` checks them.
+    """
 
     __tablename__ = "messages"
     __table_args__ = (UniqueConstraint("session_id", "seq"),)
@@ -115,6 +119,7 @@ class Message(SQLModel, table=True):
     attachment_count: int = 0
     status: str = Field(default="complete", max_length=16)
     created_at: datetime = Field(default_factory=utcnow)
+    kind: str = Field(default="message", max_length=24)
 
 
 class Attachment(SQLModel, table=True):

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import func, or_
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlmodel import Session, col, select
 
 from bot.storage.context_models import ContextRecord, ContextSnip
 from bot.storage.database import open_session
 from bot.storage.memory_models import MemoryItem
 from bot.storage.models import Account, ChatSession, GroupRoute, Message
+from transcript.kinds import REPLY_KIND
 
 ITEM_LIMIT = 500
 
@@ -33,7 +34,7 @@ class ConversationRow:
 
 
 class Overview:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: DatabaseEngine) -> None:
         self.engine = engine
 
     def _session(self) -> Session:
@@ -149,7 +150,7 @@ class Overview:
                 persona_id or "": int(count)
                 for persona_id, count in db.exec(
                     select(Message.persona_id, func.count())
-                    .where(Message.role == "assistant")
+                    .where(Message.role == "assistant", Message.kind == REPLY_KIND)
                     .group_by(col(Message.persona_id))
                 )
             }

@@ -22,10 +22,16 @@ import bot.storage.tables  # noqa: F401  (every table in the metadata, for _owne
 from bot.search_terms import jaccard, search_text, similarity_tokens
 from bot.storage.index_text import INDEX_MESSAGE, UNINDEX_MESSAGE, owner_token
 from bot.storage.memory_models import MemoryItem
+from bot.storage.memory_store import VECTOR_CHANGES
 from bot.storage.models import Account, ChatSession, LinkCode, Message, Person, table_of
+from transcript.kinds import CONVERSATION_KINDS, SAID_KINDS
 
 ITEMS = table_of(MemoryItem)
 PERSON = "person"
+# The messages search indexes and a session's activity counts: the conversation, not its events.
+_IS_CONVERSATION = col(Message.kind).in_(sorted(CONVERSATION_KINDS))
+# The messages the full-text index holds: what was said, not tool calls and results.
+_IS_SAID = col(Message.kind).in_(sorted(SAID_KINDS))
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,8 @@ def merge_persons(db: Session, source_id: str, target_id: str, dedup_threshold: 
     db.execute(update(LinkCode).where(col(LinkCode.person_id) == source_id).values(person_id=target_id))
     db.execute(update(Person).where(col(Person.id) == target_id).values(active_session_id=continuing))
     db.execute(delete(Person).where(col(Person.id) == source_id))
+    # Both persons' vectors moved: dense recall reads them again.
+    VECTOR_CHANGES.note(db.get_bind(), None)  # type: ignore[arg-type]
     return PersonMerge(
         person_id=target_id,
         continuing_session_id=continuing,
@@ -97,8 +105,8 @@ def _continuing_session(
 ) -> tuple[str | None, str | None]:
     """(continuing, set aside): the session with the newest message continues.
 
-    Commands are stored as `system` rows and do not count, or the `/link CODE` just sent would
-    always decide. On a tie, or when neither has messages, the code's person keeps theirs. A
+    Only the conversation counts (`transcript.kinds`): commands are events, or the `/link CODE`
+    just sent would always decide. On a tie, or when neither has messages, the code's person keeps theirs. A
     losing session without messages is not worth mentioning, so it is not reported as set aside.
     """
     if target_session is None or source_session is None or target_session == source_session:
@@ -113,7 +121,7 @@ def _continuing_session(
 def _last_activity(db: Session, session_id: str) -> tuple[int, Any]:
     # (0, None) sorts before any (1, time): a session without messages never wins.
     newest = db.exec(
-        select(func.max(Message.created_at)).where(Message.session_id == session_id, Message.role != "system")
+        select(func.max(Message.created_at)).where(Message.session_id == session_id, _IS_CONVERSATION)
     ).one()
     return (0, None) if newest is None else (1, newest)
 
@@ -128,9 +136,7 @@ def _reindex_messages(db: Session, session_ids: Sequence[str], source_id: str, t
     if not session_ids or db.get_bind().dialect.name != "sqlite":
         return
     rows = db.exec(
-        select(Message.id, Message.content).where(
-            col(Message.session_id).in_(session_ids), Message.role != "system"
-        )
+        select(Message.id, Message.content).where(col(Message.session_id).in_(session_ids), _IS_SAID)
     ).all()
     if not rows:
         return

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import bindparam, delete, func, insert, update
 from sqlalchemy import select as sa_select
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -56,7 +56,7 @@ KNOWN_PRIVATE_ROUTE = (
 class SessionStore:
     """Reads and writes of sessions and of the routes (person, group chat) that point at them."""
 
-    def __init__(self, database: Engine) -> None:
+    def __init__(self, database: DatabaseEngine) -> None:
         self.database = database
 
     def _session(self) -> Session:

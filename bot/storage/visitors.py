@@ -12,7 +12,7 @@ import secrets
 from datetime import timedelta
 
 from sqlalchemy import bindparam, delete, exists, select
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine as DatabaseEngine
 
 from bot.storage.database import open_session
 from bot.storage.models import Account, ChatSession, Person, VisitorToken, new_id, table_of, utcnow
@@ -63,7 +63,7 @@ IDLE_VISITORS = (
 class VisitorStore:
     """Reads and writes of web visitor tokens."""
 
-    def __init__(self, database: Engine) -> None:
+    def __init__(self, database: DatabaseEngine) -> None:
         self.database = database
 
     def create_visitor(self) -> tuple[str, str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing, nullcontext
 from dataclasses import dataclass, replace
@@ -54,6 +53,7 @@ from bot.turns.routing import Route, resolve_route
 from bot.turns.stops import RunningTurn, RunningTurns
 from persona import Persona, PersonaRegistry
 from transcript import Context, count_tokens
+from transcript.kinds import MessageKind, Status
 
 log = logging.getLogger(__name__)
 
@@ -65,16 +65,13 @@ QUOTE_CHARS = 200
 # Lanes whose turns a restart can finish: they reach the person without the process
 # that took the message (the terminal's person is gone with it).
 RECOVERABLE_LANES = frozenset({"telegram", "discord", "web"})
-# Stored `system` rows of a command and of its answer start with these.
-COMMAND_EVENT = "command: "
-COMMAND_REPLY_EVENT = "command reply: "
 # Ends the text of a reply the person stopped, so every lane shows it as stopped.
 STOPPED_NOTE = "[Stopped.]"
 # Ends the text of a reply cut because the process was shutting down.
 SHUTDOWN_NOTE = "[Cut off: the server was restarting. Send your message again to get a full answer.]"
 RESTARTING_MESSAGE = "Chorus is restarting, so this message was not answered. Please send it again soon."
 # A stored event: the person was told why their voice notes are not understood (once a conversation).
-VOICE_NOTICE_EVENT = "notice: voice notes not understood: "
+VOICE_NOTICE_EVENT = "voice notes not understood: "
 OVERFLOW_MESSAGE = (
     "This conversation has grown too large for the model, even after folding older "
     "messages. Your message is saved; try /compact, /snip some messages, or /new."
@@ -104,7 +101,7 @@ class RecognisedCommand(Protocol):
         ...
 
     async def run(
-        self, engine: Engine, inbound: InboundMessage, route: Route, session: ChatSession
+        self, engine: TurnEngine, inbound: InboundMessage, route: Route, session: ChatSession
     ) -> CommandAnswer: ...
 
 
@@ -145,7 +142,7 @@ class TurnPlan:
         )
 
 
-class Engine:
+class TurnEngine:
     def __init__(
         self,
         *,
@@ -156,32 +153,38 @@ class Engine:
         attachments: AttachmentStore,
         assembler: ContextAssembler,
         commands: Commands,
-        hearing: Hearing | None = None,
-        speaking: Speaking | None = None,
+        locks: SessionLocks,
+        jobs: AfterTurnJobs,
+        after_turn: tuple[JobSpec, ...],
+        overflow_handler: OverflowHandler | None,
+        instance_id: str,
+        hearing: Hearing,
+        speaking: Speaking,
     ) -> None:
         self.settings = settings
         self.stores = stores
         self.personas = personas
         self.provider = provider
         self.attachments = attachments
-        self.hearing = hearing or Hearing(None, settings.data_dir, settings.limits.audio_max_seconds)
-        # What lanes ask to speak a reply with (`/voice on`).
-        self.speaking = speaking or Speaking(None)
+        # Voice notes heard as they are stored; replies spoken for lanes (`/voice on`).
+        self.hearing = hearing
+        self.speaking = speaking
         self.commands = commands
         self.assembler = assembler
-        self.locks = SessionLocks()
+        self.locks = locks
         self.running = RunningTurns()
         # Names this process in the delivery state of the turns it answers.
-        self.instance_id = uuid.uuid4().hex
+        self.instance_id = instance_id
         self.deliveries = stores.deliveries
         # Every store call of a turn goes through here: the event loop never waits on SQL.
         self.db = boundary_for(stores.database)
         # User messages this process's recovery is answering: a re-delivered copy waits for it.
         self.recovering: set[int] = set()
         # The jobs a stored reply (or recorded message) enqueues, and the queue that runs them.
-        self.after_turn: tuple[JobSpec, ...] = ()
-        self.jobs: AfterTurnJobs | None = None
-        self.overflow_handler: OverflowHandler | None = None
+        self.after_turn = after_turn
+        self.jobs = jobs
+        # Frees room when the model rejects a context as too large; None: the turn fails at once.
+        self.overflow_handler = overflow_handler
 
     # --- the public API lanes call ---------------------------------------------
 
@@ -243,7 +246,7 @@ class Engine:
                     await self.db.run(self.stores.sessions.refresh, route.session),
                 )
                 # The answer is part of the conversation people saw, so a reload shows it again.
-                await self._store_event(route.session, f"{COMMAND_REPLY_EVENT}{answer.text}")
+                await self._store_event(route.session, "command_reply", answer.text)
             yield Reply(
                 kind="command" if answer.ok else "error",
                 text=answer.text,
@@ -359,13 +362,12 @@ class Engine:
 
     async def drain(self) -> None:
         """Wait until no after-turn job is due or running (tests, benchmarks)."""
-        if self.jobs is not None:
-            await self.jobs.drain()
+        await self.jobs.drain()
 
     @property
     def pending_jobs(self) -> int:
         """After-turn jobs due or running."""
-        return self.jobs.pending() if self.jobs is not None else 0
+        return self.jobs.pending()
 
     def persona_for(self, session: ChatSession) -> Persona:
         return self.personas.resolve(session.persona_id)
@@ -496,9 +498,9 @@ class Engine:
         """The notice for a voice note not understood, the first time in this conversation only."""
         if unheard is None:
             return None
-        if await self.db.run(self.stores.messages.has_event, session.id, VOICE_NOTICE_EVENT):
+        if await self.db.run(self.stores.messages.has_event, session.id, "note", VOICE_NOTICE_EVENT):
             return None
-        await self._store_event(session, f"{VOICE_NOTICE_EVENT}{unheard.reason}")
+        await self._store_event(session, "note", f"{VOICE_NOTICE_EVENT}{unheard.reason}")
         return unheard.notice()
 
     async def _generate(self, plan: TurnPlan) -> AsyncGenerator[TurnEvent, None]:
@@ -532,7 +534,7 @@ class Engine:
                         and await self.overflow_handler(session, context)
                     )
                     if not recovered:
-                        await self._store_event(session, "error: context overflow")
+                        await self._store_event(session, "error", "context overflow")
                         await self.db.run(self.deliveries.finish, plan.user_message_id, "failed")
                         yield self._error(plan, OVERFLOW_MESSAGE)
                         finished = True
@@ -551,7 +553,7 @@ class Engine:
             yield plan.reply(notice, stored, "interrupted")
         except ProviderError as error:
             finished = True
-            await self._store_event(session, f"error: {error}")
+            await self._store_event(session, "error", str(error))
             await self.db.run(self.deliveries.finish, plan.user_message_id, "failed")
             yield self._error(plan, f"{error} Your message is saved.")
         finally:
@@ -560,7 +562,7 @@ class Engine:
                 # cancelled task): keep what arrived, marked as interrupted.
                 await self._store_reply(plan, "".join(pieces), "interrupted")
 
-    async def _store_reply(self, plan: TurnPlan, text: str, status: str) -> StoredMessage:
+    async def _store_reply(self, plan: TurnPlan, text: str, status: Status) -> StoredMessage:
         return await self.db.run(
             self.stores.messages.append,
             plan.session.id,
@@ -584,7 +586,8 @@ class Engine:
             route.session.id,
             NewMessage(
                 role="system",
-                content=f"{COMMAND_EVENT}{text}",
+                kind="command",
+                content=text,
                 token_count=0,
                 sender_id=route.sender_id,
                 sender_name=inbound.actor.display_name,
@@ -595,11 +598,10 @@ class Engine:
             ),
         )
 
-    async def _store_event(self, session: ChatSession, text: str) -> None:
+    async def _store_event(self, session: ChatSession, kind: MessageKind, text: str) -> None:
         # Events are `system` rows: exported with the transcript, never sent to the model.
-        await self.db.run(
-            self.stores.messages.append, session.id, NewMessage(role="system", content=text, token_count=0)
-        )
+        event = NewMessage(role="system", kind=kind, content=text, token_count=0)
+        await self.db.run(self.stores.messages.append, session.id, event)
 
     async def _stopped_reply(self, plan: TurnPlan, text: str) -> Reply:
         stored = await self._store_reply(plan, text, "interrupted")
@@ -625,8 +627,7 @@ class Engine:
         )
 
     def _wake_jobs(self) -> None:
-        if self.jobs is not None:
-            self.jobs.wake()
+        self.jobs.wake()
 
 
 def with_note(text: str, note: str) -> str:

@@ -13,7 +13,7 @@ from discord import app_commands
 from discord.utils import MISSING
 
 from bot.recovery import Delivery
-from bot.turns.engine import Engine
+from bot.turns.engine import TurnEngine
 from bot.turns.events import TurnEvent
 from channels.discord.access import AccessPolicy
 from channels.discord.endpoints import Endpoints, RoutedHTTPClient
@@ -49,7 +49,7 @@ def chorus_intents() -> discord.Intents:
 class ChorusClient(discord.Client):
     def __init__(
         self,
-        engine: Engine,
+        engine: TurnEngine,
         settings: DiscordSettings,
         endpoints: Endpoints,
         *,
@@ -78,6 +78,29 @@ class ChorusClient(discord.Client):
         except discord.HTTPException:
             # Text commands still work; slash commands appear after the next successful sync.
             log.exception("could not register Discord slash commands")
+
+    # Permission changes: a channel that refused a webhook may allow one now.
+
+    async def on_guild_role_create(self, role: discord.Role) -> None:
+        self.webhooks.retry_refused(role.guild.id)
+
+    async def on_guild_role_update(self, before: discord.Role, after: discord.Role) -> None:
+        if before.permissions != after.permissions:
+            self.webhooks.retry_refused(after.guild.id)
+
+    async def on_guild_role_delete(self, role: discord.Role) -> None:
+        # A deleted role takes its channel overwrites (denies too) with it.
+        self.webhooks.retry_refused(role.guild.id)
+
+    async def on_guild_channel_update(
+        self, before: discord.abc.GuildChannel, after: discord.abc.GuildChannel
+    ) -> None:
+        if before.overwrites != after.overwrites:
+            self.webhooks.retry_refused(after.guild.id, after.id)
+
+    async def on_member_update(self, before: discord.Member, after: discord.Member) -> None:
+        if self.user is not None and after.id == self.user.id and before.roles != after.roles:
+            self.webhooks.retry_refused(after.guild.id)
 
     async def on_message(self, message: discord.Message) -> None:
         # Bots and webhooks (this bot's personas included) never start a turn: no loops.
@@ -187,7 +210,7 @@ class ShardedChorusClient(ChorusClient, discord.AutoShardedClient):
     """The same client over several gateway shards: `shard_ids` of `shard_count` in this process."""
 
     def __init__(
-        self, engine: Engine, settings: DiscordSettings, endpoints: Endpoints, *, edit_interval: float
+        self, engine: TurnEngine, settings: DiscordSettings, endpoints: Endpoints, *, edit_interval: float
     ) -> None:
         super().__init__(
             engine,
@@ -201,7 +224,7 @@ class ShardedChorusClient(ChorusClient, discord.AutoShardedClient):
 
 
 def make_client(
-    engine: Engine, settings: DiscordSettings, endpoints: Endpoints, *, edit_interval: float
+    engine: TurnEngine, settings: DiscordSettings, endpoints: Endpoints, *, edit_interval: float
 ) -> ChorusClient:
     """One gateway connection, or the configured shards of a sharded bot."""
     if settings.shard_count is None:

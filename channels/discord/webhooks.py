@@ -3,7 +3,8 @@
 The bot creates one webhook per channel (threads post through their parent's webhook)
 and reuses it; a webhook can post under any name and avatar. Creating or listing
 webhooks needs the Manage Webhooks permission; without it replies fall back to a bold
-name header, and the operator is told once.
+name header, and the operator is told once. A channel that refused is asked again as soon as
+an admin changes the server's roles, the bot's roles or the channel's permissions.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import discord
 log = logging.getLogger(__name__)
 
 WEBHOOK_NAME = "Chorus personas"
-# A channel that refused is asked again after this long (the permission may be granted).
+# A channel that refused is asked again at once when the server's roles or the channel's
+# permissions change (`retry_refused`), and otherwise after this long.
 RETRY_REFUSED_AFTER = 600.0
 MANAGE_WEBHOOKS_HELP = (
     "Discord refused to create a webhook (the bot lacks the Manage Webhooks permission), so "
@@ -30,7 +32,8 @@ class PersonaWebhooks:
     def __init__(self, client: discord.Client) -> None:
         self._client = client
         self._webhooks: dict[int, discord.Webhook] = {}
-        self._refused: dict[int, float] = {}
+        # Channel id → (its server's id, when it refused).
+        self._refused: dict[int, tuple[int, float]] = {}
         self._locks: dict[int, asyncio.Lock] = {}
         self._told_operator = False
 
@@ -42,19 +45,25 @@ class PersonaWebhooks:
         if parent.id in self._webhooks:
             return self._webhooks[parent.id]
         refused = self._refused.get(parent.id)
-        if refused is not None and time.monotonic() - refused < RETRY_REFUSED_AFTER:
+        if refused is not None and time.monotonic() - refused[1] < RETRY_REFUSED_AFTER:
             return None
         async with self._locks.setdefault(parent.id, asyncio.Lock()):
             if parent.id not in self._webhooks:
                 try:
                     self._webhooks[parent.id] = await self._find_or_create(parent)
                 except discord.Forbidden:
-                    self._refused[parent.id] = time.monotonic()
+                    self._refused[parent.id] = (parent.guild.id, time.monotonic())
                     if not self._told_operator:
                         self._told_operator = True
                         log.warning(MANAGE_WEBHOOKS_HELP)
                     return None
         return self._webhooks[parent.id]
+
+    def retry_refused(self, guild_id: int, channel_id: int | None = None) -> None:
+        """Permissions changed in a server (or one channel of it): the next reply asks again."""
+        for refused_id, (refused_guild, _) in list(self._refused.items()):
+            if refused_guild == guild_id and channel_id in (None, refused_id):
+                del self._refused[refused_id]
 
     def forget(self, webhook: discord.Webhook) -> None:
         """The webhook was deleted (by an admin): the next reply creates a new one."""

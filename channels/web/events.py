@@ -11,7 +11,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from bot.history import ConversationHistory, StoredEntry
-from bot.turns.engine import Engine
+from bot.turns.engine import TurnEngine
 from bot.turns.events import Delta, Reply, TurnEvent
 from bot.turns.inbound import InboundMessage
 from bot.turns.routing import Route
@@ -60,7 +60,7 @@ async def run_turn(events: AsyncGenerator[TurnEvent, None], pieces: Pieces, who:
 
 
 async def turn_events(
-    engine: Engine, history: ConversationHistory, inbound: InboundMessage, route: Route | None = None
+    engine: TurnEngine, history: ConversationHistory, inbound: InboundMessage, route: Route | None = None
 ) -> AsyncIterator[bytes]:
     """Stream one turn; a retried message that was already answered gets the stored answer.
 

@@ -1,7 +1,8 @@
 """Stored rows as the widget shows them: messages, and events (commands, answers, switches).
 
 Events are the `system` rows of a conversation; a reload shows them again, so the
-history reads like the conversation the person had.
+history reads like the conversation the person had. Each row's kind says what it is
+(`transcript.kinds`); the widget's `event` names the kind of an event.
 """
 
 from __future__ import annotations
@@ -9,12 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.history import StoredEntry
-from bot.turns.engine import COMMAND_EVENT, COMMAND_REPLY_EVENT
 from channels.web.schemas import AttachmentView, MessageView
 from persona import PersonaRegistry
-
-PERSONA_SWITCH = "persona switched from "
-ERROR_EVENT = "error: "
+from transcript.kinds import UnknownMessageKind
 
 
 def message_views(rows: Sequence[StoredEntry], personas: PersonaRegistry) -> list[MessageView]:
@@ -22,7 +20,7 @@ def message_views(rows: Sequence[StoredEntry], personas: PersonaRegistry) -> lis
 
 
 def message_view(row: StoredEntry, personas: PersonaRegistry) -> MessageView:
-    event, text = event_of(row, personas) if row.role == "system" else (None, row.content)
+    event, text = event_of(row, personas)
     return MessageView(
         id=row.id,
         seq=row.seq,
@@ -49,15 +47,15 @@ def message_view(row: StoredEntry, personas: PersonaRegistry) -> MessageView:
     )
 
 
-def event_of(row: StoredEntry, personas: PersonaRegistry) -> tuple[str, str]:
-    """The kind of a stored event and the text a person is shown for it."""
-    content = row.content
-    if content.startswith(COMMAND_EVENT):
-        return "command", content.removeprefix(COMMAND_EVENT)
-    if content.startswith(COMMAND_REPLY_EVENT):
-        return "command_reply", content.removeprefix(COMMAND_REPLY_EVENT)
-    if content.startswith(PERSONA_SWITCH) and row.persona_id is not None:
-        return "persona_switch", f"Now speaking: {personas.resolve(row.persona_id).name}"
-    if content.startswith(ERROR_EVENT):
-        return "error", content.removeprefix(ERROR_EVENT)
-    return "note", content
+def event_of(row: StoredEntry, personas: PersonaRegistry) -> tuple[str | None, str]:
+    """The widget's event name for the row (None for a message) and the text a person is shown."""
+    match row.kind:
+        case "message":
+            return None, row.content
+        case "persona_switch" if row.persona_id is not None:
+            return "persona_switch", f"Now speaking: {personas.resolve(row.persona_id).name}"
+        case "persona_switch":
+            return "note", row.content
+        case "command" | "command_reply" | "error" | "note":
+            return row.kind, row.content
+    raise UnknownMessageKind(f"the widget cannot show a {row.kind!r} row")

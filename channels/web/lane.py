@@ -12,7 +12,7 @@ from fastapi import HTTPException, Request, status
 from bot.history import ConversationHistory
 from bot.runtime import Runtime
 from bot.turns.attachments import AttachmentStore
-from bot.turns.engine import Engine
+from bot.turns.engine import TurnEngine
 from bot.turns.routing import ChatSession
 from bot.visitors import VisitorService
 from channels.web.clients import ClientAddresses, StreamSlots
@@ -55,7 +55,7 @@ class WebLane:
         )
 
     @property
-    def engine(self) -> Engine:
+    def engine(self) -> TurnEngine:
         return self.runtime.engine
 
     @property

@@ -66,8 +66,9 @@ async def test_transcript_shows_every_stored_row_with_records_in_place(
     assert [(row["seq"], row["role"], row["content"]) for row in rows] == [
         (message.seq, message.role, message.content) for message in stored
     ]
-    events = [row["content"] for row in rows if row["type"] == "event"]
-    assert "command: /persona sage" in events and "persona switched from ada to sage" in events
+    events = [(row["kind"], row["content"]) for row in rows if row["type"] == "event"]
+    assert ("command", "/persona sage") in events
+    assert ("persona_switch", "persona switched from ada to sage") in events
     replies = [row for row in rows if row["role"] == "assistant"]
     assert [reply["persona_id"] for reply in replies] == ["ada", "ada", "ada", "sage"]
     files = [file for row in rows for file in row["attachments"]]

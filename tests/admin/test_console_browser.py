@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright, expect
 
@@ -19,6 +18,7 @@ from bot.runtime import Runtime
 from channels.web.app import create_app
 from tests.admin.seed import ADMIN_TOKEN, DOCUMENT_TEXT, Seeded, admin_runtime, seed
 from tests.support.live_server import LiveServer
+from tests.support.peers import needs_chromium
 from tests.support.runtime import inbound
 from tests.web.test_widget_browser import CHROMIUM, CHROMIUM_ARGS
 
@@ -28,7 +28,7 @@ DISCORD_FAILURE = (
     "Discord closed the gateway with 4014 (disallowed intents): enable the Message Content Intent."
 )
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium")
+pytestmark = needs_chromium
 
 
 @dataclass
@@ -137,6 +137,9 @@ async def test_transcript_with_persona_switch_image_and_document(browser: Browse
     assert await page.locator("[data-persona=ada]").count() == 3
     assert await page.locator("[data-persona=sage]").count() == 1
     assert await page.locator(".event", has_text="persona switched from ada to sage").count() == 1
+    # Each event is shown as what its kind says it is.
+    command = page.locator(".event[data-event=command]", has_text="/persona sage")
+    assert (await command.inner_text()).endswith(" · Alice: command: /persona sage")
     assert await page.locator("[data-record=snip]").count() == 1
     image = page.locator(".files img[alt='cat.png']")
     await image.wait_for()

@@ -9,14 +9,12 @@ from pathlib import Path
 import pytest
 
 from bench.data import check_questions as checker
+from tests.support.peers import locomo_or_skip
 
 
 @pytest.fixture(scope="module")
 def locomo() -> Path:
-    data_dir = checker.locomo_dir()
-    if data_dir is None or not data_dir.is_dir():
-        pytest.skip("the LoCoMo conversations are not on this machine")
-    return data_dir
+    return locomo_or_skip()
 
 
 def test_the_shipped_set_passes_every_check(locomo: Path) -> None:

@@ -59,7 +59,7 @@ def test_ratio_shrinks_for_large_messages_but_not_below_the_minimum() -> None:
 def test_items_name_every_speaker_and_skip_events() -> None:
     rows = [
         TranscriptRow(seq=1, role="user", content="Deploy to /srv/app", sender_name="Alice"),
-        TranscriptRow(seq=2, role="system", content="persona switched"),
+        TranscriptRow(seq=2, role="system", kind="persona_switch", content="persona switched"),
         TranscriptRow(seq=3, role="assistant", content="Done.", persona_id="ada", sender_name="Ada"),
         TranscriptRow(seq=4, role="assistant", content="", persona_id="ada"),
     ]

@@ -56,7 +56,10 @@ async def test_overflow_that_never_recovers_tells_the_user_and_keeps_the_message
     assert reply.kind == "error" and reply.text == OVERFLOW_MESSAGE
     session = session_of(rt)
     stored = rt.stores.messages.messages(session.id)
-    assert [m.content for m in stored[-2:]] == ["too big", "error: context overflow"]
+    assert [(m.kind, m.content) for m in stored[-2:]] == [
+        ("message", "too big"),
+        ("error", "context overflow"),
+    ]
     chats = [r for r in fake_openai.requests if not r.is_summary]
     assert len(chats) == 8 + 4  # one per earlier turn, then the first try and 3 retries
     assert rt.context is not None and rt.context.counters.collapses == 3

@@ -61,7 +61,7 @@ def test_compaction_cut_never_splits_a_collapsed_range() -> None:
 
 
 def test_keep_recent_cut_counts_conversation_rows_only() -> None:
-    stored = [*rows(6), TranscriptRow(seq=7, role="system", content="event")]
+    stored = [*rows(6), TranscriptRow(seq=7, role="system", kind="note", content="event")]
     assert keep_recent_cut(stored, 2) == 4
     assert keep_recent_cut(stored, 2, [Snip(6, 6)]) == 3
     assert keep_recent_cut(stored, 10) == 0

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine as DatabaseEngine
 
 from bot.loop_lag import LoopLagProbe
 from bot.storage.boundary import THREAD_NAME, DatabaseBoundary, boundary_for, threads_for
 from bot.storage.database import create_database_engine
 
 
-def sqlite_engine(tmp_path: Path) -> Engine:
+def sqlite_engine(tmp_path: Path) -> DatabaseEngine:
     return create_database_engine(f"sqlite:///{tmp_path / 'chorus.db'}")
 
 

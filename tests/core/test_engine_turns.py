@@ -68,9 +68,9 @@ async def test_server_errors_become_a_clear_reply_and_keep_the_message(runtimes,
     assert (reply.kind, reply.text) == ("error", f"{problem} Your message is saved.")
     assert len(fake_openai.requests) == 4
     stored = runtime.stores.messages.messages(reply.session_id)
-    assert [(m.role, m.content) for m in stored] == [
-        ("user", "please remember this"),
-        ("system", f"error: {problem}"),
+    assert [(m.role, m.kind, m.content) for m in stored] == [
+        ("user", "message", "please remember this"),
+        ("system", "error", problem),
     ]
 
 
@@ -85,9 +85,9 @@ async def test_read_timeout_is_reported(runtimes, tmp_path, fake_openai):
     # Retried once, then the message stays stored with the failure noted after it.
     assert len(fake_openai.requests) == 2
     stored = runtime.stores.messages.messages(reply.session_id)
-    assert [(m.role, m.content) for m in stored] == [
-        ("user", "anyone there?"),
-        ("system", f"error: {problem}"),
+    assert [(m.role, m.kind, m.content) for m in stored] == [
+        ("user", "message", "anyone there?"),
+        ("system", "error", problem),
     ]
 
 
@@ -103,7 +103,10 @@ async def test_malformed_stream_is_reported(runtimes, tmp_path, fake_openai):
     # Another attempt would read the same garbage: no retry.
     assert len(fake_openai.requests) == 1
     stored = runtime.stores.messages.messages(reply.session_id)
-    assert [(m.role, m.content) for m in stored] == [("user", "hi"), ("system", f"error: {problem}")]
+    assert [(m.role, m.kind, m.content) for m in stored] == [
+        ("user", "message", "hi"),
+        ("system", "error", problem),
+    ]
 
 
 async def test_interrupted_stream_is_stored_marked_interrupted(runtimes, tmp_path, fake_openai):
@@ -187,9 +190,32 @@ async def test_a_redelivered_command_is_run_once(runtimes, tmp_path):
     again = await runtime.engine.respond(inbound("/persona sage", message_id="cmd-1"))
     assert first.kind == "command" and "Switched to Sage" in first.text
     assert again.kind == "duplicate" and not again.should_send
-    events = [m.content for m in runtime.stores.messages.messages(first.session_id)]
+    events = [(m.kind, m.content) for m in runtime.stores.messages.messages(first.session_id)]
     assert events == [
-        "command: /persona sage",
-        "persona switched from ada to sage",
-        f"command reply: {first.text}",
+        ("command", "/persona sage"),
+        ("persona_switch", "persona switched from ada to sage"),
+        ("command_reply", first.text),
     ]
+
+
+async def test_a_turn_shown_in_full_leaves_no_delivery_row_and_a_redelivery_is_still_answered_once(
+    runtimes, tmp_path
+):
+    from sqlalchemy import text
+
+    runtime = runtimes(tmp_path)
+    message = inbound("hello there", message_id="web-7")
+    reply = await runtime.engine.respond(message)
+    assert reply.kind == "assistant"
+
+    def states():
+        with runtime.database.connect() as connection:
+            return connection.execute(text("SELECT state FROM deliveries")).scalars().all()
+
+    assert states() == ["replied"]
+    await runtime.engine.delivered(message)
+    # Nothing is left to repair: the row goes, so deliveries do not grow with the history.
+    assert states() == []
+    again = await runtime.engine.respond(inbound("hello there", message_id="web-7"))
+    assert again.kind == "duplicate"
+    assert [m.role for m in runtime.stores.messages.messages(reply.session_id)] == ["user", "assistant"]

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlmodel import SQLModel
 
 import bot.storage.tables  # noqa: F401
 from bot.search_terms import words as search_words
 from bot.storage import migrate
 from bot.storage.database import create_database_engine
+from bot.storage.index_text import INDEX_MESSAGE, message_index_text, owner_token
 from bot.storage.memory_store import MemoryStore, Owner
 from bot.storage.messages import NewMessage
 from bot.storage.models import ChatSession
@@ -30,7 +33,7 @@ def test_upgrade_to_head_matches_the_models(tmp_path):
     # Full-text index tables are created by hand in migrations and have no model.
     differences = [d for d in differences if not (d[0] == "remove_table" and "fts" in d[1].name)]
     assert differences == []
-    assert migrate.current_revision(engine) is not None
+    assert migrate.current_revision(engine) == migrate.head_revision()
     engine.dispose()
 
 
@@ -78,7 +81,7 @@ COLUMNS_OF_MESSAGES_FTS = "SELECT name FROM pragma_table_info('messages_fts')"
 TRIGGERS = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
 
 
-def _migrated_to_0003(tmp_path: Path, name: str) -> Engine:
+def _migrated_to_0003(tmp_path: Path, name: str) -> DatabaseEngine:
     engine = create_database_engine(f"sqlite:///{tmp_path / name}")
     migrate.upgrade(engine, "0003_memory")
     return engine
@@ -93,7 +96,33 @@ def _say(stores: Stores, text_: str) -> ChatSession:
     return session
 
 
-def _indexed_words(engine: Engine) -> list[str]:
+# A message as the store wrote it before `messages.kind` (0009): the row and its search row.
+_OLD_MESSAGE = text(
+    "INSERT INTO messages (session_id, seq, role, content, sender_name, lane, token_count, "
+    "attachment_count, status, created_at) VALUES (:session_id, :seq, 'user', :content, 'Visitor', "
+    "'web', 3, 0, 'complete', :created_at) RETURNING id"
+)
+
+
+def _said_before_kinds(stores: Stores, text_: str) -> ChatSession:
+    account = stores.identities.account("web", "visitor-1", "Visitor", None)
+    session = stores.sessions.private_session(account.person_id, "assistant")
+    said = datetime.now(UTC)
+    with stores.database.begin() as connection:
+        seq = connection.execute(
+            text("UPDATE sessions SET last_seq = last_seq + 1 WHERE id = :id RETURNING last_seq"),
+            {"id": session.id},
+        ).scalar_one()
+        message_id = connection.execute(
+            _OLD_MESSAGE, {"session_id": session.id, "seq": seq, "content": text_, "created_at": said}
+        ).scalar_one()
+        owner = owner_token(session.owner_kind, session.owner_id)
+        index_text = message_index_text("Visitor", text_, said)
+        connection.execute(INDEX_MESSAGE, {"id": message_id, "owner": owner, "content": index_text})
+    return session
+
+
+def _indexed_words(engine: DatabaseEngine) -> list[str]:
     """Every word occurrence in the message index (what a search can match)."""
     with engine.begin() as connection:
         connection.execute(text("CREATE VIRTUAL TABLE words USING fts5vocab(messages_fts, 'instance')"))
@@ -107,7 +136,7 @@ def test_repair_leaves_each_message_indexed_once_after_the_old_trigger(tmp_path:
     with engine.begin() as connection:
         connection.execute(text(SECOND_SHAPE_MESSAGE_TRIGGER))
     stores = Stores.open(engine)
-    _say(stores, "一只袋熊 quokka")
+    _said_before_kinds(stores, "一只袋熊 quokka")
     # The trigger indexed the raw text too: the unspaced run is one word there, and a later
     # change to the store's row (a person joining another) would leave that copy behind.
     assert "一只袋熊" in _indexed_words(engine)
@@ -127,7 +156,7 @@ def test_repair_leaves_each_message_indexed_once_after_the_old_trigger(tmp_path:
 def test_repair_rebuilds_the_first_shape_with_owners(tmp_path: Path) -> None:
     # Without an owner column in the index, the store cannot even write a message.
     engine = _migrated_to_0003(tmp_path, "first_shape.db")
-    session = _say(Stores.open(engine), "the wombat plan")
+    session = _said_before_kinds(Stores.open(engine), "the wombat plan")
     with engine.begin() as connection:
         for index in ("memory_items_fts", "messages_fts"):
             for suffix in ("insert", "delete", "update"):
@@ -158,7 +187,7 @@ def test_repair_rebuilds_the_first_shape_with_owners(tmp_path: Path) -> None:
 def test_repair_leaves_a_current_database_as_it_is(tmp_path: Path) -> None:
     engine = create_database_engine(f"sqlite:///{tmp_path / 'current.db'}")
     migrate.upgrade(engine, "0005_deliveries")
-    _say(Stores.open(engine), "一只袋熊")  # written by the store, CJK split into characters
+    _said_before_kinds(Stores.open(engine), "一只袋熊")  # as the store wrote it, CJK split into characters
     with engine.connect() as connection:
         before = connection.execute(text("SELECT count(*) FROM messages_fts_idx")).scalar_one()
     migrate.upgrade(engine)
@@ -202,14 +231,6 @@ def test_a_database_at_head_is_recognised_without_alembic(tmp_path: Path) -> Non
 
 
 def test_the_recall_migration_dates_old_items_and_reindexes_old_messages(tmp_path):
-    from datetime import UTC, datetime
-
-    from sqlalchemy import text
-
-    from bot.storage.memory_store import MemoryStore, Owner
-    from bot.storage.messages import NewMessage
-    from bot.storage.stores import Stores
-
     engine = create_database_engine(f"sqlite:///{tmp_path / 'old.db'}")
     migrate.upgrade(engine, "0003_memory")
     said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
@@ -251,3 +272,115 @@ def test_the_recall_migration_dates_old_items_and_reindexes_old_messages(tmp_pat
     stores.messages.append(chat.id, new_one)
     assert [hit.seq for hit in memory.full_text(Owner("group", "web:g1"), ["mel"], 5)["message"]] == [2]
     engine.dispose()
+
+
+def test_the_compact_storage_migration_keeps_each_vectors_direction_and_drops_delivered_turns(
+    tmp_path: Path,
+) -> None:
+    import math
+    import random
+    from array import array
+
+    engine = create_database_engine(f"sqlite:///{tmp_path / 'compact.db'}")
+    migrate.upgrade(engine, "0009_message_kind")
+    stores = Stores.open(engine)
+    session = stores.sessions.create_session("private", "person", "p1", "ada")
+    said = [
+        stores.messages.append(session.id, NewMessage(role="user", content=f"line {n}", token_count=2))
+        for n in range(3)
+    ]
+    rng = random.Random(7)
+    raw = [[rng.gauss(0, 1) for _ in range(384)] for _ in said]
+    vectors = [[value / math.sqrt(sum(v * v for v in vector)) for value in vector] for vector in raw]
+    with engine.begin() as connection:
+        for message, vector in zip(said, vectors, strict=True):
+            connection.execute(
+                text(
+                    "INSERT INTO message_embeddings (message_id, owner_kind, owner_id, vector) "
+                    "VALUES (:id, 'person', 'p1', :vector)"
+                ),
+                {"id": message.id, "vector": array("f", vector).tobytes()},
+            )
+        for message, state in zip(said, ("delivered", "open", "recovered"), strict=True):
+            connection.execute(
+                text(
+                    "INSERT INTO deliveries (user_message_id, session_id, ingest_key, lane, chat_id, "
+                    "chat_kind, platform_message_id, state, created_at, updated_at) VALUES "
+                    "(:id, :session, :key, 'web', 'c', 'private', :key, :state, '2026-01-01', '2026-01-01')"
+                ),
+                {"id": message.id, "session": session.id, "key": f"k{message.id}", "state": state},
+            )
+
+    migrate.upgrade(engine)
+
+    with engine.connect() as connection:
+        stored = connection.execute(text("SELECT vector FROM message_embeddings ORDER BY message_id")).all()
+        states = connection.execute(text("SELECT state FROM deliveries ORDER BY user_message_id")).all()
+    assert [len(row[0]) for row in stored] == [384, 384, 384]
+    for row, vector in zip(stored, vectors, strict=True):
+        compact = array("b", bytes(row[0]))
+        cosine = sum(a * b for a, b in zip(compact, vector, strict=True)) / math.sqrt(
+            sum(c * c for c in compact)
+        )
+        assert cosine > 0.999
+    assert [state for (state,) in states] == ["open", "recovered"]
+    engine.dispose()
+
+
+# Rows as releases before 0009_message_kind stored them (role, content), with the kind each
+# has afterwards and its content then (None: unchanged).
+ROWS_BEFORE_KINDS = [
+    ("user", "/persona sage", "message", None),
+    ("system", "command: /persona sage", "command", "/persona sage"),
+    ("system", "persona switched from ada to sage", "persona_switch", None),
+    ("system", "command reply: Switched to Sage.", "command_reply", "Switched to Sage."),
+    ("assistant", "command: is what I would type", "message", None),
+    ("system", "error: The model could not be reached.", "error", "The model could not be reached."),
+    ("system", "Error: not a tag (capital E)", "note", None),
+    ("system", "memory item #3 (fact) forgotten by the operator", "note", None),
+    ("system", "command_x: not a tag either", "note", None),
+]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_kind_migration_names_every_old_row_and_strips_only_the_tags(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = (
+        f"sqlite:///{tmp_path / 'kinds.db'}"
+        if backend == "sqlite"
+        else request.getfixturevalue("postgres_url")
+    )
+    engine = create_database_engine(url)
+    migrate.upgrade(engine, "0008_message_search")
+    chat = Stores.open(engine).sessions.create_session("private", "person", "p1", "ada")
+    with engine.begin() as connection:
+        for seq, (role, content, _, _) in enumerate(ROWS_BEFORE_KINDS, 1):
+            connection.execute(
+                text(
+                    "INSERT INTO messages (session_id, seq, role, content, token_count, attachment_count, "
+                    "status, created_at) VALUES (:session, :seq, :role, :content, 0, 0, 'complete', :at)"
+                ),
+                {"session": chat.id, "seq": seq, "role": role, "content": content, "at": datetime.now(UTC)},
+            )
+
+    migrate.upgrade(engine, "0009_message_kind")
+
+    stored = Stores.open(engine).messages.messages(chat.id)
+    expected = [(kind, after or before) for _, before, kind, after in ROWS_BEFORE_KINDS]
+    assert [(m.kind, m.content) for m in stored] == expected
+    # Down again, every row reads as it did.
+    _downgrade(engine, "0008_message_search")
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT role, content FROM messages ORDER BY seq")).all()
+    assert [tuple(row) for row in rows] == [(role, before) for role, before, _, _ in ROWS_BEFORE_KINDS]
+    engine.dispose()
+
+
+def _downgrade(engine: DatabaseEngine, revision: str) -> None:
+    from alembic import command
+
+    config = migrate.alembic_config(engine.url.render_as_string(hide_password=False))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, revision)

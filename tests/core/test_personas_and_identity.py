@@ -19,12 +19,12 @@ async def test_persona_switch_tags_the_next_turn_and_keeps_earlier_tags(runtimes
     second = await engine.respond(inbound("and now?"))
     assert (first.persona_id, second.persona_id) == ("ada", "captain")
     stored = runtime.stores.messages.messages(second.session_id)
-    assert [(m.role, m.persona_id, m.content) for m in stored if m.role != "user"] == [
-        ("assistant", "ada", "reply to: hello"),
-        ("system", None, "command: /persona captain"),
-        ("system", "captain", "persona switched from ada to captain"),
-        ("system", None, f"command reply: {switched.text}"),
-        ("assistant", "captain", "reply to: and now?"),
+    assert [(m.kind, m.persona_id, m.content) for m in stored if m.role != "user"] == [
+        ("message", "ada", "reply to: hello"),
+        ("command", None, "/persona captain"),
+        ("persona_switch", "captain", "persona switched from ada to captain"),
+        ("command_reply", None, switched.text),
+        ("message", "captain", "reply to: and now?"),
     ]
     sent = fake_openai.requests[-1].json["messages"]
     assert sent[0]["role"] == "system" and "Captain Reed" in sent[0]["content"]

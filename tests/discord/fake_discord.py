@@ -207,6 +207,11 @@ class FakeDiscord(LocalServer):
         self.files: dict[str, tuple[str, bytes]] = {}
         # The bot's managed role grants Manage Webhooks unless a test takes it away.
         self.manage_webhooks = True
+        # Other ways an admin grants it: channels whose overwrites allow it for the bot's role,
+        # and further roles of a server (id → name, permissions) given to the bot.
+        self.webhooks_allowed_in: set[int] = set()
+        self.server_roles: dict[int, dict[int, tuple[str, int]]] = {}
+        self.extra_bot_roles: dict[int, list[int]] = {}
         # Requests per bucket and window, as Discord reports in X-RateLimit-*.
         self.rate_limit = (50, 1.0)
         self.token = VALID_TOKEN
@@ -464,13 +469,25 @@ class FakeDiscord(LocalServer):
             "guild_id": guild_id_of(channel_id),
             "name": "general",
             "position": 0,
-            "permission_overwrites": [],
+            "permission_overwrites": self._overwrites(channel_id),
             "parent_id": None,
             "nsfw": False,
             "topic": None,
             "rate_limit_per_user": 0,
             "last_message_id": None,
         }
+
+    def _overwrites(self, channel_id: int) -> list[dict[str, Any]]:
+        if channel_id not in self.webhooks_allowed_in:
+            return []
+        guild = next(guild for guild in GUILDS if channel_id in guild.channels)
+        return [{"id": str(guild.bot_role_id), "type": 0, "allow": str(MANAGE_WEBHOOKS), "deny": "0"}]
+
+    def _bot_role(self, guild: Guild) -> dict[str, Any]:
+        # Discord gives every bot a managed role named after it, with its invite permissions.
+        return self._role(
+            guild.bot_role_id, "Chorus", self._bot_permissions(), managed=True, tags={"bot_id": BOT["id"]}
+        )
 
     def _role(self, role_id: int, name: str, permissions: int, **extra: Any) -> dict[str, Any]:
         return {
@@ -510,20 +527,17 @@ class FakeDiscord(LocalServer):
             "system_channel_flags": 0,
             "roles": [
                 self._role(guild.id, "@everyone", EVERYONE_PERMISSIONS),
-                # Discord gives every bot a managed role named after it, with its invite permissions.
-                self._role(
-                    guild.bot_role_id,
-                    "Chorus",
-                    self._bot_permissions(),
-                    managed=True,
-                    tags={"bot_id": BOT["id"]},
+                self._bot_role(guild),
+                *(
+                    self._role(role_id, name, permissions)
+                    for role_id, (name, permissions) in self.server_roles.get(guild.id, {}).items()
                 ),
             ],
             "emojis": [],
             "stickers": [],
             "channels": [self._channel_payload(channel) for channel in guild.channels],
             "threads": [self._channel_payload(thread) for thread in guild.threads],
-            "members": [{**self._member(None, (guild.bot_role_id,)), "user": BOT}],
+            "members": [self._bot_member(guild)],
             "voice_states": [],
             "presences": [],
             "stage_instances": [],
@@ -817,9 +831,46 @@ class FakeDiscord(LocalServer):
     def _webhook_refusal(self, channel_id: int) -> web.Response | None:
         if channel_id in (THREAD_ID, DM_CHANNEL_ID):
             return _error(400, WRONG_CHANNEL_TYPE, "Cannot execute action on this channel type")
-        if not self.manage_webhooks:
-            return _error(403, MISSING_PERMISSIONS, "Missing Permissions")
-        return None
+        guild_id = int(guild_id_of(channel_id))
+        roles = self.server_roles.get(guild_id, {})
+        granted = (
+            self.manage_webhooks
+            or channel_id in self.webhooks_allowed_in
+            or any(roles[role][1] & MANAGE_WEBHOOKS for role in self.extra_bot_roles.get(guild_id, []))
+        )
+        return None if granted else _error(403, MISSING_PERMISSIONS, "Missing Permissions")
+
+    # --- an admin changing the bot's permissions, and the events Discord sends for it ---
+
+    async def grant_manage_webhooks_to_the_bot_role(self, guild: Guild) -> None:
+        """Server settings → Roles → the bot's role → Manage Webhooks: GUILD_ROLE_UPDATE."""
+        self.manage_webhooks = True
+        await self.dispatch("GUILD_ROLE_UPDATE", {"guild_id": str(guild.id), "role": self._bot_role(guild)})
+
+    async def allow_manage_webhooks_in_channel(self, guild: Guild, channel_id: int) -> None:
+        """The channel's permissions → the bot's role → allow Manage Webhooks: CHANNEL_UPDATE."""
+        self.webhooks_allowed_in.add(channel_id)
+        await self.dispatch("CHANNEL_UPDATE", self._channel_payload(channel_id))
+
+    async def create_role(self, guild: Guild, role_id: int, name: str, permissions: int) -> None:
+        """A new role in the server, nobody's yet: GUILD_ROLE_CREATE."""
+        self.server_roles.setdefault(guild.id, {})[role_id] = (name, permissions)
+        role = self._role(role_id, name, permissions)
+        await self.dispatch("GUILD_ROLE_CREATE", {"guild_id": str(guild.id), "role": role})
+
+    async def give_the_bot_role(self, guild: Guild, role_id: int) -> None:
+        """The bot is given an existing role: the bot's own GUILD_MEMBER_UPDATE.
+
+        Discord sends a bot the updates of its own member without the GUILD_MEMBERS intent.
+        """
+        self.extra_bot_roles.setdefault(guild.id, []).append(role_id)
+        await self.dispatch("GUILD_MEMBER_UPDATE", {**self._bot_member(guild), "guild_id": str(guild.id)})
+
+    def _bot_member(self, guild: Guild) -> dict[str, Any]:
+        return {
+            **self._member(None, (guild.bot_role_id, *self.extra_bot_roles.get(guild.id, []))),
+            "user": BOT,
+        }
 
     def _create_webhook(self, channel_id: int, body: dict[str, Any]) -> web.Response:
         refused = self._webhook_refusal(channel_id)

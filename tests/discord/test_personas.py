@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from tests.discord.conftest import LaneFactory, spoken
-from tests.discord.fake_discord import BOT, CHANNEL_ID, DM_CHANNEL_ID, THREAD_ID, FakeDiscord
+from tests.discord.fake_discord import (
+    BOT,
+    CHANNEL_ID,
+    DM_CHANNEL_ID,
+    GUILDS,
+    MANAGE_WEBHOOKS,
+    THREAD_ID,
+    FakeDiscord,
+)
 from tests.fakes.openai_server import FakeOpenAI
 
 MENTION = f"<@{BOT['id']}>"
 SAGE_AVATAR = "https://example.org/avatars/sage.png"
+WEBHOOK_ROLE_ID = 1100000000000000090
 PERSONAS = [
     {"id": "ada", "name": "Ada", "prompt": "You are Ada.", "greeting": "Hello, I'm Ada."},
     {"id": "sage", "name": "Sage", "prompt": "You are Sage.", "avatar_url": SAGE_AVATAR},
@@ -83,6 +93,39 @@ async def test_without_manage_webhooks_replies_carry_a_bold_name_and_the_operato
     assert [c.status for c in fake_discord.calls if c.path.endswith("/webhooks")] == [403]
     warnings = [r.getMessage() for r in caplog.records if "Manage Webhooks" in r.getMessage()]
     assert len(warnings) == 1
+
+
+ADMIN_CHANGES: dict[str, Callable[[FakeDiscord], Awaitable[None]]] = {
+    "the bot's role is granted Manage Webhooks": lambda discord: (
+        discord.grant_manage_webhooks_to_the_bot_role(GUILDS[0])
+    ),
+    "the channel allows it for the bot's role": lambda fake: fake.allow_manage_webhooks_in_channel(
+        GUILDS[0], CHANNEL_ID
+    ),
+    "the bot is given a role with it": lambda fake: fake.give_the_bot_role(GUILDS[0], WEBHOOK_ROLE_ID),
+}
+
+
+@pytest.mark.parametrize("change", list(ADMIN_CHANGES))
+async def test_a_channel_that_refused_a_webhook_is_asked_again_when_an_admin_grants_it(
+    start_lane: LaneFactory, fake_discord: FakeDiscord, change: str
+) -> None:
+    fake_discord.manage_webhooks = False
+    await start_lane()
+    # A role that has the permission, not the bot's yet.
+    await fake_discord.create_role(GUILDS[0], WEBHOOK_ROLE_ID, "Webhooks", MANAGE_WEBHOOKS)
+    await fake_discord.post_message(CHANNEL_ID, f"{MENTION} one", mentions=(BOT,))
+    await fake_discord.wait_for_texts(CHANNEL_ID, [spoken("reply to: Alice: one")])
+
+    await ADMIN_CHANGES[change](fake_discord)
+    await fake_discord.post_message(CHANNEL_ID, f"{MENTION} two", mentions=(BOT,))
+
+    # The persona speaks under its own name now, not after the ten-minute wait.
+    await fake_discord.wait_for_texts(CHANNEL_ID, [spoken("reply to: Alice: one"), "reply to: Alice: two"])
+    bold, persona = fake_discord.sent_in(CHANNEL_ID)
+    assert (bold.webhook_id, persona.username) == (None, "Ada")
+    assert persona.webhook_id == fake_discord.webhooks[0].id
+    assert [c.status for c in fake_discord.calls if c.path.endswith("/webhooks")] == [403, 200, 200]
 
 
 async def test_a_dm_names_the_persona_in_bold_without_webhooks(

@@ -14,7 +14,7 @@ from tests.discord.fake_discord import BOT, CHANNEL_ID, DM_CHANNEL_ID, THREAD_ID
 from tests.durable.serve_process import ServeProcess, wait_until
 from tests.durable.test_recovery import SLOW_REPLY, sqlite_rows, turn_requests
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.postgres import needs_postgres
+from tests.support.peers import needs_postgres
 
 CURSOR = " ▌"
 # The persona a process without a config file speaks as.

@@ -11,7 +11,7 @@ from sqlalchemy import create_engine, text
 from tests.durable.serve_process import ServeProcess
 from tests.durable.test_shutdown import read_events
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.postgres import needs_postgres
+from tests.support.peers import needs_postgres
 
 MESSAGES = 50
 

@@ -18,7 +18,7 @@ from tests.durable.serve_process import ServeProcess, wait_until
 from tests.durable.test_shutdown import read_events, start_web_turn
 from tests.fakes.openai_server import FakeOpenAI, last_user_text
 from tests.fakes.openai_server import Reply as ModelReply
-from tests.support.postgres import needs_postgres
+from tests.support.peers import needs_postgres
 from tests.telegram.bot_api_server import BOT_USERNAME, TOKEN, FakeBotAPI, group_chat, message, user
 
 CURSOR = " ▌"

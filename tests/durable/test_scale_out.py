@@ -11,7 +11,7 @@ import pytest
 from bot.providers.openai import PURPOSE_HEADER
 from tests.durable.serve_process import ServeProcess
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.postgres import needs_postgres
+from tests.support.peers import needs_postgres
 from tests.telegram.bot_api_server import TOKEN, FakeBotAPI, private_text
 
 SECRET = "scale-out_secret"

@@ -112,7 +112,16 @@ class ToolCalls:
         return arguments if isinstance(arguments, str) else json.dumps(arguments)
 
 
-Scripted = Reply | HttpError | Hang | Malformed | Drop | StreamError | ToolCalls
+@dataclass(frozen=True)
+class Writes:
+    """The stream's body exactly as the server writes it: each str is one write, so one HTTP
+    chunk on the wire (build them from `FakeOpenAI.event` and `FakeOpenAI.finish`, or cut an
+    event in two); at an `asyncio.Event` the server waits until the test sets it."""
+
+    parts: tuple[str | asyncio.Event, ...]
+
+
+Scripted = Reply | HttpError | Hang | Malformed | Drop | StreamError | ToolCalls | Writes
 
 
 def rate_limited(retry_after: str | None = "0") -> HttpError:
@@ -246,6 +255,8 @@ class FakeOpenAI(LocalServer):
         return await self._answer_whole(request, scripted)
 
     async def _stream(self, request: web.Request, scripted: Scripted) -> web.StreamResponse:
+        if isinstance(scripted, Writes):
+            return await self._write_as_scripted(request, scripted)
         if isinstance(scripted, Hang) and not scripted.after_text:
             await self._hang(scripted.seconds)
             return _drop_connection(request)
@@ -284,6 +295,27 @@ class FakeOpenAI(LocalServer):
                 await _send(response, "[DONE]")
         await response.write_eof()
         return response
+
+    async def _write_as_scripted(self, request: web.Request, scripted: Writes) -> web.StreamResponse:
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        for part in scripted.parts:
+            if isinstance(part, asyncio.Event):
+                await part.wait()
+            else:
+                await response.write(part.encode())
+        await response.write_eof()
+        return response
+
+    def event(self, text: str) -> str:
+        """One server-sent event carrying `text` as the reply's next piece."""
+        return _event(self._chunk({"content": text}))
+
+    def finish(self, finish_reason: str = "stop") -> str:
+        """The events that end a reply: the finish reason, then [DONE]."""
+        return _event(self._chunk({}, finish_reason)) + _event("[DONE]")
 
     async def _answer_whole(self, request: web.Request, scripted: Scripted) -> web.Response:
         match scripted:
@@ -401,9 +433,14 @@ def _error_response(error: HttpError) -> web.Response:
     return web.Response(text=error.body, status=error.status, headers=error.headers)
 
 
-async def _send(response: web.StreamResponse, data: dict[str, Any] | str) -> None:
+def _event(data: dict[str, Any] | str) -> str:
     text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-    await response.write(f"data: {text}\n\n".encode())
+    return f"data: {text}\n\n"
+
+
+async def _send(response: web.StreamResponse, data: dict[str, Any] | str) -> None:
+    """One event, written on its own (so one HTTP chunk)."""
+    await response.write(_event(data).encode())
 
 
 def _drop_connection(request: web.Request) -> web.StreamResponse:

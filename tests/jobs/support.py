@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine as DatabaseEngine
 
 from bot.jobs.definitions import JobDefinitions
 from bot.storage.jobs import JobRequest, JobSink
@@ -52,7 +52,7 @@ def definitions_of(jobs: dict[str, Callable[[str, int], Awaitable[None]]]) -> Jo
     return definitions
 
 
-def enqueue(database: Engine, sink: JobSink, *jobs: tuple[str, str]) -> None:
+def enqueue(database: DatabaseEngine, sink: JobSink, *jobs: tuple[str, str]) -> None:
     """Enqueue (job, session) pairs in one transaction, as a stored reply does."""
     with database.begin() as connection:
         sink.enqueue(connection, [JobRequest(name, session, 1, utcnow()) for name, session in jobs])

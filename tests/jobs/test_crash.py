@@ -23,7 +23,7 @@ from tests.durable.serve_process import REPO, ServeProcess, wait_until
 from tests.durable.test_shutdown import read_events, start_web_turn
 from tests.fakes.openai_server import FakeOpenAI, Hang
 from tests.fakes.openai_server import Reply as ModelReply
-from tests.support.postgres import needs_postgres
+from tests.support.peers import needs_postgres
 
 Query = Callable[[str], list[Any]]
 

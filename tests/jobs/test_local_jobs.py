@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text, update
@@ -244,11 +245,49 @@ def test_sqlite_needs_the_worker_in_serve_and_has_no_chorus_worker(
 NO_POLL = JobSettings(poll_seconds=3600)
 
 
+class ClaimPasses:
+    """Watches the runner's claim passes through the table it reads (on the database threads).
+
+    `ended()` waits for the next pass to finish: the jobs it claimed and when the next job that
+    is still waiting falls due, as the runner then knows it.
+    """
+
+    def __init__(self, table: SqliteJobs) -> None:
+        self.claims = 0
+        self.seen: list[tuple[list[ClaimedJob], datetime | None]] = []
+        self._loop = asyncio.get_running_loop()
+        self._ended = asyncio.Event()
+        self._claimed: list[ClaimedJob] = []
+        claim_due, next_run_after = table.claim_due, table.next_run_after
+
+        def counted_claim_due(*args: Any) -> list[ClaimedJob]:
+            self.claims += 1
+            self._claimed = claim_due(*args)
+            return self._claimed
+
+        def observed_next_run_after(*args: Any) -> datetime | None:
+            due = next_run_after(*args)
+            self.seen.append((self._claimed, due))
+            self._loop.call_soon_threadsafe(self._ended.set)
+            return due
+
+        table.claim_due = counted_claim_due  # type: ignore[method-assign]
+        table.next_run_after = observed_next_run_after  # type: ignore[method-assign]
+
+    async def ended(self) -> tuple[list[ClaimedJob], datetime | None]:
+        seen = len(self.seen)
+        while len(self.seen) == seen:
+            self._ended.clear()
+            await wait_for(self._ended, "a claim pass")
+        return self.seen[seen]
+
+
 async def test_a_job_enqueued_while_its_sessions_jobs_run_runs_right_after_them(
     runtimes: RuntimeFactory, tmp_path: Path
 ) -> None:
     runtime = runtimes(tmp_path, jobs_worker=False)
     table = SqliteJobs(runtime.database)
+    passes = ClaimPasses(table)
     timeline = Timeline()
     local: list[LocalJobRunner] = []
 
@@ -256,7 +295,7 @@ async def test_a_job_enqueued_while_its_sessions_jobs_run_runs_right_after_them(
         # The claim pass this wake starts finds the session busy and leaves the job waiting.
         enqueue(runtime.database, table, ("second", session))
         local[0].wake()
-        await asyncio.sleep(0.2)
+        assert await passes.ended() == ([], None)
 
     jobs = {
         "first": recording_job(timeline, "first", while_first_runs),
@@ -300,35 +339,35 @@ async def test_a_job_waiting_behind_its_busy_session_does_not_keep_the_runner_cl
 ) -> None:
     runtime = runtimes(tmp_path, jobs_worker=False)
     table = SqliteJobs(runtime.database)
-    claims: list[int] = []
-    claim_due = table.claim_due
-
-    def counted_claim_due(*args: object) -> list[ClaimedJob]:
-        claims.append(1)
-        return claim_due(*args)  # type: ignore[arg-type]
-
-    table.claim_due = counted_claim_due  # type: ignore[method-assign]
+    passes = ClaimPasses(table)
     timeline = Timeline()
     local: list[LocalJobRunner] = []
     claims_while_busy: list[int] = []
 
     async def while_first_runs(session: str) -> None:
+        before = passes.claims
         enqueue(runtime.database, table, ("second", session))
         local[0].wake()
-        before = len(claims)
-        await asyncio.sleep(0.5)  # "second" is due all this time, but its session is busy
-        claims_while_busy.append(len(claims) - before)
+        # "second" is due, but its session is busy: nothing to claim, and no time to wake up
+        # for, so the runner sleeps until woken rather than claiming again and again.
+        assert await passes.ended() == ([], None)
+        # Woken for another session's job, it claims that one and sleeps again.
+        enqueue(runtime.database, table, ("other", "s2"))
+        local[0].wake()
+        await wait_for(timeline.finished("other", "s2"), "the other session's job")
+        claims_while_busy.append(passes.claims - before)
 
     jobs = {
         "first": recording_job(timeline, "first", while_first_runs),
         "second": recording_job(timeline, "second"),
+        "other": recording_job(timeline, "other"),
     }
     local.append(LocalJobRunner(table, definitions_of(jobs), NO_POLL, "one"))  # type: ignore[arg-type]
     try:
         enqueue(runtime.database, table, ("first", "s1"))
         await local[0].start()
         await wait_for(timeline.finished("second", "s1"), "the job behind the busy session")
-        # The wake-up's one pass, not a pass after pass while the job could not be taken.
-        assert claims_while_busy == [1]
+        # One pass for each wake-up, not a pass after pass while the job could not be taken.
+        assert claims_while_busy == [2]
     finally:
         await local[0].aclose()

@@ -11,12 +11,12 @@ from sqlalchemy import text
 
 from bot.config import JobSettings
 from bot.jobs import MAINTAIN_CONTEXT, OFFLOAD_MEMORY
-from bot.jobs.postgres import TIMER_TASK, ProcrastinateJobs, task_name
+from bot.jobs.postgres import TIMER_TASK, ProcrastinateJobs, ProcrastinateSink, task_name
 from bot.runtime import Runtime
 from tests.durable.serve_process import wait_until
 from tests.jobs.support import Timeline, definitions_of, enqueue, recording_job, wait_for
 from tests.jobs.test_local_jobs import FailsAfterEnqueue
-from tests.support.postgres import needs_postgres
+from tests.support.peers import needs_postgres
 from tests.support.runtime import RuntimeFactory, inbound
 
 pytestmark = needs_postgres
@@ -103,8 +103,8 @@ async def test_one_sessions_jobs_never_overlap_across_two_workers(
     async def while_first_runs(session: str) -> None:
         # Another job of this session, then one of another session: the second can only
         # be fetched after the first, yet it must wait for this job to end.
-        enqueue(runtime.database, workers[0], ("second", session))
-        enqueue(runtime.database, workers[0], ("other", "s2"))
+        enqueue(runtime.database, ProcrastinateSink(), ("second", session))
+        enqueue(runtime.database, ProcrastinateSink(), ("other", "s2"))
         await wait_for(timeline.finished("other", "s2"), "the other session's job")
 
     jobs = {
@@ -120,7 +120,7 @@ async def test_one_sessions_jobs_never_overlap_across_two_workers(
     try:
         for worker in workers:
             await worker.start()
-        enqueue(runtime.database, workers[0], ("first", "s1"))
+        enqueue(runtime.database, ProcrastinateSink(), ("first", "s1"))
         await wait_for(timeline.finished("second", "s1"), "the session's second job")
         assert timeline.index("start", "second", "s1") > timeline.index("end", "first", "s1")
         assert timeline.index("end", "other", "s2") < timeline.index("end", "first", "s1")

@@ -15,15 +15,14 @@ import pytest
 
 from bot.cli import main
 from bot.memory.backfill import BackfillResult, backfill_embeddings
-from bot.memory.dense import Embedder, load_embedder
+from bot.memory.dense import Embedder
 from bot.runtime import Runtime
 from bot.storage.memory_store import MemoryStore, Owner
+from tests.support.peers import needs_dense_model
 from tests.support.runtime import RuntimeFactory, inbound, make_runtime, make_settings
 from tests.support.sql_threads import assert_off_the_loop, sql_threads
 
-pytest.importorskip("numpy")
-if load_embedder() is None:
-    pytest.skip("the dense extra's model package is not installed", allow_module_level=True)
+pytestmark = needs_dense_model
 
 GROUP = {"chat_id": "g7", "chat_kind": "group"}
 OWNER = Owner("group", "web:g7")

@@ -11,16 +11,13 @@ from typing import Any
 
 import pytest
 
-from bot.memory.dense import Embedder, load_embedder
+from bot.memory.dense import Embedder, RememberingEmbedder, load_embedder
 from bot.runtime import Runtime
 from bot.storage.memory_store import MemoryStore, Owner
+from tests.support.peers import needs_dense_model
 from tests.support.runtime import RuntimeFactory, inbound, make_runtime
 
-pytest.importorskip("numpy")
-pytest.importorskip("tokenizers")
-pytest.importorskip("threadpoolctl")
-if load_embedder() is None:
-    pytest.skip("the dense extra's model package is not installed", allow_module_level=True)
+pytestmark = needs_dense_model
 
 GROUP = {"chat_id": "g5", "chat_kind": "group"}
 OWNER = Owner("group", "web:g5")
@@ -107,8 +104,31 @@ async def test_a_turn_with_something_to_search_embeds_its_query_once(
     question = "Which martial art did I take up?"
     await runtime.engine.respond(inbound(question))
     await runtime.engine.drain()
-    # Embedded for the turn, and reused by the after-turn context maintenance that builds it again.
-    assert queries.texts == [question]
+    # Embedded for the turn as the message is stored (with its speaker), and reused by the
+    # after-turn context maintenance that builds it again.
+    assert queries.texts == [f"Alice: {question}"]
+
+
+async def test_the_offload_reuses_the_vector_a_turn_embedded_for_its_query(
+    tmp_path: Path, runtimes: RuntimeFactory
+) -> None:
+    runtime = runtimes(tmp_path, memory_idle_seconds=0, memory_dense=True, memory_turns_threshold=1)
+    assert runtime.memory is not None and isinstance(runtime.memory.embedder, RememberingEmbedder)
+    await runtime.engine.respond(inbound("I signed up for taekwondo classes, the kicks are brutal."))
+    await runtime.engine.drain()
+    model = CountingEmbedder(runtime.memory.embedder.inner)
+    runtime.memory.embedder.inner = model
+    question = "Which martial art did I take up?"
+    reply = await runtime.engine.respond(inbound(question))
+    await runtime.engine.drain()
+    # The model ran for the question once (for recall), then for the reply (the offload):
+    # the offload took the question's vector from the turn.
+    assert model.texts.count(f"Alice: {question}") == 1
+    assert f"Ada: {reply.text}" in model.texts
+    memory = MemoryStore(runtime.database)
+    session = runtime.stores.sessions.get_session(reply.session_id or "")
+    assert session is not None
+    assert len(memory.vectors_after(Owner.of(session), "message", 0)) == 4
 
 
 async def test_messages_of_the_current_window_alone_give_a_dense_search_nothing_to_return(
@@ -145,3 +165,40 @@ def test_a_text_embeds_the_same_alone_as_in_a_large_batch() -> None:
     alone = embedder.embed([text])[0]
     together = embedder.embed(batch)[0]
     assert float(alone @ together) > 0.9999
+
+
+async def test_searches_read_no_vector_counts_until_the_vectors_change_and_then_only_new_rows(
+    tmp_path: Path, runtimes: RuntimeFactory
+) -> None:
+    runtime = runtimes(tmp_path, memory_idle_seconds=0, memory_dense=True, memory_turns_threshold=1)
+    reply = await runtime.engine.respond(inbound("I signed up for taekwondo classes, the kicks are brutal."))
+    await runtime.engine.drain()
+    session = runtime.stores.sessions.get_session(reply.session_id or "")
+    assert session is not None and runtime.memory is not None and runtime.memory.recall.dense is not None
+    owner, dense = Owner.of(session), runtime.memory.recall.dense
+    dense.matrices(owner)  # read once, after the offload that embedded the turn
+    store = dense.store
+    counts: list[Owner] = []
+    reads: list[int] = []
+    count_vectors, read_vectors = store.vector_counts, store.vectors_after
+
+    def counting(owner: Owner) -> dict[str, tuple[int, int]]:
+        counts.append(owner)
+        return count_vectors(owner)
+
+    def reading(owner: Owner, source: str, after_id: int) -> Any:
+        reads.append(after_id)
+        return read_vectors(owner, source, after_id)
+
+    store.vector_counts, store.vectors_after = counting, reading  # type: ignore[method-assign]
+    for _ in range(3):
+        assert dense.search(owner, "martial arts", 5)[1]
+    assert counts == [] and reads == []
+    # The next offload adds vectors: one count, then a read of the rows above the known ones.
+    highest = dense.matrices(owner)["message"].highest_id
+    await runtime.engine.respond(inbound("My instructor says I kick like a mule."))
+    await runtime.engine.drain()
+    dense.search(owner, "martial arts", 5)
+    dense.search(owner, "martial arts", 5)
+    assert len(counts) == 1 and highest in reads and 0 not in reads
+    assert dense.matrices(owner)["message"].count == 4

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from datetime import UTC, datetime, timedelta
@@ -25,6 +26,7 @@ from tests.fakes.openai_server import (
     Malformed,
     Reply,
     StreamError,
+    Writes,
     bad_request,
     context_overflow,
     rate_limited,
@@ -59,6 +61,32 @@ async def test_streams_deltas_in_order(fake_openai: FakeOpenAI, make_provider: P
 
     assert deltas == ["Hel", "lo there", ", Grace", "!"]
     assert [(r.method, r.path) for r in fake_openai.requests] == [("POST", "/v1/chat/completions")]
+
+
+async def test_the_events_of_one_chunk_go_on_as_one_delta_and_a_cut_event_still_parses(
+    fake_openai: FakeOpenAI, make_provider: ProviderFactory
+) -> None:
+    cut = fake_openai.event(", Grace")
+    rest_may_go = asyncio.Event()
+    fake_openai.script(
+        Writes(
+            (
+                # One chunk: two whole events and the first half of a third.
+                fake_openai.event("Hel") + fake_openai.event("lo there") + cut[:20],
+                # Sent only once the first chunk was read and handed on, so it is a chunk of its own.
+                rest_may_go,
+                cut[20:] + fake_openai.event("!") + fake_openai.finish(),
+            )
+        )
+    )
+
+    deltas: list[str] = []
+    async for event in make_provider().stream(chat()):
+        if isinstance(event, TextDelta):
+            deltas.append(event.text)
+            rest_may_go.set()
+
+    assert deltas == ["Hello there", ", Grace!"]
 
 
 async def test_complete_joins_the_stream(fake_openai: FakeOpenAI, make_provider: ProviderFactory) -> None:

@@ -12,20 +12,19 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from tests.support.peers import POSTGRES
+
 ADMIN_URL = os.environ.get("CHORUS_TEST_POSTGRES_URL")
-NO_POSTGRES = "CHORUS_TEST_POSTGRES_URL is not set (scripts/test.sh sets it)"
-needs_postgres = pytest.mark.skipif(not ADMIN_URL, reason=NO_POSTGRES)
 
 
 @contextmanager
 def fresh_database() -> Iterator[str]:
     """The URL of a new, empty database, dropped (connections and all) afterwards."""
     if not ADMIN_URL:
-        pytest.skip(NO_POSTGRES)
+        POSTGRES.skip()
     name = f"chorus_test_{uuid.uuid4().hex[:12]}"
     admin = create_engine(
         make_url(ADMIN_URL).set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT"

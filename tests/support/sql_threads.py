@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine as DatabaseEngine
 
 from bot.storage.boundary import THREAD_NAME
 
@@ -37,7 +37,7 @@ class SqlThreads:
 
 
 @contextmanager
-def sql_threads(database: Engine) -> Iterator[SqlThreads]:
+def sql_threads(database: DatabaseEngine) -> Iterator[SqlThreads]:
     """Record from the calling thread, which is the event loop's in an async test."""
     seen = SqlThreads(loop_thread=threading.get_ident())
     event.listen(database, "before_cursor_execute", seen.record)

@@ -85,11 +85,18 @@ def tool_call(
         role="assistant",
         content=text,
         persona_id=persona_id,
+        kind="tool_call",
         tool_calls=tuple(StoredToolCall(*call) for call in calls),
     )
 
 
 def tool_result(seq: int, call_id: str, content: str, name: str = "recall", **fields: Any) -> TranscriptRow:
     return TranscriptRow(
-        seq=seq, role="tool", content=content, tool_call_id=call_id, tool_name=name, **fields
+        seq=seq,
+        role="tool",
+        kind="tool_result",
+        content=content,
+        tool_call_id=call_id,
+        tool_name=name,
+        **fields,
     )

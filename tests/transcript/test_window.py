@@ -19,7 +19,10 @@ def test_no_rows_give_the_system_message_alone() -> None:
 
 def test_system_rows_take_no_place_under_the_message_cap() -> None:
     rows = [user(1, "u1"), assistant(2, "a2"), user(3, "u3"), assistant(4, "a4")]
-    events = [TranscriptRow(seq=5, role="system", content="persona switched"), {"seq": 6, "role": "user"}]
+    events = [
+        TranscriptRow(seq=5, role="system", kind="persona_switch", content="persona switched"),
+        {"seq": 6, "role": "user"},
+    ]
     assert build([*rows, *events], budget=Budget(max_messages=4)).stats.kept_seqs == (1, 2, 3, 4)
 
 

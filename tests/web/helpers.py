@@ -9,6 +9,32 @@ import httpx
 from tests.web.conftest import Event, parse_events
 
 
+class EventReader:
+    """The events of a streamed reply, each as soon as its blank line has arrived."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._text = response.aiter_text()
+        self._pending = ""
+
+    async def next(self) -> Event:
+        while "\n\n" not in self._pending:
+            self._pending += await anext(self._text)
+        block, self._pending = self._pending.split("\n\n", 1)
+        (event,) = parse_events(block)
+        return event
+
+    def __aiter__(self) -> EventReader:
+        return self
+
+    async def __anext__(self) -> Event:
+        try:
+            return await self.next()
+        except StopAsyncIteration:
+            if self._pending.strip():
+                raise AssertionError(f"the stream ended inside an event: {self._pending!r}") from None
+            raise
+
+
 class WebVisitor:
     """One anonymous visitor, authenticated by its bearer token only."""
 

@@ -1,14 +1,21 @@
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import httpx
 
 from bot.turns.events import Reply
-from tests.fakes.openai_server import FakeOpenAI
+from channels.web.app import create_app
+from tests.fakes.openai_server import FakeOpenAI, Writes
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.files import png_image
-from tests.support.runtime import inbound
+from tests.support.live_server import LiveServer
+from tests.support.runtime import RuntimeFactory, inbound
 from tests.web.conftest import ClientFactory
-from tests.web.helpers import WebVisitor
+from tests.web.helpers import EventReader, WebVisitor
+
+DEADLINE = 60.0
 
 
 async def test_healthz_and_openapi_docs(client: httpx.AsyncClient) -> None:
@@ -70,22 +77,45 @@ async def test_without_a_valid_token_the_api_answers_401(client: httpx.AsyncClie
 
 
 async def test_reply_streams_token_by_token_then_done_with_message_and_persona(
-    client: httpx.AsyncClient,
+    tmp_path: Path, runtimes: RuntimeFactory, fake_openai: FakeOpenAI
 ) -> None:
-    visitor = await WebVisitor.start(client, name="Grace")
-    events = await visitor.say("What is a monad?")
-    deltas = [event for event in events if event.name == "delta"]
-    done = events[-1]
-    # The demo model streams its words without pauses: they arrive as a first piece and one more.
-    assert 1 <= len(deltas) <= 2 and done.name == "done"
-    assert "".join(event.data["text"] for event in deltas) == done.data["text"]
-    assert done.data["kind"] == "assistant" and done.data["status"] == "complete"
-    assert (done.data["persona_id"], done.data["persona_name"]) == ("ada", "Ada")
-    page = await visitor.history()
+    rest_of_reply = asyncio.Event()
+    fake_openai.script(
+        Writes(
+            (
+                fake_openai.event("Once "),
+                rest_of_reply,
+                fake_openai.event("upon a time.") + fake_openai.finish(),
+            )
+        )
+    )
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
+    async with (
+        LiveServer(create_app(runtime)) as server,
+        httpx.AsyncClient(base_url=server.base_url, timeout=DEADLINE) as client,
+    ):
+        visitor = await WebVisitor.start(client, name="Grace")
+        url = f"/api/sessions/{visitor.session_id}/messages"
+        async with client.stream(
+            "POST", url, data={"text": "Tell me a story"}, headers=visitor.headers
+        ) as body:
+            assert body.headers["content-type"].startswith("text/event-stream")
+            events = EventReader(body)
+            # The model has sent one piece and waits: the browser has that piece already.
+            first = await asyncio.wait_for(events.next(), DEADLINE)
+            assert (first.name, first.data["text"]) == ("delta", "Once ")
+            rest_of_reply.set()
+            rest = [event async for event in events]
+        assert [(event.name, event.data.get("text")) for event in rest[:-1]] == [("delta", "upon a time.")]
+        done = rest[-1]
+        assert (done.name, done.data["text"]) == ("done", "Once upon a time.")
+        assert done.data["kind"] == "assistant" and done.data["status"] == "complete"
+        assert (done.data["persona_id"], done.data["persona_name"]) == ("ada", "Ada")
+        page = await visitor.history()
     user, reply = page["messages"]
     assert (user["role"], user["text"], user["sender_name"], user["lane"]) == (
         "user",
-        "What is a monad?",
+        "Tell me a story",
         "Grace",
         "web",
     )

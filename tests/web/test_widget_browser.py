@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, Route, async_playwright
 
@@ -15,9 +14,10 @@ from channels.web.app import create_app
 from tests.fakes.openai_server import FakeOpenAI, Hang, Reply
 from tests.support.files import png_image
 from tests.support.live_server import LiveServer
+from tests.support.peers import CHROMIUM_PATH, needs_chromium
 from tests.support.runtime import make_runtime
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = str(CHROMIUM_PATH)
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -30,7 +30,7 @@ CHROMIUM_ARGS = [
 ASSISTANT = "[data-author=assistant]"
 FINISHED_ASSISTANT = "[data-author=assistant][data-message-id]"
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium")
+pytestmark = needs_chromium
 
 
 @pytest_asyncio.fixture

