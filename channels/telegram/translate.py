@@ -10,18 +10,15 @@ from aiogram.types import Message, User
 from aiohttp import ClientError
 
 from bot.errors import AttachmentError
-from bot.turns.inbound import Actor, InboundAttachment, InboundMessage, ReplyTo
+from bot.turns.inbound import Actor, AttachmentKind, InboundAttachment, InboundMessage, ReplyTo
 
 PRIVATE = "private"
 GROUP_TYPES = frozenset({"group", "supergroup"})
 # Message kinds Chorus cannot read yet, with how a reply names them.
 UNSUPPORTED_KINDS = (
     ("sticker", "stickers"),
-    ("voice", "voice notes"),
-    ("video_note", "video messages"),
     ("location", "locations"),
     ("poll", "polls"),
-    ("audio", "audio files"),
     ("video", "videos"),
     ("contact", "contacts"),
 )
@@ -62,7 +59,10 @@ def unsupported_kind(message: Message) -> str | None:
 
 
 def unsupported_reply(noun: str) -> str:
-    return f"I can't read {noun} yet. Send me text, a photo or a document (PDF, TXT, Markdown, CSV, JSON)."
+    return (
+        f"I can't read {noun} yet. Send me text, a photo, a voice note or a document "
+        "(PDF, TXT, Markdown, CSV, JSON)."
+    )
 
 
 def topic_of(message: Message) -> str | None:
@@ -100,6 +100,11 @@ def is_for_another_bot(message: Message, me: User) -> bool:
     return False
 
 
+def bot_names(me: User) -> tuple[str, ...]:
+    """What people call the bot out loud: its name and its username."""
+    return tuple(name for name in (me.first_name, me.username) if name)
+
+
 def _is_me(username: str, me: User) -> bool:
     return bool(me.username) and username.lower() == (me.username or "").lower()
 
@@ -135,14 +140,62 @@ def _attachments(message: Message, bot: Bot) -> list[InboundAttachment]:
         mime_type = document.mime_type or "application/octet-stream"
         return [
             InboundAttachment(
-                kind="image" if mime_type.startswith("image/") else "document",
+                kind=kind_of(mime_type),
                 filename=filename,
                 mime_type=mime_type,
                 size=document.file_size,
                 fetch=_downloader(bot, document.file_id, f"'{filename}'"),
             )
         ]
+    return _recordings(message, bot)
+
+
+def _recordings(message: Message, bot: Bot) -> list[InboundAttachment]:
+    """A voice note, an audio file or a round video message, with the length Telegram states."""
+    if message.voice is not None:
+        voice = message.voice
+        return [
+            InboundAttachment(
+                kind="voice",
+                filename=f"voice_{voice.file_unique_id}.ogg",
+                mime_type=voice.mime_type or "audio/ogg",
+                size=voice.file_size,
+                fetch=_downloader(bot, voice.file_id, "the voice note"),
+                duration_seconds=voice.duration,
+            )
+        ]
+    if message.video_note is not None:
+        note = message.video_note
+        return [
+            InboundAttachment(
+                kind="voice",
+                filename=f"video_note_{note.file_unique_id}.mp4",
+                mime_type="video/mp4",
+                size=note.file_size,
+                fetch=_downloader(bot, note.file_id, "the video message"),
+                duration_seconds=note.duration,
+            )
+        ]
+    if message.audio is not None:
+        audio = message.audio
+        filename = audio.file_name or f"audio_{audio.file_unique_id}.mp3"
+        return [
+            InboundAttachment(
+                kind="audio",
+                filename=filename,
+                mime_type=audio.mime_type or "audio/mpeg",
+                size=audio.file_size,
+                fetch=_downloader(bot, audio.file_id, f"'{filename}'"),
+                duration_seconds=audio.duration,
+            )
+        ]
     return []
+
+
+def kind_of(mime_type: str) -> AttachmentKind:
+    if mime_type.startswith("image/"):
+        return "image"
+    return "audio" if mime_type.startswith("audio/") else "document"
 
 
 def _downloader(bot: Bot, file_id: str, label: str) -> Callable[[], Awaitable[bytes]]:
