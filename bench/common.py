@@ -6,9 +6,13 @@ import json
 import os
 import resource
 import statistics
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -86,3 +90,24 @@ def locomo_turns(path: Path) -> Iterator[dict[str, Any]]:
                 "caption": turn.get("blip_caption"),
             }
         index += 1
+
+
+def fresh_database(admin_url: str, prefix: str = "chorus_bench") -> str:
+    """The URL of a new, empty PostgreSQL database on the server `admin_url` reaches."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(
+        make_url(admin_url).set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT"
+    )
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_database(admin_url: str, url: str) -> None:
+    admin = create_engine(
+        make_url(admin_url).set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT"
+    )
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)'))
+    admin.dispose()

@@ -7,9 +7,10 @@ so the after-turn jobs offload memory as they go; the group's idle flush runs at
 Each question is then asked with the same search `/recall` and `chorus recall` use, and a
 hit covers the turns it came from (a message: its turn; a memory item: its source range).
 
-Reported per category, per conversation and overall: recall@5 and @10 of any evidence
-turn and of all of them; the search latency p50/p99 without the query's own embedding
-(dense only; it is timed on its own, `embed ms`), index size, build time, and the wall
+Reported for the tuned part, the held-out part (whole conversations recall is never tuned
+on, `held_out` in the question file) and all questions, per category: recall@10 of any
+evidence turn and of all of them (and @5 overall); the search latency p50/p99 without the
+query's own embedding (dense only; it is timed on its own, `embed ms`), index size, build time, and the wall
 time of a whole `chorus recall` command (process start-up included, median of five;
 each question is searched three times for the latency figures) —
 for Chorus with dense recall, Chorus full-text only, and plain BM25 (rank-bm25, Okapi)
@@ -17,10 +18,18 @@ over the same turns' text. The machine's load average is printed with the table.
 
 `--locomo-scale` also loads the other LoCoMo conversations (each its own group chat) into
 the same database, so searches run against all 5,882 turns' indexes, as the ten
-conversations together would; questions still ask their own group.
+conversations together would; questions still ask their own group. (The full set covers
+all ten conversations, so this matters only with `--conversations`.)
+
+`--postgres ADMIN_URL` runs Chorus on PostgreSQL instead of SQLite: each method records
+into a fresh database on that server (dropped afterwards, unless `--keep`).
+
+`--keep DIR` keeps each method's database in DIR and, when run again, searches the one
+already there instead of recording the conversations again (the build is most of the
+run's time): for changing how recall ranks, not how memory is written.
 
 Run: .venv/bin/python bench/recall.py [--questions FILE] [--conversations 26,30] [--locomo-scale]
-     [--methods dense,full-text,bm25]
+     [--methods dense,full-text,bm25] [--keep DIR] [--postgres postgresql://user:pass@127.0.0.1/postgres]
 """
 
 from __future__ import annotations
@@ -44,7 +53,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import LOCOMO_DIR, markdown_table, median, percentile  # noqa: E402
+from bench.common import (  # noqa: E402
+    LOCOMO_DIR,
+    drop_database,
+    fresh_database,
+    markdown_table,
+    median,
+    percentile,
+)
+from bench.data.check_questions import CATEGORY_SHARES  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.memory.dense import Embedder  # noqa: E402
 from bot.runtime import Runtime, build_runtime  # noqa: E402
@@ -80,13 +97,12 @@ class Variant:
     index_bytes: int = 0
     # Search time without the query's own embedding, which is timed on its own (dense only).
     latencies_ms: list[float] = field(default_factory=list)
-    embed_ms: list[float] = field(default_factory=list)
     # The query's own embedding (dense only), already taken out of `latencies_ms`.
     embed_ms: list[float] = field(default_factory=list)
     # Wall time of a whole `chorus recall` process (start-up included).
     command_seconds: list[float] = field(default_factory=list)
-    # category → [(found any @5, all @5, any @10, all @10)]
-    outcomes: dict[str, list[Outcome]] = field(default_factory=lambda: defaultdict(list))
+    # (part, category) → [(found any @5, all @5, any @10, all @10)]
+    outcomes: dict[tuple[str, str], list[Outcome]] = field(default_factory=lambda: defaultdict(list))
 
 
 def session_date(text: str) -> datetime:
@@ -123,18 +139,25 @@ def chat_id(conversation: str) -> str:
     return f"locomo-{conversation}"
 
 
-async def build_chorus(directory: Path, conversations: dict[str, list[Turn]], dense: bool) -> Runtime:
+def chorus_environment(directory: Path, database_url: str, dense: bool) -> dict[str, str]:
+    return {
+        "CHORUS_DATABASE_URL": database_url,
+        "CHORUS_DATA_DIR": str(directory),
+        "CHORUS_MEMORY_DENSE": json.dumps(dense),
+    }
+
+
+def open_chorus(directory: Path, database_url: str, dense: bool) -> Runtime:
+    """The runtime over the benchmark's database (created when new)."""
+    overrides = chorus_environment(directory, database_url, dense) | {"CHORUS_MEMORY_IDLE_SECONDS": "0"}
+    return build_runtime(load_settings(REPO / "config.yaml", overrides))
+
+
+async def build_chorus(
+    directory: Path, database_url: str, conversations: dict[str, list[Turn]], dense: bool
+) -> Runtime:
     """One database holding each conversation as its own group chat, recorded turn by turn."""
-    settings = load_settings(
-        REPO / "config.yaml",
-        {
-            "CHORUS_DATABASE_URL": f"sqlite:///{directory / 'recall.db'}",
-            "CHORUS_DATA_DIR": str(directory),
-            "CHORUS_MEMORY_DENSE": json.dumps(dense),
-            "CHORUS_MEMORY_IDLE_SECONDS": "0",
-        },
-    )
-    runtime = build_runtime(settings)
+    runtime = open_chorus(directory, database_url, dense)
     for conversation, turns in conversations.items():
         for n, turn in enumerate(turns):
             await runtime.engine.record(
@@ -228,7 +251,10 @@ def bm25_search(turns: list[Turn]) -> Search:
     return search
 
 
-def ask(variant: Variant, search: Search, conversation: str, questions: list[dict[str, Any]]) -> None:
+PARTS = ("tuned", "held-out")
+
+
+def ask(variant: Variant, search: Search, part: str, questions: list[dict[str, Any]]) -> None:
     """Each question `REPEATS` times: the first answer is scored, every run is timed."""
     for question in questions:
         for _ in range(REPEATS):
@@ -237,9 +263,7 @@ def ask(variant: Variant, search: Search, conversation: str, questions: list[dic
             variant.latencies_ms.append((time.perf_counter() - started - embedding) * 1000)
             if embedding:
                 variant.embed_ms.append(embedding * 1000)
-        result = outcome(ranked, set(question["evidence"]))
-        variant.outcomes[question["category"]].append(result)
-        variant.outcomes[f"conversation {conversation}"].append(result)
+        variant.outcomes[(part, question["category"])].append(outcome(ranked, set(question["evidence"])))
 
 
 async def measure_chorus(
@@ -247,11 +271,32 @@ async def measure_chorus(
     dense: bool,
     conversations: dict[str, list[Turn]],
     questions: dict[str, list[dict[str, Any]]],
+    held_out: set[str],
+    keep: Path | None,
+    postgres: str | None,
 ) -> None:
-    with tempfile.TemporaryDirectory() as directory:
-        started = time.perf_counter()
-        runtime = await build_chorus(Path(directory), conversations, dense)
-        variant.build_seconds += time.perf_counter() - started
+    with tempfile.TemporaryDirectory() as scratch:
+        directory = keep / ("dense" if dense else "full-text") if keep is not None else Path(scratch)
+        directory.mkdir(parents=True, exist_ok=True)
+        # With --keep on PostgreSQL, the database's URL is kept in the folder.
+        url_file = directory / "postgres-url"
+        built = url_file.exists() if postgres else (directory / "recall.db").exists()
+        if built:
+            database_url = (
+                url_file.read_text().strip() if postgres else f"sqlite:///{directory / 'recall.db'}"
+            )
+            runtime = open_chorus(directory, database_url, dense)  # built by an earlier run with --keep
+        else:
+            database_url = (
+                fresh_database(postgres, "chorus_recall")
+                if postgres
+                else f"sqlite:///{directory / 'recall.db'}"
+            )
+            if postgres and keep is not None:
+                url_file.write_text(database_url)
+            started = time.perf_counter()
+            runtime = await build_chorus(directory, database_url, conversations, dense)
+            variant.build_seconds += time.perf_counter() - started
         # A group's memory belongs to "lane:chat id".
         sessions = {session.owner_id: session for session, _ in runtime.stores.sessions.list_sessions()}
         for conversation, asked in questions.items():
@@ -261,26 +306,24 @@ async def measure_chorus(
             dia_by_seq = {message.seq: turn.dia_id for message, turn in zip(messages, turns, strict=True)}
             search = chorus_search(runtime, Owner.of(session), dia_by_seq)
             search(asked[0]["question"])  # warm: the first query reads the owner's vectors
-            ask(variant, search, conversation, asked)
+            ask(variant, search, PARTS[conversation in held_out], asked)
         await runtime.aclose()
         runtime.database.dispose()
-        variant.index_bytes += index_bytes(Path(directory) / "recall.db")
+        if not postgres:
+            variant.index_bytes += index_bytes(directory / "recall.db")
         first = next(iter(questions))
         variant.command_seconds += time_command(
-            Path(directory), sessions[f"telegram:{chat_id(first)}"].id, questions[first], dense
+            directory, database_url, sessions[f"telegram:{chat_id(first)}"].id, questions[first], dense
         )
+        if postgres and keep is None:
+            drop_database(postgres, database_url)
 
 
 def time_command(
-    directory: Path, session_id: str, questions: list[dict[str, Any]], dense: bool
+    directory: Path, database_url: str, session_id: str, questions: list[dict[str, Any]], dense: bool
 ) -> list[float]:
     """Seconds for `chorus recall SESSION QUESTION -k 10`, as an operator runs it, five times."""
-    environ = {
-        **os.environ,
-        "CHORUS_DATABASE_URL": f"sqlite:///{directory / 'recall.db'}",
-        "CHORUS_DATA_DIR": str(directory),
-        "CHORUS_MEMORY_DENSE": json.dumps(dense),
-    }
+    environ = {**os.environ, **chorus_environment(directory, database_url, dense)}
     timings: list[float] = []
     for question in questions[:COMMAND_RUNS]:
         started = time.perf_counter()
@@ -296,26 +339,38 @@ def time_command(
     return timings
 
 
+def share(results: Sequence[Outcome], column: int) -> float:
+    return sum(result[column] for result in results) / len(results) if results else float("nan")
+
+
 def table(variants: dict[str, Variant]) -> list[dict[str, Any]]:
+    """Per method, one row for the tuned part, the held-out part and all questions.
+
+    Each category shows `any / all` evidence recall@10; the overall columns add @5 and, on
+    the "all" row, the timings and sizes.
+    """
     rows: list[dict[str, Any]] = []
     for variant in variants.values():
         if not variant.latencies_ms:
             continue
-        groups = sorted(variant.outcomes, key=lambda name: (name.startswith("conversation"), name))
-        categories = [group for group in groups if not group.startswith("conversation")]
-        everything = [result for group in categories for result in variant.outcomes[group]]
-        for group, results in [*((g, variant.outcomes[g]) for g in groups), ("all", everything)]:
-            share = [sum(result[i] for result in results) / len(results) for i in range(4)]
-            row: dict[str, Any] = {
-                "method": variant.name,
-                "category": group,
-                "questions": len(results),
-                "any@5": share[0],
-                "all@5": share[1],
-                "any@10": share[2],
-                "all@10": share[3],
+        for part in (*PARTS, "all"):
+            in_part = [key for key in variant.outcomes if part in (key[0], "all")]
+            everything = [result for key in in_part for result in variant.outcomes[key]]
+            if not everything:
+                continue
+            row: dict[str, Any] = {"method": variant.name, "part": part, "questions": len(everything)}
+            for category in CATEGORY_SHARES:
+                results = [
+                    result for key in in_part if key[1] == category for result in variant.outcomes[key]
+                ]
+                row[f"{category} any / all @10"] = f"{share(results, 2):.3f} / {share(results, 3):.3f}"
+            row |= {
+                "any@5": share(everything, 0),
+                "all@5": share(everything, 1),
+                "any@10": share(everything, 2),
+                "all@10": share(everything, 3),
             }
-            if group == "all":
+            if part == "all":
                 row |= {
                     "search p50 ms": percentile(variant.latencies_ms, 0.5),
                     "search p99 ms": percentile(variant.latencies_ms, 0.99),
@@ -326,11 +381,11 @@ def table(variants: dict[str, Variant]) -> list[dict[str, Any]]:
                     ),
                     "index KiB": variant.index_bytes / 1024,
                     "chorus recall s": median(variant.command_seconds) if variant.command_seconds else "",
-                    "build s": variant.build_seconds,
+                    "build s": variant.build_seconds or "",
                 }
             rows.append(row)
-    headers = ["method", "category", "questions", "any@5", "all@5", "any@10", "all@10"]
-    headers += ["search p50 ms", "search p99 ms", "embed p50 / p99 ms"]
+    headers = ["method", "part", "questions", *(f"{category} any / all @10" for category in CATEGORY_SHARES)]
+    headers += ["any@5", "all@5", "any@10", "all@10", "search p50 ms", "search p99 ms", "embed p50 / p99 ms"]
     headers += ["index KiB", "build s", "chorus recall s"]
     return [{header: row.get(header, "") for header in headers} for row in rows]
 
@@ -343,8 +398,14 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         "--locomo-scale", action="store_true", help="also load every other LoCoMo conversation"
     )
     parser.add_argument("--methods", default="dense,full-text,bm25", help="what to measure, comma-separated")
+    parser.add_argument("--keep", type=Path, help="keep (and reuse) each method's database in this folder")
+    parser.add_argument(
+        "--postgres", metavar="ADMIN_URL", help="run Chorus on PostgreSQL (a role that may create databases)"
+    )
     args = parser.parse_args(list(argv) if argv is not None else [])
-    questions = json.loads(args.questions.read_text(encoding="utf-8"))["questions"]
+    question_file = json.loads(args.questions.read_text(encoding="utf-8"))
+    questions = question_file["questions"]
+    held_out = set(question_file.get("held_out", []))
     in_set = sorted({question["conversation"] for question in questions})
     wanted = args.conversations.split(",") if args.conversations else in_set
     asked = {c: [q for q in questions if q["conversation"] == c] for c in wanted}
@@ -360,16 +421,20 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         started = time.perf_counter()
         bm25 = bm25_search(conversations[conversation])
         variants["rank-bm25"].build_seconds += time.perf_counter() - started
-        ask(variants["rank-bm25"], bm25, conversation, asked[conversation])
+        ask(variants["rank-bm25"], bm25, PARTS[conversation in held_out], asked[conversation])
     for name, dense in (("chorus full-text", False), ("chorus + dense", True)):
         if (dense and not dense_available) or ("dense" if dense else "full-text") not in methods:
             continue
-        asyncio.run(measure_chorus(variants[name], dense, conversations, asked))
+        asyncio.run(
+            measure_chorus(variants[name], dense, conversations, asked, held_out, args.keep, args.postgres)
+        )
     rows = table(variants)
     print(markdown_table(rows))
     turns = sum(len(turns) for turns in conversations.values())
+    backend = "PostgreSQL" if args.postgres else "SQLite"
     print(
-        f"\n{turns} turns in {len(conversations)} group chats; load average (1 min) "
+        f"\n{turns} turns in {len(conversations)} group chats on {backend}; "
+        f"load average (1 min) "
         f"{load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs"
     )
     if not dense_available:

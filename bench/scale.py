@@ -22,13 +22,16 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import drop_database, fresh_database  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 VISITORS = 24
@@ -195,26 +198,6 @@ def check(database_url: str, load: Load) -> dict[str, int]:
         "out of place": out_of_place,
         "recovered after the crash": recovered,
     }
-
-
-def fresh_database(admin_url: str) -> str:
-    name = f"chorus_scale_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(
-        make_url(admin_url).set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT"
-    )
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-
-
-def drop_database(admin_url: str, url: str) -> None:
-    admin = create_engine(
-        make_url(admin_url).set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT"
-    )
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)'))
-    admin.dispose()
 
 
 async def measure(admin_url: str, workdir: Path) -> None:

@@ -22,6 +22,7 @@ from bot.storage.memory_store import Owner
 from bot.storage.messages import NewMessage
 from bot.storage.models import ChatSession
 from bot.storage.overview import Overview
+from bot.tools.offer import schemas_of
 from channels import registry as lane_registry
 from transcript import (
     CONTEXT_COUNT,
@@ -166,6 +167,7 @@ class Console:
                 "documents": parts.documents,
                 "history": parts.history,
                 "attachments": parts.attachments,
+                "tool schemas": parts.tools,
             },
             "messages_kept": stats.messages_kept,
             "messages_dropped": stats.messages_dropped,
@@ -185,6 +187,7 @@ class Console:
         records = self.overview.records(session.id)
         snips = self.overview.snips(session.id)
         replies = [index for index, row in enumerate(rows) if is_reply(row.kind, row.role)][-CHART_TURNS:]
+        assembler = self.engine.assembler
         points: list[TurnPoint] = []
         for index in replies:
             reply = rows[index]
@@ -193,6 +196,7 @@ class Console:
                 continue
             moment = _parse(before[-1].created_at)
             persona = self.engine.personas.resolve(reply.persona_id)
+            tools = schemas_of(assembler.offered_tools(session, persona))
             summary = _summary_at(records, moment)
             after = summary.last_seq if summary is not None else 0
             collapses = [
@@ -207,8 +211,8 @@ class Console:
                     snips=_snips_at(snips, moment),
                 )[-CONTEXT_COUNT:],
                 persona=persona,
-                budget=self.engine.assembler.budget_for(persona),
-                capabilities=Capabilities(vision=False),
+                budget=assembler.budget_for(persona, tools),
+                capabilities=Capabilities(vision=False, tools=bool(tools)),
                 group=session.kind == "group",
                 summary=summary.text if summary is not None else None,
                 documents=_documents(before),

@@ -118,6 +118,10 @@ class UnknownPersona(InputError):
         super().__init__(f"There is no persona '{persona_id}'. Available: {', '.join(known)}.")
 
 
+class SnipRangeError(InputError):
+    """A snip names messages the conversation does not have."""
+
+
 class LinkCodeError(InputError):
     """A link code was wrong, expired or already used."""
 

@@ -69,7 +69,11 @@ class ContextFilter(logging.Filter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, turn ids, exception."""
+    """One JSON object per line: time, level, logger, message, turn ids, exception.
+
+    A record logged with `extra={"fields": {...}}` adds those fields (a tool call's name,
+    outcome and duration), so shippers need not parse the message.
+    """
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
@@ -80,6 +84,9 @@ class JsonFormatter(logging.Formatter):
         }
         for name, var in _FIELDS:
             entry[name] = getattr(record, name, var.get())
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            entry.update({key: value for key, value in fields.items() if key not in entry})
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False, default=str)

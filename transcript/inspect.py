@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,6 +29,42 @@ class ContextOverview:
     snips: Sequence[Snip] = ()
     compact_share: float = 0.7
     collapse_share: float = 0.85
+    # The window's entries as (seq, who, opening words), for a model that wants to snip.
+    entries: Sequence[tuple[int, str, str]] = ()
+
+
+def context_data(overview: ContextOverview) -> dict[str, object]:
+    """The report as data (the `context_inspect` tool): the same facts, for a model to read."""
+    stats = overview.stats
+    budget = stats.budget_tokens or overview.window_tokens
+    kept = list(stats.kept_seqs)
+    return {
+        "persona": overview.persona,
+        "model": overview.model,
+        "tokens": {
+            "total": stats.total_tokens,
+            "budget": budget,
+            "window": overview.window_tokens,
+            "reply_reserve": overview.reply_reserve_tokens,
+            "by_part": dataclasses.asdict(stats.tokens),
+        },
+        "messages": {
+            "stored": overview.stored_messages,
+            "in_window": len(kept),
+            "window_seqs": _ranges(kept),
+            "awaiting_summary": len([seq for seq in overview.view_seqs if kept and seq < kept[0]]),
+            "newest_truncated": stats.newest_truncated,
+            "window": [{"seq": seq, "from": who, "text": text} for seq, who, text in overview.entries],
+        },
+        "summary_covers_up_to": overview.summary_last_seq,
+        "collapsed": [
+            {"from_seq": c.first_seq, "to_seq": c.last_seq, "summary": _preview(c.summary)}
+            for c in overview.collapses
+        ],
+        "snipped": [{"from_seq": snip.first_seq, "to_seq": snip.last_seq} for snip in overview.snips],
+        "compact_share": overview.compact_share,
+        "collapse_share": overview.collapse_share,
+    }
 
 
 def render_context_report(overview: ContextOverview) -> str:
@@ -46,6 +83,7 @@ def render_context_report(overview: ContextOverview) -> str:
         f"  memory         {tokens.memory + tokens.recall:>7,}",
         f"  history        {tokens.history:>7,}",
         f"  attachments    {tokens.attachments + tokens.documents:>7,}",
+        *([f"  tool schemas   {tokens.tools:>7,}"] if tokens.tools else []),
         f"Messages: {overview.stored_messages} stored (events included); {len(kept)} in the window"
         + (f" ({_ranges(kept)})" if kept else "")
         + f"; {len(waiting)} out of the window awaiting the summary.",

@@ -29,9 +29,10 @@ def row_kind(row: RowLike) -> MessageKind:
 
 def row_field(row: RowLike, name: str) -> object:
     """A field of a stored row, whether it is a `TranscriptRow` or a plain mapping."""
-    if isinstance(row, Mapping):
-        return row.get(name)
-    return getattr(row, name, None)
+    # Stored rows are TranscriptRows: checked first, since the Mapping check is an ABC's.
+    if type(row) is TranscriptRow or not isinstance(row, Mapping):
+        return getattr(row, name, None)
+    return row.get(name)
 
 
 def drop_oldest(limits: Sequence[tuple[Sequence[int], int]], *, keep_from: int) -> int:

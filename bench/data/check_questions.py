@@ -20,20 +20,30 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 QUESTIONS_FILE = HERE / "recall_questions.json"
 
-# Target share of each category; a set may drift from it by SHARE_TOLERANCE either way.
+# Target share of each category: LoCoMo's own question mix (841 single-hop, 282 multi-hop,
+# 321 temporal and 96 open-domain questions over its ten conversations); a set may drift
+# from it by SHARE_TOLERANCE either way.
 CATEGORY_SHARES: dict[str, float] = {
-    "single-hop": 0.30,
-    "multi-hop": 0.20,
-    "temporal": 0.20,
-    "open-domain": 0.10,
-    "paraphrase": 0.20,
+    "single-hop": 841 / 1540,
+    "multi-hop": 282 / 1540,
+    "temporal": 321 / 1540,
+    "open-domain": 96 / 1540,
 }
-SHARE_TOLERANCE = 0.07
-MIN_QUESTIONS = 150
-MIN_CONVERSATIONS = 3
+SHARE_TOLERANCE = 0.04
+MIN_QUESTIONS = 600
 MIN_PER_CONVERSATION = 50
-# A multi-hop question joins facts from more than one turn by definition.
-MIN_MULTI_HOP_EVIDENCE = 2
+# A multi-hop question joins facts said at different times: turns of two or more sessions.
+MIN_MULTI_HOP_SESSIONS = 2
+# The held-out part (whole conversations, never tuned on) must be large enough to measure.
+MIN_HELD_OUT_CONVERSATIONS = 3
+MIN_HELD_OUT_SHARE = 0.3
+# An open-domain question asks for an inference ("Would Melanie enjoy …?", "What kind of …?"),
+# not for a fact that was said.
+INFERENCE = re.compile(
+    r"^(?:would|could|might|is|are|does|do|did|can|will|should|what (?:kind|type|sort))\b"
+    r"|\b(?:likely|probably|might|would)\b",
+    re.IGNORECASE,
+)
 
 FIELDS = ("id", "conversation", "category", "question", "evidence", "answer")
 DIA_ID = re.compile(r"D(\d+):(\d+)")
@@ -67,14 +77,30 @@ def locomo_dir() -> Path | None:
     return None
 
 
-def load_questions(path: Path = QUESTIONS_FILE) -> tuple[list[Question], list[str]]:
+@dataclass(frozen=True)
+class QuestionSet:
+    questions: list[Question]
+    # Conversations whose questions are never tuned on: recall is measured on them apart.
+    held_out: frozenset[str]
+
+    def part(self, held_out: bool) -> list[Question]:
+        return [
+            question for question in self.questions if (question.conversation in self.held_out) == held_out
+        ]
+
+
+def load_set(path: Path = QUESTIONS_FILE) -> tuple[QuestionSet, list[str]]:
     """Parse the question file; malformed entries are reported, not raised."""
     raw = json.loads(path.read_text(encoding="utf-8"))
     entries = raw.get("questions") if isinstance(raw, dict) else None
     if not isinstance(entries, list):
-        return [], [f"{path.name}: expected an object with a 'questions' list"]
-    questions: list[Question] = []
+        return QuestionSet([], frozenset()), [f"{path.name}: expected an object with a 'questions' list"]
+    held_out = raw.get("held_out", [])
     problems: list[str] = []
+    if not isinstance(held_out, list) or not all(isinstance(item, str) for item in held_out):
+        problems.append(f"{path.name}: 'held_out' must be a list of conversation ids")
+        held_out = []
+    questions: list[Question] = []
     for index, entry in enumerate(entries):
         where = entry.get("id", f"#{index}") if isinstance(entry, dict) else f"#{index}"
         if not isinstance(entry, dict) or set(entry) != set(FIELDS):
@@ -100,7 +126,7 @@ def load_questions(path: Path = QUESTIONS_FILE) -> tuple[list[Question], list[st
                 answer=entry["answer"],
             )
         )
-    return questions, problems
+    return QuestionSet(questions, frozenset(held_out)), problems
 
 
 def conversation_turns(path: Path) -> set[str]:
@@ -114,8 +140,12 @@ def conversation_turns(path: Path) -> set[str]:
     return turns
 
 
-def check(questions: Sequence[Question], data_dir: Path | None) -> list[str]:
-    """Every problem with the set; empty when it is sound. Evidence is checked when data_dir is given."""
+def check(question_set: QuestionSet, data_dir: Path | None) -> list[str]:
+    """Every problem with the set; empty when it is sound.
+
+    Evidence, and that every conversation has questions, are checked when data_dir is given.
+    """
+    questions = question_set.questions
     problems: list[str] = []
     seen_ids: set[str] = set()
     seen_questions: set[tuple[str, str]] = set()
@@ -136,7 +166,15 @@ def check(questions: Sequence[Question], data_dir: Path | None) -> list[str]:
         missing = [dia_id for dia_id in question.evidence if dia_id not in turns]
         if missing:
             problems.append(f"{question.id}: evidence not in conversation {question.conversation}: {missing}")
+    if data_dir is not None:
+        missing_conversations = sorted(
+            {path.stem for path in data_dir.glob("*.json")}
+            - {question.conversation for question in questions}
+        )
+        if missing_conversations:
+            problems.append(f"no questions for conversations {missing_conversations}")
     problems.extend(_check_counts(questions))
+    problems.extend(_check_split(question_set))
     return problems
 
 
@@ -161,8 +199,13 @@ def _check_one(question: Question, seen_ids: set[str], seen_questions: set[tuple
     malformed = [dia_id for dia_id in question.evidence if DIA_ID.fullmatch(dia_id) is None]
     if malformed:
         problems.append(f"{question.id}: malformed dia_ids {malformed}")
-    if question.category == "multi-hop" and len(question.evidence) < MIN_MULTI_HOP_EVIDENCE:
-        problems.append(f"{question.id}: a multi-hop question needs at least {MIN_MULTI_HOP_EVIDENCE} turns")
+    sessions = {match.group(1) for match in map(DIA_ID.fullmatch, question.evidence) if match is not None}
+    if question.category == "multi-hop" and len(sessions) < MIN_MULTI_HOP_SESSIONS:
+        problems.append(
+            f"{question.id}: a multi-hop question needs turns of at least {MIN_MULTI_HOP_SESSIONS} sessions"
+        )
+    if question.category == "open-domain" and not INFERENCE.search(question.question):
+        problems.append(f"{question.id}: an open-domain question must ask for an inference (would, likely …)")
     if question.category == "temporal" and not YEAR.search(question.question + " " + question.answer):
         problems.append(f"{question.id}: a temporal question or its answer must name the year")
     return problems
@@ -174,10 +217,6 @@ def _check_counts(questions: Sequence[Question]) -> list[str]:
     if total < MIN_QUESTIONS:
         problems.append(f"only {total} questions; at least {MIN_QUESTIONS} are needed")
     per_conversation = Counter(question.conversation for question in questions)
-    if len(per_conversation) < MIN_CONVERSATIONS:
-        problems.append(
-            f"questions cover {len(per_conversation)} conversations; at least {MIN_CONVERSATIONS}"
-        )
     for conversation, count in sorted(per_conversation.items()):
         if count < MIN_PER_CONVERSATION:
             problems.append(
@@ -191,8 +230,31 @@ def _check_counts(questions: Sequence[Question]) -> list[str]:
     return problems
 
 
-def summary(questions: Sequence[Question]) -> str:
-    """A markdown table: questions per conversation (rows) and category (columns)."""
+def _check_split(question_set: QuestionSet) -> list[str]:
+    """The held-out part: whole conversations of the set, enough of them, every category in both parts."""
+    problems: list[str] = []
+    conversations = {question.conversation for question in question_set.questions}
+    unknown = sorted(question_set.held_out - conversations)
+    if unknown:
+        problems.append(f"held-out conversations {unknown} have no questions")
+    if len(question_set.held_out & conversations) < MIN_HELD_OUT_CONVERSATIONS:
+        problems.append(f"at least {MIN_HELD_OUT_CONVERSATIONS} conversations must be held out")
+    held_out = question_set.part(held_out=True)
+    total = len(question_set.questions)
+    if total and len(held_out) / total < MIN_HELD_OUT_SHARE:
+        problems.append(
+            f"the held-out part is {len(held_out) / total:.0%} of the set; at least {MIN_HELD_OUT_SHARE:.0%}"
+        )
+    for name, part in (("held-out", held_out), ("tuned", question_set.part(held_out=False))):
+        absent = sorted(set(CATEGORY_SHARES) - {question.category for question in part})
+        if part and absent:
+            problems.append(f"the {name} part has no {', '.join(absent)} questions")
+    return problems
+
+
+def summary(question_set: QuestionSet) -> str:
+    """A markdown table: questions per conversation (rows, held-out ones marked) and category (columns)."""
+    questions = question_set.questions
     categories = list(CATEGORY_SHARES)
     counts = Counter((question.conversation, question.category) for question in questions)
     conversations = sorted({question.conversation for question in questions}, key=int)
@@ -202,7 +264,8 @@ def summary(questions: Sequence[Question]) -> str:
     ]
     for conversation in conversations:
         row = [counts[(conversation, category)] for category in categories]
-        lines.append(f"| {conversation} | " + " | ".join(map(str, row)) + f" | {sum(row)} |")
+        name = f"{conversation} (held out)" if conversation in question_set.held_out else conversation
+        lines.append(f"| {name} | " + " | ".join(map(str, row)) + f" | {sum(row)} |")
     totals = [
         sum(counts[(conversation, category)] for conversation in conversations) for category in categories
     ]
@@ -216,15 +279,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=None, help="the LoCoMo folder (default: found upwards)")
     args = parser.parse_args(argv)
     data_dir = args.data or locomo_dir()
-    questions, problems = load_questions(args.questions)
+    question_set, problems = load_set(args.questions)
     if data_dir is None or not data_dir.is_dir():
         problems.append("LoCoMo conversations not found; pass --data or set CHORUS_LOCOMO_DIR")
         data_dir = None
-    problems.extend(check(questions, data_dir))
-    print(summary(questions))
+    problems.extend(check(question_set, data_dir))
+    print(summary(question_set))
     for problem in problems:
         print(f"problem: {problem}", file=sys.stderr)
-    print(f"{len(questions)} questions, {len(problems)} problems", file=sys.stderr)
+    print(f"{len(question_set.questions)} questions, {len(problems)} problems", file=sys.stderr)
     return 1 if problems else 0
 
 

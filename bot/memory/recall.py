@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from bot.config import MemorySettings
 from bot.memory.dense import DenseIndex
@@ -44,6 +45,9 @@ LEADS_SHARE = 0.2
 # How deep each list is read before fusion, per hit asked for.
 CANDIDATES_PER_HIT = 4
 MIN_CANDIDATES = 20
+# Hits read beyond the ones asked for, to fill the places of messages that come along
+# as the reply to a question hit (see `Recall.with_replies`).
+SPARE_HITS = 3
 # Ranking costs grow with how many rows match a term, so a query keeps only its
 # most distinctive words: longer words are rarer, the cheapest proxy for IDF.
 MAX_QUERY_TERMS = 8
@@ -83,7 +87,7 @@ class Ranking:
     hits: Sequence[RecallHit]
 
 
-def fuse(rankings: Sequence[Ranking], limit: int) -> list[RecallHit]:
+def fuse(rankings: Sequence[Ranking], limit: int, spare: int = 0) -> list[RecallHit]:
     """Reciprocal-rank fusion over slots; each slot is shown by its message when one was found.
 
     A retriever ranks items and messages in two lists, but an item restates its
@@ -91,7 +95,8 @@ def fuse(rankings: Sequence[Ranking], limit: int) -> list[RecallHit]:
     retrievers' shares add up. Summing within a retriever would rank a message
     above a better match just because a sentence of it was also distilled.
     The leading slots of every list are kept (see the module docstring); the
-    result is ordered by fused score.
+    result is ordered by fused score, followed by the `spare` best of the slots
+    left out (for the caller to fill in with, should some of the kept ones go).
     """
     shares: dict[tuple[str, str, int], dict[str, float]] = {}
     shown: dict[tuple[str, str, int], RecallHit] = {}
@@ -119,6 +124,7 @@ def fuse(rankings: Sequence[Ranking], limit: int) -> list[RecallHit]:
             break
         kept.add(key)
     best = [key for key in by_score if key in kept]
+    best += [key for key in by_score if key not in kept][:spare]
     return [replace(shown[key], score=scores[key]) for key in best]
 
 
@@ -132,8 +138,9 @@ def hit_seqs(hit: RecallHit) -> str:
     return f"#{hit.seq}" if hit.last_seq in (None, hit.seq) else f"#{hit.seq}–{hit.last_seq}"
 
 
-def hit_text(hit: RecallHit) -> str:
-    """The hit's words, a message prefixed with its sender, relative dates resolved."""
+def hit_text(hit: RecallHit, limit: int | None = None) -> str:
+    """The hit's words, a message prefixed with its sender, relative dates resolved; a
+    question's reply follows it. `limit` shortens the message and its reply each."""
     text = f"{hit.sender_name}: {hit.text}" if hit.source == "message" and hit.sender_name else hit.text
     if hit.source == "message" and hit.said_at is not None:
         resolved = [
@@ -142,12 +149,61 @@ def hit_text(hit: RecallHit) -> str:
         ]
         if resolved:
             text = f"{text} ({'; '.join(resolved)})"
-    return text
+    if limit is not None:
+        text = shorten(text, limit)
+    return f"{text} — {hit_text(hit.reply, limit)}" if hit.reply is not None else text
+
+
+# What a model is told about its `recall` tool. The result shape below (`hit_record`) is
+# what it gets back; both are written so that it can search again with better words.
+RECALL_TOOL_NAME = "recall"
+RECALL_TOOL_DESCRIPTION = """\
+Search the long-term memory of this conversation: earlier messages that are no longer in \
+view and facts remembered from them. Returns up to k hits, best first. Each hit has: kind \
+("message", or the kind of a remembered item: decision, constraint, conclusion, fact), seqs \
+(first and last position in the conversation), date (when it was said), speaker, text, \
+reply (for a message that asked a question: the message that answered it) and score.
+Search with the words the answer would contain (names, places, things, events), not with \
+the question's wording: "Melanie pottery class" finds more than "what did she take up?". \
+A question about several moments ("all the places Maria travelled") needs one search per \
+person, place or topic. When the hits are close but not it, search again with a name, \
+place or event taken from them. Relative dates in a text count from its date: "last week" \
+in a message of 2023-05-08 means the week before 8 May 2023. No hits means nothing was found."""
+RECALL_TOOL_PARAMETERS: dict[str, object] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "description": "what to look for: the words the answer would contain"},
+        "k": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5, "description": "how many hits"},
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+
+
+def hit_record(hit: RecallHit) -> dict[str, Any]:
+    """One hit as plain JSON data: what the `recall` tool returns and `chorus recall --json` prints."""
+    return {
+        "kind": hit.label if hit.source == "memory" else "message",
+        "source": hit.source,
+        "id": hit.id,
+        "session_id": hit.session_id,
+        "seqs": [hit.seq, hit.last_seq if hit.last_seq is not None else hit.seq],
+        "date": hit.said_at.isoformat() if hit.said_at is not None else None,
+        "speaker": hit.sender_name,
+        "text": hit.text,
+        "reply": (
+            {"speaker": hit.reply.sender_name, "text": hit.reply.text, "seq": hit.reply.seq}
+            if hit.reply is not None
+            else None
+        ),
+        "shown": hit_text(hit),
+        "score": round(hit.score, 6),
+    }
 
 
 def format_hit(hit: RecallHit) -> str:
     kind = f"{hit.label} message" if hit.source == "message" else hit.label
-    return f"[{kind} {hit_seqs(hit)}, {hit_date(hit)}] {shorten(hit_text(hit), RECALL_SNIPPET_CHARS)}"
+    return f"[{kind} {hit_seqs(hit)}, {hit_date(hit)}] {hit_text(hit, RECALL_SNIPPET_CHARS)}"
 
 
 def turn_query(rows: Sequence[TranscriptRow]) -> str:
@@ -218,7 +274,7 @@ class Recall:
                 Ranking(r.retriever, r.weight, [h for h in r.hits if (h.source, h.id) not in gone])
                 for r in rankings
             ]
-            fused = fuse(remaining, limit)
+            fused = fuse(remaining, limit, SPARE_HITS)
             stored: dict[tuple[str, int], RecallHit] = {}
             for source in SOURCES:
                 ids = [hit.id for hit in fused if hit.source == source]
@@ -228,8 +284,66 @@ class Recall:
                     stored[(source, hit.id)] = hit
             missing = {(hit.source, hit.id) for hit in fused} - stored.keys()
             if not missing:
-                return [replace(stored[(hit.source, hit.id)], score=hit.score) for hit in fused]
+                found = [replace(stored[(hit.source, hit.id)], score=hit.score) for hit in fused]
+                return self.with_replies(owner, found, window_session_id, window_from_seq)[:limit]
             gone |= missing
+
+    def lookup(
+        self,
+        owner: Owner,
+        query: str,
+        k: int = 5,
+        *,
+        window_session_id: str | None = None,
+        window_from_seq: int | None = None,
+    ) -> dict[str, Any]:
+        """The `recall` tool: `search` with its hits as JSON data (see `RECALL_TOOL_DESCRIPTION`)."""
+        limit = max(1, min(int(k), 20))
+        hits = self.search(
+            owner, query, limit, window_session_id=window_session_id, window_from_seq=window_from_seq
+        )
+        return {"query": query, "hits": [hit_record(hit) for hit in hits]}
+
+    def with_replies(
+        self,
+        owner: Owner,
+        hits: Sequence[RecallHit],
+        window_session_id: str | None,
+        window_from_seq: int | None,
+    ) -> list[RecallHit]:
+        """Each message that asks a question, with the message after it (its answer, most often).
+
+        In a conversation the words of a question are the words people later search
+        with ("How long have you been married?"), while the answer ("5 years already!")
+        shares none of them: a question alone is a hit without the fact. A message that
+        comes along as a reply is not listed again on its own.
+        """
+        questions = [
+            (hit.session_id, hit.seq)
+            for hit in hits
+            if hit.source == "message" and hit.seq is not None and hit.text.rstrip().endswith(("?", "？"))
+        ]
+        replies = (
+            self.store.following_messages(
+                owner, questions, window_session_id=window_session_id, window_from_seq=window_from_seq
+            )
+            if questions
+            else {}
+        )
+        shown: set[tuple[str, int]] = set()
+        result: list[RecallHit] = []
+        for hit in hits:
+            seq = hit.seq
+            if hit.source == "message" and seq is not None:
+                if (hit.session_id, seq) in shown:
+                    continue
+                reply = replies.get((hit.session_id, seq))
+                if reply is not None and (hit.session_id, seq + 1) not in shown:
+                    hit = replace(hit, reply=reply, last_seq=seq + 1)
+                    shown.add((hit.session_id, seq + 1))
+                shown.add((hit.session_id, seq))
+            result.append(hit)
+        return result
 
     def for_turn(
         self, session: ChatSession, rows: Sequence[TranscriptRow], token_budget: int | None = None

@@ -20,11 +20,12 @@ from bot.memory.dense import DenseIndex, Embedder, embedded_text, off_loop
 from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller
 from bot.memory.offload import Offloader, OffloadResult
 from bot.memory.recall import Recall, TurnMemory, turn_query, window_start
+from bot.memory.remembering import Remembered, remember
 from bot.metrics import MEMORY_OFFLOADS
 from bot.providers.base import ChatProvider
 from bot.storage.boundary import boundary_for
 from bot.storage.memory_store import MemoryStore, Owner
-from bot.storage.models import ChatSession
+from bot.storage.models import ChatSession, utcnow
 from transcript import TranscriptRow
 
 log = logging.getLogger(__name__)
@@ -178,6 +179,10 @@ class MemoryService:
             text = self._query_texts.pop(query, query)
             vectors = await off_loop(dense.embedder.embed, [text])
             dense.remember_query(query, vectors[0])
+
+    async def remember(self, session: ChatSession, text: str, seq: int | None) -> Remembered:
+        """Keep `text` (one item a line) in the owner's memory now, as a `<memory>` tag would."""
+        return await remember(self.store, self.embedder, session, text, seq=seq, said_at=utcnow())
 
     async def flush(self, session: ChatSession, *, embed: bool = True) -> OffloadResult | None:
         """Offload everything pending for the session, whatever the triggers say."""

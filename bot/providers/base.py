@@ -31,8 +31,9 @@ class ChatRequest:
     # The messages' tokens as the context builder already counted them (for metrics);
     # None makes whoever needs the number count it.
     prompt_tokens: int | None = None
-    # The tools the model may call this time; empty for a call that must answer in text.
+    # The tools the model may call; with `tool_choice` "none" it sees them but must answer in text.
     tools: tuple[ToolSchema, ...] = ()
+    tool_choice: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

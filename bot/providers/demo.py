@@ -62,7 +62,12 @@ class DemoProvider:
 def _tool_call_for(request: ChatRequest) -> ToolCall | None:
     """A tool call when the person's newest message (not yet answered by a tool) asks for one."""
     messages = request.messages
-    if not request.tools or not messages or messages[-1].get("role") != "user":
+    if (
+        not request.tools
+        or request.tool_choice == "none"
+        or not messages
+        or messages[-1].get("role") != "user"
+    ):
         return None
     return demo_tool_call(request, _text_of(messages[-1]))
 

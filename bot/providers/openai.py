@@ -121,7 +121,7 @@ class OpenAICompatibleProvider:
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
         if request.tools and not self.accepts_tools(request.model):
-            request = replace(request, tools=())
+            request = replace(request, tools=(), tool_choice=None)
         body = encode_body(request)
         headers = self._headers(request)
         answer = _Answer()
@@ -140,7 +140,7 @@ class OpenAICompatibleProvider:
                     request.model,
                     refusal,
                 )
-                request = replace(request, tools=())
+                request = replace(request, tools=(), tool_choice=None)
                 body = encode_body(request)
             except _RetryableFailure as failure:
                 if answer.started:
@@ -315,6 +315,8 @@ def encode_body(request: ChatRequest) -> bytes:
             body[name] = value
     if request.tools:
         body["tools"] = sorted(request.tools, key=tool_name)
+        if request.tool_choice is not None:
+            body["tool_choice"] = request.tool_choice
     for name, value in request.extra.items():
         if name != PURPOSE_KEY and name not in body:
             body[name] = value

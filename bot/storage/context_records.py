@@ -211,15 +211,20 @@ class ContextRecords:
             db.commit()
             return snip
 
-    def undo_snips(self, session_id: str, *, every: bool = False) -> Sequence[ContextSnip]:
-        """Undo the newest snip in force (or all of them); returns what was undone."""
+    def undo_snips(
+        self, session_id: str, *, every: bool = False, overlapping: tuple[int, int] | None = None
+    ) -> Sequence[ContextSnip]:
+        """Undo the newest snip in force, all of them, or those touching `overlapping` (first, last)."""
         with self._session() as db:
             query = (
                 select(ContextSnip)
                 .where(ContextSnip.session_id == session_id, col(ContextSnip.undone_at).is_(None))
                 .order_by(col(ContextSnip.id).desc())
             )
-            undone = list(db.exec(query if every else query.limit(1)))
+            if overlapping is not None:
+                first, last = overlapping
+                query = query.where(ContextSnip.first_seq <= last, ContextSnip.last_seq >= first)
+            undone = list(db.exec(query if every or overlapping is not None else query.limit(1)))
             if undone:
                 db.execute(
                     update(ContextSnip)

@@ -96,6 +96,9 @@ class RecallHit:
     said_at: datetime | None  # when the message (or the item's source) was said
     sender_name: str | None  # who said the message; None for items (their text names the speaker)
     score: float  # higher is more relevant
+    # The message right after a message that asks a question (its answer, most often);
+    # `last_seq` then is the reply's seq.
+    reply: RecallHit | None = None
 
 
 @dataclass(frozen=True)
@@ -210,48 +213,11 @@ class MemoryStore:
         `CursorMoved` (and stores nothing) if the cursor is no longer there.
         """
         now = utcnow()
-        written = merged = 0
         with self._session() as db:
             # The owner as stored now: linking may have moved the session to another person
             # since the caller read it (an idle offload holds its session for minutes).
             owner = Owner.of(db.get(ChatSession, session.id) or session)
-            for item in items:
-                existing = db.exec(
-                    select(MemoryItem).where(
-                        MemoryItem.owner_kind == owner.kind,
-                        MemoryItem.owner_id == owner.id,
-                        MemoryItem.content_key == item.content_key,
-                    )
-                ).first()
-                if existing is not None:
-                    existing.mentions += 1
-                    existing.importance = max(existing.importance, item.importance)
-                    existing.updated_at = now
-                    db.add(existing)
-                    merged += 1
-                    continue
-                db.add(
-                    MemoryItem(
-                        owner_kind=owner.kind,
-                        owner_id=owner.id,
-                        session_id=session.id,
-                        source_seq=item.source_seq,
-                        source_last_seq=item.source_last_seq,
-                        said_at=item.said_at,
-                        embedding=item.embedding,
-                        kind=item.kind,
-                        content=item.content,
-                        search_text=item.search_text,
-                        content_key=item.content_key,
-                        importance=item.importance,
-                        source=item.source,
-                        created_at=now,
-                        updated_at=now,
-                    )
-                )
-                written += 1
-                # Later items of the same batch must see this one for merging.
-                db.flush()
+            written, merged = _store_items(db, owner, session.id, items, now)
             for message_id, vector in message_vectors:
                 db.merge(
                     MessageEmbedding(
@@ -273,6 +239,14 @@ class MemoryStore:
             db.commit()
         if written or merged or message_vectors:
             VECTOR_CHANGES.note(self.database, owner)
+        return CommitCounts(written=written, merged=merged)
+
+    def add_items(self, session: ChatSession, items: Sequence[NewMemoryItem]) -> CommitCounts:
+        """Store items written outside an offload (the `remember` tool); the cursor stays."""
+        with self._session() as db:
+            owner = Owner.of(db.get(ChatSession, session.id) or session)
+            written, merged = _store_items(db, owner, session.id, items, utcnow())
+            db.commit()
         return CommitCounts(written=written, merged=merged)
 
     def _advance(
@@ -520,6 +494,77 @@ class MemoryStore:
             found = {int(row.id): _hit(row) for row in connection.execute(sql, params)}
         return [found[identifier] for identifier in ids if identifier in found]
 
+    def following_messages(
+        self,
+        owner: Owner,
+        places: Sequence[tuple[str, int]],
+        *,
+        window_session_id: str | None = None,
+        window_from_seq: int | None = None,
+    ) -> dict[tuple[str, int], RecallHit]:
+        """The owner's message right after each (session, seq), outside the window, keyed by that place."""
+        found: dict[tuple[str, int], RecallHit] = {}
+        by_session: dict[str, list[int]] = {}
+        for session_id, seq in places:
+            by_session.setdefault(session_id, []).append(seq + 1)
+        with self.database.connect() as connection:
+            for session_id, seqs in by_session.items():
+                params = {
+                    "owner_kind": owner.kind,
+                    "owner_id": owner.id,
+                    "session_id": session_id,
+                    "seqs": seqs,
+                    **_window(window_session_id, window_from_seq),
+                }
+                for row in connection.execute(_MESSAGES_AT, params):
+                    found[(session_id, int(row.seq) - 1)] = _hit(row)
+        return found
+
+
+def _store_items(
+    db: Session, owner: Owner, session_id: str, items: Sequence[NewMemoryItem], now: datetime
+) -> tuple[int, int]:
+    """Insert `items`, each one the owner already has (same content key) counted as a mention."""
+    written = merged = 0
+    for item in items:
+        existing = db.exec(
+            select(MemoryItem).where(
+                MemoryItem.owner_kind == owner.kind,
+                MemoryItem.owner_id == owner.id,
+                MemoryItem.content_key == item.content_key,
+            )
+        ).first()
+        if existing is not None:
+            existing.mentions += 1
+            existing.importance = max(existing.importance, item.importance)
+            existing.updated_at = now
+            db.add(existing)
+            merged += 1
+            continue
+        db.add(
+            MemoryItem(
+                owner_kind=owner.kind,
+                owner_id=owner.id,
+                session_id=session_id,
+                source_seq=item.source_seq,
+                source_last_seq=item.source_last_seq,
+                said_at=item.said_at,
+                embedding=item.embedding,
+                kind=item.kind,
+                content=item.content,
+                search_text=item.search_text,
+                content_key=item.content_key,
+                importance=item.importance,
+                source=item.source,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        written += 1
+        # Later items of the same batch must see this one for merging.
+        db.flush()
+    return written, merged
+
 
 def _window(session_id: str | None, from_seq: int | None) -> dict[str, Any]:
     return {
@@ -572,23 +617,28 @@ _SQLITE_SEARCH = {
         f"WHERE s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"
     ),
 }
-# The expression migration 0008_message_search indexes: the same index text SQLite's index holds.
-_POSTGRES_MESSAGE_TEXT = "to_tsvector('simple', f.search_text)"
+# PostgreSQL's text-search configuration: English stemming, as SQLite's porter tokenizer
+# (migration 0011_search_stemming builds the GIN indexes over these expressions).
+POSTGRES_SEARCH_CONFIG = "english"
+# The expression the messages' index covers: the same index text SQLite's index holds.
+_POSTGRES_MESSAGE_TEXT = f"to_tsvector('{POSTGRES_SEARCH_CONFIG}', f.search_text)"
+_POSTGRES_ITEM_TEXT = f"to_tsvector('{POSTGRES_SEARCH_CONFIG}', m.search_text)"
+_POSTGRES_QUERY = f"to_tsquery('{POSTGRES_SEARCH_CONFIG}', :query)"
 _POSTGRES_SEARCH = {
     source: f"SELECT * FROM ({query}) AS best_matches"
     for source, query in {
         "memory": (
             f"SELECT {_ITEM_COLUMNS}, "
-            "ts_rank(to_tsvector('simple', m.search_text), to_tsquery('simple', :query)) AS score "
-            "FROM memory_items m WHERE to_tsvector('simple', m.search_text) @@ to_tsquery('simple', :query) "
+            f"ts_rank({_POSTGRES_ITEM_TEXT}, {_POSTGRES_QUERY}) AS score "
+            f"FROM memory_items m WHERE {_POSTGRES_ITEM_TEXT} @@ {_POSTGRES_QUERY} "
             "AND m.owner_kind = :owner_kind AND m.owner_id = :owner_id ORDER BY score DESC LIMIT :candidates"
         ),
         "messages": (
             f"SELECT {_MESSAGE_COLUMNS}, "
-            f"ts_rank({_POSTGRES_MESSAGE_TEXT}, to_tsquery('simple', :query)) AS score "
+            f"ts_rank({_POSTGRES_MESSAGE_TEXT}, {_POSTGRES_QUERY}) AS score "
             "FROM messages_fts f JOIN messages g ON g.id = f.message_id "
             "JOIN sessions s ON s.id = g.session_id "
-            f"WHERE {_POSTGRES_MESSAGE_TEXT} @@ to_tsquery('simple', :query) "
+            f"WHERE {_POSTGRES_MESSAGE_TEXT} @@ {_POSTGRES_QUERY} "
             f"AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_IS_SAID} "
             f"AND {_OUTSIDE_WINDOW} ORDER BY score DESC LIMIT :candidates"
         ),
@@ -641,6 +691,11 @@ _ITEMS_BY_ID = text(
     f"SELECT {_ITEM_COLUMNS}, 0.0 AS score FROM memory_items m WHERE m.id IN :ids "
     "AND m.owner_kind = :owner_kind AND m.owner_id = :owner_id"
 )
+_MESSAGES_AT = text(
+    f"SELECT {_MESSAGE_COLUMNS}, 0.0 AS score FROM messages g JOIN sessions s ON s.id = g.session_id "
+    "WHERE g.session_id = :session_id AND g.seq IN :seqs AND g.role != 'system' "
+    f"AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"
+).bindparams(bindparam("seqs", expanding=True))
 _MESSAGES_BY_ID = text(
     f"SELECT {_MESSAGE_COLUMNS}, 0.0 AS score FROM messages g JOIN sessions s ON s.id = g.session_id "
     f"WHERE g.id IN :ids AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"

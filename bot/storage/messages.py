@@ -9,12 +9,13 @@ the console and the widget's history.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import bindparam, func, insert, update
+from sqlalchemy import ColumnElement, ScalarSelect, and_, bindparam, case, func, insert, or_, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlalchemy.engine import Row
@@ -27,11 +28,12 @@ from bot.storage.index_text import INDEX_MESSAGE, INDEX_MESSAGE_POSTGRES, messag
 from bot.storage.jobs import JobRequest, JobSink, JobSpec
 from bot.storage.models import Attachment, ChatSession, Message, as_utc, table_of, utcnow
 from bot.storage.sanitise import clean_optional, clean_text
-from transcript import AttachmentRef, TranscriptRow
+from transcript import AttachmentRef, StoredToolCall, TranscriptRow
 from transcript.kinds import (
     CONVERSATION_KINDS,
     REPLY_KIND,
     SAID_KINDS,
+    TOOL_KINDS,
     MessageKind,
     Role,
     Status,
@@ -57,6 +59,9 @@ ROW_COLUMNS = (
     MESSAGES.c.attachment_count,
     MESSAGES.c.created_at,
     MESSAGES.c.kind,
+    MESSAGES.c.tool_calls,
+    MESSAGES.c.tool_call_id,
+    MESSAGES.c.tool_name,
 )
 # The rows of the conversation (what the model sees), as opposed to stored events.
 IS_CONVERSATION = MESSAGES.c.kind.in_(sorted(CONVERSATION_KINDS))
@@ -103,15 +108,44 @@ STORED_TEXT = (
     .where(ATTACHMENTS.c.sha256 == bindparam("sha256"), ATTACHMENTS.c.text.is_not(None))
     .limit(1)
 )
+# The window reads whole units (a message, or a tool call with its results): the newest
+# `limit` unit openers (any conversation row but a result) and every row after the oldest.
+_IN_SESSION = (MESSAGES.c.session_id == bindparam("session_id"), MESSAGES.c.seq > bindparam("after_seq"))
+_OPENS_UNIT = (*_IN_SESSION, IS_CONVERSATION, MESSAGES.c.kind != "tool_result")
+
+
+def _nth_unit_seq(offset: ColumnElement[Any]) -> ScalarSelect[Any]:
+    return (
+        sa_select(MESSAGES.c.seq)
+        .where(*_OPENS_UNIT)
+        .order_by(MESSAGES.c.seq.desc())
+        .limit(1)
+        .offset(offset)
+        .scalar_subquery()
+    )
+
+
+# A turn that called tools many times must not lose its question: the newest person's
+# message is read too, when it is at most QUESTION_REACH units further back.
+QUESTION_REACH = 32
+_OLDEST_UNIT = _nth_unit_seq(bindparam("limit") - 1)
+_REACH_UNIT = _nth_unit_seq(bindparam("limit") + QUESTION_REACH - 1)
+_QUESTION = (
+    sa_select(MESSAGES.c.seq)
+    .where(*_IN_SESSION, MESSAGES.c.role == "user", MESSAGES.c.kind == REPLY_KIND)
+    .order_by(MESSAGES.c.seq.desc())
+    .limit(1)
+    .scalar_subquery()
+)
+_FIRST_SEQ = case(
+    (_OLDEST_UNIT.is_(None), 0),
+    (and_(_QUESTION < _OLDEST_UNIT, or_(_REACH_UNIT.is_(None), _QUESTION >= _REACH_UNIT)), _QUESTION),
+    else_=_OLDEST_UNIT,
+)
 RECENT_ROWS = (
     sa_select(*ROW_COLUMNS)
-    .where(
-        MESSAGES.c.session_id == bindparam("session_id"),
-        MESSAGES.c.seq > bindparam("after_seq"),
-        IS_CONVERSATION,
-    )
-    .order_by(MESSAGES.c.seq.desc())
-    .limit(bindparam("limit"))
+    .where(*_IN_SESSION, IS_CONVERSATION, MESSAGES.c.seq >= _FIRST_SEQ)
+    .order_by(MESSAGES.c.seq)
 )
 
 
@@ -165,6 +199,10 @@ class NewMessage:
     jobs: tuple[JobSpec, ...] = ()
     # What the row is: a conversation message, or an event (see `transcript.kinds`).
     kind: MessageKind = "message"
+    # A `tool_call` row's calls; a `tool_result` row's call id and tool name.
+    tool_calls: tuple[StoredToolCall, ...] = ()
+    tool_call_id: str | None = None
+    tool_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -239,6 +277,9 @@ class MessageStore:
             "status": message.status,
             "created_at": created_at,
             "kind": message.kind,
+            "tool_calls": encode_calls(message.tool_calls),
+            "tool_call_id": message.tool_call_id,
+            "tool_name": message.tool_name,
         }
         try:
             with self.database.begin() as connection:
@@ -355,16 +396,18 @@ class MessageStore:
             ).first()
 
     def recent_rows(self, session_id: str, limit: int, after_seq: int = 0) -> list[TranscriptRow]:
-        """The newest `limit` conversation rows after `after_seq` (no `system` events), oldest first.
+        """The rows of the newest `limit` units after `after_seq` (no events), oldest first.
 
-        Read on every turn, so it costs one indexed query (two when some of the
-        rows carry attachments), whatever the length of the history.
+        A unit is a message or a tool call with its results, as the window counts them;
+        the newest person's message is read too when a turn's own tool calls pushed it
+        further back (up to `QUESTION_REACH` units). Read on every turn, so it costs one
+        indexed query (two when some of the rows carry attachments), whatever the length
+        of the history.
         """
         with self.database.connect() as connection:
-            newest_first = connection.execute(
+            found = connection.execute(
                 RECENT_ROWS, {"session_id": session_id, "after_seq": after_seq, "limit": limit}
             ).all()
-            found = list(reversed(newest_first))
             with_files = [row.id for row in found if row.attachment_count]
             files: dict[int, list[AttachmentRef]] = {}
             if with_files:
@@ -387,9 +430,28 @@ class MessageStore:
                 token_count=row.token_count,
                 created_at=as_utc(row.created_at).isoformat(),
                 kind=row.kind,
+                tool_calls=decode_calls(row.tool_calls),
+                tool_call_id=row.tool_call_id,
+                tool_name=row.tool_name,
             )
             for row in found
         ]
+
+    def turn_rows(self, session_id: str, user_message_id: int) -> list[TranscriptRow]:
+        """The tool calls and results a turn stored so far for the user message, oldest first."""
+        with self._session() as db:
+            messages = list(
+                db.exec(
+                    select(Message)
+                    .where(
+                        Message.session_id == session_id,
+                        Message.reply_to_id == user_message_id,
+                        col(Message.kind).in_(sorted(TOOL_KINDS)),
+                    )
+                    .order_by(col(Message.seq))
+                )
+            )
+            return self._rows(db, messages)
 
     def latest_conversation_message(self, session_id: str) -> tuple[int, datetime] | None:
         """Seq and time of the session's newest conversation message (no `system` events)."""
@@ -573,7 +635,26 @@ def transcript_row(message: Message, attachments: Sequence[Attachment | Row[Any]
         token_count=message.token_count,
         created_at=as_utc(message.created_at).isoformat(),
         kind=kind,
+        tool_calls=decode_calls(message.tool_calls),
+        tool_call_id=message.tool_call_id,
+        tool_name=message.tool_name,
     )
+
+
+def encode_calls(calls: Sequence[StoredToolCall]) -> str | None:
+    """A `tool_call` row's calls as stored: JSON, each call's arguments exactly as the model sent them."""
+    if not calls:
+        return None
+    return json.dumps(
+        [{"id": call.id, "name": call.name, "arguments": call.arguments} for call in calls],
+        ensure_ascii=False,
+    )
+
+
+def decode_calls(stored: str | None) -> tuple[StoredToolCall, ...]:
+    if not stored:
+        return ()
+    return tuple(StoredToolCall(call["id"], call["name"], call["arguments"]) for call in json.loads(stored))
 
 
 def attachment_ref(attachment: Attachment | Row[Any]) -> AttachmentRef:

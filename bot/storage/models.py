@@ -120,6 +120,11 @@ class Message(SQLModel, table=True):
     status: str = Field(default="complete", max_length=16)
     created_at: datetime = Field(default_factory=utcnow)
     kind: str = Field(default="message", max_length=24)
+    # A `tool_call` row's calls, as JSON ([{"id", "name", "arguments"}, ...]), and a
+    # `tool_result` row's call id and tool name.
+    tool_calls: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    tool_call_id: str | None = Field(default=None, max_length=128)
+    tool_name: str | None = Field(default=None, max_length=128)
 
 
 class Attachment(SQLModel, table=True):

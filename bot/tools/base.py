@@ -51,15 +51,29 @@ class ToolResult:
 
 
 @dataclass(frozen=True)
+class ChatAddress:
+    """Where the turn's person is: what a reminder needs to reach them there later."""
+
+    lane: str
+    chat_id: str
+    chat_kind: str  # "private" | "group"
+    thread_id: str | None = None
+
+
+@dataclass(frozen=True)
 class ToolContext:
     """The call a tool runs for: the conversation, the persona that called, and the chat."""
 
     session: ChatSession
     persona_id: str
-    lane: str | None
+    # None for a turn that came from no chat a message could be sent to.
+    chat: ChatAddress | None
     # A group chat: tools act on the group's memory and context, never a person's.
     group: bool
     call_id: str
+    # The stored row of the call, and the first message the model saw in its context.
+    seq: int | None = None
+    window_from_seq: int | None = None
 
 
 class ToolArgumentsError(Exception):

@@ -33,17 +33,16 @@ async def run_call(
     TOOL_CALLS.labels(call.name if tool is not None else "unknown", outcome).inc()
     TOOL_SECONDS.labels(tool.source if tool is not None else "unknown").observe(elapsed)
     # Names and sizes only: arguments and results can hold what people said.
-    log.info(
-        "tool call",
-        extra={
-            "tool": call.name,
-            "call_id": call.id,
-            "outcome": outcome,
-            "seconds": round(elapsed, 3),
-            "argument_chars": len(call.arguments),
-            "result_chars": len(result.content),
-        },
-    )
+    fields = {
+        "tool": call.name,
+        "source": tool.source if tool is not None else "unknown",
+        "call_id": call.id,
+        "outcome": outcome,
+        "seconds": round(elapsed, 3),
+        "argument_chars": len(call.arguments),
+        "result_chars": len(result.content),
+    }
+    log.info("tool call %s %s in %.3f s", call.name, outcome, elapsed, extra={"fields": fields})
     return result
 
 

@@ -6,14 +6,18 @@ show is exactly what the model gets.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
+from bot.providers.base import ToolSchema
 from bot.storage.boundary import boundary_for
 from bot.storage.context_records import ContextRecords, ContextView
 from bot.storage.messages import MessageStore
 from bot.storage.models import ChatSession
+from bot.tools.base import Tool
+from bot.tools.offer import ToolOffer, schema_tokens, schemas_of
 from bot.turns.attachments import AttachmentStore
 from persona import Persona
 from transcript import (
@@ -45,16 +49,19 @@ class ContextAssembler:
         records: ContextRecords,
         attachments: AttachmentStore,
         memory: MemoryService | None = None,
+        tools: ToolOffer | None = None,
     ) -> None:
         self.settings = settings
         self.messages = messages
         self.attachments = attachments
         self.records = records
+        # The tools a turn offers: their schemas take room, and they decide how exchanges are shown.
+        self.tools = tools
         self.db = boundary_for(messages.database)
         # When long-term memory is on: the snapshot and recall of each turn.
         self.memory = memory
 
-    def budget_for(self, persona: Persona) -> Budget:
+    def budget_for(self, persona: Persona, tools: Sequence[ToolSchema] = ()) -> Budget:
         model = self.settings.model
         window = model.window_for(persona.model or model.name)
         return Budget(
@@ -63,47 +70,77 @@ class ContextAssembler:
             max_chars=self.settings.context.max_chars,
             document_tokens=self.settings.context.document_tokens,
             documents_total_tokens=self.settings.context.documents_total_tokens,
+            tool_result_tokens=self.settings.tools.result_max_tokens,
+            tools_tokens=schema_tokens(tools),
         )
+
+    def offered_tools(self, session: ChatSession, persona: Persona) -> dict[str, Tool]:
+        """The tools a turn of this persona in this session offers the model."""
+        if self.tools is None:
+            return {}
+        model = self.settings.model.model_for(persona.model)
+        return self.tools.tools_for(persona, group=session.kind == "group", model=model)
 
     def view(self, session_id: str) -> ContextView:
         """The rows after the latest summary, with collapses and snips applied."""
         return self.records.view(self.messages, session_id, CONTEXT_COUNT)
 
     async def assemble(
-        self, session: ChatSession, persona: Persona, view: ContextView | None = None
+        self,
+        session: ChatSession,
+        persona: Persona,
+        view: ContextView | None = None,
+        *,
+        tools: Sequence[ToolSchema] | None = None,
     ) -> Context:
-        return (await self.assemble_view(session, persona, view))[1]
+        return (await self.assemble_view(session, persona, view, tools=tools))[1]
 
     async def assemble_view(
-        self, session: ChatSession, persona: Persona, view: ContextView | None = None
+        self,
+        session: ChatSession,
+        persona: Persona,
+        view: ContextView | None = None,
+        *,
+        tools: Sequence[ToolSchema] | None = None,
     ) -> tuple[ContextView, Context]:
-        """The context, and the view (read now unless given) it was built from."""
+        """The context, and the view (read now unless given) it was built from.
+
+        `tools` are the schemas the request carries; None: those a turn would offer.
+        """
+        if tools is None:
+            tools = schemas_of(self.offered_tools(session, persona))
         # Reads, recall, image data and the build itself are blocking work: one call on a
         # database thread. Only when recall needs the query's embedding (CPU work, on the
         # embedding thread) does the build wait for it, as a second call.
-        built = await self.db.run(self._assemble_unless_embedding, session, persona, view)
+        built = await self.db.run(self._assemble_unless_embedding, session, persona, view, tools)
         if isinstance(built, QueryToEmbed):
             if self.memory is not None:
                 await self.memory.embed_query(built.query)
-            return built.view, await self.db.run(self.assemble_now, session, persona, built.view)
+            return built.view, await self.db.run(self.assemble_now, session, persona, built.view, tools)
         return built
 
     def _assemble_unless_embedding(
-        self, session: ChatSession, persona: Persona, view: ContextView | None
+        self, session: ChatSession, persona: Persona, view: ContextView | None, tools: Sequence[ToolSchema]
     ) -> tuple[ContextView, Context] | QueryToEmbed:
         view = view or self.view(session.id)
         query = self.memory.query_to_embed(session, view.projected) if self.memory is not None else None
         if query is not None:
             return QueryToEmbed(view, query)
-        return view, self.assemble_now(session, persona, view)
+        return view, self.assemble_now(session, persona, view, tools)
 
     def assemble_now(
-        self, session: ChatSession, persona: Persona, view: ContextView | None = None
+        self,
+        session: ChatSession,
+        persona: Persona,
+        view: ContextView | None = None,
+        tools: Sequence[ToolSchema] | None = None,
     ) -> Context:
         """`assemble`, for code that already runs off the event loop."""
+        if tools is None:
+            tools = schemas_of(self.offered_tools(session, persona))
         view = view or self.view(session.id)
         rows = view.projected
-        budget = self.budget_for(persona)
+        budget = self.budget_for(persona, tools)
         remembered = (
             self.memory.for_turn(session, rows, budget.max_tokens) if self.memory is not None else None
         )
@@ -114,7 +151,8 @@ class ContextAssembler:
             rows,
             persona=persona,
             budget=budget,
-            capabilities=Capabilities(vision=vision),
+            # With no tools offered the model is sent no tool messages: exchanges become text.
+            capabilities=Capabilities(vision=vision, tools=bool(tools)),
             group=session.kind == "group",
             documents=self.messages.session_documents(session.id) if session.document_count else (),
             summary=view.summary_text,

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from bot.config import Settings
@@ -26,7 +26,8 @@ from bot.errors import (
     StreamInterrupted,
 )
 from bot.logs import bind_session, turn_scope
-from bot.providers.base import ChatProvider, ChatRequest, TextDelta, shown_model
+from bot.metrics import TOOL_STEPS
+from bot.providers.base import ChatProvider, ChatRequest, TextDelta, ToolCall, shown_model
 from bot.speech.hearing import Hearing, Unheard, names_spoken
 from bot.speech.speaking import Speaking
 from bot.storage.boundary import boundary_for
@@ -43,16 +44,20 @@ from bot.storage.messages import (
 from bot.storage.models import ChatSession
 from bot.storage.sanitise import clean_text
 from bot.storage.stores import Stores
+from bot.tools.base import ChatAddress, Tool, ToolContext, ToolResult
+from bot.tools.offer import schemas_of
+from bot.tools.runner import run_call
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
-from bot.turns.events import CommandAnswer, Delta, Reply, TurnEvent
+from bot.turns.events import CommandAnswer, Delta, Reply, ToolStatus, ToolStep, TurnEvent
 from bot.turns.inbound import InboundAttachment, InboundMessage
 from bot.turns.locks import SessionLocks
 from bot.turns.observed import observe_turn
 from bot.turns.routing import Route, resolve_route
 from bot.turns.stops import RunningTurn, RunningTurns
+from bot.turns.tool_rounds import ToolRounds, progress_summary
 from persona import Persona, PersonaRegistry
-from transcript import Context, count_tokens
+from transcript import Context, StoredToolCall, count_call_tokens, count_tokens
 from transcript.kinds import MessageKind, Status
 
 log = logging.getLogger(__name__)
@@ -72,6 +77,8 @@ SHUTDOWN_NOTE = "[Cut off: the server was restarting. Send your message again to
 RESTARTING_MESSAGE = "Chorus is restarting, so this message was not answered. Please send it again soon."
 # A stored event: the person was told why their voice notes are not understood (once a conversation).
 VOICE_NOTICE_EVENT = "voice notes not understood: "
+# The result of a call a stop (or shutdown) cut short: stored, so no call is left without one.
+STOPPED_RESULT = ToolResult.error("Stopped before it finished: the turn was stopped.")
 OVERFLOW_MESSAGE = (
     "This conversation has grown too large for the model, even after folding older "
     "messages. Your message is saved; try /compact, /snip some messages, or /new."
@@ -127,6 +134,9 @@ class TurnPlan:
     notice: str | None = None
     # /voice on: the lane also sends the reply as audio.
     spoken: bool = False
+    # Where the person asked (tools see it), and whether a restart is finishing the turn.
+    chat: ChatAddress | None = None
+    resumed: bool = False
 
     def reply(self, text: str, stored: StoredMessage, status: str = "complete") -> Reply:
         """The turn's final reply, once `stored` holds what was said."""
@@ -140,6 +150,32 @@ class TurnPlan:
             spoken=self.spoken and status == "complete" and bool(stored.content.strip()),
             spoken_text=stored.content,
         )
+
+
+@dataclass
+class ModelAnswer:
+    """One model call's answer as it streamed: its text, its tool calls, and the window it saw."""
+
+    text: list[str] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    window_from_seq: int | None = None
+
+    @property
+    def joined(self) -> str:
+        return "".join(self.text)
+
+
+@dataclass(frozen=True)
+class UnansweredCalls:
+    """What a recovered turn finds: its rounds so far, and the last round's calls without a result."""
+
+    steps: int
+    call_seq: int
+    calls: list[ToolCall]
+
+
+class _Overflowed(Exception):
+    """The context stayed too large for the model after every fold."""
 
 
 class TurnEngine:
@@ -335,7 +371,10 @@ class TurnEngine:
                 yield Reply(kind="duplicate", text="", session_id=session.id)
                 return
             session = await self.db.run(self.stores.sessions.get_session, session.id) or session
-            answer = self._answer(session, self.persona_for(session), delivery.user_message_id)
+            chat = ChatAddress(delivery.lane, delivery.chat_id, delivery.chat_kind, delivery.thread_id)
+            answer = self._answer(
+                session, self.persona_for(session), delivery.user_message_id, chat=chat, resumed=True
+            )
             async with aclosing(answer) as events:
                 async for event in events:
                     yield event
@@ -390,6 +429,7 @@ class TurnEngine:
     ) -> AsyncGenerator[TurnEvent, None]:
         session = await self.db.run(self.stores.sessions.refresh, route.session) if reread else route.session
         persona = self.persona_for(session)
+        retried = False
         try:
             stored, unheard = await self._store_user_message(inbound, route, text, deliver=True)
             user_message_id = stored.id
@@ -412,20 +452,31 @@ class TurnEngine:
                     user_message_id=duplicate.existing.id,
                 )
                 return
-            # Stored before but never answered (a failed turn): answer it now.
+            # Stored before but never answered (a failed turn): answer it now, after any
+            # tool calls that turn stored.
             user_message_id = duplicate.existing.id or 0
             notice = None
+            retried = True
         except ChorusError as error:
             yield Reply(kind="error", text=str(error), session_id=session.id)
             return
-        async with aclosing(self._answer(session, persona, user_message_id, notice)) as events:
+        chat = ChatAddress(inbound.lane, inbound.chat_id, inbound.chat_kind, inbound.thread_id)
+        answer = self._answer(session, persona, user_message_id, chat=chat, resumed=retried, notice=notice)
+        async with aclosing(answer) as events:
             async for event in events:
                 yield event
 
     async def _answer(
-        self, session: ChatSession, persona: Persona, user_message_id: int, notice: str | None = None
+        self,
+        session: ChatSession,
+        persona: Persona,
+        user_message_id: int,
+        *,
+        chat: ChatAddress | None,
+        resumed: bool,
+        notice: str | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
-        """Answer a stored user message: a live turn, or one a restart recovers."""
+        """Answer a stored user message: a live turn, or one a restart (or a retry) finishes."""
         plan = TurnPlan(
             session=session,
             persona=persona,
@@ -433,6 +484,8 @@ class TurnEngine:
             running=self.running.begin(session.id),
             notice=notice,
             spoken=await self.db.run(self.stores.sessions.is_spoken, session.id),
+            chat=chat,
+            resumed=resumed,
         )
         try:
             async with aclosing(self._generate(plan)) as events:
@@ -504,50 +557,61 @@ class TurnEngine:
         return unheard.notice()
 
     async def _generate(self, plan: TurnPlan) -> AsyncGenerator[TurnEvent, None]:
-        session, persona = plan.session, plan.persona
-        pieces: list[str] = []
+        """The turn's rounds: call the model → store its calls → run them → store the results → repeat.
+
+        The rounds end when the model answers in text, or after `tools.max_steps` (or a call
+        repeated `REPEAT_LIMIT` times): then it answers once more without tools, and the
+        answer says why. A turn a restart recovers first runs the calls its rows leave
+        unanswered, never one whose result is stored.
+        """
+        session = plan.session
+        answer = ModelAnswer()
         finished = False
         try:
-            for attempt in range(self.settings.context.overflow_retries + 1):
-                context = await self.assembler.assemble(session, persona)
-                request = ChatRequest(
-                    messages=context.messages,
-                    model=self.model_for(persona),
-                    temperature=persona.temperature,
-                    top_p=persona.top_p,
-                    max_tokens=self.settings.model.reply_reserve_tokens,
-                    persona_id=persona.id,
-                    persona_name=persona.name,
-                    prompt_tokens=context.stats.total_tokens,
-                )
-                try:
-                    async with aclosing(plan.running.pieces(self.provider.stream(request))) as answer:
-                        async for event in answer:
-                            if isinstance(event, TextDelta):
-                                pieces.append(event.text)
-                                yield Delta(event.text, persona.id, persona.name, session_id=plan.session.id)
+            tools = self.assembler.offered_tools(session, plan.persona)
+            rounds = ToolRounds(self.settings.tools.max_steps)
+            unanswered = await self._unanswered_calls(plan) if plan.resumed else None
+            if unanswered is not None:
+                rounds.steps = unanswered.steps
+                leftover = self._run_calls(plan, unanswered.call_seq, unanswered.calls, tools, None)
+                async with aclosing(leftover) as events:
+                    async for event in events:
+                        yield event
+            while True:
+                answer = ModelAnswer()
+                offering = tools if rounds.may_call_tools else {}
+                async with aclosing(self._call_model(plan, tools, answer, final=not offering)) as events:
+                    async for event in events:
+                        yield event
+                if plan.running.stopped or not answer.calls or not offering:
                     break
-                except ContextOverflowError:
-                    recovered = (
-                        self.overflow_handler is not None
-                        and attempt < self.settings.context.overflow_retries
-                        and await self.overflow_handler(session, context)
-                    )
-                    if not recovered:
-                        await self._store_event(session, "error", "context overflow")
-                        await self.db.run(self.deliveries.finish, plan.user_message_id, "failed")
-                        yield self._error(plan, OVERFLOW_MESSAGE)
-                        finished = True
-                        return
+                call_row = await self._store_calls(plan, answer)
+                # aclosing: a lane that stops listening stores the round's results before the reply.
+                calls = self._run_calls(plan, call_row.seq, answer.calls, offering, answer.window_from_seq)
+                async with aclosing(calls) as events:
+                    async for event in events:
+                        yield event
+                rounds.record(answer.calls)
+                if plan.running.stopped:
+                    answer = ModelAnswer()
+                    break
+            TOOL_STEPS.observe(rounds.steps)
             finished = True
             if plan.running.stopped:
-                yield await self._stopped_reply(plan, "".join(pieces))
+                yield await self._stopped_reply(plan, answer.joined)
                 return
-            stored = await self._store_reply(plan, "".join(pieces), "complete")
+            note = rounds.note()
+            text = with_note(answer.joined, note) if note is not None else answer.joined
+            stored = await self._store_reply(plan, text, "complete")
             yield plan.reply(stored.content, stored)
+        except _Overflowed:
+            finished = True
+            await self._store_event(session, "error", "context overflow")
+            await self.db.run(self.deliveries.finish, plan.user_message_id, "failed")
+            yield self._error(plan, OVERFLOW_MESSAGE)
         except StreamInterrupted as error:
             finished = True
-            text = "".join(pieces) or error.partial_text
+            text = answer.joined or error.partial_text
             stored = await self._store_reply(plan, text, "interrupted")
             notice = f"{text}\n\n[The reply was cut off: {error}]"
             yield plan.reply(notice, stored, "interrupted")
@@ -560,7 +624,158 @@ class TurnEngine:
             if not finished:
                 # The lane stopped listening mid-stream (a closed browser tab, a
                 # cancelled task): keep what arrived, marked as interrupted.
-                await self._store_reply(plan, "".join(pieces), "interrupted")
+                await self._store_reply(plan, answer.joined, "interrupted")
+
+    async def _call_model(
+        self, plan: TurnPlan, tools: dict[str, Tool], answer: ModelAnswer, *, final: bool
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """One model call, its text streamed as `Delta`s and the rest kept in `answer`.
+
+        `final` asks for an answer in text: the tools' schemas still go (the history holds
+        their calls) but `tool_choice` is "none". A context the provider rejects as too
+        large is folded and built again, a bounded number of times.
+        """
+        session, persona = plan.session, plan.persona
+        schemas = schemas_of(tools)
+        for attempt in range(self.settings.context.overflow_retries + 1):
+            context = await self.assembler.assemble(session, persona, tools=schemas)
+            request = ChatRequest(
+                messages=context.messages,
+                model=self.model_for(persona),
+                temperature=persona.temperature,
+                top_p=persona.top_p,
+                max_tokens=self.settings.model.reply_reserve_tokens,
+                persona_id=persona.id,
+                persona_name=persona.name,
+                prompt_tokens=context.stats.total_tokens,
+                tools=schemas,
+                tool_choice="none" if final and schemas else None,
+            )
+            try:
+                async with aclosing(plan.running.pieces(self.provider.stream(request))) as events:
+                    async for event in events:
+                        if isinstance(event, TextDelta):
+                            answer.text.append(event.text)
+                            yield Delta(event.text, persona.id, persona.name, session_id=session.id)
+                        elif isinstance(event, ToolCall):
+                            answer.calls.append(event)
+                answer.window_from_seq = context.stats.kept_seqs[0] if context.stats.kept_seqs else None
+                return
+            except ContextOverflowError:
+                recovered = (
+                    self.overflow_handler is not None
+                    and attempt < self.settings.context.overflow_retries
+                    and await self.overflow_handler(session, context)
+                )
+                if not recovered:
+                    raise _Overflowed() from None
+
+    async def _store_calls(self, plan: TurnPlan, answer: ModelAnswer) -> StoredMessage:
+        """The model's words and calls of one round, stored before any call runs."""
+        text = answer.joined
+        calls = tuple(StoredToolCall(call.id, call.name, call.arguments) for call in answer.calls)
+        return await self.db.run(
+            self.stores.messages.append,
+            plan.session.id,
+            NewMessage(
+                role="assistant",
+                content=text,
+                token_count=count_tokens(text) + count_call_tokens(calls),
+                persona_id=plan.persona.id,
+                sender_name=plan.persona.name,
+                reply_to_id=plan.user_message_id,
+                kind="tool_call",
+                tool_calls=calls,
+            ),
+        )
+
+    async def _run_calls(
+        self,
+        plan: TurnPlan,
+        call_seq: int,
+        calls: Sequence[ToolCall],
+        tools: dict[str, Tool],
+        window_from_seq: int | None,
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """Run one round's calls at once; each result is stored as it comes, before the next call.
+
+        A stop (or the lane going away) cancels the calls still running; they are stored
+        as stopped, so the transcript never holds a call without its result.
+        """
+        session = plan.session
+        running: dict[asyncio.Task[ToolResult], ToolCall] = {}
+        for call in calls:
+            context = ToolContext(
+                session=session,
+                persona_id=plan.persona.id,
+                chat=plan.chat,
+                group=session.kind == "group",
+                call_id=call.id,
+                seq=call_seq,
+                window_from_seq=window_from_seq,
+            )
+            task = asyncio.create_task(run_call(call, tools, context, self.settings.tools.timeout_seconds))
+            plan.running.track(task)
+            running[task] = call
+        stored: set[str] = set()
+        try:
+            for call in calls:
+                yield ToolStep(call.id, call.name, "started", progress_summary(call), session.id)
+            waiting: set[asyncio.Task[ToolResult]] = set(running)
+            while waiting:
+                done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    call = running[task]
+                    result = STOPPED_RESULT if task.cancelled() else task.result()
+                    await self._store_result(plan, call, result)
+                    stored.add(call.id)
+                    status: ToolStatus = "error" if result.is_error else "done"
+                    yield ToolStep(call.id, call.name, status, progress_summary(call), session.id)
+        finally:
+            for task in running:
+                task.cancel()
+            for call in calls:
+                if call.id not in stored:
+                    await self._store_result(plan, call, STOPPED_RESULT)
+
+    async def _store_result(self, plan: TurnPlan, call: ToolCall, result: ToolResult) -> None:
+        images = [
+            await asyncio.to_thread(
+                self.attachments.store_bytes, f"{call.name}-{number}", image.mime_type, image.data
+            )
+            for number, image in enumerate(result.images, 1)
+        ]
+        await self.db.run(
+            self.stores.messages.append,
+            plan.session.id,
+            NewMessage(
+                role="tool",
+                content=result.content,
+                token_count=count_tokens(result.content),
+                persona_id=plan.persona.id,
+                reply_to_id=plan.user_message_id,
+                status="failed" if result.is_error else "complete",
+                kind="tool_result",
+                tool_call_id=call.id,
+                tool_name=call.name,
+                attachments=tuple(images),
+            ),
+        )
+
+    async def _unanswered_calls(self, plan: TurnPlan) -> UnansweredCalls | None:
+        """The calls of the turn's last stored round that have no stored result, and its step count."""
+        rows = await self.db.run(self.stores.messages.turn_rows, plan.session.id, plan.user_message_id)
+        call_rows = [row for row in rows if row.tool_calls]
+        if not call_rows:
+            return None
+        last = call_rows[-1]
+        answered = {row.tool_call_id for row in rows if row.role == "tool"}
+        missing = [
+            ToolCall(call.id, call.name, call.arguments)
+            for call in last.tool_calls
+            if call.id not in answered
+        ]
+        return UnansweredCalls(steps=len(call_rows), call_seq=last.seq, calls=missing)
 
     async def _store_reply(self, plan: TurnPlan, text: str, status: Status) -> StoredMessage:
         return await self.db.run(

@@ -1,5 +1,5 @@
-"""What a turn hands back to a lane: text deltas, then exactly one `Reply`; and what a command
-hands back to the turn (`CommandAnswer`)."""
+"""What a turn hands back to a lane: text deltas and tool steps, then exactly one `Reply`; and
+what a command hands back to the turn (`CommandAnswer`)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 ReplyKind = Literal["assistant", "command", "error", "duplicate", "recorded"]
+ToolStatus = Literal["started", "done", "error"]
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,30 @@ class Reply:
         return self.kind in ("assistant", "command", "error") and bool(self.text)
 
 
-TurnEvent = Delta | Reply
+@dataclass(frozen=True)
+class ToolStep:
+    """A tool call of the turn starting or ending, for the lane to show ("🔧 recall: dentist").
+
+    The text streamed before a call's `started` step belonged to that tool round (it is
+    stored with the call), so a lane showing progress lines drops it; the answer's text
+    streams anew after the last step. `summary` is short and meant for people: the
+    call's main argument, never its result.
+    """
+
+    call_id: str
+    name: str
+    status: ToolStatus
+    summary: str = ""
+    session_id: str | None = None
+
+    @property
+    def progress_line(self) -> str:
+        """One line for a draft: the tool and what it was asked."""
+        mark = "⚠️" if self.status == "error" else "🔧"
+        return f"{mark} {self.name}: {self.summary}" if self.summary else f"{mark} {self.name}"
+
+
+TurnEvent = Delta | ToolStep | Reply
 
 
 @dataclass(frozen=True)

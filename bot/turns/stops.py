@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import AsyncGenerator
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 # Why a turn ended early: the person stopped it, or the process was shutting down.
 StopReason = Literal["stop", "shutdown"]
@@ -33,12 +33,24 @@ class RunningTurn:
     stopped: bool = False
     reason: StopReason = "stop"
     _reader: asyncio.Task[None] | None = field(default=None, repr=False)
+    # Tool calls running for the turn: a stop cancels them too.
+    _tools: set[asyncio.Task[Any]] = field(default_factory=set, repr=False)
 
     def stop(self, reason: StopReason = "stop") -> None:
         self.stopped = True
         self.reason = reason
         if self._reader is not None:
             self._reader.cancel()
+        for task in self._tools:
+            task.cancel()
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        """Cancel `task` (a running tool call) when the turn is stopped."""
+        if self.stopped:
+            task.cancel()
+            return
+        self._tools.add(task)
+        task.add_done_callback(self._tools.discard)
 
     async def pieces(self, stream: AsyncGenerator[Item, None]) -> AsyncGenerator[Item, None]:
         """The stream's pieces until it ends or `stop()` is called; its errors are re-raised here."""

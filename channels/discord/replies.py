@@ -115,7 +115,7 @@ class DiscordReply:
                         streamed += event.text
                         with suppress(discord.HTTPException):
                             await self.drafts.update(self._framed(streamed))
-                    elif event.should_send:
+                    elif isinstance(event, Reply) and event.should_send:
                         await self._finish(event)
 
     async def _finish(self, reply: Reply) -> None:

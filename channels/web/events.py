@@ -1,4 +1,4 @@
-"""A turn as Server-Sent Events: `delta` pieces, then one `done` or `error`."""
+"""A turn as Server-Sent Events: `delta` pieces and `tool` steps, then one `done` or `error`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.history import ConversationHistory, StoredEntry
 from bot.turns.engine import TurnEngine
-from bot.turns.events import Delta, Reply, TurnEvent
+from bot.turns.events import Delta, Reply, ToolStep, TurnEvent
 from bot.turns.inbound import InboundMessage
 from bot.turns.routing import Route
 
@@ -32,6 +32,8 @@ class Pieces:
 
     def __init__(self) -> None:
         self.text: list[str] = []
+        # Tool steps, each after the text that came before it.
+        self.steps: list[tuple[str, ToolStep]] = []
         self.final: Reply | None = None
         self.failed = False
         self.changed = asyncio.Event()
@@ -49,6 +51,8 @@ async def run_turn(events: AsyncGenerator[TurnEvent, None], pieces: Pieces, who:
             async for event in turn:
                 if isinstance(event, Delta):
                     pieces.text.append(event.text)
+                elif isinstance(event, ToolStep):
+                    pieces.steps.append((pieces.take_text(), event))
                 else:
                     pieces.final = event
                 pieces.changed.set()
@@ -79,6 +83,11 @@ async def turn_events(
             pause = sent_at + COALESCE_SECONDS - time.monotonic()
             if pause > 0 and pieces.final is None and not pieces.failed:
                 await asyncio.sleep(pause)
+            for before, step in pieces.steps:
+                if before:
+                    yield encode_event("delta", {"text": before})
+                yield encode_event("tool", tool_payload(step))
+            pieces.steps.clear()
             text = pieces.take_text()
             if text:
                 yield encode_event("delta", {"text": text})
@@ -104,6 +113,11 @@ async def final_event(history: ConversationHistory, reply: Reply) -> tuple[str, 
         answer = await history.answer_to(reply.user_message_id) if reply.user_message_id else None
         return "done", duplicate_payload(answer, reply)
     return "done", final_payload(reply)
+
+
+def tool_payload(step: ToolStep) -> dict[str, Any]:
+    """A tool call starting or ending: its name and a short summary, never its result."""
+    return {"call_id": step.call_id, "name": step.name, "status": step.status, "summary": step.summary}
 
 
 def final_payload(reply: Reply) -> dict[str, Any]:

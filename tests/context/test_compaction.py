@@ -48,6 +48,8 @@ async def test_compaction_starts_when_the_history_passes_the_configured_share(
         context_compact_share=0.5,
         context_keep_recent_messages=2,
         context_compact_dropped_messages=100,
+        # The history alone passes the share: no tool schemas take room in this budget.
+        tools_enabled="false",
     )
     assert rt.context is not None
     paragraph = "word " * 60

@@ -366,9 +366,11 @@ def test_the_kind_migration_names_every_old_row_and_strips_only_the_tags(
 
     migrate.upgrade(engine, "0009_message_kind")
 
-    stored = Stores.open(engine).messages.messages(chat.id)
+    # Read as SQL: the models describe the head revision, which may have more columns.
+    with engine.connect() as connection:
+        stored = connection.execute(text("SELECT kind, content FROM messages ORDER BY seq")).all()
     expected = [(kind, after or before) for _, before, kind, after in ROWS_BEFORE_KINDS]
-    assert [(m.kind, m.content) for m in stored] == expected
+    assert [tuple(row) for row in stored] == expected
     # Down again, every row reads as it did.
     _downgrade(engine, "0008_message_search")
     with engine.connect() as connection:

@@ -84,6 +84,8 @@ async def test_memory_offload_and_context_maintenance_run_off_the_loop(
         context_compact_share=0.3,
         context_keep_recent_messages=2,
         context_collapse_range_messages=4,
+        # Shares tuned to the history alone: no tool schemas in this small window.
+        tools_enabled="false",
         **database,
     )
     steps = StepThreads(loop_thread=threading.get_ident())

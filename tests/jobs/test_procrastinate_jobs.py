@@ -3,21 +3,27 @@ run by workers, one session's jobs never at once across workers."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from procrastinate.exceptions import AppNotOpen
 from sqlalchemy import text
 
 from bot.config import JobSettings
 from bot.jobs import MAINTAIN_CONTEXT, OFFLOAD_MEMORY
 from bot.jobs.postgres import TIMER_TASK, ProcrastinateJobs, ProcrastinateSink, task_name
 from bot.runtime import Runtime
-from tests.durable.serve_process import wait_until
+from tests.durable.serve_process import READY_SECONDS, wait_until
 from tests.jobs.support import Timeline, definitions_of, enqueue, recording_job, wait_for
 from tests.jobs.test_local_jobs import FailsAfterEnqueue
 from tests.support.peers import needs_postgres
+from tests.support.postgres import refuse_new_connections
 from tests.support.runtime import RuntimeFactory, inbound
+from tests.support.teardown import no_pool_tasks_left, pool_tasks
 
 pytestmark = needs_postgres
 
@@ -149,3 +155,54 @@ async def test_the_idle_flush_timer_fires_and_offloads_a_quiet_session(
     )
     await runtime.engine.drain()
     assert procrastinate_jobs(runtime) == []
+
+
+async def test_a_worker_stopped_while_its_pool_still_connects_leaves_no_pool_running(
+    postgres_url: str, runtimes: RuntimeFactory, tmp_path: Path
+) -> None:
+    # A stop soon after the start while the database turns connections away (a restart,
+    # max_connections reached): the worker stops with its pool still opening. A pool
+    # left open there keeps its tasks, which ignore cancels, and the process never ends.
+    runtime = runtimes(tmp_path, database_url=postgres_url)
+    refuse_new_connections(postgres_url)
+    await runtime.jobs.start()
+    await wait_until(pool_tasks, what="the worker opening its pool")
+    await runtime.aclose()
+    await no_pool_tasks_left("the runtime closed")
+
+
+async def test_a_stop_that_lands_as_the_workers_start_gets_a_connection_still_stops_it(
+    postgres_url: str, runtimes: RuntimeFactory, tmp_path: Path
+) -> None:
+    # The start waits for a pool connection (procrastinate registers the worker while
+    # the stalled-job scan holds the pool's first one). psycopg_pool loses a cancel that
+    # lands just as it hands that connection over: a worker stopped by cancelling ran on
+    # then, its pool open for good. The stop lands 0 to 3 loop steps after the handover.
+    runtime = runtimes(tmp_path, database_url=postgres_url)
+    jobs = runtime.jobs
+    assert isinstance(jobs, ProcrastinateJobs)
+    for steps in range(4):
+        await jobs.start()
+        await step_until(lambda: clients_waiting_for_a_connection(jobs) > 0, "the start to wait")
+        await step_until(lambda: clients_waiting_for_a_connection(jobs) == 0, "the connection")
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        await jobs.aclose()
+        await no_pool_tasks_left(f"the worker stopped {steps} steps after the handover")
+
+
+def clients_waiting_for_a_connection(jobs: ProcrastinateJobs) -> int:
+    try:
+        pool = jobs.app.connector.pool  # type: ignore[attr-defined]
+    except AppNotOpen:
+        return 0
+    return int(pool.get_stats()["requests_waiting"])
+
+
+async def step_until(condition: Callable[[], bool], what: str) -> None:
+    """Run the event loop one step at a time until `condition`: the moment, not a poll later."""
+    deadline = time.monotonic() + READY_SECONDS
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0)

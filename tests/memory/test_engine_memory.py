@@ -128,11 +128,8 @@ def test_chorus_recall_prints_hits_and_json(
     assert "Alice: We decided to use PostgreSQL for billing. (score 0.0" in printed
     assert chorus(["--config", config, "recall", session_id, "billing", "--json"]) == 0
     hits = json.loads(capsys.readouterr().out)
-    assert [(hit["kind"], hit["first_seq"], hit["last_seq"]) for hit in hits] == [
-        ("message", 1, 1),
-        ("message", 2, 2),
-    ]
-    assert hits[0]["sender"] == "Alice" and hits[0]["date"].startswith("20")
+    assert [(hit["kind"], hit["seqs"]) for hit in hits] == [("message", [1, 1]), ("message", [2, 2])]
+    assert hits[0]["speaker"] == "Alice" and hits[0]["date"].startswith("20")
     assert hits[0]["score"] > hits[1]["score"] > 0
     assert chorus(["--config", config, "recall", "nosuchsession", "billing"]) == 2
     # A command on its own: with dense recall off it loads neither numpy nor the model.

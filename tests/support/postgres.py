@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Engine, make_url
 
 from tests.support.peers import POSTGRES
 
@@ -26,9 +26,7 @@ def fresh_database() -> Iterator[str]:
     if not ADMIN_URL:
         POSTGRES.skip()
     name = f"chorus_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(
-        make_url(ADMIN_URL).set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT"
-    )
+    admin = _admin_engine(ADMIN_URL)
     try:
         with admin.connect() as connection:
             connection.execute(text(f'CREATE DATABASE "{name}"'))
@@ -37,3 +35,21 @@ def fresh_database() -> Iterator[str]:
             connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     finally:
         admin.dispose()
+
+
+def refuse_new_connections(database_url: str) -> None:
+    """Make the server turn away new connections to the database; open ones stay."""
+    if not ADMIN_URL:
+        POSTGRES.skip()
+    admin = _admin_engine(ADMIN_URL)
+    try:
+        with admin.connect() as connection:
+            name = make_url(database_url).database
+            connection.execute(text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
+    finally:
+        admin.dispose()
+
+
+def _admin_engine(admin_url: str) -> Engine:
+    url = make_url(admin_url).set(drivername="postgresql+psycopg")
+    return create_engine(url, isolation_level="AUTOCOMMIT")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from pydantic import BaseModel, Field
 from bot.config import ToolSettings
 from bot.providers.base import ToolCall
 from bot.storage.models import ChatSession
-from bot.tools.base import FunctionTool, ToolContext, ToolResult, function_schema
+from bot.tools.base import ChatAddress, FunctionTool, ToolContext, ToolResult, function_schema
 from bot.tools.policy import ToolPolicy
 from bot.tools.registry import StaticTools, ToolRegistry
 from bot.tools.runner import run_call
@@ -50,7 +51,7 @@ def tool(
 CONTEXT = ToolContext(
     session=ChatSession(id="s1", kind="private", owner_kind="person", owner_id="p1"),
     persona_id="ada",
-    lane="web",
+    chat=ChatAddress("web", "visitor-1", "private"),
     group=False,
     call_id="call_1",
 )
@@ -174,3 +175,16 @@ async def test_cancellation_is_not_swallowed() -> None:
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running
+
+
+async def test_each_call_logs_one_json_line_without_what_was_said(caplog: pytest.LogCaptureFixture) -> None:
+    from bot.logs import JsonFormatter
+
+    with caplog.at_level(logging.INFO, logger="bot.tools.runner"):
+        await call("recall", '{"query": "my secret diagnosis"}', tool("recall"))
+
+    [record] = [r for r in caplog.records if r.name == "bot.tools.runner"]
+    line = json.loads(JsonFormatter().format(record))
+    assert (line["tool"], line["outcome"], line["source"]) == ("recall", "ok", "builtin")
+    assert line["argument_chars"] == len('{"query": "my secret diagnosis"}')
+    assert "secret" not in json.dumps(line)

@@ -1,7 +1,7 @@
 """voice notes keep their measured length; a session can have its replies spoken
 
-Revision ID: 0011_voice
-Revises: 0010_compact_storage
+Revision ID: 0013_voice
+Revises: 0012_tool_rows
 
 `attachments.duration_seconds` is the length of a voice note or audio file, measured by
 decoding it at arrival (its transcript goes in `text`, like a document's text). A row in
@@ -14,8 +14,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision = "0011_voice"
-down_revision = "0010_compact_storage"
+revision = "0013_voice"
+down_revision = "0012_tool_rows"
 branch_labels = None
 depends_on = None
 

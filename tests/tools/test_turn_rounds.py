@@ -1,0 +1,392 @@
+"""A turn that calls tools, through the engine and a real OpenAI-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from bot.runtime import Runtime
+from bot.tools.base import FunctionTool, ToolContext
+from bot.tools.registry import StaticTools
+from bot.turns.events import Delta, Reply, ToolStep, TurnEvent
+from tests.fakes.openai_server import FakeOpenAI, ToolCalls
+from tests.support.runtime import inbound
+
+DEADLINE = 60.0
+
+
+class Word(BaseModel):
+    word: str
+
+
+def add_tools(runtime: Runtime, *tools: FunctionTool[Any]) -> None:
+    runtime.tools.add_source(StaticTools(tools))
+
+
+def echo_tool(calls: list[str]) -> FunctionTool[Word]:
+    async def echo(context: ToolContext, arguments: Word) -> object:
+        calls.append(arguments.word)
+        return {"echo": arguments.word.upper()}
+
+    return FunctionTool("echo", "Say a word back in capitals.", Word, echo, read_only=True)
+
+
+async def run(runtime: Runtime, text: str) -> tuple[list[TurnEvent], Reply]:
+    events: list[TurnEvent] = []
+    async with asyncio.timeout(DEADLINE):
+        async for event in runtime.engine.stream(inbound(text)):
+            events.append(event)
+    final = events[-1]
+    assert isinstance(final, Reply)
+    return events, final
+
+
+def chat_bodies(server: FakeOpenAI) -> list[dict[str, Any]]:
+    return [request.json for request in server.requests if not request.is_summary]
+
+
+def assert_whole_pairs(messages: list[dict[str, Any]]) -> None:
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        index += 1
+        assert message["role"] != "tool", f"a result without its call: {message}"
+        answered = []
+        while index < len(messages) and messages[index]["role"] == "tool":
+            answered.append(messages[index]["tool_call_id"])
+            index += 1
+        assert answered == [call["id"] for call in message.get("tool_calls", [])]
+
+
+async def test_parallel_interleaved_calls_are_run_stored_and_sent_back_in_the_api_shape(
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    ran: list[str] = []
+    fake_openai.script(
+        ToolCalls(
+            [("echo", {"word": "alpha"}), ("echo", {"word": "beta"})], text="Let me see. ", piece_chars=3
+        ),
+        "Alpha and beta, in capitals.",
+    )
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
+    add_tools(runtime, echo_tool(ran))
+
+    events, reply = await run(runtime, "shout alpha and beta")
+
+    assert sorted(ran) == ["alpha", "beta"]
+    steps = [(e.name, e.status, e.summary) for e in events if isinstance(e, ToolStep)]
+    assert steps[:2] == [("echo", "started", "alpha"), ("echo", "started", "beta")]
+    assert sorted(steps[2:]) == [("echo", "done", "alpha"), ("echo", "done", "beta")]
+    assert (reply.kind, reply.status, reply.text) == ("assistant", "complete", "Alpha and beta, in capitals.")
+    # The text of the tool round streamed first, then the answer's.
+    assert (
+        "".join(e.text for e in events if isinstance(e, Delta)) == "Let me see. Alpha and beta, in capitals."
+    )
+    rows = runtime.stores.messages.messages(reply.session_id or "")
+    assert [(m.kind, m.role, m.status) for m in rows] == [
+        ("message", "user", "complete"),
+        ("tool_call", "assistant", "complete"),
+        ("tool_result", "tool", "complete"),
+        ("tool_result", "tool", "complete"),
+        ("message", "assistant", "complete"),
+    ]
+    assert rows[1].content == "Let me see. " and rows[1].persona_id == "ada"
+    first, second = chat_bodies(fake_openai)
+    assert [tool["function"]["name"] for tool in first["tools"]] == sorted(
+        tool["function"]["name"] for tool in first["tools"]
+    )
+    assert "echo" in [tool["function"]["name"] for tool in first["tools"]]
+    history = second["messages"][1:]
+    assert_whole_pairs(history)
+    call_message, *results = history[1:4]
+    assert call_message["tool_calls"] == [
+        {
+            "type": "function",
+            "id": "call_0_echo",
+            "function": {"name": "echo", "arguments": '{"word": "alpha"}'},
+        },
+        {
+            "type": "function",
+            "id": "call_1_echo",
+            "function": {"name": "echo", "arguments": '{"word": "beta"}'},
+        },
+    ]
+    assert [(m["tool_call_id"], json.loads(m["content"])) for m in results] == [
+        ("call_0_echo", {"echo": "ALPHA"}),
+        ("call_1_echo", {"echo": "BETA"}),
+    ]
+    # The next turn sees the whole exchange again, byte for byte.
+    fake_openai.script("ok")
+    await run(runtime, "thanks")
+    assert chat_bodies(fake_openai)[2]["messages"][1:5] == history[:4]
+
+
+async def test_a_bad_call_is_a_result_the_model_reads_and_the_turn_goes_on(
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    ran: list[str] = []
+    fake_openai.script(
+        ToolCalls([("ehco", {"word": "x"}), ("echo", '{"word": '), ("echo", {"wrd": "y"})]),
+        "Sorry, let me try again.",
+    )
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
+    add_tools(runtime, echo_tool(ran))
+
+    events, reply = await run(runtime, "shout something")
+
+    assert ran == []
+    assert reply.text == "Sorry, let me try again."
+    assert [e.status for e in events if isinstance(e, ToolStep) and e.status != "started"] == ["error"] * 3
+    results = [m for m in chat_bodies(fake_openai)[1]["messages"] if m["role"] == "tool"]
+    assert results[0]["content"].startswith("Error: There is no tool named 'ehco'")
+    assert results[1]["content"].startswith("Error: The arguments are not valid JSON")
+    assert "word: Field required" in results[2]["content"]
+    stored = [m for m in runtime.stores.messages.messages(reply.session_id or "") if m.kind == "tool_result"]
+    assert [m.status for m in stored] == ["failed"] * 3
+
+
+async def test_after_max_steps_the_model_answers_without_tools_and_says_so(
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    ran: list[str] = []
+    fake_openai.script(
+        *[ToolCalls([("echo", {"word": f"w{step}"})]) for step in range(3)], "Here is what I found."
+    )
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url, tools_max_steps="3")
+    add_tools(runtime, echo_tool(ran))
+
+    _, reply = await run(runtime, "keep shouting")
+
+    assert ran == ["w0", "w1", "w2"]
+    assert reply.text == "Here is what I found.\n\n[Stopped using tools after 3 steps.]"
+    bodies = chat_bodies(fake_openai)
+    assert len(bodies) == 4
+    assert [body.get("tool_choice") for body in bodies] == [None, None, None, "none"]
+    assert_whole_pairs(bodies[-1]["messages"][1:])
+
+
+async def test_the_same_call_three_times_ends_the_rounds(
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    ran: list[str] = []
+    fake_openai.script(
+        ToolCalls([("echo", {"word": "same"})]),
+        ToolCalls([("echo", '{"word":  "same"}')]),
+        ToolCalls([("echo", {"word": "same"})]),
+        "I will stop asking.",
+    )
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
+    add_tools(runtime, echo_tool(ran))
+
+    _, reply = await run(runtime, "loop")
+
+    assert ran == ["same"] * 3
+    assert reply.text.endswith("[Stopped using tools: the same call was repeated 3 times.]")
+    assert chat_bodies(fake_openai)[-1]["tool_choice"] == "none"
+
+
+async def test_parallel_calls_run_at_once_and_a_slow_one_times_out(
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    both_started = asyncio.Event()
+    started: list[str] = []
+
+    async def waits(context: ToolContext, arguments: Word) -> object:
+        started.append(arguments.word)
+        if len(started) == 2:
+            both_started.set()
+        await both_started.wait()
+        if arguments.word == "slow":
+            await asyncio.sleep(DEADLINE)
+        return "done"
+
+    fake_openai.script(ToolCalls([("wait", {"word": "quick"}), ("wait", {"word": "slow"})]), "One timed out.")
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url, tools_timeout_seconds="0.5")
+    add_tools(runtime, FunctionTool("wait", "Wait.", Word, waits, read_only=True))
+
+    _, reply = await run(runtime, "wait for both")
+
+    assert reply.text == "One timed out."
+    results = {
+        m["tool_call_id"]: m["content"]
+        for m in chat_bodies(fake_openai)[1]["messages"]
+        if m["role"] == "tool"
+    }
+    assert results == {"call_0_wait": "done", "call_1_wait": "Error: wait did not finish within 0.5 seconds."}
+
+
+async def test_stop_while_a_tool_runs_cancels_it_and_stores_the_turn_whole(
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    running = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    async def forever(context: ToolContext, arguments: Word) -> object:
+        running.set()
+        try:
+            await asyncio.sleep(DEADLINE)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    fake_openai.script(ToolCalls([("forever", {"word": "x"})], text="Working on it. "), "not used")
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
+    add_tools(runtime, FunctionTool("forever", "Never ends.", Word, forever, read_only=True))
+    turn = asyncio.create_task(run(runtime, "do the long thing"))
+    async with asyncio.timeout(DEADLINE):
+        await running.wait()
+    [(chat, _)] = runtime.stores.sessions.list_sessions()
+
+    assert runtime.engine.stop_turn(chat.id)
+    _, reply = await turn
+
+    assert cancelled.is_set()
+    assert reply.status == "stopped" and reply.text == "[Stopped.]"
+    rows = runtime.stores.messages.messages(chat.id)
+    assert [(m.kind, m.status) for m in rows] == [
+        ("message", "complete"),
+        ("tool_call", "complete"),
+        ("tool_result", "failed"),
+        ("message", "interrupted"),
+    ]
+    assert rows[2].content == "Stopped before it finished: the turn was stopped."
+    assert len(chat_bodies(fake_openai)) == 1
+
+
+async def test_a_lane_that_stops_listening_mid_tool_leaves_the_turn_whole(
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    running = asyncio.Event()
+
+    async def forever(context: ToolContext, arguments: Word) -> object:
+        running.set()
+        await asyncio.sleep(DEADLINE)
+        return "never"
+
+    fake_openai.script(ToolCalls([("forever", {"word": "x"})]))
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
+    add_tools(runtime, FunctionTool("forever", "Never ends.", Word, forever, read_only=True))
+    events = runtime.engine.stream(inbound("do the long thing"))
+    async with asyncio.timeout(DEADLINE):
+        async for event in events:
+            if isinstance(event, ToolStep):
+                break
+        await running.wait()
+        # The lane goes away (a closed tab): the turn's generator is closed mid-tool.
+        await events.aclose()
+    [(chat, _)] = runtime.stores.sessions.list_sessions()
+
+    rows = runtime.stores.messages.messages(chat.id)
+    assert [(m.kind, m.status) for m in rows] == [
+        ("message", "complete"),
+        ("tool_call", "complete"),
+        ("tool_result", "failed"),
+        ("message", "interrupted"),
+    ]
+
+
+async def test_a_small_budget_with_many_rounds_never_splits_a_pair_or_loses_the_question(
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    ran: list[str] = []
+    big = "word " * 400
+    fake_openai.script(*[ToolCalls([("echo", {"word": f"{step} {big}"})]) for step in range(6)], "Done.")
+    runtime = runtimes(
+        tmp_path,
+        model_base_url=fake_openai.base_url,
+        model_context_window=2400,
+        model_reply_reserve_tokens=200,
+        tools_result_max_tokens=300,
+        memory_enabled="false",
+    )
+    add_tools(runtime, echo_tool(ran))
+
+    _, reply = await run(runtime, "the question")
+
+    assert reply.text == "Done." and len(ran) == 6
+    for body in chat_bodies(fake_openai):
+        history = body["messages"][1:]
+        assert history[0] == {"role": "user", "content": "the question", "name": "Alice"}
+        assert_whole_pairs(history)
+    # The last request dropped the turn's oldest exchanges, not its newest.
+    results = [m["content"] for m in chat_bodies(fake_openai)[-1]["messages"] if m["role"] == "tool"]
+    assert 0 < len(results) < 6
+    assert '"echo": "5 WORD' in results[-1]
+
+
+async def test_a_turn_recovered_between_rounds_runs_only_the_calls_without_a_result(
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """A process died after storing one of two results; another finishes the turn from the rows."""
+    from datetime import UTC, datetime, timedelta
+
+    from bot.storage.messages import DeliveryTarget, NewMessage
+    from transcript import StoredToolCall
+
+    ran: list[str] = []
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
+    add_tools(runtime, echo_tool(ran))
+    stores = runtime.stores
+    account = stores.identities.account("web", "u1", "Alice", None)
+    session = stores.sessions.private_session(account.person_id, "ada")
+    asked = stores.messages.append(
+        session.id,
+        NewMessage(
+            role="user",
+            content="shout alpha and beta",
+            token_count=5,
+            sender_name="Alice",
+            lane="web",
+            platform_chat_id="u1",
+            platform_message_id="m1",
+            delivery=DeliveryTarget("private", None, "a-dead-process"),
+        ),
+    )
+    calls = (
+        StoredToolCall("c1", "echo", '{"word": "alpha"}'),
+        StoredToolCall("c2", "echo", '{"word": "beta"}'),
+    )
+    stores.messages.append(
+        session.id,
+        NewMessage(
+            role="assistant",
+            kind="tool_call",
+            content="",
+            token_count=9,
+            persona_id="ada",
+            reply_to_id=asked.id,
+            tool_calls=calls,
+        ),
+    )
+    stores.messages.append(
+        session.id,
+        NewMessage(
+            role="tool",
+            kind="tool_result",
+            content='{"echo": "ALPHA"}',
+            token_count=5,
+            reply_to_id=asked.id,
+            tool_call_id="c1",
+            tool_name="echo",
+        ),
+    )
+    fake_openai.script("ALPHA and BETA.")
+    [delivery] = stores.deliveries.unfinished(datetime.now(UTC) - timedelta(hours=1), ["web"], "this-process")
+
+    events = [event async for event in runtime.engine.resume(delivery)]
+
+    assert ran == ["beta"]
+    reply = events[-1]
+    assert isinstance(reply, Reply) and reply.text == "ALPHA and BETA."
+    [body] = chat_bodies(fake_openai)
+    assert_whole_pairs(body["messages"][1:])
+    assert [m["content"] for m in body["messages"] if m["role"] == "tool"] == [
+        '{"echo": "ALPHA"}',
+        '{"echo": "BETA"}',
+    ]
+    assert stores.deliveries.state_of(asked.id) == "replied"
