@@ -16,6 +16,13 @@ ChatKind = Literal["private", "group"]
 AttachmentKind = Literal["image", "document", "audio", "voice"]
 
 
+def kind_of_file(mime_type: str) -> AttachmentKind:
+    """What a file sent as a file is, by its type: an image, an audio file or a document."""
+    if mime_type.startswith("image/"):
+        return "image"
+    return "audio" if mime_type.startswith("audio/") else "document"
+
+
 @dataclass(frozen=True)
 class Actor:
     """Who sent a message, as the platform describes them."""

@@ -10,7 +10,7 @@ from aiogram.types import Message, User
 from aiohttp import ClientError
 
 from bot.errors import AttachmentError
-from bot.turns.inbound import Actor, AttachmentKind, InboundAttachment, InboundMessage, ReplyTo
+from bot.turns.inbound import Actor, InboundAttachment, InboundMessage, ReplyTo, kind_of_file
 
 PRIVATE = "private"
 GROUP_TYPES = frozenset({"group", "supergroup"})
@@ -140,7 +140,7 @@ def _attachments(message: Message, bot: Bot) -> list[InboundAttachment]:
         mime_type = document.mime_type or "application/octet-stream"
         return [
             InboundAttachment(
-                kind=kind_of(mime_type),
+                kind=kind_of_file(mime_type),
                 filename=filename,
                 mime_type=mime_type,
                 size=document.file_size,
@@ -190,12 +190,6 @@ def _recordings(message: Message, bot: Bot) -> list[InboundAttachment]:
             )
         ]
     return []
-
-
-def kind_of(mime_type: str) -> AttachmentKind:
-    if mime_type.startswith("image/"):
-        return "image"
-    return "audio" if mime_type.startswith("audio/") else "document"
 
 
 def _downloader(bot: Bot, file_id: str, label: str) -> Callable[[], Awaitable[bytes]]:

@@ -25,11 +25,12 @@ import json
 import subprocess
 import tempfile
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest_asyncio
 from aiohttp import BodyPartReader, web
 
 from tests.fakes.openai_server import HttpError, _error_response
@@ -254,3 +255,10 @@ def _tone(seconds: float, arguments: list[str]) -> bytes:
         check=True,
     )
     return result.stdout
+
+
+# Named apart from the fixture so a test's `fake_speech` parameter never shadows the import.
+@pytest_asyncio.fixture(name="fake_speech")
+async def fake_speech_fixture() -> AsyncIterator[FakeSpeech]:
+    async with FakeSpeech() as server:
+        yield server

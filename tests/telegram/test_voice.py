@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from bot.runtime import Runtime
 from channels.telegram.lane import TelegramLane
@@ -29,12 +28,6 @@ from tests.telegram.bot_api_server import (
 )
 
 GROUP = -100777
-
-
-@pytest_asyncio.fixture
-async def fake_speech() -> AsyncIterator[FakeSpeech]:
-    async with FakeSpeech() as server:
-        yield server
 
 
 @pytest.fixture
