@@ -598,6 +598,10 @@ class MessageStore:
         with self.database.connect() as connection:
             return connection.execute(query).first() is not None
 
+    def get_message(self, message_id: int) -> Message | None:
+        with self._session() as db:
+            return db.get(Message, message_id)
+
     def get_attachment(self, attachment_id: int) -> Attachment | None:
         with self._session() as db:
             return db.get(Attachment, attachment_id)
