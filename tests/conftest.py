@@ -45,12 +45,18 @@ def fail_missing_peer(report: Report) -> Report:
 
 
 @pytest.fixture
-async def runtimes() -> AsyncIterator[RuntimeFactory]:
+async def runtimes(request: pytest.FixtureRequest) -> AsyncIterator[RuntimeFactory]:
     """`make_runtime`, with every runtime built closed when the test ends, pass or fail.
 
     A closed runtime leaves no database pool task running: one would keep the test's
     event loop from ending, and the suite would hang instead of failing.
     """
+    # The test's database is set up first so that it is dropped after these runtimes
+    # close, whatever the order of the test's arguments: a database dropped under a
+    # running job worker leaves it retrying against nothing until the deadlines pass.
+    for database_fixture in ("postgres_url", "database"):
+        if database_fixture in request.fixturenames:
+            request.getfixturevalue(database_fixture)
     built: list[Runtime] = []
 
     def build(tmp_path: Path, *args: Any, **overrides: Any) -> Runtime:

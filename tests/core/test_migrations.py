@@ -285,30 +285,39 @@ def test_the_compact_storage_migration_keeps_each_vectors_direction_and_drops_de
     migrate.upgrade(engine, "0009_message_kind")
     stores = Stores.open(engine)
     session = stores.sessions.create_session("private", "person", "p1", "ada")
-    said = [
-        stores.messages.append(session.id, NewMessage(role="user", content=f"line {n}", token_count=2))
-        for n in range(3)
-    ]
+    # Written as SQL: the stores write the head revision's columns, which 0009 does not have.
+    with engine.begin() as connection:
+        said = [
+            connection.execute(
+                text(
+                    "INSERT INTO messages (session_id, seq, role, content, token_count, attachment_count, "
+                    "status, created_at, kind) VALUES (:session, :seq, 'user', :content, 2, 0, 'complete', "
+                    ":at, 'message') RETURNING id"
+                ),
+                {"session": session.id, "seq": n + 1, "content": f"line {n}", "at": datetime.now(UTC)},
+            ).scalar_one()
+            for n in range(3)
+        ]
     rng = random.Random(7)
     raw = [[rng.gauss(0, 1) for _ in range(384)] for _ in said]
     vectors = [[value / math.sqrt(sum(v * v for v in vector)) for value in vector] for vector in raw]
     with engine.begin() as connection:
-        for message, vector in zip(said, vectors, strict=True):
+        for message_id, vector in zip(said, vectors, strict=True):
             connection.execute(
                 text(
                     "INSERT INTO message_embeddings (message_id, owner_kind, owner_id, vector) "
                     "VALUES (:id, 'person', 'p1', :vector)"
                 ),
-                {"id": message.id, "vector": array("f", vector).tobytes()},
+                {"id": message_id, "vector": array("f", vector).tobytes()},
             )
-        for message, state in zip(said, ("delivered", "open", "recovered"), strict=True):
+        for message_id, state in zip(said, ("delivered", "open", "recovered"), strict=True):
             connection.execute(
                 text(
                     "INSERT INTO deliveries (user_message_id, session_id, ingest_key, lane, chat_id, "
                     "chat_kind, platform_message_id, state, created_at, updated_at) VALUES "
                     "(:id, :session, :key, 'web', 'c', 'private', :key, :state, '2026-01-01', '2026-01-01')"
                 ),
-                {"id": message.id, "session": session.id, "key": f"k{message.id}", "state": state},
+                {"id": message_id, "session": session.id, "key": f"k{message_id}", "state": state},
             )
 
     migrate.upgrade(engine)

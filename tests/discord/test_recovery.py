@@ -11,8 +11,10 @@ from sqlalchemy import text
 
 from bot.liveness import Liveness
 from bot.recovery import Recovery
+from bot.runtime import Runtime
 from tests.discord.conftest import LaneFactory, spoken
 from tests.discord.fake_discord import BOT, CHANNEL_ID, DM_CHANNEL_ID, FakeDiscord
+from tests.durable.serve_process import wait_until
 from tests.fakes.openai_server import FakeOpenAI
 
 CURSOR = " ▌"
@@ -37,18 +39,24 @@ async def test_a_stored_reply_whose_draft_froze_is_finished_in_place(
     # drafts still show the streaming text, and the turns are `replied` with no live owner.
     for shown in (dm_reply, persona_reply):
         shown.versions.append("reply to" + CURSOR)
+    # A turn the lane showed in full drops its delivery row; once both have, the rows the
+    # crash would have left are written back.
+    await wait_until(lambda: delivery_rows(runtime) == 0, what="both turns' rows dropped")
+    drafts = {
+        (str(DM_CHANNEL_ID), "private"): str(dm_reply.id),
+        (str(CHANNEL_ID), "group"): f"{persona_reply.id}@webhook:{persona_reply.webhook_id}",
+    }
     with runtime.database.begin() as connection:
-        drafts = {
-            str(DM_CHANNEL_ID): str(dm_reply.id),
-            str(CHANNEL_ID): f"{persona_reply.id}@webhook:{persona_reply.webhook_id}",
-        }
-        for chat, draft in drafts.items():
+        for (chat, kind), draft in drafts.items():
             connection.execute(
                 text(
-                    "UPDATE deliveries SET state = 'replied', owner = NULL, draft_id = :draft "
-                    "WHERE chat_id = :chat"
+                    "INSERT INTO deliveries (user_message_id, session_id, ingest_key, lane, chat_id, "
+                    "chat_kind, platform_message_id, draft_id, state, created_at, updated_at) "
+                    "SELECT id, session_id, ingest_key, 'discord', platform_chat_id, :kind, "
+                    "platform_message_id, :draft, 'replied', created_at, created_at FROM messages "
+                    "WHERE role = 'user' AND platform_chat_id = :chat"
                 ),
-                {"draft": draft, "chat": chat},
+                {"draft": draft, "chat": chat, "kind": kind},
             )
     requests_before = len(fake_openai.requests)
 
@@ -74,3 +82,8 @@ async def test_a_stored_reply_whose_draft_froze_is_finished_in_place(
     with runtime.database.connect() as connection:
         states = connection.execute(text("SELECT state FROM deliveries")).scalars().all()
     assert states == ["delivered", "delivered"]
+
+
+def delivery_rows(runtime: Runtime) -> int:
+    with runtime.database.connect() as connection:
+        return int(connection.execute(text("SELECT count(*) FROM deliveries")).scalar_one())

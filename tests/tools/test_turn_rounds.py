@@ -63,7 +63,7 @@ def assert_whole_pairs(messages: list[dict[str, Any]]) -> None:
 
 
 async def test_parallel_interleaved_calls_are_run_stored_and_sent_back_in_the_api_shape(
-    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+    database: dict[str, str], runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     ran: list[str] = []
     fake_openai.script(
@@ -72,7 +72,7 @@ async def test_parallel_interleaved_calls_are_run_stored_and_sent_back_in_the_ap
         ),
         "Alpha and beta, in capitals.",
     )
-    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
+    runtime = runtimes(tmp_path, **database, model_base_url=fake_openai.base_url)
     add_tools(runtime, echo_tool(ran))
 
     events, reply = await run(runtime, "shout alpha and beta")
@@ -220,7 +220,7 @@ async def test_parallel_calls_run_at_once_and_a_slow_one_times_out(
 
 
 async def test_stop_while_a_tool_runs_cancels_it_and_stores_the_turn_whole(
-    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+    database: dict[str, str], runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     running = asyncio.Event()
     cancelled = asyncio.Event()
@@ -235,7 +235,7 @@ async def test_stop_while_a_tool_runs_cancels_it_and_stores_the_turn_whole(
         return "never"
 
     fake_openai.script(ToolCalls([("forever", {"word": "x"})], text="Working on it. "), "not used")
-    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
+    runtime = runtimes(tmp_path, **database, model_base_url=fake_openai.base_url)
     add_tools(runtime, FunctionTool("forever", "Never ends.", Word, forever, read_only=True))
     turn = asyncio.create_task(run(runtime, "do the long thing"))
     async with asyncio.timeout(DEADLINE):
@@ -320,7 +320,7 @@ async def test_a_small_budget_with_many_rounds_never_splits_a_pair_or_loses_the_
 
 
 async def test_a_turn_recovered_between_rounds_runs_only_the_calls_without_a_result(
-    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+    database: dict[str, str], runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     """A process died after storing one of two results; another finishes the turn from the rows."""
     from datetime import UTC, datetime, timedelta
@@ -329,7 +329,7 @@ async def test_a_turn_recovered_between_rounds_runs_only_the_calls_without_a_res
     from transcript import StoredToolCall
 
     ran: list[str] = []
-    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url)
+    runtime = runtimes(tmp_path, **database, model_base_url=fake_openai.base_url)
     add_tools(runtime, echo_tool(ran))
     stores = runtime.stores
     account = stores.identities.account("web", "u1", "Alice", None)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from typing import Any
 
 import pytest
@@ -228,24 +227,6 @@ def test_inputs_are_not_mutated() -> None:
     before = (copy.deepcopy(rows), list(documents))
     build(rows, budget=Budget(max_tokens=300, max_chars=1000), documents=documents)
     assert (rows, documents) == before
-
-
-def test_twenty_rows_build_well_under_a_millisecond() -> None:
-    rows = [
-        user(i, f"question {i} " * 20, sender_name="Alice", token_count=40)
-        if i % 2 == 0
-        else assistant(i, f"answer {i} " * 20, token_count=40)
-        for i in range(20)
-    ]
-    persona = Persona(system_prompt="You are Sage, a careful assistant. " * 30)
-    budget = Budget(max_tokens=8000)
-    build(rows, persona=persona, budget=budget)
-    timings = []
-    for _ in range(50):
-        started = time.perf_counter()
-        build(rows, persona=persona, budget=budget, group=True)
-        timings.append(time.perf_counter() - started)
-    assert sorted(timings)[len(timings) // 2] < 0.001
 
 
 def test_build_works_without_the_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
