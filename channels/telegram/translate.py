@@ -6,11 +6,18 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError
-from aiogram.types import Message, User
+from aiogram.types import Audio, Message, User, VideoNote, Voice
 from aiohttp import ClientError
 
 from bot.errors import AttachmentError
-from bot.turns.inbound import Actor, InboundAttachment, InboundMessage, ReplyTo, kind_of_file
+from bot.turns.inbound import (
+    Actor,
+    AttachmentKind,
+    InboundAttachment,
+    InboundMessage,
+    ReplyTo,
+    kind_of_file,
+)
 
 PRIVATE = "private"
 GROUP_TYPES = frozenset({"group", "supergroup"})
@@ -154,42 +161,35 @@ def _recordings(message: Message, bot: Bot) -> list[InboundAttachment]:
     """A voice note, an audio file or a round video message, with the length Telegram states."""
     if message.voice is not None:
         voice = message.voice
-        return [
-            InboundAttachment(
-                kind="voice",
-                filename=f"voice_{voice.file_unique_id}.ogg",
-                mime_type=voice.mime_type or "audio/ogg",
-                size=voice.file_size,
-                fetch=_downloader(bot, voice.file_id, "the voice note"),
-                duration_seconds=voice.duration,
-            )
-        ]
+        name = f"voice_{voice.file_unique_id}.ogg"
+        return [_recording(bot, voice, "voice", name, voice.mime_type or "audio/ogg", "the voice note")]
     if message.video_note is not None:
         note = message.video_note
-        return [
-            InboundAttachment(
-                kind="voice",
-                filename=f"video_note_{note.file_unique_id}.mp4",
-                mime_type="video/mp4",
-                size=note.file_size,
-                fetch=_downloader(bot, note.file_id, "the video message"),
-                duration_seconds=note.duration,
-            )
-        ]
+        name = f"video_note_{note.file_unique_id}.mp4"
+        return [_recording(bot, note, "voice", name, "video/mp4", "the video message")]
     if message.audio is not None:
         audio = message.audio
-        filename = audio.file_name or f"audio_{audio.file_unique_id}.mp3"
-        return [
-            InboundAttachment(
-                kind="audio",
-                filename=filename,
-                mime_type=audio.mime_type or "audio/mpeg",
-                size=audio.file_size,
-                fetch=_downloader(bot, audio.file_id, f"'{filename}'"),
-                duration_seconds=audio.duration,
-            )
-        ]
+        name = audio.file_name or f"audio_{audio.file_unique_id}.mp3"
+        return [_recording(bot, audio, "audio", name, audio.mime_type or "audio/mpeg", f"'{name}'")]
     return []
+
+
+def _recording(
+    bot: Bot,
+    media: Voice | VideoNote | Audio,
+    kind: AttachmentKind,
+    filename: str,
+    mime_type: str,
+    label: str,
+) -> InboundAttachment:
+    return InboundAttachment(
+        kind=kind,
+        filename=filename,
+        mime_type=mime_type,
+        size=media.file_size,
+        fetch=_downloader(bot, media.file_id, label),
+        duration_seconds=media.duration,
+    )
 
 
 def _downloader(bot: Bot, file_id: str, label: str) -> Callable[[], Awaitable[bytes]]:
