@@ -9,7 +9,7 @@ import pytest
 
 from bot.runtime import Runtime
 from channels.telegram.lane import TelegramLane
-from tests.fakes.openai_server import FakeOpenAI, last_user_text
+from tests.fakes.openai_server import FakeOpenAI, Reply, last_user_text
 from tests.fakes.speech_server import FakeSpeech
 from tests.support.audio import audio_file, round_video, voice_note
 from tests.support.runtime import make_runtime
@@ -154,3 +154,20 @@ async def test_a_server_that_speaks_only_wav_still_gives_a_voice_note(
     [spoken] = await bot_api.wait_for(lambda: bot_api.voices)
 
     assert spoken.shown_as == "voice" and spoken.data.startswith(b"OggS")
+
+
+async def test_a_long_spoken_reply_comes_as_voice_notes_cut_at_sentence_ends(
+    lane: TelegramLane, bot_api: FakeBotAPI, fake_openai: FakeOpenAI, fake_speech: FakeSpeech
+) -> None:
+    sentences = [f"Step {n} of the long plan is written down here for you." for n in range(100)]
+    bot_api.push(private_text(807, "/voice on"))
+    await bot_api.wait_for(lambda: bot_api.sent_texts(807))
+    fake_openai.script(Reply(" ".join(sentences)))
+    bot_api.push(private_text(807, "the whole plan, please"))
+
+    await bot_api.wait_for(lambda: len(bot_api.voices) == 2)
+
+    said = [request.body["input"] for request in fake_speech.speeches]
+    assert len(said) == 2 and all(len(text) <= 4096 and text.endswith("here for you.") for text in said)
+    assert " ".join(said) == " ".join(sentences)
+    assert [voice.shown_as for voice in bot_api.voices] == ["voice", "voice"]
