@@ -17,7 +17,7 @@ from sqlalchemy.engine import Row
 from bot.storage.boundary import boundary_for
 from bot.storage.messages import MessageStore, decode_calls
 from bot.storage.models import Attachment, Message, as_utc
-from transcript.kinds import MessageKind, Role, Status, check_row
+from transcript.kinds import REPLY_KIND, MessageKind, Role, Status, check_row
 from transcript.rows import StoredToolCall
 
 if TYPE_CHECKING:
@@ -78,6 +78,15 @@ class ConversationHistory:
     async def file(self, attachment_id: int) -> StoredFile | None:
         found = await self.db.run(self.messages.get_attachment, attachment_id)
         return _file(found) if found is not None else None
+
+    async def reply_in(self, session_id: str, message_id: int) -> StoredEntry | None:
+        """A persona's reply stored in the conversation `session_id`, if `message_id` is one."""
+        found = await self.db.run(self.messages.get_message, message_id)
+        if found is None or found.id is None or found.session_id != session_id:
+            return None
+        if found.role != "assistant" or found.kind != REPLY_KIND:
+            return None
+        return _entry(found, [])
 
     async def answer_to(self, user_message_id: int) -> StoredEntry | None:
         """The reply stored for a user message, if there is one."""

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Engine as DatabaseEngine
 from bot.commands import context as context_commands
 from bot.commands import general, identity, personas, sessions
 from bot.commands import memory as memory_commands
+from bot.commands import voice as voice_commands
 from bot.commands.registry import CommandRegistry
 from bot.config import Settings
 from bot.context.maintenance import ContextMaintainer
@@ -25,6 +26,9 @@ from bot.providers import make_provider
 from bot.providers.base import ChatProvider
 from bot.providers.observed import ObservedProvider
 from bot.roles import ProcessRoles
+from bot.speech.hearing import Hearing
+from bot.speech.service import SpeechService
+from bot.speech.speaking import Speaking
 from bot.storage import migrate
 from bot.storage.boundary import boundary_for
 from bot.storage.database import create_database_engine
@@ -61,6 +65,8 @@ class Runtime:
     mcp_servers: McpServers
     memory: MemoryService | None = None
     context: ContextMaintainer | None = None
+    # The speech service voice notes are heard and replies spoken with; None when unset.
+    speech: SpeechService | None = None
     lanes: LaneHealth = field(default_factory=LaneHealth)
     _closed: bool = field(default=False, init=False, repr=False)
 
@@ -76,6 +82,8 @@ class Runtime:
         if self.memory is not None:
             await self.memory.aclose()
         await self.engine.provider.aclose()
+        if self.speech is not None:
+            await self.speech.aclose()
         if self.engine.locks.shared is not None:
             await self.engine.locks.shared.aclose()
         await self.roles.aclose()
@@ -135,6 +143,9 @@ def build_runtime(
         load_embedder() if settings.memory.dense else None,
     )
     attachments = AttachmentStore.from_settings(settings)
+    speech = SpeechService.from_settings(settings.speech)
+    if speech is None:
+        log.info("No speech service (speech.base_url): voice notes are kept with their length only.")
     # Every tool a turn may offer: the built-ins join once context maintenance exists
     # (two of them work through it), MCP servers' tools once `chorus serve` connects them.
     mcp_servers = McpServers(settings.tools)
@@ -159,7 +170,7 @@ def build_runtime(
     # After the built-ins: a server's `<server>__<tool>` name never shadows one of them.
     tools.add_source(mcp_servers)
     commands = CommandRegistry(maintainer=context, memory=memory)
-    for family in (general, personas, identity, sessions, context_commands, memory_commands):
+    for family in (general, personas, identity, sessions, context_commands, memory_commands, voice_commands):
         commands.add_all(family.COMMANDS)
     # Names this process in the delivery state of its turns and as the owner of its job claims.
     instance_id = uuid.uuid4().hex
@@ -178,6 +189,8 @@ def build_runtime(
         after_turn=definitions.after_turn,
         overflow_handler=context.recover_from_overflow,
         instance_id=instance_id,
+        hearing=Hearing(speech, settings.data_dir, settings.limits.audio_max_seconds),
+        speaking=Speaking(speech),
     )
     return Runtime(
         settings=settings,
@@ -189,6 +202,7 @@ def build_runtime(
         mcp_servers=mcp_servers,
         memory=memory,
         context=context,
+        speech=speech,
         roles=ProcessRoles(settings.database_url, shared=database.dialect.name == "postgresql"),
     )
 

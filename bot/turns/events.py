@@ -42,6 +42,9 @@ class Reply:
     persona_id: str | None = None
     persona_name: str | None = None
     status: str = "complete"
+    # Set when the conversation has spoken replies (/voice on): the words a lane also sends
+    # as audio (the stored reply, without notes about the turn). None: text only.
+    spoken_text: str | None = None
 
     @property
     def should_send(self) -> bool:

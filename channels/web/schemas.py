@@ -20,6 +20,9 @@ class PersonaView(BaseModel):
 
 class UploadLimits(BaseModel):
     max_file_bytes: int
+    # Voice messages and audio files have limits of their own.
+    max_audio_bytes: int
+    max_audio_seconds: float
     max_files: int
     accepted_types: list[str]
     max_message_chars: int
@@ -160,6 +163,10 @@ class DoneEvent(BaseModel):
     session_id: str | None = None
     persona_id: str | None = None
     persona_name: str | None = None
+    speech: list[str] = Field(
+        default_factory=list,
+        description="After `/voice on`: the reply spoken, as paths of its audio parts (MP3), in order.",
+    )
 
 
 class ErrorEvent(BaseModel):

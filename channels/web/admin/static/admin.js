@@ -182,6 +182,13 @@ function renderToolResult(entry) {
 function renderFiles(attachments) {
   const files = el("div", { class: "files" });
   for (const file of attachments) {
+    if (file.heard !== undefined) {
+      // A voice note or audio file: a player, and what the model reads of it.
+      files.append(el("div", { "data-voice": file.filename },
+        el("audio", { controls: "", preload: "none", src: `/admin/api/attachments/${file.id}` }),
+        el("div", { class: "doc-text", text: file.heard })));
+      continue;
+    }
     if (file.kind === "image") {
       files.append(el("a", { href: `/admin/api/attachments/${file.id}`, target: "_blank", rel: "noopener" },
         el("img", { src: `/admin/api/attachments/${file.id}`, alt: file.filename, loading: "lazy" })));
