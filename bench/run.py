@@ -29,6 +29,7 @@ BENCHMARKS = {
         "Steady state: CPU per turn of a long conversation, after-turn work in",
     ),
     "startup": ("bench.startup", "Cold start: chorus serve to healthy, chorus sessions"),
+    "tools": ("bench.tool_rounds", "Tool rounds: server CPU per round, excluding the tool and the model"),
 }
 
 

@@ -93,6 +93,11 @@ class LimitSettings(BaseModel):
     # Larger images are refused from their header, before any pixel is decoded.
     image_max_pixels: int = 40_000_000
     link_code_ttl_seconds: int = 600
+    # Voice notes and audio files: longer ones are refused (measured by decoding, not from
+    # the file's own claim), and so are larger files, before they are downloaded when the
+    # platform says the size. Telegram lets bots download files of up to 20 MB.
+    audio_max_seconds: float = Field(default=600.0, gt=0)
+    audio_max_bytes: int = Field(default=20 * 1024 * 1024, gt=0)
 
 
 class ContextSettings(BaseModel):
@@ -218,6 +223,23 @@ class ToolSettings(BaseModel):
         return servers
 
 
+class SpeechSettings(BaseModel):
+    # An OpenAI-compatible server with /audio/transcriptions and /audio/speech (OpenAI, a local
+    # faster-whisper or whisper.cpp server). Empty: voice notes are stored with their duration
+    # and `chorus speech transcribe` hears them once a server is set.
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    stt_model: str = "whisper-1"
+    # The language most voice notes are in (ISO 639-1, "en"); empty: the service detects it.
+    language: str | None = None
+    # Spoken replies (/voice on): the model and the voice it speaks with.
+    tts_model: str = "tts-1"
+    voice: str = "alloy"
+    connect_timeout: float = Field(default=10.0, gt=0)
+    read_timeout: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+
+
 class RecoverySettings(BaseModel):
     # What a starting process does with a turn a dead process left unanswered:
     # answer it on its lane, tell the person it went unanswered, or leave it.
@@ -302,6 +324,7 @@ class Settings(BaseSettings):
     context: ContextSettings = Field(default_factory=ContextSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    speech: SpeechSettings = Field(default_factory=SpeechSettings)
     recovery: RecoverySettings = Field(default_factory=RecoverySettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
     reminders: ReminderSettings = Field(default_factory=ReminderSettings)

@@ -19,7 +19,7 @@ from bot.errors import UnknownPersona
 from bot.providers.observed import ObservedProvider
 from bot.storage.context_models import SUMMARY, ContextRecord, ContextSnip
 from bot.storage.memory_store import Owner
-from bot.storage.messages import NewMessage
+from bot.storage.messages import NewMessage, attachment_ref, decode_calls
 from bot.storage.models import ChatSession
 from bot.storage.overview import Overview
 from bot.tools.offer import schemas_of
@@ -35,7 +35,9 @@ from transcript import (
     build_context,
     project_view,
 )
+from transcript.audio import render_audio
 from transcript.kinds import EVENT_KINDS, is_reply, message_kind
+from transcript.rows import AUDIO_KINDS
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime
@@ -113,6 +115,13 @@ class Console:
                     "lane": message.lane,
                     "status": message.status,
                     "created_at": _iso(message.created_at),
+                    # The operator sees what the model did: each call with its arguments, each result.
+                    "tool_calls": [
+                        {"id": call.id, "name": call.name, "arguments": call.arguments}
+                        for call in decode_calls(message.tool_calls)
+                    ],
+                    "tool_call_id": message.tool_call_id,
+                    "tool_name": message.tool_name,
                     "attachments": [
                         {
                             "id": attachment.id,
@@ -121,6 +130,12 @@ class Console:
                             "mime_type": attachment.mime_type,
                             "size": attachment.size,
                             "has_text": bool(attachment.text),
+                            # A voice note's part, as the model reads it: its transcript or placeholder.
+                            **(
+                                {"heard": render_audio(attachment_ref(attachment))}
+                                if attachment.kind in AUDIO_KINDS
+                                else {}
+                            ),
                         }
                         for attachment in files.get(message.id or 0, [])
                     ],

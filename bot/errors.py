@@ -78,6 +78,37 @@ class CorruptDocument(AttachmentError):
         super().__init__(f"'{filename}' looks damaged — I could not read any text from it.")
 
 
+class AudioUnreadable(AttachmentError):
+    """A file sent as audio that ffmpeg cannot decode (damaged, hostile, or not audio at all)."""
+
+    def __init__(self, filename: str) -> None:
+        super().__init__(
+            f"I couldn't play '{filename}': it is not audio I can decode, or it is damaged. "
+            "Send an OGG/Opus, MP3, M4A, WAV, WebM or FLAC file."
+        )
+
+
+class AudioTooLong(AttachmentError):
+    """Longer than `limits.audio_max_seconds`; durations come as a player shows them (3:12)."""
+
+    def __init__(self, filename: str, limit: str, length: str | None = None) -> None:
+        measured = f"is {length} long" if length else f"runs past {limit}"
+        super().__init__(
+            f"'{filename}' {measured}; the longest recording I take is {limit}. "
+            "Send a shorter one, or split it."
+        )
+
+
+class AudioUnavailable(AttachmentError):
+    """This server has no ffmpeg, so it cannot take audio at all."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This server can't take audio yet (ffmpeg is not installed). Send text instead; "
+            "an operator can install ffmpeg (apt install ffmpeg)."
+        )
+
+
 class TranscriptFileError(InputError):
     """A file given to `chorus import` is not a readable Chorus transcript export."""
 
@@ -120,6 +151,18 @@ class ProviderProtocolError(ProviderError):
 
 class ContextOverflowError(ProviderError):
     """The request was too large for the model's context window."""
+
+
+class SpeechError(ChorusError):
+    """The speech service (speech-to-text or text-to-speech) failed; nothing stored is lost."""
+
+
+class SpeechUnavailable(SpeechError):
+    """Timeouts, connection failures or 5xx answers of the speech service after all retries."""
+
+
+class SpeechRejected(SpeechError):
+    """The speech service refused the request (4xx other than 429)."""
 
 
 class StreamInterrupted(ProviderError):

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Row
 
 from bot.storage.boundary import boundary_for
-from bot.storage.messages import MessageStore
+from bot.storage.messages import MessageStore, decode_calls
 from bot.storage.models import Attachment, Message, as_utc
-from transcript.kinds import MessageKind, Role, Status, check_row
+from transcript.kinds import REPLY_KIND, MessageKind, Role, Status, check_row
+from transcript.rows import StoredToolCall
 
 # What reaches a conversation without a person asking: pushed to its open widgets.
 PUSHED_KINDS: tuple[MessageKind, ...] = ("reminder",)
@@ -53,6 +54,8 @@ class StoredEntry:
     lane: str | None
     created_at: datetime
     files: tuple[StoredFile, ...] = ()
+    # A `tool_call` row's calls (name and arguments as the model sent them).
+    tool_calls: tuple[StoredToolCall, ...] = ()
 
 
 class ConversationHistory:
@@ -84,6 +87,15 @@ class ConversationHistory:
         found = await self.db.run(self.messages.get_attachment, attachment_id)
         return _file(found) if found is not None else None
 
+    async def reply_in(self, session_id: str, message_id: int) -> StoredEntry | None:
+        """A persona's reply stored in the conversation `session_id`, if `message_id` is one."""
+        found = await self.db.run(self.messages.get_message, message_id)
+        if found is None or found.id is None or found.session_id != session_id:
+            return None
+        if found.role != "assistant" or found.kind != REPLY_KIND:
+            return None
+        return _entry(found, [])
+
     async def answer_to(self, user_message_id: int) -> StoredEntry | None:
         """The reply stored for a user message, if there is one."""
         found = await self.db.run(self.messages.reply_to, user_message_id)
@@ -104,6 +116,7 @@ def _entry(row: Message, files: Sequence[Row[Any]]) -> StoredEntry:
         lane=row.lane,
         created_at=as_utc(row.created_at),
         files=tuple(_file(item) for item in files),
+        tool_calls=decode_calls(row.tool_calls),
     )
 
 

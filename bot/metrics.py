@@ -126,6 +126,19 @@ MCP_CALLS = Counter(
 MCP_RESTARTS = Counter(
     "chorus_mcp_restarts", "MCP servers started again after a failure.", ["server"], registry=REGISTRY
 )
+SPEECH_SECONDS = Counter(
+    "chorus_speech_seconds",
+    "Seconds of audio heard by the speech service (transcribed) and spoken by it (synthesised).",
+    ["direction"],
+    registry=REGISTRY,
+)
+SPEECH_FAILURES = Counter(
+    "chorus_speech_failures",
+    "Voice notes not transcribed and replies not spoken, by direction and reason "
+    "(no_service, unavailable, rejected, unreadable).",
+    ["direction", "reason"],
+    registry=REGISTRY,
+)
 
 
 class GaugeReader(Collector):

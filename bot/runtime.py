@@ -12,6 +12,7 @@ from bot.commands import context as context_commands
 from bot.commands import general, identity, personas, sessions
 from bot.commands import memory as memory_commands
 from bot.commands import reminders as reminder_commands
+from bot.commands import voice as voice_commands
 from bot.commands.registry import CommandRegistry
 from bot.config import Settings
 from bot.context.maintenance import ContextMaintainer
@@ -29,6 +30,9 @@ from bot.reminders.delivery import ReminderLanes
 from bot.reminders.service import ReminderService
 from bot.reminders.tools import reminder_tools
 from bot.roles import ProcessRoles
+from bot.speech.hearing import Hearing
+from bot.speech.service import SpeechService
+from bot.speech.speaking import Speaking
 from bot.storage import migrate
 from bot.storage.boundary import boundary_for
 from bot.storage.database import create_database_engine
@@ -68,6 +72,8 @@ class Runtime:
     reminders: ReminderService
     memory: MemoryService | None = None
     context: ContextMaintainer | None = None
+    # The speech service voice notes are heard and replies spoken with; None when unset.
+    speech: SpeechService | None = None
     lanes: LaneHealth = field(default_factory=LaneHealth)
     _closed: bool = field(default=False, init=False, repr=False)
 
@@ -83,6 +89,8 @@ class Runtime:
         if self.memory is not None:
             await self.memory.aclose()
         await self.engine.provider.aclose()
+        if self.speech is not None:
+            await self.speech.aclose()
         if self.engine.locks.shared is not None:
             await self.engine.locks.shared.aclose()
         await self.roles.aclose()
@@ -142,6 +150,9 @@ def build_runtime(
         load_embedder() if settings.memory.dense else None,
     )
     attachments = AttachmentStore.from_settings(settings)
+    speech = SpeechService.from_settings(settings.speech)
+    if speech is None:
+        log.info("No speech service (speech.base_url): voice notes are kept with their length only.")
     # Every tool a turn may offer: the built-ins join once context maintenance exists
     # (two of them work through it), MCP servers' tools once `chorus serve` connects them.
     mcp_servers = McpServers(settings.tools)
@@ -169,8 +180,8 @@ def build_runtime(
     # After the built-ins: a server's `<server>__<tool>` name never shadows one of them.
     tools.add_source(mcp_servers)
     commands = CommandRegistry(maintainer=context, memory=memory, reminders=reminders)
-    families = (general, personas, identity, sessions, context_commands, memory_commands, reminder_commands)
-    for family in families:
+    families = (general, personas, identity, sessions, context_commands, memory_commands)
+    for family in (*families, voice_commands, reminder_commands):
         commands.add_all(family.COMMANDS)
     # Names this process in the delivery state of its turns and as the owner of its job claims.
     instance_id = uuid.uuid4().hex
@@ -192,6 +203,8 @@ def build_runtime(
         after_turn=definitions.after_turn,
         overflow_handler=context.recover_from_overflow,
         instance_id=instance_id,
+        hearing=Hearing(speech, settings.data_dir, settings.limits.audio_max_seconds),
+        speaking=Speaking(speech),
     )
     return Runtime(
         settings=settings,
@@ -204,6 +217,7 @@ def build_runtime(
         memory=memory,
         context=context,
         reminders=reminders,
+        speech=speech,
         roles=ProcessRoles(settings.database_url, shared=database.dialect.name == "postgresql"),
     )
 

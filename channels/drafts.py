@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from typing import Generic, TypeVar
 
 from channels.text import split_message
 
 Handle = TypeVar("Handle")
 CURSOR = " ▌"
+
+log = logging.getLogger(__name__)
 
 
 class DraftGone(Exception):
@@ -50,6 +55,10 @@ class DraftStream(Generic[Handle]):
         self._started: float | None = None
         self._last_edit = float("-inf")
         self._finishing = False
+        # A progress line the interval held back, and the task that shows it when it may.
+        self._pending: str | None = None
+        self._later: asyncio.Task[None] | None = None
+        self._waiting = False
 
     @property
     def draft(self) -> Handle | None:
@@ -60,23 +69,39 @@ class DraftStream(Generic[Handle]):
         """True once `finish` delivers the final text: lanes drop draft-only controls then."""
         return self._finishing
 
-    async def update(self, text: str) -> None:
-        """Show `text` (the reply so far) if the throttle allows."""
+    async def update(self, text: str, *, whole: bool = False) -> None:
+        """Show `text` (the reply so far) if the throttle allows.
+
+        `whole`: the text stands on its own (a tool's progress line) and no more text may
+        come for a while, so it is shown without waiting `first_after`, and an update the
+        interval holds back is shown once the interval has passed.
+        """
         now = self._clock()
         if self._started is None:
             self._started = now
-        if not text.strip() or now - self._started < self._first_after:
-            return
-        if now - self._last_edit < self._interval:
+        if not text.strip() or (not whole and now - self._started < self._first_after):
             return
         preview = _preview(text, self._limit)
-        if preview == self._shown:
+        self._pending = preview if whole else None
+        wait = self._last_edit + self._interval - now
+        if wait > 0:
+            if whole and self._later is None:
+                self._waiting = True
+                self._later = asyncio.create_task(self._show_pending(wait))
             return
-        await self._show(preview)
+        if preview != self._shown:
+            await self._show(preview)
 
     async def finish(self, text: str) -> list[Handle]:
         """Deliver the final text; returns the messages that carry it."""
         self._finishing = True
+        later = self._later
+        if later is not None:
+            if self._waiting:
+                later.cancel()
+            # A held-back update in flight completes first, so its draft is the one finished.
+            with suppress(asyncio.CancelledError):
+                await later
         parts = split_message(text, self._limit)
         delivered: list[Handle] = []
         if self._draft is not None:
@@ -91,6 +116,19 @@ class DraftStream(Generic[Handle]):
         for part in parts[1:]:
             delivered.append(await self._send(part))
         return delivered
+
+    async def _show_pending(self, wait: float) -> None:
+        try:
+            await asyncio.sleep(wait)
+            self._waiting = False
+            preview, self._pending = self._pending, None
+            if preview is not None and preview != self._shown:
+                await self._show(preview)
+        except Exception as error:
+            # Only the preview is lost: the final text is delivered by `finish` either way.
+            log.warning("a draft update failed (%s)", error)
+        finally:
+            self._later = None
 
     async def _show(self, preview: str) -> None:
         self._last_edit = self._clock()

@@ -10,7 +10,7 @@ from typing import TextIO
 
 from bot.reminders.delivery import ReminderDelivery, ReminderLanes
 from bot.turns.engine import TurnEngine
-from bot.turns.events import Delta, Reply
+from bot.turns.events import Delta, Reply, ToolStep
 from bot.turns.inbound import Actor, InboundMessage
 
 PROMPT = "you › "
@@ -80,8 +80,24 @@ async def _talk(engine: TurnEngine, user: str | None, stdin: TextIO, stdout: Tex
                     streamed = True
                 stdout.write(event.text)
                 stdout.flush()
-            elif isinstance(event, Reply):
+            elif isinstance(event, ToolStep):
+                streamed = _write_step(stdout, event, streamed)
+            else:
                 _write_reply(stdout, event, streamed)
+
+
+def _write_step(stdout: TextIO, step: ToolStep, streamed: bool) -> bool:
+    """A call starting (or failing) gets a line of its own; the answer then starts a new line.
+
+    Returns whether a line of streamed text is still open.
+    """
+    if step.status == "done":
+        return streamed
+    if streamed:
+        stdout.write("\n")
+    stdout.write(f"  {step.progress_line}\n")
+    stdout.flush()
+    return False
 
 
 def _write_reply(stdout: TextIO, reply: Reply, streamed: bool) -> None:

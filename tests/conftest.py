@@ -8,6 +8,7 @@ import pytest
 
 from bot.runtime import Runtime
 from tests.fakes.openai_server import fake_openai_fixture  # noqa: F401
+from tests.fakes.speech_server import fake_speech_fixture  # noqa: F401
 from tests.support.peers import MISSING, in_ci
 from tests.support.postgres import fresh_database
 from tests.support.runtime import RuntimeFactory, make_runtime

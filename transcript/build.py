@@ -14,6 +14,7 @@ from transcript.attachments import (
     image_placeholder,
     render_documents,
 )
+from transcript.audio import is_audio, render_audio
 from transcript.budget import Budget, Capabilities
 from transcript.context import Context, ContextStats, Message, TokensByPart
 from transcript.preamble import DOCUMENTS_HEADING, Preamble, documents_section, preamble, section
@@ -323,6 +324,10 @@ def _render(
             document = rendered_documents[attachment.sha256]
             blocks.append(document.text)
             attachment_tokens += document.tokens
+        elif is_audio(attachment):
+            heard = render_audio(attachment)
+            blocks.append(heard)
+            attachment_tokens += count_tokens(heard)
         elif vision and turn.role in ("user", "tool") and attachment.data_url:
             # Only user messages may carry image parts in the OpenAI format: a tool's
             # images follow its exchange in a user message of their own.

@@ -15,6 +15,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from transcript.audio import is_audio, render_audio
 from transcript.collapse import Collapse, Snip, is_snipped
 from transcript.context import Message
 from transcript.exchanges import exchange_spans, snap_cut, units_of
@@ -93,7 +94,8 @@ def summary_line(row: TranscriptRow) -> str | None:
     """
     if not is_conversation(row.kind):
         return None
-    notes = [f"[{a.kind}: {a.filename}]" for a in row.attachments]
+    # What a voice note said is part of the conversation the summary keeps.
+    notes = [render_audio(a) if is_audio(a) else f"[{a.kind}: {a.filename}]" for a in row.attachments]
     calls = [f"[called {call.name} {call.arguments}]" for call in row.tool_calls]
     content = row.content.strip()
     if row.kind == "tool_result":

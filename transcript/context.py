@@ -19,7 +19,7 @@ class TokensByPart:
     recall: int
     documents: int  # documents listed in the preamble, shared earlier
     history: int  # the kept messages' text, names and overhead (tool calls and results included)
-    attachments: int  # images and documents inside the kept messages
+    attachments: int  # images, documents and voice notes inside the kept messages
     tools: int = 0  # the schemas of the tools offered
 
 

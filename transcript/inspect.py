@@ -31,6 +31,8 @@ class ContextOverview:
     collapse_share: float = 0.85
     # The window's entries as (seq, who, opening words), for a model that wants to snip.
     entries: Sequence[tuple[int, str, str]] = ()
+    # Voice notes and audio in the window as (seq, who, what the model reads of them).
+    voice: Sequence[tuple[int, str, str]] = ()
 
 
 def context_data(overview: ContextOverview) -> dict[str, object]:
@@ -56,6 +58,7 @@ def context_data(overview: ContextOverview) -> dict[str, object]:
             "newest_truncated": stats.newest_truncated,
             "window": [{"seq": seq, "from": who, "text": text} for seq, who, text in overview.entries],
         },
+        "voice": [{"seq": seq, "from": who, "heard": heard} for seq, who, heard in overview.voice],
         "summary_covers_up_to": overview.summary_last_seq,
         "collapsed": [
             {"from_seq": c.first_seq, "to_seq": c.last_seq, "summary": _preview(c.summary)}
@@ -95,6 +98,9 @@ def render_context_report(overview: ContextOverview) -> str:
         )
     else:
         lines.append("Summary: none yet.")
+    if overview.voice:
+        lines.append(f"Voice and audio in the window ({len(overview.voice)}), as the model reads them:")
+        lines.extend(f"  #{seq} {who}: {_preview(heard)}" for seq, who, heard in overview.voice)
     if overview.collapses:
         lines.append("Collapsed ranges:")
         lines.extend(f"  #{c.first_seq}–#{c.last_seq}: {_preview(c.summary)}" for c in overview.collapses)

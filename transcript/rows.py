@@ -11,7 +11,10 @@ from typing import Literal
 
 from transcript.kinds import MessageKind, Role, Status
 
-AttachmentKind = Literal["image", "document"]
+# "voice": a recording made to be a message (a voice note, a round video message, a
+# recording in the widget); "audio": an audio file someone sent. Both are heard alike.
+AttachmentKind = Literal["image", "document", "audio", "voice"]
+AUDIO_KINDS: frozenset[str] = frozenset({"audio", "voice"})
 
 
 @dataclass(frozen=True)
@@ -23,8 +26,11 @@ class AttachmentRef:
     mime_type: str
     size: int
     sha256: str
-    # Documents keep their extracted text; None when nothing could be extracted.
+    # Documents keep their extracted text, voice notes and audio their transcript; None when
+    # nothing could be extracted or the recording was not transcribed (yet).
     text: str | None = None
+    # Voice notes and audio: the length measured when the file was decoded at arrival.
+    duration_seconds: float | None = None
     # For images, filled by the caller (a downscaled data: URL) only when the
     # model can see images; transcript itself never reads files.
     data_url: str | None = None

@@ -1,10 +1,11 @@
 """The `chorus` command line.
 
 Each command imports what it uses when it runs: a storage-only command (`sessions`,
-`export`, `recall`, `memory reindex`, `db upgrade`) opens the database and nothing else, so it never loads
-a lane, the model provider or the turn engine. `serve`, `chat`, `tools` (which starts the MCP
-servers to list their tools) and `import` (which distils the imported conversation into memory
-with the model) build the whole runtime.
+`export`, `recall`, `memory reindex`, `db upgrade`) opens the database and nothing else, so it
+never loads a lane, the model provider or the turn engine (`speech transcribe` adds only the
+speech service). `serve`, `chat`, `tools` (which starts the MCP servers to list their tools) and
+`import` (which distils the imported conversation into memory with the model) build the whole
+runtime.
 """
 
 from __future__ import annotations
@@ -89,6 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
         "reindex", help="embed memory items and messages stored before dense recall was on"
     )
     reindex.set_defaults(handler=cmd_memory_reindex)
+
+    speech = commands.add_parser("speech", help="voice notes and spoken replies")
+    speech_commands = speech.add_subparsers(dest="speech_command", required=True)
+    transcribe = speech_commands.add_parser(
+        "transcribe", help="transcribe stored voice notes no speech service heard yet"
+    )
+    transcribe.set_defaults(handler=cmd_speech_transcribe)
 
     database = commands.add_parser("db", help="database maintenance")
     database_commands = database.add_subparsers(dest="db_command", required=True)
@@ -255,6 +263,31 @@ def cmd_memory_reindex(args: argparse.Namespace) -> int:
     with opened_stores(args.settings) as stores:
         result = backfill_embeddings(stores.memory, embedder)
     print(f"Embedded {result.items} memory items and {result.messages} messages.")
+    return 0
+
+
+def cmd_speech_transcribe(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from bot.speech.backfill import transcribe_stored
+    from bot.speech.hearing import Hearing
+    from bot.speech.service import SpeechService
+
+    settings = args.settings
+    service = SpeechService.from_settings(settings.speech)
+    if service is None:
+        raise ChorusError("no speech service is set: set speech.base_url (CHORUS_SPEECH_BASE_URL) first")
+    hearing = Hearing(service, settings.data_dir, settings.limits.audio_max_seconds)
+
+    async def run() -> None:
+        try:
+            with opened_stores(settings) as stores:
+                result = await transcribe_stored(stores.messages, hearing)
+        finally:
+            await service.aclose()
+        print(f"Transcribed {result.heard} recordings; {result.failed} could not be heard (see the log).")
+
+    asyncio.run(run())
     return 0
 
 

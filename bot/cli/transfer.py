@@ -2,9 +2,10 @@
 
 JSON export → import → export gives the same document apart from the session
 id: every message with its sequence, kind, persona, sender, lane, status, time and
-attachments (files included, base64) survives the round trip. Files of the first
-version (before rows had a kind) still import: their events are told apart by the
-tags their text began with then.
+attachments (files included, base64), and a tool call's calls and a tool result's
+call id and tool name, survives the round trip. Files of earlier versions still
+import: version 2 had no tool rows, and in version 1 (before rows had a kind) events
+are told apart by the tags their text began with then.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import TranscriptFileError
-from bot.storage.messages import MessageStore, NewAttachment, NewMessage
+from bot.storage.messages import MessageStore, NewAttachment, NewMessage, decode_calls
 from bot.storage.models import ChatSession, Message
 from bot.storage.stores import Stores
 from bot.turns.attachments import AttachmentStore
@@ -30,11 +31,15 @@ from transcript.kinds import (
     check_row,
     message_kind,
 )
+from transcript.rows import StoredToolCall
 
 EXPORT_FORMAT = "chorus-transcript"
-EXPORT_VERSION = 2
+EXPORT_VERSION = 3
+# Version 2 had kinds but no tool rows (no calls, call ids or tool names).
+NO_TOOLS_VERSION = 2
 # Version 1 had no kinds: an event was a `system` row whose text began with its tag.
 LEGACY_VERSION = 1
+IMPORTED_VERSIONS = (EXPORT_VERSION, NO_TOOLS_VERSION, LEGACY_VERSION)
 LEGACY_EVENT_TAGS: tuple[tuple[MessageKind, str, bool], ...] = (
     # (kind, tag, whether the tag is dropped from the text), as migration 0009_message_kind reads them.
     ("command_reply", "command reply: ", True),
@@ -75,6 +80,12 @@ def export_json(store: MessageStore, attachments: AttachmentStore, session: Chat
                 "token_count": message.token_count,
                 "status": message.status,
                 "created_at": _iso(message.created_at),
+                "tool_calls": [
+                    {"id": call.id, "name": call.name, "arguments": call.arguments}
+                    for call in decode_calls(message.tool_calls)
+                ],
+                "tool_call_id": message.tool_call_id,
+                "tool_name": message.tool_name,
                 "attachments": [
                     {
                         "kind": item.kind,
@@ -109,6 +120,9 @@ def export_markdown(store: MessageStore, session: ChatSession) -> str:
         if message.content:
             lines.append(message.content)
             lines.append("")
+        for call in decode_calls(message.tool_calls):
+            lines.append(f"🔧 `{call.name}` {call.arguments}")
+            lines.append("")
         for item in files.get(message.id or 0, []):
             lines.append(f"📎 {item.kind}: {item.filename} ({item.mime_type}, {item.size:,} bytes)")
             lines.append("")
@@ -120,6 +134,9 @@ def _markdown_heading(message: Message) -> str:
     kind = message_kind(message.kind)
     if kind in EVENT_KINDS:
         return f"### event: {kind} · #{message.seq} · {when}"
+    if kind == "tool_result":
+        failed = " — failed" if message.status == "failed" else ""
+        return f"### tool result: {message.tool_name} · #{message.seq} · {when}{failed}"
     if message.role == "assistant":
         status = "" if message.status == "complete" else f" — {message.status}"
         return (
@@ -133,7 +150,7 @@ def _markdown_heading(message: Message) -> str:
 def import_json(stores: Stores, attachments: AttachmentStore, document: dict[str, Any]) -> ChatSession:
     """Store an exported transcript as a new session (no route points at it)."""
     version = document.get("version")
-    if document.get("format") != EXPORT_FORMAT or version not in (EXPORT_VERSION, LEGACY_VERSION):
+    if document.get("format") != EXPORT_FORMAT or version not in IMPORTED_VERSIONS:
         raise TranscriptFileError("This file is not a Chorus transcript export (format/version missing).")
     legacy = version == LEGACY_VERSION
     items = sorted(document.get("messages", []), key=lambda entry: entry["seq"])
@@ -148,7 +165,7 @@ def import_json(stores: Stores, attachments: AttachmentStore, document: dict[str
         title=meta.get("title") or "",
     )
     id_by_seq: dict[int, int] = {}
-    for item, kind, role, status, content in rows:
+    for item, kind, role, status, content, calls in rows:
         stored_files = tuple(_restore_file(attachments, entry) for entry in item.get("attachments", []))
         reply_seq = item.get("reply_to_seq")
         stored = stores.messages.append(
@@ -168,6 +185,9 @@ def import_json(stores: Stores, attachments: AttachmentStore, document: dict[str
                 status=status,
                 created_at=datetime.fromisoformat(item["created_at"]),
                 attachments=stored_files,
+                tool_calls=calls,
+                tool_call_id=item.get("tool_call_id"),
+                tool_name=item.get("tool_name"),
                 live=False,
             ),
         )
@@ -177,12 +197,33 @@ def import_json(stores: Stores, attachments: AttachmentStore, document: dict[str
     return stores.sessions.refresh(session)
 
 
-def _checked_row(item: dict[str, Any], *, legacy: bool) -> tuple[MessageKind, Role, Status, str]:
+def _checked_row(
+    item: dict[str, Any], *, legacy: bool
+) -> tuple[MessageKind, Role, Status, str, tuple[StoredToolCall, ...]]:
     kind, content = _kind_and_content(item, legacy=legacy)
     try:
-        return (*check_row(kind, item["role"], item.get("status", "complete")), content)
+        checked = check_row(kind, item["role"], item.get("status", "complete"))
     except UnknownMessageKind as error:
         raise TranscriptFileError(f"Message {item['seq']} of the export: {error}.") from error
+    return (*checked, content, _tool_fields(item, checked[0]))
+
+
+def _tool_fields(item: dict[str, Any], kind: MessageKind) -> tuple[StoredToolCall, ...]:
+    """A tool call's calls; a call without them, or a result without its call id, is refused."""
+    try:
+        calls = tuple(
+            StoredToolCall(str(call["id"]), str(call["name"]), str(call["arguments"]))
+            for call in item.get("tool_calls") or ()
+        )
+    except (KeyError, TypeError) as error:
+        raise TranscriptFileError(
+            f"Message {item['seq']} of the export has a malformed tool call."
+        ) from error
+    if kind == "tool_call" and not calls:
+        raise TranscriptFileError(f"Message {item['seq']} of the export is a tool call without its calls.")
+    if kind == "tool_result" and not (item.get("tool_call_id") and item.get("tool_name")):
+        raise TranscriptFileError(f"Message {item['seq']} of the export is a tool result without its call.")
+    return calls
 
 
 def _kind_and_content(item: dict[str, Any], *, legacy: bool) -> tuple[object, str]:

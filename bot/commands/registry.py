@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from bot.memory.service import MemoryService
     from bot.providers.base import ChatProvider
     from bot.reminders.service import ReminderService
+    from bot.speech.speaking import Speaking
     from bot.storage.boundary import DatabaseBoundary
     from bot.storage.models import ChatSession
     from bot.storage.stores import Stores
@@ -64,6 +65,11 @@ class CommandEngine(Protocol):
 
     @property
     def provider(self) -> ChatProvider: ...
+
+    @property
+    def speaking(self) -> Speaking:
+        """How replies are spoken (`/voice`); `available` says whether a speech service is set."""
+        ...
 
     def persona_for(self, session: ChatSession) -> Persona: ...
 

@@ -7,6 +7,7 @@ from bot.memory.snapshot import shorten
 from bot.providers.base import shown_model
 from bot.storage.models import ChatSession
 from transcript import ContextOverview, TranscriptRow
+from transcript.audio import is_audio, render_audio
 
 # How much of each message in the window the overview shows.
 ENTRY_PREVIEW_CHARS = 60
@@ -20,6 +21,7 @@ async def context_overview(maintainer: ContextMaintainer, session: ChatSession) 
     model = maintainer.model_for(persona)
     settings = maintainer.settings
     in_window = set(built.stats.kept_seqs)
+    window = [row for row in view.projected if row.seq in in_window]
     return ContextOverview(
         persona=f"{persona.name} ({persona.id})",
         model=shown_model(maintainer.provider, model),
@@ -38,12 +40,20 @@ async def context_overview(maintainer: ContextMaintainer, session: ChatSession) 
         snips=view.snips,
         compact_share=settings.compact_share,
         collapse_share=settings.collapse_share,
-        entries=[
-            (row.seq, _speaker(row), shorten(" ".join(row.content.split()), ENTRY_PREVIEW_CHARS))
-            for row in view.projected
-            if row.seq in in_window
+        entries=[(row.seq, _speaker(row), _opening(row)) for row in window],
+        voice=[
+            (row.seq, _speaker(row), render_audio(attachment))
+            for row in window
+            for attachment in row.attachments
+            if is_audio(attachment)
         ],
     )
+
+
+def _opening(row: TranscriptRow) -> str:
+    """The message's first words; a voice note without text is what was heard in it."""
+    heard = [render_audio(attachment) for attachment in row.attachments if is_audio(attachment)]
+    return shorten(" ".join(" ".join([row.content, *heard]).split()), ENTRY_PREVIEW_CHARS)
 
 
 def _speaker(row: TranscriptRow) -> str:

@@ -5,14 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
-import random
 import re
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import replace
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -35,6 +31,7 @@ from bot.providers.base import (
     ToolSchema,
     collect_text,
 )
+from bot.providers.http_failures import backoff_delay, error_details, retry_after_seconds
 from bot.providers.sse import iter_event_batches
 from bot.providers.tool_calls import ToolCallAssembler
 
@@ -229,11 +226,7 @@ class OpenAICompatibleProvider:
         return "the connection dropped"
 
     def _retry_delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self._max_backoff)
-        # Jitter keeps many sessions that failed together from retrying in lockstep.
-        delay = self._backoff_base * 2.0**attempt * random.uniform(1.0, 1.1)
-        return min(delay, self._max_backoff)
+        return backoff_delay(attempt, retry_after, base=self._backoff_base, ceiling=self._max_backoff)
 
 
 class _Answer:
@@ -365,16 +358,16 @@ def _failure_for_response(response: httpx.Response, *, with_tools: bool) -> Exce
         payload: Any = response.json()
     except ValueError:
         payload = response.text
-    message, code = _error_details(payload)
+    message, code = error_details(payload)
     if with_tools and response.status_code in _TOOLS_REFUSED_STATUSES and _NAMES_TOOLS.search(message):
         return _ToolsRefused(message[:_MESSAGE_LIMIT])
-    retry_after = _retry_after_seconds(response.headers.get("Retry-After"))
+    retry_after = retry_after_seconds(response.headers.get("Retry-After"))
     return _failure_for_status(response.status_code, message or response.reason_phrase, code, retry_after)
 
 
 def _failure_for_error_object(error: Any) -> Exception:
     details = error if isinstance(error, dict) else {"message": str(error)}
-    message, code = _error_details(details)
+    message, code = error_details(details)
     status = details.get("status") or details.get("code")
     if not isinstance(status, int):
         status = _STATUS_BY_ERROR_TYPE.get(str(details.get("type")), 500)
@@ -394,36 +387,3 @@ def _failure_for_status(status: int, message: str, code: str, retry_after: float
     if status in (408, 429) or status >= 500:
         return _RetryableFailure(f"HTTP {status}", busy=True, retry_after=retry_after)
     return ProviderRejected(f"The model provider refused the request (HTTP {status}): {message}")
-
-
-def _error_details(payload: Any) -> tuple[str, str]:
-    """The human message and the machine-readable code/type of an error body, as found."""
-    if isinstance(payload, str):
-        return payload.strip(), ""
-    if not isinstance(payload, dict):
-        return "", ""
-    error = payload.get("error", payload)
-    if isinstance(error, str):
-        return error, ""
-    if not isinstance(error, dict):
-        return "", ""
-    message = error.get("message") or error.get("detail") or ""
-    code = " ".join(str(error[key]) for key in ("code", "type") if error.get(key) is not None)
-    return str(message), code
-
-
-def _retry_after_seconds(value: str | None) -> float | None:
-    """`Retry-After` as seconds from now; it may be a number or an HTTP date."""
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - datetime.now(UTC)).total_seconds()
-    return max(0.0, seconds) if math.isfinite(seconds) else None

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import ColumnElement, ScalarSelect, and_, bindparam, case, func, insert, or_, update
 from sqlalchemy import select as sa_select
@@ -40,6 +40,7 @@ from transcript.kinds import (
     check_row,
     is_reply,
 )
+from transcript.rows import AttachmentKind
 
 SESSIONS = table_of(ChatSession)
 MESSAGES = table_of(Message)
@@ -102,6 +103,11 @@ TEXT_STORED = (
     .where(ATTACHMENTS.c.sha256 == bindparam("sha256"), ATTACHMENTS.c.text.is_not(None))
     .limit(1)
 )
+STORED_TEXT = (
+    select(ATTACHMENTS.c.text)
+    .where(ATTACHMENTS.c.sha256 == bindparam("sha256"), ATTACHMENTS.c.text.is_not(None))
+    .limit(1)
+)
 # The window reads whole units (a message, or a tool call with its results): the newest
 # `limit` unit openers (any conversation row but a result) and every row after the oldest.
 _IN_SESSION = (MESSAGES.c.session_id == bindparam("session_id"), MESSAGES.c.seq > bindparam("after_seq"))
@@ -154,6 +160,8 @@ class NewAttachment:
     sha256: str
     path: str
     text: str | None
+    # Voice notes and audio: the length measured when the file was decoded.
+    duration_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -341,6 +349,7 @@ class MessageStore:
                                 "path": attachment.path,
                                 # Only the first of several copies in one message keeps it.
                                 "text": texts.pop(attachment.sha256, None),
+                                "duration_seconds": attachment.duration_seconds,
                                 "created_at": created_at,
                             }
                             for attachment in message.attachments
@@ -551,6 +560,65 @@ class MessageStore:
                 )
             ]
 
+    def stored_text(self, sha256: str) -> str | None:
+        """The text (a document's, a voice note's transcript) stored for a file, if any copy has it."""
+        with self.database.connect() as connection:
+            return connection.execute(STORED_TEXT, {"sha256": sha256}).scalar_one_or_none()
+
+    def unheard_recordings(self, limit: int) -> list[Row[Any]]:
+        """Voice notes and audio no copy of which has a transcript: one row per file, oldest first."""
+        heard = ATTACHMENTS.alias("heard")
+        any_heard = (
+            select(heard.c.id)
+            .where(heard.c.sha256 == ATTACHMENTS.c.sha256, heard.c.text.is_not(None))
+            .exists()
+        )
+        first_copy = (
+            select(func.min(ATTACHMENTS.c.id))
+            .where(ATTACHMENTS.c.kind.in_(("audio", "voice")), ~any_heard)
+            .group_by(ATTACHMENTS.c.sha256)
+            .scalar_subquery()
+        )
+        query = (
+            select(ATTACHMENTS.c.id, ATTACHMENTS.c.sha256, ATTACHMENTS.c.path, ATTACHMENTS.c.filename)
+            .where(ATTACHMENTS.c.id.in_(first_copy))
+            .order_by(ATTACHMENTS.c.id)
+            .limit(limit)
+        )
+        with self.database.connect() as connection:
+            return list(connection.execute(query))
+
+    def store_transcript(self, attachment_id: int, text: str) -> None:
+        """A recording heard later (`chorus speech transcribe`): its transcript, on the copy asked for.
+
+        Like a document's text, it is what the file says, not a change to a message: every copy
+        of the file shows it from now on.
+        """
+        with self.database.begin() as connection:
+            connection.execute(
+                update(ATTACHMENTS)
+                .where(ATTACHMENTS.c.id == attachment_id, ATTACHMENTS.c.text.is_(None))
+                .values(text=clean_text(text))
+            )
+
+    def has_event(self, session_id: str, kind: MessageKind, prefix: str) -> bool:
+        """Whether the session holds a stored event of `kind` whose text starts with `prefix`."""
+        query = (
+            sa_select(MESSAGES.c.id)
+            .where(
+                MESSAGES.c.session_id == session_id,
+                MESSAGES.c.kind == kind,
+                MESSAGES.c.content.startswith(prefix, autoescape=True),
+            )
+            .limit(1)
+        )
+        with self.database.connect() as connection:
+            return connection.execute(query).first() is not None
+
+    def get_message(self, message_id: int) -> Message | None:
+        with self._session() as db:
+            return db.get(Message, message_id)
+
     def get_attachment(self, attachment_id: int) -> Attachment | None:
         with self._session() as db:
             return db.get(Attachment, attachment_id)
@@ -612,10 +680,18 @@ def decode_calls(stored: str | None) -> tuple[StoredToolCall, ...]:
 
 def attachment_ref(attachment: Attachment | Row[Any]) -> AttachmentRef:
     return AttachmentRef(
-        kind="image" if attachment.kind == "image" else "document",
+        kind=attachment_kind(attachment.kind),
         filename=attachment.filename,
         mime_type=attachment.mime_type,
         size=attachment.size,
         sha256=attachment.sha256,
         text=attachment.text,
+        duration_seconds=attachment.duration_seconds,
     )
+
+
+def attachment_kind(stored: str) -> AttachmentKind:
+    """A stored kind as `transcript` knows it; anything unknown is read as a document."""
+    if stored in ("image", "audio", "voice"):
+        return cast(AttachmentKind, stored)
+    return "document"

@@ -135,14 +135,27 @@ class Attachment(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     message_id: int = Field(index=True)
     session_id: str = Field(index=True, max_length=32)
-    kind: str = Field(max_length=16)  # "image" | "document"
+    kind: str = Field(max_length=16)  # "image" | "document" | "audio" | "voice"
     filename: str = Field(max_length=512)
     mime_type: str = Field(max_length=128)
     size: int
     sha256: str = Field(index=True, max_length=64)
     # Path relative to the data directory; files are shared by content hash.
     path: str = Field(max_length=512)
+    # Documents: extracted text; voice notes and audio: the transcript, once heard. Stored on
+    # the first row of a content hash only: later copies read it from there.
     text: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    # Voice notes and audio: the length measured by decoding the file at arrival.
+    duration_seconds: float | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class SpokenSession(SQLModel, table=True):
+    """A session whose replies are also spoken (`/voice on`); no row means text only."""
+
+    __tablename__ = "spoken_sessions"
+
+    session_id: str = Field(primary_key=True, max_length=32)
     created_at: datetime = Field(default_factory=utcnow)
 
 

@@ -7,7 +7,7 @@ route at a fresh session and the old one stays stored. Sessions are never delete
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, func, update
+from sqlalchemy import bindparam, delete, func, insert, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlalchemy.exc import IntegrityError
@@ -20,6 +20,7 @@ from bot.storage.models import (
     GroupRoute,
     Message,
     Person,
+    SpokenSession,
     new_id,
     table_of,
     utcnow,
@@ -29,6 +30,8 @@ from bot.storage.sanitise import clean_optional, clean_text
 SESSIONS = table_of(ChatSession)
 PERSONS = table_of(Person)
 ACCOUNTS = table_of(Account)
+SPOKEN = table_of(SpokenSession)
+IS_SPOKEN = sa_select(SPOKEN.c.session_id).where(SPOKEN.c.session_id == bindparam("session_id"))
 
 # Read on every message, so built once: SQLAlchemy then only binds values.
 ACTIVE_PRIVATE_SESSION = (
@@ -221,6 +224,24 @@ class SessionStore:
                 .values(persona_id=persona_id, updated_at=utcnow())
             )
             db.commit()
+
+    def is_spoken(self, session_id: str) -> bool:
+        """Whether the session's replies are also spoken (`/voice on`)."""
+        with self.database.connect() as connection:
+            return connection.execute(IS_SPOKEN, {"session_id": session_id}).first() is not None
+
+    def set_spoken(self, session_id: str, spoken: bool) -> None:
+        """`/voice on` or `/voice off` for the session; setting what is set already changes nothing."""
+        with self.database.begin() as connection:
+            if not spoken:
+                connection.execute(delete(SPOKEN).where(SPOKEN.c.session_id == session_id))
+                return
+            if connection.execute(IS_SPOKEN, {"session_id": session_id}).first() is None:
+                try:
+                    with connection.begin_nested():
+                        connection.execute(insert(SPOKEN).values(session_id=session_id, created_at=utcnow()))
+                except IntegrityError:
+                    pass  # another process turned it on at the same moment
 
     def create_session(
         self, kind: str, owner_kind: str, owner_id: str, persona_id: str | None, title: str = ""

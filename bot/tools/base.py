@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -142,7 +143,7 @@ class FunctionTool(Generic[Arguments]):
     in_groups: bool | None = None
 
     def parameters(self) -> dict[str, Any]:
-        return normalise_schema(self.arguments.model_json_schema())
+        return arguments_schema(self.arguments)
 
     def parse(self, arguments: dict[str, Any]) -> Arguments:
         try:
@@ -161,6 +162,16 @@ def validation_message(error: ValidationError) -> str:
         where = ".".join(str(part) for part in issue["loc"]) or "arguments"
         problems.append(f"{where}: {issue['msg']}")
     return "; ".join(problems)
+
+
+@cache
+def arguments_schema(arguments: type[BaseModel]) -> dict[str, Any]:
+    """The JSON Schema of a tool's arguments, made once per model and shared (read-only).
+
+    Every model call of a turn sends the offered tools' schemas; pydantic builds one in
+    about 4 ms, which made schema generation most of a tool round's CPU.
+    """
+    return normalise_schema(arguments.model_json_schema())
 
 
 def function_schema(tool: Tool) -> dict[str, Any]:

@@ -1,8 +1,9 @@
-"""Attachments: validate, store by content hash, extract document text.
+"""Attachments: validate, store by content hash, extract document text, measure audio.
 
 Files live under `<data_dir>/attachments/<hash[:2]>/<hash>`; images also get a
 downscaled copy for vision models, made once at ingestion so later turns only
-read it.
+read it. Voice notes and audio files are decoded once (`bot.speech.audio`) to check
+them and measure their length; hearing what they say is `bot.speech.hearing`'s.
 """
 
 from __future__ import annotations
@@ -24,9 +25,17 @@ from pypdf import PdfReader
 from pypdf.errors import PdfReadError
 
 from bot.config import Settings
-from bot.errors import AttachmentTooLarge, CorruptDocument, ImageTooLarge, UnsupportedAttachment
+from bot.errors import (
+    AttachmentTooLarge,
+    AudioTooLong,
+    CorruptDocument,
+    ImageTooLarge,
+    UnsupportedAttachment,
+)
+from bot.speech.audio import decode_bytes
 from bot.storage.messages import NewAttachment
 from bot.turns.inbound import InboundAttachment
+from transcript.audio import format_duration
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +50,23 @@ DOCUMENT_FORMATS = {
     "CSV": {"text/csv"},
     "JSON": {"application/json"},
 }
+AUDIO_FORMATS = {
+    "OGG/Opus": {"audio/ogg", "audio/opus"},
+    "MP3": {"audio/mpeg", "audio/mp3"},
+    "M4A": {"audio/mp4", "audio/x-m4a", "audio/m4a", "audio/aac"},
+    "WAV": {"audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave"},
+    "WebM": {"audio/webm"},
+    "FLAC": {"audio/flac", "audio/x-flac"},
+}
 IMAGE_TYPES = set().union(*IMAGE_FORMATS.values())
 TEXT_TYPES = set().union(*DOCUMENT_FORMATS.values()) - {PDF_TYPE}
-ACCEPTED_FORMATS = f"an image ({', '.join(IMAGE_FORMATS)}) or a document ({', '.join(DOCUMENT_FORMATS)})"
+AUDIO_TYPES = set().union(*AUDIO_FORMATS.values())
+# A round video message (Telegram) is taken for its sound, as a voice note; other videos are not.
+VIDEO_MESSAGE_TYPES = {"video/mp4", "video/webm"}
+ACCEPTED_FORMATS = (
+    f"an image ({', '.join(IMAGE_FORMATS)}), a document ({', '.join(DOCUMENT_FORMATS)}) "
+    f"or a voice note or audio file ({', '.join(AUDIO_FORMATS)})"
+)
 # Some platforms send documents as octet-stream; the extension decides then.
 EXTENSION_TYPES = {
     ".txt": "text/plain",
@@ -57,6 +80,14 @@ EXTENSION_TYPES = {
     ".jpeg": "image/jpeg",
     ".gif": "image/gif",
     ".webp": "image/webp",
+    ".ogg": "audio/ogg",
+    ".oga": "audio/ogg",
+    ".opus": "audio/ogg",
+    ".mp3": "audio/mpeg",
+    ".m4a": "audio/mp4",
+    ".wav": "audio/wav",
+    ".weba": "audio/webm",
+    ".flac": "audio/flac",
 }
 MODEL_IMAGE_SUFFIX = ".model.jpg"
 # A decoded image holds up to 4 bytes a pixel; decoding one at a time per process
@@ -81,44 +112,96 @@ BYTE_ORDER_MARKS = (
 class AttachmentStore:
     """Turns inbound attachments into stored files plus database records."""
 
-    def __init__(self, data_dir: Path, max_bytes: int, image_max_side: int, image_max_pixels: int) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        max_bytes: int,
+        image_max_side: int,
+        image_max_pixels: int,
+        *,
+        audio_max_bytes: int | None = None,
+        audio_max_seconds: float = 600.0,
+    ) -> None:
         self.root = data_dir / "attachments"
         self.max_bytes = max_bytes
         self.image_max_side = image_max_side
         self.image_max_pixels = image_max_pixels
+        self.audio_max_bytes = audio_max_bytes if audio_max_bytes is not None else max_bytes
+        self.audio_max_seconds = audio_max_seconds
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AttachmentStore:
         limits = settings.limits
-        return cls(settings.data_dir, limits.max_upload_bytes, limits.image_max_side, limits.image_max_pixels)
+        return cls(
+            settings.data_dir,
+            limits.max_upload_bytes,
+            limits.image_max_side,
+            limits.image_max_pixels,
+            audio_max_bytes=limits.audio_max_bytes,
+            audio_max_seconds=limits.audio_max_seconds,
+        )
+
+    @property
+    def largest_file(self) -> int:
+        """The most bytes any one attachment may have, whatever its kind."""
+        return max(self.max_bytes, self.audio_max_bytes)
+
+    def limit_for(self, mime_type: str) -> int:
+        return self.audio_max_bytes if mime_type in AUDIO_TYPES | VIDEO_MESSAGE_TYPES else self.max_bytes
 
     def check_declared(self, attachment: InboundAttachment) -> str:
         """Reject what we can before downloading anything; returns the mime type."""
         mime_type = normalise_mime(attachment.filename, attachment.mime_type)
-        if mime_type not in IMAGE_TYPES | TEXT_TYPES | {PDF_TYPE}:
+        accepted = IMAGE_TYPES | TEXT_TYPES | AUDIO_TYPES | {PDF_TYPE}
+        if attachment.kind == "voice":
+            accepted |= VIDEO_MESSAGE_TYPES
+        if mime_type not in accepted:
             raise UnsupportedAttachment(
                 attachment.filename, attachment.mime_type or "unknown type", ACCEPTED_FORMATS
             )
-        if attachment.size is not None and attachment.size > self.max_bytes:
-            raise AttachmentTooLarge(attachment.filename, attachment.size, self.max_bytes)
+        limit = self.limit_for(mime_type)
+        if attachment.size is not None and attachment.size > limit:
+            raise AttachmentTooLarge(attachment.filename, attachment.size, limit)
+        declared = attachment.duration_seconds
+        if declared is not None and declared > self.audio_max_seconds:
+            raise AudioTooLong(
+                attachment.filename, format_duration(self.audio_max_seconds), format_duration(declared)
+            )
         return mime_type
 
     async def ingest(self, attachment: InboundAttachment) -> NewAttachment:
-        mime_type = self.check_declared(attachment)
+        self.check_declared(attachment)
         data = await attachment.fetch()
-        if len(data) > self.max_bytes:
-            raise AttachmentTooLarge(attachment.filename, len(data), self.max_bytes)
-        return await asyncio.to_thread(self.store_bytes, attachment.filename, mime_type, data)
+        return await asyncio.to_thread(self.store_checked, attachment, data)
 
-    def store_bytes(self, filename: str, mime_type: str, data: bytes) -> NewAttachment:
-        """Write the file (once per content hash) and describe it for the database."""
+    def store_checked(self, attachment: InboundAttachment, data: bytes) -> NewAttachment:
+        """`store_bytes` for the fetched bytes of `attachment`, after every check of its kind."""
+        mime_type = self.check_declared(attachment)
+        limit = self.limit_for(mime_type)
+        if len(data) > limit:
+            raise AttachmentTooLarge(attachment.filename, len(data), limit)
+        voice = attachment.kind == "voice"
+        return self.store_bytes(attachment.filename, mime_type, data, voice=voice)
+
+    def store_bytes(
+        self, filename: str, mime_type: str, data: bytes, *, voice: bool = False
+    ) -> NewAttachment:
+        """Write the file (once per content hash) and describe it for the database.
+
+        `voice`: the audio is a recording sent as a message (a voice note), not an audio file.
+        """
         digest = hashlib.sha256(data).hexdigest()
         path = self.root / digest[:2] / digest
         path.parent.mkdir(parents=True, exist_ok=True)
         text: str | None = None
+        duration: float | None = None
         if mime_type in IMAGE_TYPES:
             kind = "image"
             self._write_model_image(filename, data, path.with_name(digest + MODEL_IMAGE_SUFFIX))
+        elif mime_type in AUDIO_TYPES | VIDEO_MESSAGE_TYPES:
+            kind = "voice" if voice else "audio"
+            # Decoded whole before anything is written: a file that is not audio is refused.
+            duration = round(decode_bytes(data, filename, self.audio_max_seconds).seconds, 3)
         else:
             kind = "document"
             text = extract_text(filename, mime_type, data)
@@ -132,6 +215,7 @@ class AttachmentStore:
             sha256=digest,
             path=str(path.relative_to(self.root.parent)),
             text=text,
+            duration_seconds=duration,
         )
 
     def check_image(self, filename: str, data: bytes) -> tuple[int, int]:
@@ -185,7 +269,7 @@ class AttachmentStore:
 def normalise_mime(filename: str, declared: str | None) -> str:
     declared = (declared or "").split(";")[0].strip().lower()
     by_extension = EXTENSION_TYPES.get(PurePath(filename).suffix.lower())
-    if declared in IMAGE_TYPES | TEXT_TYPES | {PDF_TYPE}:
+    if declared in IMAGE_TYPES | TEXT_TYPES | AUDIO_TYPES | VIDEO_MESSAGE_TYPES | {PDF_TYPE}:
         return declared
     if by_extension is not None and declared in {"", "application/octet-stream", "text/plain"}:
         return by_extension

@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from bot.config import Settings
@@ -28,6 +28,8 @@ from bot.errors import (
 from bot.logs import bind_session, turn_scope
 from bot.metrics import TOOL_STEPS
 from bot.providers.base import ChatProvider, ChatRequest, TextDelta, ToolCall, shown_model
+from bot.speech.hearing import Hearing, Unheard, names_spoken
+from bot.speech.speaking import Speaking
 from bot.storage.boundary import boundary_for
 from bot.storage.delivery_models import Delivery
 from bot.storage.jobs import JobSpec
@@ -48,7 +50,7 @@ from bot.tools.runner import run_call
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
 from bot.turns.events import CommandAnswer, Delta, Reply, ToolStatus, ToolStep, TurnEvent
-from bot.turns.inbound import InboundMessage
+from bot.turns.inbound import InboundAttachment, InboundMessage
 from bot.turns.locks import SessionLocks
 from bot.turns.observed import observe_turn
 from bot.turns.routing import Route, resolve_route
@@ -73,6 +75,8 @@ STOPPED_NOTE = "[Stopped.]"
 # Ends the text of a reply cut because the process was shutting down.
 SHUTDOWN_NOTE = "[Cut off: the server was restarting. Send your message again to get a full answer.]"
 RESTARTING_MESSAGE = "Chorus is restarting, so this message was not answered. Please send it again soon."
+# A stored event: the person was told why their voice notes are not understood (once a conversation).
+VOICE_NOTICE_EVENT = "voice notes not understood: "
 # The result of a call a stop (or shutdown) cut short: stored, so no call is left without one.
 STOPPED_RESULT = ToolResult.error("Stopped before it finished: the turn was stopped.")
 OVERFLOW_MESSAGE = (
@@ -126,6 +130,10 @@ class TurnPlan:
     persona: Persona
     user_message_id: int
     running: RunningTurn
+    # Said after the reply: why the person's voice note was not understood (once a conversation).
+    notice: str | None = None
+    # /voice on: the lane also sends the reply as audio.
+    spoken: bool = False
     # Where the person asked (tools see it), and whether a restart is finishing the turn.
     chat: ChatAddress | None = None
     resumed: bool = False
@@ -133,12 +141,14 @@ class TurnPlan:
     def reply(self, text: str, stored: StoredMessage, status: str = "complete") -> Reply:
         """The turn's final reply, once `stored` holds what was said."""
         return assistant_reply(
-            text,
+            with_note(text, self.notice) if self.notice else text,
             self.persona,
             self.session.id,
             status=status,
             message_id=stored.id,
             user_message_id=self.user_message_id,
+            spoken=self.spoken and status == "complete" and bool(stored.content.strip()),
+            spoken_text=stored.content,
         )
 
 
@@ -184,12 +194,17 @@ class TurnEngine:
         after_turn: tuple[JobSpec, ...],
         overflow_handler: OverflowHandler | None,
         instance_id: str,
+        hearing: Hearing,
+        speaking: Speaking,
     ) -> None:
         self.settings = settings
         self.stores = stores
         self.personas = personas
         self.provider = provider
         self.attachments = attachments
+        # Voice notes heard as they are stored; replies spoken for lanes (`/voice on`).
+        self.hearing = hearing
+        self.speaking = speaking
         self.commands = commands
         self.assembler = assembler
         self.locks = locks
@@ -300,7 +315,8 @@ class TurnEngine:
         )
         async with self.locks.hold(route.session.id):
             try:
-                stored_id = (await self._store_user_message(inbound, route, text, jobs=self.after_turn)).id
+                stored, _ = await self._store_user_message(inbound, route, text, jobs=self.after_turn)
+                stored_id = stored.id
             except DuplicateMessage as duplicate:
                 return Reply(
                     kind="recorded",
@@ -315,6 +331,34 @@ class TurnEngine:
         # A recorded message is a step of the conversation: memory offload counts it.
         self._wake_jobs()
         return Reply(kind="recorded", text="", session_id=route.session.id, user_message_id=stored_id)
+
+    async def hear(self, inbound: InboundMessage, names: tuple[str, ...]) -> InboundMessage:
+        """A group message whose voice notes are heard now, addressed if they say one of `names`.
+
+        Lanes call it before deciding whether a group message is for the bot: a voice note
+        that says the bot's name (or a persona's) addresses it like a mention. The files are
+        fetched once: the returned message carries their bytes, and their transcripts wait
+        in `hearing` for the message to be stored.
+        """
+        audio = [a for a in inbound.attachments if a.kind in ("audio", "voice")]
+        if inbound.was_mentioned or not audio:
+            return inbound
+        fetched: list[InboundAttachment] = []
+        heard: list[str] = []
+        for attachment in inbound.attachments:
+            try:
+                data = await attachment.fetch()
+                kept = replace(attachment, fetch=_bytes_of(data))
+                if attachment in audio:
+                    stored = await asyncio.to_thread(self.attachments.store_checked, kept, data)
+                    outcome = await self.hearing.hear(stored, self._stored_transcript)
+                    heard.append(outcome.attachment.text or "")
+            except ChorusError:
+                # Storing it refuses it again, with the person told why when they are answered.
+                return inbound
+            fetched.append(kept)
+        spoken_to = names_spoken(" ".join(heard), (*names, *(p.name for p in self.personas)))
+        return replace(inbound, attachments=tuple(fetched), was_mentioned=spoken_to)
 
     async def resume(self, delivery: Delivery) -> AsyncGenerator[TurnEvent, None]:
         """Answer a stored user message that a process which died left unanswered."""
@@ -387,7 +431,9 @@ class TurnEngine:
         persona = self.persona_for(session)
         retried = False
         try:
-            user_message_id = (await self._store_user_message(inbound, route, text, deliver=True)).id
+            stored, unheard = await self._store_user_message(inbound, route, text, deliver=True)
+            user_message_id = stored.id
+            notice = await self._voice_notice(session, unheard)
             stored_already(inbound)
         except DuplicateMessage as duplicate:
             stored_already(inbound)
@@ -409,12 +455,13 @@ class TurnEngine:
             # Stored before but never answered (a failed turn): answer it now, after any
             # tool calls that turn stored.
             user_message_id = duplicate.existing.id or 0
+            notice = None
             retried = True
         except ChorusError as error:
             yield Reply(kind="error", text=str(error), session_id=session.id)
             return
         chat = ChatAddress(inbound.lane, inbound.chat_id, inbound.chat_kind, inbound.thread_id)
-        answer = self._answer(session, persona, user_message_id, chat=chat, resumed=retried)
+        answer = self._answer(session, persona, user_message_id, chat=chat, resumed=retried, notice=notice)
         async with aclosing(answer) as events:
             async for event in events:
                 yield event
@@ -427,6 +474,7 @@ class TurnEngine:
         *,
         chat: ChatAddress | None,
         resumed: bool,
+        notice: str | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
         """Answer a stored user message: a live turn, or one a restart (or a retry) finishes."""
         plan = TurnPlan(
@@ -434,6 +482,8 @@ class TurnEngine:
             persona=persona,
             user_message_id=user_message_id,
             running=self.running.begin(session.id),
+            notice=notice,
+            spoken=await self.db.run(self.stores.sessions.is_spoken, session.id),
             chat=chat,
             resumed=resumed,
         )
@@ -453,7 +503,8 @@ class TurnEngine:
         *,
         deliver: bool = False,
         jobs: tuple[JobSpec, ...] = (),
-    ) -> StoredMessage:
+    ) -> tuple[StoredMessage, Unheard | None]:
+        """The stored message, and why a voice note in it went unheard (None: all heard)."""
         if not text.strip() and not inbound.attachments:
             raise EmptyMessage()
         limit = self.settings.limits.max_message_chars
@@ -461,11 +512,15 @@ class TurnEngine:
             raise MessageTooLong(len(text), limit)
         for attachment in inbound.attachments:
             self.attachments.check_declared(attachment)
-        stored: list[NewAttachment] = [
-            await self.attachments.ingest(attachment) for attachment in inbound.attachments
-        ]
+        stored: list[NewAttachment] = []
+        unheard: Unheard | None = None
+        for attachment in inbound.attachments:
+            ingested = await self.attachments.ingest(attachment)
+            heard = await self.hearing.hear(ingested, self._stored_transcript)
+            stored.append(heard.attachment)
+            unheard = unheard or heard.unheard
         content = with_quote(text, inbound)
-        return await self.db.run(
+        message = await self.db.run(
             self.stores.messages.append,
             route.session.id,
             NewMessage(
@@ -487,6 +542,19 @@ class TurnEngine:
                 jobs=jobs,
             ),
         )
+        return message, unheard
+
+    async def _stored_transcript(self, sha256: str) -> str | None:
+        return await self.db.run(self.stores.messages.stored_text, sha256)
+
+    async def _voice_notice(self, session: ChatSession, unheard: Unheard | None) -> str | None:
+        """The notice for a voice note not understood, the first time in this conversation only."""
+        if unheard is None:
+            return None
+        if await self.db.run(self.stores.messages.has_event, session.id, "note", VOICE_NOTICE_EVENT):
+            return None
+        await self._store_event(session, "note", f"{VOICE_NOTICE_EVENT}{unheard.reason}")
+        return unheard.notice()
 
     async def _generate(self, plan: TurnPlan) -> AsyncGenerator[TurnEvent, None]:
         """The turn's rounds: call the model → store its calls → run them → store the results → repeat.
@@ -652,7 +720,7 @@ class TurnEngine:
         stored: set[str] = set()
         try:
             for call in calls:
-                yield ToolStep(call.id, call.name, "started", progress_summary(call), session.id)
+                yield _step(plan, call, "started")
             waiting: set[asyncio.Task[ToolResult]] = set(running)
             while waiting:
                 done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -662,7 +730,7 @@ class TurnEngine:
                     await self._store_result(plan, call, result)
                     stored.add(call.id)
                     status: ToolStatus = "error" if result.is_error else "done"
-                    yield ToolStep(call.id, call.name, status, progress_summary(call), session.id)
+                    yield _step(plan, call, status)
         finally:
             for task in running:
                 task.cancel()
@@ -766,7 +834,7 @@ class TurnEngine:
     def _error(self, plan: TurnPlan, text: str) -> Reply:
         return Reply(
             kind="error",
-            text=text,
+            text=with_note(text, plan.notice) if plan.notice else text,
             session_id=plan.session.id,
             user_message_id=plan.user_message_id,
             persona_id=plan.persona.id,
@@ -790,6 +858,8 @@ def assistant_reply(
     status: str = "complete",
     message_id: int | None = None,
     user_message_id: int | None = None,
+    spoken: bool = False,
+    spoken_text: str = "",
 ) -> Reply:
     """A turn's final reply, live or recovered; lanes show who spoke (a persona's name or webhook)."""
     return Reply(
@@ -801,7 +871,15 @@ def assistant_reply(
         persona_id=persona.id,
         persona_name=persona.name,
         status=status,
+        spoken_text=spoken_text if spoken else None,
     )
+
+
+def _bytes_of(data: bytes) -> Callable[[], Awaitable[bytes]]:
+    async def fetch() -> bytes:
+        return data
+
+    return fetch
 
 
 def stored_already(inbound: InboundMessage) -> None:
@@ -819,3 +897,15 @@ def with_quote(text: str, inbound: InboundMessage) -> str:
         snippet = snippet[: QUOTE_CHARS - 1] + "…"
     who = f"{quoted.sender_name}: " if quoted.sender_name else ""
     return f"> {who}{snippet}\n{text}"
+
+
+def _step(plan: TurnPlan, call: ToolCall, status: ToolStatus) -> ToolStep:
+    return ToolStep(
+        call.id,
+        call.name,
+        status,
+        progress_summary(call),
+        plan.session.id,
+        persona_id=plan.persona.id,
+        persona_name=plan.persona.name,
+    )

@@ -42,6 +42,9 @@ class Reply:
     persona_id: str | None = None
     persona_name: str | None = None
     status: str = "complete"
+    # Set when the conversation has spoken replies (/voice on): the words a lane also sends
+    # as audio (the stored reply, without notes about the turn). None: text only.
+    spoken_text: str | None = None
 
     @property
     def should_send(self) -> bool:
@@ -63,6 +66,9 @@ class ToolStep:
     status: ToolStatus
     summary: str = ""
     session_id: str | None = None
+    # Who is calling: a lane that has shown nothing yet knows whose reply the progress line opens.
+    persona_id: str | None = None
+    persona_name: str | None = None
 
     @property
     def progress_line(self) -> str:

@@ -11,7 +11,16 @@ from typing import Literal
 # "terminal" for `chorus chat`. A plain string, so a new lane needs no change here.
 LaneName = str
 ChatKind = Literal["private", "group"]
-AttachmentKind = Literal["image", "document"]
+# "voice": a recording sent as a message (voice note, round video, the widget's recorder);
+# "audio": an audio file. The store checks the kind a lane gives against the file's type.
+AttachmentKind = Literal["image", "document", "audio", "voice"]
+
+
+def kind_of_file(mime_type: str) -> AttachmentKind:
+    """What a file sent as a file is, by its type: an image, an audio file or a document."""
+    if mime_type.startswith("image/"):
+        return "image"
+    return "audio" if mime_type.startswith("audio/") else "document"
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,9 @@ class InboundAttachment:
     mime_type: str
     size: int | None
     fetch: Callable[[], Awaitable[bytes]]
+    # Voice notes and audio: the length the platform states, so a too-long one is refused
+    # before it is downloaded (the stored length is measured by decoding).
+    duration_seconds: float | None = None
 
 
 @dataclass(frozen=True)

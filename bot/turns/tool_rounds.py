@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from bot.providers.base import ToolCall
+from transcript.rows import StoredToolCall
 
 REPEAT_LIMIT = 3
 # A call's main argument as people see it in a progress line.
@@ -64,7 +65,7 @@ def canonical_arguments(arguments: str) -> str:
         return arguments.strip()
 
 
-def progress_summary(call: ToolCall) -> str:
+def progress_summary(call: ToolCall | StoredToolCall) -> str:
     """The call's main argument for a progress line ("dentist" for recall {"query": "dentist"})."""
     try:
         arguments = json.loads(call.arguments)

@@ -27,6 +27,7 @@ from channels.discord.replies import (
 from channels.discord.settings import DiscordSettings
 from channels.discord.slash import add_engine_commands
 from channels.discord.translate import interaction_inbound, message_inbound
+from channels.discord.voice import send_spoken_reply
 from channels.discord.webhooks import PersonaWebhooks
 from channels.text import split_message
 
@@ -37,6 +38,13 @@ NOT_ALLOWED = "This bot is not available here."
 PERSON_MESSAGE_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 # A bare mention of the bot asks for its attention: it answers with the persona's greeting.
 BARE_MENTION_COMMAND = "/start"
+
+
+def names_of(me: discord.ClientUser, guild: discord.Guild | None) -> tuple[str, ...]:
+    """What people call the bot out loud: its name, display name and nickname in the server."""
+    member = guild.me if guild is not None else None
+    names = (me.name, me.display_name, member.display_name if member is not None else None)
+    return tuple(dict.fromkeys(name for name in names if name))
 
 
 def chorus_intents() -> discord.Intents:
@@ -112,8 +120,11 @@ class ChorusClient(discord.Client):
             return
         inbound = message_inbound(message, self.user, self.application_id)
         if inbound.chat_kind == "group" and self.activation == "mention" and not inbound.was_mentioned:
-            await self.engine.record(inbound)
-            return
+            # A voice message that says the bot's name addresses it, like a mention.
+            inbound = await self.engine.hear(inbound, names_of(self.user, message.guild))
+            if not inbound.was_mentioned:
+                await self.engine.record(inbound)
+                return
         if inbound.was_mentioned and not inbound.text and not inbound.attachments:
             inbound = dataclasses.replace(inbound, text=BARE_MENTION_COMMAND)
         task = asyncio.current_task()
@@ -124,7 +135,7 @@ class ChorusClient(discord.Client):
             await self.engine.note_draft(inbound, draft)
 
         try:
-            await deliver_reply(
+            reply = await deliver_reply(
                 message,
                 self.engine.stream(inbound),
                 personas=self.engine.personas,
@@ -133,6 +144,8 @@ class ChorusClient(discord.Client):
                 on_draft=note_draft,
             )
             await self.engine.delivered(inbound)
+            if reply.reply is not None and reply.reply.spoken_text:
+                await send_spoken_reply(reply, self.engine.speaking, reply.reply.spoken_text)
         finally:
             self.replying.discard(task)
 

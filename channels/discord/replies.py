@@ -15,9 +15,10 @@ from typing import Any
 import discord
 from discord.utils import MISSING, escape_markdown
 
-from bot.turns.events import Delta, Reply, TurnEvent
+from bot.turns.events import Reply, TurnEvent
 from channels.discord.webhooks import PersonaWebhooks
 from channels.drafts import DraftGone, DraftStream
+from channels.progress import TurnPreview
 from persona import Persona, PersonaRegistry
 
 MESSAGE_LIMIT = 2000
@@ -93,6 +94,8 @@ class DiscordReply:
         # Resolved when the first assistant text arrives; None: post as the bot itself.
         self._webhook: discord.Webhook | None = None
         self._sent: list[discord.Message] = [draft] if draft is not None else []
+        # The turn's final reply, once it has arrived.
+        self.reply: Reply | None = None
         self._typing = AsyncExitStack()
         # A reply that ends within the first interval is sent once, without edits.
         self.drafts: DraftStream[discord.Message] = DraftStream(
@@ -111,19 +114,21 @@ class DiscordReply:
     async def play(self, events: AsyncGenerator[TurnEvent, None]) -> None:
         """The engine's stream is always read to the end, so the reply is stored even when
         Discord refuses a preview."""
-        streamed = ""
+        preview = TurnPreview()
         async with self._typing:
             await self._typing.enter_async_context(self._channel.typing())
             # aclosing: if Discord fails for good, the engine stores the partial reply at once.
             async with aclosing(events) as turn:
                 async for event in turn:
-                    if isinstance(event, Delta):
-                        await self._speaker(event.persona_id, event.session_id)
-                        streamed += event.text
-                        with suppress(discord.HTTPException):
-                            await self.drafts.update(self._framed(streamed))
-                    elif isinstance(event, Reply) and event.should_send:
-                        await self._finish(event)
+                    if isinstance(event, Reply):
+                        self.reply = event
+                        if event.should_send:
+                            await self._finish(event)
+                        continue
+                    await self._speaker(event.persona_id, event.session_id)
+                    shown = preview.add(event)
+                    with suppress(discord.HTTPException):
+                        await self.drafts.update(self._framed(shown), whole=preview.shows_progress)
 
     async def _finish(self, reply: Reply) -> None:
         if reply.kind == "assistant":
@@ -163,6 +168,30 @@ class DiscordReply:
         if self._on_draft is not None and not self.drafts.finishing:
             await self._on_draft(draft_ref(posted))
         return posted
+
+    async def send_after(self, *, text: str | None = None, file: discord.File | None = None) -> None:
+        """A message after the reply (a spoken reply's audio), from whoever sent the reply."""
+        content = text if text is not None else MISSING
+        attached = file if file is not None else MISSING
+        if self._webhook is not None and self._persona is not None:
+            thread = self._channel if isinstance(self._channel, discord.Thread) else MISSING
+            with suppress(discord.NotFound):
+                await self._webhook.send(
+                    content,
+                    file=attached,
+                    username=self._persona.name,
+                    avatar_url=self._persona.avatar_url or MISSING,
+                    thread=thread,
+                    wait=True,
+                )
+                return
+            # The webhook is gone: the bot sends it itself.
+            if file is not None:
+                file.reset()
+        if self._reference is None:
+            await self._channel.send(content, file=attached)
+        else:
+            await self._channel.send(content, file=attached, reference=self._reference)
 
     async def _send_as_bot(self, text: str, view: Any) -> discord.Message:
         if self._reference is None:
@@ -210,8 +239,8 @@ async def deliver_reply(
     webhooks: PersonaWebhooks,
     edit_interval: float,
     on_draft: Callable[[str], Awaitable[None]] | None = None,
-) -> None:
-    """Answer `message` in its channel."""
+) -> DiscordReply:
+    """Answer `message` in its channel; the `DiscordReply` holds the final reply."""
     reference = message.to_reference(fail_if_not_exists=False) if message.guild is not None else None
     reply = DiscordReply(
         message.channel,
@@ -222,3 +251,4 @@ async def deliver_reply(
         on_draft=on_draft,
     )
     await reply.play(events)
+    return reply

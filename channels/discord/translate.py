@@ -7,7 +7,14 @@ import re
 
 import discord
 
-from bot.turns.inbound import Actor, AttachmentKind, InboundAttachment, InboundMessage, ReplyTo
+from bot.turns.inbound import (
+    Actor,
+    AttachmentKind,
+    InboundAttachment,
+    InboundMessage,
+    ReplyTo,
+    kind_of_file,
+)
 
 USER_MENTION = re.compile(r"<@!?(\d+)>")
 ROLE_MENTION = re.compile(r"<@&(\d+)>")
@@ -117,11 +124,19 @@ def inbound_attachment(attachment: discord.Attachment) -> InboundAttachment:
     declared = attachment.content_type or mimetypes.guess_type(attachment.filename)[0]
     # Discord sends parameters ("text/plain; charset=utf-8"); storage wants the bare type.
     mime_type = (declared or "application/octet-stream").split(";")[0].strip()
-    kind: AttachmentKind = "image" if mime_type.startswith("image/") else "document"
     return InboundAttachment(
-        kind=kind,
+        kind=attachment_kind(attachment, mime_type),
         filename=attachment.filename,
         mime_type=mime_type,
         size=attachment.size,
         fetch=attachment.read,
+        # Discord states the length of a voice message only; an audio file's is measured.
+        duration_seconds=attachment.duration,
     )
+
+
+def attachment_kind(attachment: discord.Attachment, mime_type: str) -> AttachmentKind:
+    """A voice message (recorded in the app, with its waveform), an audio file, an image or a document."""
+    if attachment.is_voice_message():
+        return "voice"
+    return kind_of_file(mime_type)

@@ -31,12 +31,14 @@ from channels.telegram.reminders import TelegramReminders
 from channels.telegram.replies import DeliveryOptions, ReplyTarget, deliver_reply, send_text
 from channels.telegram.router import build_router
 from channels.telegram.translate import (
+    bot_names,
     is_addressed,
     is_for_another_bot,
     to_inbound,
     unsupported_kind,
     unsupported_reply,
 )
+from channels.telegram.voice import send_spoken_reply
 
 log = logging.getLogger(__name__)
 
@@ -225,8 +227,12 @@ class TelegramLane:
             inbound = replace(to_inbound(messages, self.bot, me), on_stored=partial(self._stored, messages))
             first = messages[0]
             if inbound.chat_kind == "group" and not self._should_answer(inbound, first, me):
-                await self.engine.record(inbound)
-                return
+                # A voice note that says the bot's name addresses it, like a mention.
+                if not is_for_another_bot(first, me):
+                    inbound = await self.engine.hear(inbound, bot_names(me))
+                if not self._should_answer(inbound, first, me):
+                    await self.engine.record(inbound)
+                    return
             private = inbound.chat_kind == "private"
             target = ReplyTarget(
                 chat_id=first.chat.id,
@@ -239,10 +245,14 @@ class TelegramLane:
             async def note_draft(draft_id: int) -> None:
                 await self.engine.note_draft(inbound, str(draft_id))
 
-            await deliver_reply(
+            reply = await deliver_reply(
                 self.bot, target, self.engine.stream(inbound), self.delivery, on_draft=note_draft
             )
             await self.engine.delivered(inbound)
+            if reply is not None and reply.spoken_text:
+                await send_spoken_reply(
+                    self.bot, target, self.engine.speaking, reply.spoken_text, self.delivery.budget
+                )
         finally:
             # Whatever happened, these updates need nothing more from Telegram.
             self._stored(messages)

@@ -34,7 +34,8 @@ from aiogram.types import ReplyParameters
 from aiogram.utils.chat_action import ChatActionSender
 from aiohttp import ClientError
 
-from bot.turns.events import Delta, Reply, TurnEvent
+from bot.turns.events import Reply, TurnEvent
+from channels.progress import TurnPreview
 from channels.telegram.formatting import TelegramText, plain, render, split
 
 log = logging.getLogger(__name__)
@@ -135,17 +136,17 @@ async def deliver_reply(
     interval = options.group_edit_interval if target.is_group else options.edit_interval
     streamer = DraftStreamer(view, writer, interval=max(interval, options.edit_interval))
     reply: Reply | None = None
-    streamed = ""
+    preview = TurnPreview()
     try:
         async with ChatActionSender.typing(
             bot=bot, chat_id=target.chat_id, message_thread_id=target.thread_id, interval=TYPING_INTERVAL
         ):
             async for event in events:
-                if isinstance(event, Delta):
-                    streamed += event.text
-                    streamer.update(streamed, event.persona_name)
-                elif isinstance(event, Reply):
+                if isinstance(event, Reply):
                     reply = event
+                else:
+                    shown = preview.add(event)
+                    streamer.update(shown, event.persona_name, whole=preview.shows_progress)
     finally:
         await streamer.close()
     if reply is not None and reply.should_send and reply.text.strip():
@@ -376,6 +377,7 @@ class DraftStreamer:
         self._clock = clock
         self._text = ""
         self._speaker: str | None = None
+        self._whole = False
         self._started_at: float | None = None
         self._shown_text: str | None = None
         self._next_at = 0.0
@@ -384,10 +386,11 @@ class DraftStreamer:
         self._closing = False
         self._task: asyncio.Task[None] | None = None
 
-    def update(self, text: str, speaker: str | None) -> None:
+    def update(self, text: str, speaker: str | None, *, whole: bool = False) -> None:
+        """`whole`: the text stands on its own (progress lines), shown without waiting for a phrase."""
         if not text.strip():
             return
-        self._text, self._speaker = text[:DRAFT_SOURCE_CHARS], speaker
+        self._text, self._speaker, self._whole = text[:DRAFT_SOURCE_CHARS], speaker, whole
         if self._started_at is None:
             self._started_at = self._clock()
         if self._task is None:
@@ -418,7 +421,7 @@ class DraftStreamer:
         if self._text == self._shown_text or self._started_at is None:
             return None
         due = max(self._next_at, self._writer.flood_until)
-        if self._shown_text is None and not _meaningful(self._text):
+        if self._shown_text is None and not self._whole and not _meaningful(self._text):
             due = max(due, self._started_at + FIRST_CHUNK_WAIT)
         return max(due - self._clock(), 0.0)
 

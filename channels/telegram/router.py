@@ -24,10 +24,10 @@ def build_router(
     on_unsupported: MessageHandler,
     on_stop: StopHandler,
 ) -> Router:
-    """Text, photos and documents from people in private chats and groups.
+    """Text, photos, documents, voice notes, audio and round videos from people in chats and groups.
 
     Commands need no handlers of their own: the engine answers them, the same
-    set on every lane, so they arrive here as text. Stickers, voice notes and
+    set on every lane, so they arrive here as text. Stickers, locations and
     other kinds Chorus cannot read go to `on_unsupported`; a press of a native
     draft's Stop button goes to `on_stop`.
     """
@@ -35,11 +35,11 @@ def build_router(
     router.message.outer_middleware(allow)
     router.message.filter(F.chat.type.in_(GROUP_TYPES | {PRIVATE}), F.from_user)
 
-    @router.message(F.media_group_id, F.photo | F.document)
+    @router.message(F.media_group_id, F.photo | F.document | F.audio)
     async def album_item(message: Message) -> None:
         albums.add(message)
 
-    @router.message(F.text | F.photo | F.document)
+    @router.message(F.text | F.photo | F.document | F.voice | F.audio | F.video_note)
     async def single_message(message: Message) -> None:
         await on_messages([message])
 

@@ -6,22 +6,26 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError
-from aiogram.types import Message, User
+from aiogram.types import Audio, Message, User, VideoNote, Voice
 from aiohttp import ClientError
 
 from bot.errors import AttachmentError
-from bot.turns.inbound import Actor, InboundAttachment, InboundMessage, ReplyTo
+from bot.turns.inbound import (
+    Actor,
+    AttachmentKind,
+    InboundAttachment,
+    InboundMessage,
+    ReplyTo,
+    kind_of_file,
+)
 
 PRIVATE = "private"
 GROUP_TYPES = frozenset({"group", "supergroup"})
 # Message kinds Chorus cannot read yet, with how a reply names them.
 UNSUPPORTED_KINDS = (
     ("sticker", "stickers"),
-    ("voice", "voice notes"),
-    ("video_note", "video messages"),
     ("location", "locations"),
     ("poll", "polls"),
-    ("audio", "audio files"),
     ("video", "videos"),
     ("contact", "contacts"),
 )
@@ -62,7 +66,10 @@ def unsupported_kind(message: Message) -> str | None:
 
 
 def unsupported_reply(noun: str) -> str:
-    return f"I can't read {noun} yet. Send me text, a photo or a document (PDF, TXT, Markdown, CSV, JSON)."
+    return (
+        f"I can't read {noun} yet. Send me text, a photo, a voice note or a document "
+        "(PDF, TXT, Markdown, CSV, JSON)."
+    )
 
 
 def topic_of(message: Message) -> str | None:
@@ -100,6 +107,11 @@ def is_for_another_bot(message: Message, me: User) -> bool:
     return False
 
 
+def bot_names(me: User) -> tuple[str, ...]:
+    """What people call the bot out loud: its name and its username."""
+    return tuple(name for name in (me.first_name, me.username) if name)
+
+
 def _is_me(username: str, me: User) -> bool:
     return bool(me.username) and username.lower() == (me.username or "").lower()
 
@@ -135,14 +147,49 @@ def _attachments(message: Message, bot: Bot) -> list[InboundAttachment]:
         mime_type = document.mime_type or "application/octet-stream"
         return [
             InboundAttachment(
-                kind="image" if mime_type.startswith("image/") else "document",
+                kind=kind_of_file(mime_type),
                 filename=filename,
                 mime_type=mime_type,
                 size=document.file_size,
                 fetch=_downloader(bot, document.file_id, f"'{filename}'"),
             )
         ]
+    return _recordings(message, bot)
+
+
+def _recordings(message: Message, bot: Bot) -> list[InboundAttachment]:
+    """A voice note, an audio file or a round video message, with the length Telegram states."""
+    if message.voice is not None:
+        voice = message.voice
+        name = f"voice_{voice.file_unique_id}.ogg"
+        return [_recording(bot, voice, "voice", name, voice.mime_type or "audio/ogg", "the voice note")]
+    if message.video_note is not None:
+        note = message.video_note
+        name = f"video_note_{note.file_unique_id}.mp4"
+        return [_recording(bot, note, "voice", name, "video/mp4", "the video message")]
+    if message.audio is not None:
+        audio = message.audio
+        name = audio.file_name or f"audio_{audio.file_unique_id}.mp3"
+        return [_recording(bot, audio, "audio", name, audio.mime_type or "audio/mpeg", f"'{name}'")]
     return []
+
+
+def _recording(
+    bot: Bot,
+    media: Voice | VideoNote | Audio,
+    kind: AttachmentKind,
+    filename: str,
+    mime_type: str,
+    label: str,
+) -> InboundAttachment:
+    return InboundAttachment(
+        kind=kind,
+        filename=filename,
+        mime_type=mime_type,
+        size=media.file_size,
+        fetch=_downloader(bot, media.file_id, label),
+        duration_seconds=media.duration,
+    )
 
 
 def _downloader(bot: Bot, file_id: str, label: str) -> Callable[[], Awaitable[bytes]]:

@@ -22,6 +22,7 @@ from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBea
 from pydantic import BaseModel
 from starlette.background import BackgroundTask
 
+from bot.errors import SpeechError
 from bot.visitors import visitor_message
 from channels.web.clients import StreamSlot
 from channels.web.errors import error_responses
@@ -42,7 +43,9 @@ from channels.web.schemas import (
     StartSession,
     StopResult,
     SwitchPersona,
+    ToolEvent,
 )
+from channels.web.speech import WIDGET_AUDIO
 from channels.web.uploads import ACCEPTED_TYPES, MAX_FILES, check_request_size, read_uploads
 from channels.web.visitors import COOKIE_NAME, Visitor
 
@@ -60,12 +63,13 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 # The stream's events, by name; their schemas go into the OpenAPI components (see app.py).
 EVENT_MODELS: dict[str, type[BaseModel]] = {
     "delta": DeltaEvent,
+    "tool": ToolEvent,
     "done": DoneEvent,
     "error": ErrorEvent,
     "reminder": ReminderEvent,
 }
 # A turn's stream, and a session's push stream (`GET /api/sessions/{id}/events`).
-TURN_EVENT_NAMES = ("delta", "done", "error")
+TURN_EVENT_NAMES = ("delta", "tool", "done", "error")
 PUSH_EVENT_NAMES = ("reminder",)
 
 
@@ -104,8 +108,15 @@ MESSAGE_FORM_DOC: dict[str, Any] = {
                             "type": "array",
                             "maxItems": MAX_FILES,
                             "items": {"type": "string", "format": "binary"},
-                            "description": f"Up to {MAX_FILES} images or documents "
+                            "description": f"Up to {MAX_FILES} images, documents or audio files "
                             f"({', '.join(ACCEPTED_TYPES)}); others get 415, oversized ones 413",
+                        },
+                        "voice": {
+                            "type": "array",
+                            "maxItems": MAX_FILES,
+                            "items": {"type": "string", "format": "binary"},
+                            "description": "A voice message recorded in the browser (WebM or OGG/Opus); "
+                            "heard like a voice note, counted with `files`",
                         },
                     },
                 }
@@ -114,8 +125,9 @@ MESSAGE_FORM_DOC: dict[str, Any] = {
     },
     "responses": {
         "200": {
-            "description": "Server-Sent Events: `delta` events, then exactly one `done` or `error`; "
-            "each event's `data` is one JSON object (DeltaEvent, DoneEvent, ErrorEvent).",
+            "description": "Server-Sent Events: `delta` events (and a `tool` event as each tool call "
+            "starts and ends), then exactly one `done` or `error`; each event's `data` is one JSON "
+            "object (DeltaEvent, ToolEvent, DoneEvent, ErrorEvent).",
             "content": {
                 "text/event-stream": {"schema": {"oneOf": [sse_event(name) for name in TURN_EVENT_NAMES]}}
             },
@@ -267,14 +279,15 @@ async def post_message(
 ) -> Response:
     """Send a message (text, a command, and/or files) and stream the reply as Server-Sent Events."""
     await lane.visitors.current_session(visitor, session_id)
-    check_request_size(request, lane.attachments.max_bytes)
+    check_request_size(request, lane.attachments.largest_file)
     ip = lane.clients.client_ip(request)
     lane.check_rate(visitor, ip)
     async with message_form(request, max_files=MAX_FILES, max_fields=8) as form:
-        text, client_id, uploads = message_fields(form)
-        attachments = await read_uploads(uploads, lane.attachments)
+        fields = message_fields(form)
+        attachments = await read_uploads(fields.files, lane.attachments)
+        attachments += await read_uploads(fields.recordings, lane.attachments, recorded=True)
     inbound = visitor_message(
-        visitor.id, visitor.name, text=text or "", message_id=client_id, attachments=attachments
+        visitor.id, visitor.name, text=fields.text or "", message_id=fields.client_id, attachments=attachments
     )
     slot = lane.streams.open(ip)
     return StreamingResponse(
@@ -321,6 +334,35 @@ async def stop_reply(session_id: str, visitor: CurrentVisitor, lane: CurrentLane
     """
     session = await lane.visitors.owned_session(visitor, session_id)
     return StopResult(stopped=lane.engine.stop_turn(session.id))
+
+
+@router.get(
+    "/sessions/{session_id}/messages/{message_id}/speech/{part}",
+    response_class=Response,
+    responses={200: {"content": {"audio/mpeg": {}}}, **error_responses(401, 403, 404, 422, 502)},
+)
+async def reply_speech(
+    session_id: str,
+    message_id: Annotated[int, Path(ge=1, le=MAX_ID)],
+    part: Annotated[int, Path(ge=0, le=1000)],
+    visitor: CurrentVisitor,
+    lane: CurrentLane,
+) -> Response:
+    """Part `part` of a reply, spoken (MP3): the paths come in the `done` event after `/voice on`."""
+    session = await lane.visitors.owned_session(visitor, session_id)
+    reply = await lane.history.reply_in(session.id, message_id)
+    speaking = lane.engine.speaking
+    texts = speaking.parts_of(reply.content, WIDGET_AUDIO) if reply is not None else []
+    if part >= len(texts) or not speaking.available:
+        # Without a speech service no reply is spoken (and /voice on says why).
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "There is no such spoken reply.")
+    try:
+        spoken = await speaking.speak_part(texts[part], part, WIDGET_AUDIO)
+    except SpeechError as error:
+        raise HTTPException(status.HTTP_502_BAD_GATEWAY, str(error)) from error
+    return Response(
+        spoken.audio, media_type=spoken.mime_type, headers={"Cache-Control": "private, max-age=3600"}
+    )
 
 
 @router.get(

@@ -29,6 +29,7 @@ WHY = {
     415: "A file type that Chorus cannot read, or a body that is not a form.",
     422: "A field is missing, out of range or malformed (including text that is not UTF-8).",
     429: "Too many requests; wait the seconds in `Retry-After`.",
+    502: "The speech service failed to speak the reply; try again later.",
 }
 
 

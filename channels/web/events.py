@@ -15,6 +15,7 @@ from bot.turns.engine import TurnEngine
 from bot.turns.events import Delta, Reply, ToolStep, TurnEvent
 from bot.turns.inbound import InboundMessage
 from bot.turns.routing import Route
+from channels.web.speech import speech_paths
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,8 @@ async def turn_events(
                 yield encode_event("error", {"kind": "error", "text": SERVER_FAILURE, "status": "failed"})
                 return
             if pieces.final is not None:
-                yield encode_event(*await final_event(history, pieces.final))
+                name, data = await final_event(history, pieces.final)
+                yield encode_event(name, data | {"speech": speech_paths(pieces.final, engine.speaking)})
                 return
     finally:
         if not turn.done():
@@ -117,7 +119,13 @@ async def final_event(history: ConversationHistory, reply: Reply) -> tuple[str, 
 
 def tool_payload(step: ToolStep) -> dict[str, Any]:
     """A tool call starting or ending: its name and a short summary, never its result."""
-    return {"call_id": step.call_id, "name": step.name, "status": step.status, "summary": step.summary}
+    return {
+        "call_id": step.call_id,
+        "name": step.name,
+        "status": step.status,
+        "summary": step.summary,
+        "line": step.progress_line,
+    }
 
 
 def final_payload(reply: Reply) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 from fastapi import HTTPException, Request, status
@@ -18,7 +19,7 @@ from starlette.datastructures import FormData, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 CLIENT_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
-FIELDS = ("text", "client_id", "files")
+FIELDS = ("text", "client_id", "files", "voice")
 INVALID_TEXT = "The message is not valid UTF-8 text; send it as UTF-8."
 
 
@@ -83,8 +84,17 @@ def parse_urlencoded(body: bytes, max_fields: int) -> list[tuple[str, str | Uplo
     return [(name, value) for name, value in pairs]
 
 
-def message_fields(form: FormData) -> tuple[str | None, str | None, list[UploadFile]]:
-    """`text`, `client_id` and the files of a message form; anything else is a 422."""
+@dataclass(frozen=True)
+class MessageFields:
+    text: str | None
+    client_id: str | None
+    files: list[UploadFile]
+    # Recorded in the widget (a voice message), not picked as files.
+    recordings: list[UploadFile]
+
+
+def message_fields(form: FormData) -> MessageFields:
+    """`text`, `client_id`, the files and the recordings of a message form; anything else is a 422."""
     unknown = sorted({name for name in form if name not in FIELDS})
     if unknown:
         raise HTTPException(
@@ -92,13 +102,20 @@ def message_fields(form: FormData) -> tuple[str | None, str | None, list[UploadF
             f"Unknown form field {unknown[0]!r}; a message has only {', '.join(FIELDS)}.",
         )
     text, client_id = form.get("text"), form.get("client_id")
-    files = form.getlist("files")
+    files, recordings = form.getlist("files"), form.getlist("voice")
     if not isinstance(text, str | None) or not isinstance(client_id, str | None):
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "`text` and `client_id` are text fields.")
-    if not all(isinstance(item, UploadFile) for item in files):
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "`files` must be file uploads.")
+    if not all(isinstance(item, UploadFile) for item in (*files, *recordings)):
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT, "`files` and `voice` must be file uploads."
+        )
     if client_id is not None and not CLIENT_ID.match(client_id):
         raise HTTPException(
             status.HTTP_422_UNPROCESSABLE_CONTENT, "`client_id` must be 1–100 letters, digits, - or _."
         )
-    return text, client_id, [item for item in files if isinstance(item, UploadFile)]
+    return MessageFields(
+        text,
+        client_id,
+        [item for item in files if isinstance(item, UploadFile)],
+        [item for item in recordings if isinstance(item, UploadFile)],
+    )

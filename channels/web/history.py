@@ -3,6 +3,11 @@
 Events are the `system` rows of a conversation; a reload shows them again, so the
 history reads like the conversation the person had. Each row's kind says what it is
 (`transcript.kinds`); the widget's `event` names the kind of an event.
+
+Tool rows show what the visitor saw while the reply streamed: a `tool_call` row is a
+`tool` event of one progress line per call ("🔧 recall: dentist"); results are left out.
+A result is raw output meant for the model (another conversation's memory items, a
+context report, a web page), not something a visitor should read.
 """
 
 from __future__ import annotations
@@ -10,14 +15,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.history import StoredEntry
+from bot.turns.events import ToolStep
+from bot.turns.tool_rounds import progress_summary
 from channels.web.schemas import AttachmentView, MessageView
 from persona import PersonaRegistry
-from transcript.kinds import TOOL_KINDS, UnknownMessageKind
+from transcript.kinds import UnknownMessageKind
+from transcript.rows import StoredToolCall
 
 
 def message_views(rows: Sequence[StoredEntry], personas: PersonaRegistry) -> list[MessageView]:
-    # Tool calls and their raw results are the model's working, never shown to a visitor.
-    return [message_view(row, personas) for row in rows if row.kind not in TOOL_KINDS]
+    return [message_view(row, personas) for row in rows if row.kind != "tool_result"]
 
 
 def message_view(row: StoredEntry, personas: PersonaRegistry) -> MessageView:
@@ -25,12 +32,12 @@ def message_view(row: StoredEntry, personas: PersonaRegistry) -> MessageView:
     return MessageView(
         id=row.id,
         seq=row.seq,
-        role=row.role,
+        role="system" if event == "tool" else row.role,
         event=event,
         text=text,
         status=row.status,
         persona_id=row.persona_id if row.role == "assistant" or event == "persona_switch" else None,
-        persona_name=row.sender_name if row.role == "assistant" else None,
+        persona_name=row.sender_name if row.role == "assistant" and event is None else None,
         sender_name=row.sender_name if row.role == "user" or event == "command" else None,
         lane=row.lane,
         created_at=row.created_at.isoformat(),
@@ -62,4 +69,12 @@ def event_of(row: StoredEntry, personas: PersonaRegistry) -> tuple[str | None, s
             return "note", row.content
         case "command" | "command_reply" | "error" | "note":
             return row.kind, row.content
+        case "tool_call":
+            # The round's own words and the calls' results stay out: the progress lines only.
+            return "tool", "\n".join(progress_line(call) for call in row.tool_calls)
     raise UnknownMessageKind(f"the widget cannot show a {row.kind!r} row")
+
+
+def progress_line(call: StoredToolCall) -> str:
+    """The line the reply showed while the call ran."""
+    return ToolStep(call.id, call.name, "done", progress_summary(call)).progress_line

@@ -97,6 +97,8 @@ class WebLane:
             personas=[persona_view(persona) for persona in self.engine.personas],
             limits=UploadLimits(
                 max_file_bytes=self.attachments.max_bytes,
+                max_audio_bytes=self.attachments.audio_max_bytes,
+                max_audio_seconds=self.attachments.audio_max_seconds,
                 max_files=MAX_FILES,
                 accepted_types=ACCEPTED_TYPES,
                 max_message_chars=self.runtime.settings.limits.max_message_chars,

@@ -9,8 +9,8 @@ from fastapi.responses import FileResponse
 
 STATIC = Path(__file__).parent / "static"
 DEMO_PAGE_POLICY = (
-    "default-src 'self'; img-src 'self' blob: data:; style-src 'self' 'unsafe-inline'; "
-    "object-src 'none'; base-uri 'none'; frame-ancestors 'self'"
+    "default-src 'self'; img-src 'self' blob: data:; media-src 'self' blob:; "
+    "style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'none'; frame-ancestors 'self'"
 )
 
 router = APIRouter(include_in_schema=False)

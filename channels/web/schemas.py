@@ -20,6 +20,9 @@ class PersonaView(BaseModel):
 
 class UploadLimits(BaseModel):
     max_file_bytes: int
+    # Voice messages and audio files have limits of their own.
+    max_audio_bytes: int
+    max_audio_seconds: float
     max_files: int
     accepted_types: list[str]
     max_message_chars: int
@@ -52,8 +55,9 @@ class MessageView(BaseModel):
     role: str = Field(description="`user`, `assistant`, or `system` for an event.")
     event: str | None = Field(
         default=None,
-        description="For events: `command`, `command_reply`, `persona_switch`, `error` or `note`; "
-        "`reminder` for an assistant message that was a reminder falling due.",
+        description="For events only: `command`, `command_reply`, `persona_switch`, `error`, `note`, "
+        "or `tool` (the progress lines of a reply's tool calls, never their results); `reminder` for "
+        "an assistant message that was a reminder falling due.",
     )
     text: str
     status: str
@@ -135,6 +139,20 @@ class DeltaEvent(BaseModel):
     text: str
 
 
+class ToolEvent(BaseModel):
+    """`event: tool`: a tool call of the turn started or ended (its result is never sent).
+
+    The reply's text streamed before a call's `started` event belonged to that tool round;
+    the answer's text streams anew after the last `tool` event.
+    """
+
+    call_id: str = Field(description="Pairs a call's `started` event with its `done` or `error`.")
+    name: str = Field(description="The tool, such as `recall`.")
+    status: Literal["started", "done", "error"]
+    summary: str = Field(description="The call's main argument, shortened.")
+    line: str = Field(description='The progress line people are shown, such as "🔧 recall: dentist".')
+
+
 class DoneEvent(BaseModel):
     """`event: done`: the turn ended; `text` is the whole stored reply (or the command's answer)."""
 
@@ -146,6 +164,10 @@ class DoneEvent(BaseModel):
     session_id: str | None = None
     persona_id: str | None = None
     persona_name: str | None = None
+    speech: list[str] = Field(
+        default_factory=list,
+        description="After `/voice on`: the reply spoken, as paths of its audio parts (MP3), in order.",
+    )
 
 
 class ReminderEvent(BaseModel):

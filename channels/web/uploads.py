@@ -6,13 +6,20 @@ from fastapi import HTTPException, Request, status
 from starlette.datastructures import UploadFile
 
 from bot.errors import AttachmentTooLarge, ImageTooLarge, UnsupportedAttachment
-from bot.turns.attachments import IMAGE_TYPES, PDF_TYPE, TEXT_TYPES, AttachmentStore, normalise_mime
-from bot.turns.inbound import InboundAttachment
+from bot.turns.attachments import (
+    AUDIO_TYPES,
+    IMAGE_TYPES,
+    PDF_TYPE,
+    TEXT_TYPES,
+    AttachmentStore,
+    normalise_mime,
+)
+from bot.turns.inbound import InboundAttachment, kind_of_file
 
 MAX_FILES = 5
 # Room for the text field and multipart framing on top of the files themselves.
 FORM_OVERHEAD_BYTES = 256 * 1024
-ACCEPTED_TYPES = sorted(IMAGE_TYPES | TEXT_TYPES | {PDF_TYPE})
+ACCEPTED_TYPES = sorted(IMAGE_TYPES | TEXT_TYPES | AUDIO_TYPES | {PDF_TYPE})
 
 
 def check_request_size(request: Request, max_file_bytes: int) -> None:
@@ -29,18 +36,21 @@ def check_request_size(request: Request, max_file_bytes: int) -> None:
         )
 
 
-async def read_uploads(files: list[UploadFile], store: AttachmentStore) -> tuple[InboundAttachment, ...]:
+async def read_uploads(
+    files: list[UploadFile], store: AttachmentStore, *, recorded: bool = False
+) -> tuple[InboundAttachment, ...]:
     """Read and check every file now, so a bad one fails the request with a clear status.
 
     The form parser already refused more than `MAX_FILES`; an image is checked from its
     header here (the engine checks again on every lane) so a bomb is a 413, not a stream.
+    `recorded`: the files were recorded in the widget (voice messages, not audio files).
     """
     attachments = []
     for upload in files:
         filename = upload.filename or "attachment"
-        data = await upload.read(store.max_bytes + 1)
+        data = await upload.read(store.largest_file + 1)
         size = upload.size if upload.size is not None else len(data)
-        attachment = in_memory_attachment(filename, upload.content_type, data, size)
+        attachment = in_memory_attachment(filename, upload.content_type, data, size, recorded)
         try:
             store.check_declared(attachment)
             if attachment.kind == "image":
@@ -54,7 +64,7 @@ async def read_uploads(files: list[UploadFile], store: AttachmentStore) -> tuple
 
 
 def in_memory_attachment(
-    filename: str, declared_type: str | None, data: bytes, size: int
+    filename: str, declared_type: str | None, data: bytes, size: int, recorded: bool = False
 ) -> InboundAttachment:
     mime_type = normalise_mime(filename, declared_type)
 
@@ -62,7 +72,7 @@ def in_memory_attachment(
         return data
 
     return InboundAttachment(
-        kind="image" if mime_type in IMAGE_TYPES else "document",
+        kind="voice" if recorded else kind_of_file(mime_type),
         filename=filename,
         mime_type=mime_type,
         size=size,

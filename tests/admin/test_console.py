@@ -267,3 +267,23 @@ async def test_tokens_per_turn_are_those_the_engine_sent(tmp_path: Path, managem
         assert kind in {mark["kind"] for mark in data["marks"]}
     finally:
         await runtime.aclose()
+
+
+async def test_transcript_shows_each_tool_call_its_arguments_and_its_result(
+    runtime: Runtime, client: httpx.AsyncClient
+) -> None:
+    # The offline demo model answers "what did I say about …" by calling `recall`.
+    await runtime.engine.respond(inbound("my cat is called Miso", user_id="alice"))
+    reply = await runtime.engine.respond(inbound("what did I say about my cat?", user_id="alice"))
+
+    data = (
+        await client.get(f"/admin/api/conversations/{reply.session_id}/transcript", headers=BEARER)
+    ).json()
+
+    entries = [entry for entry in data["entries"] if entry["type"] == "message"]
+    call, result = entries[3], entries[4]
+    assert call["kind"] == "tool_call" and call["role"] == "assistant"
+    [made] = call["tool_calls"]
+    assert made["name"] == "recall" and made["arguments"] == '{"query": "my cat"}'
+    assert result["kind"] == "tool_result" and result["tool_call_id"] == made["id"]
+    assert result["tool_name"] == "recall" and '"query": "my cat"' in result["content"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 from bot.cli import main
@@ -44,6 +45,10 @@ MESSAGE_FIELDS = (
     "token_count",
     "status",
     "created_at",
+    "kind",
+    "tool_calls",
+    "tool_call_id",
+    "tool_name",
 )
 ATTACHMENT_FIELDS = ("kind", "filename", "mime_type", "size", "sha256", "text")
 
@@ -75,6 +80,24 @@ def stored_transcript(runtime: Runtime, session_id: str) -> dict[str, Any]:
     }
 
 
+def export_and_import(tmp_path, monkeypatch, capsys, session_id: str) -> tuple[Path, str]:
+    """`chorus export` here, then `chorus import` into another install (its own database and files)."""
+    cli_env(tmp_path, monkeypatch)
+    exported = tmp_path / "export.json"
+    assert main(["export", session_id, "--format", "json", "-o", str(exported)]) == 0
+    cli_env(tmp_path / "elsewhere", monkeypatch)
+    assert main(["import", str(exported)]) == 0
+    return exported, capsys.readouterr().out.split("Imported as session ")[1].split()[0]
+
+
+def assert_imported_as(tmp_path, imported_id: str, expected: dict[str, Any]) -> None:
+    imported = make_runtime(tmp_path / "elsewhere")
+    try:
+        assert stored_transcript(imported, imported_id) == expected
+    finally:
+        asyncio.run(imported.aclose())
+
+
 def test_an_imported_export_stores_what_was_stored(tmp_path, monkeypatch, capsys):
     session_id = asyncio.run(make_conversation(tmp_path))
     original = make_runtime(tmp_path)
@@ -91,21 +114,9 @@ def test_an_imported_export_stores_what_was_stored(tmp_path, monkeypatch, capsys
     ]
     assert [m["reply_to_seq"] for m in expected["messages"] if m["role"] == "assistant"] == [1, 6]
     assert [item["filename"] for item in expected["messages"][0]["attachments"]] == ["cat.png", "notes.md"]
-    cli_env(tmp_path, monkeypatch)
-    exported = tmp_path / "export.json"
-    assert main(["export", session_id[:8], "--format", "json", "-o", str(exported)]) == 0
+    _, imported_id = export_and_import(tmp_path, monkeypatch, capsys, session_id[:8])
 
-    # Another install: its own database and data directory.
-    elsewhere = tmp_path / "elsewhere"
-    cli_env(elsewhere, monkeypatch)
-    assert main(["import", str(exported)]) == 0
-    imported_id = capsys.readouterr().out.split("Imported as session ")[1].split()[0]
-
-    imported = make_runtime(elsewhere)
-    try:
-        assert stored_transcript(imported, imported_id) == expected
-    finally:
-        asyncio.run(imported.aclose())
+    assert_imported_as(tmp_path, imported_id, expected)
 
 
 def test_markdown_export_names_personas_and_attachments(tmp_path, monkeypatch, capsys):
@@ -202,6 +213,77 @@ def test_an_export_names_each_rows_kind_and_an_unknown_kind_is_a_clear_error(tmp
     assert main(["import", str(exported)]) == 2
     assert "Message 3 of the export: unknown message kind 'voice_note'" in capsys.readouterr().err
     # Nothing of the refused file was stored.
+    runtime = make_runtime(tmp_path)
+    try:
+        assert [chat.id for chat, _ in runtime.stores.sessions.list_sessions()] == [session_id]
+    finally:
+        asyncio.run(runtime.aclose())
+
+
+async def make_tool_conversation(tmp_path) -> str:
+    """The offline demo model answers "what did I say about …" by calling `recall`."""
+    runtime = make_runtime(tmp_path)
+    await runtime.engine.respond(inbound("my cat is called Miso"))
+    reply = await runtime.engine.respond(inbound("what did I say about my cat?"))
+    await runtime.aclose()
+    return reply.session_id
+
+
+def test_tool_calls_and_results_survive_export_and_import(tmp_path, monkeypatch, capsys):
+    session_id = asyncio.run(make_tool_conversation(tmp_path))
+    original = make_runtime(tmp_path)
+    expected = stored_transcript(original, session_id)
+    asyncio.run(original.aclose())
+    kinds = [m["kind"] for m in expected["messages"]]
+    assert kinds == ["message", "message", "message", "tool_call", "tool_result", "message"]
+
+    exported, imported_id = export_and_import(tmp_path, monkeypatch, capsys, session_id)
+
+    document = json.loads(exported.read_text())
+    assert document["version"] == 3
+    [call] = document["messages"][3]["tool_calls"]
+    assert call["name"] == "recall" and json.loads(call["arguments"]) == {"query": "my cat"}
+    assert document["messages"][4]["tool_call_id"] == call["id"]
+    assert_imported_as(tmp_path, imported_id, expected)
+
+
+def test_markdown_export_shows_each_call_with_its_arguments_and_result(tmp_path, monkeypatch, capsys):
+    session_id = asyncio.run(make_tool_conversation(tmp_path))
+    cli_env(tmp_path, monkeypatch)
+    assert main(["export", session_id, "--format", "md"]) == 0
+    text = capsys.readouterr().out
+    assert '🔧 `recall` {"query": "my cat"}' in text
+    assert "### tool result: recall · #5" in text and '"query": "my cat"' in text.split("tool result")[1]
+
+
+def test_an_export_from_before_tool_rows_still_imports(tmp_path, monkeypatch, capsys):
+    cli_env(tmp_path, monkeypatch)
+    fixture = Path(__file__).with_name("fixtures") / "transcript_v2.json"
+    assert json.loads(fixture.read_text())["version"] == 2
+    assert main(["import", str(fixture)]) == 0
+    rows = imported_rows(tmp_path, capsys)
+    assert [(role, kind) for role, kind, _ in rows] == [
+        ("user", "message"),
+        ("assistant", "message"),
+        ("system", "command"),
+        ("system", "persona_switch"),
+        ("system", "command_reply"),
+        ("user", "message"),
+        ("assistant", "message"),
+    ]
+    assert rows[0][2] == "hello"
+
+
+def test_a_tool_result_without_its_call_is_refused_and_nothing_is_stored(tmp_path, monkeypatch, capsys):
+    session_id = asyncio.run(make_tool_conversation(tmp_path))
+    cli_env(tmp_path, monkeypatch)
+    exported = tmp_path / "export.json"
+    assert main(["export", session_id, "--format", "json", "-o", str(exported)]) == 0
+    document = json.loads(exported.read_text())
+    document["messages"][4]["tool_call_id"] = None
+    exported.write_text(json.dumps(document))
+    assert main(["import", str(exported)]) == 2
+    assert "Message 5 of the export is a tool result without its call" in capsys.readouterr().err
     runtime = make_runtime(tmp_path)
     try:
         assert [chat.id for chat, _ in runtime.stores.sessions.list_sessions()] == [session_id]

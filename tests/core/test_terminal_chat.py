@@ -61,16 +61,21 @@ class Terminal:
         os.close(self._master)
 
 
-def test_the_terminal_shows_the_conversation_and_the_log_goes_to_a_file(tmp_path: Path) -> None:
+def chat_terminal(tmp_path: Path, **environment: str) -> Terminal:
+    """`chorus chat` as Grace, on the offline demo model, with its own database."""
     environment = {
         **os.environ,
         "CHORUS_DATABASE_URL": f"sqlite:///{tmp_path / 'chorus.db'}",
         "CHORUS_DATA_DIR": str(tmp_path / "data"),
-        "CHORUS_LOG_LEVEL": "INFO",
+        **environment,
     }
     environment.pop("CHORUS_MODEL_BASE_URL", None)
     command = [sys.executable, "-m", "bot.cli", "--config", str(REPO_CONFIG), "chat", "--user", "Grace"]
-    terminal = Terminal(command, environment)
+    return Terminal(command, environment)
+
+
+def test_the_terminal_shows_the_conversation_and_the_log_goes_to_a_file(tmp_path: Path) -> None:
+    terminal = chat_terminal(tmp_path, CHORUS_LOG_LEVEL="INFO")
     try:
         terminal.wait_for("you › ")
         terminal.type("hello there\n")
@@ -91,15 +96,28 @@ def test_the_terminal_shows_the_conversation_and_the_log_goes_to_a_file(tmp_path
     assert "INFO bot.metrics" in log and "turn complete" in log
 
 
+def test_the_demo_models_tool_calls_show_as_progress_lines_before_the_answer(tmp_path: Path) -> None:
+    terminal = chat_terminal(tmp_path)
+    try:
+        terminal.wait_for("you › ")
+        terminal.type("what did I say about the dentist?\n")
+        terminal.wait_for("— Ada")
+        terminal.type("how full is your context?\n")
+        terminal.wait_for("🔧 context_inspect")
+        terminal.wait_for("— Ada")
+        terminal.type("\x04")
+        assert terminal.wait_for_exit() == 0
+    finally:
+        terminal.close()
+
+    screen = terminal.screen.replace("\r\n", "\n")
+    # Each call's line comes first, on its own line; the answer follows on a new "bot ›" line.
+    assert "  🔧 recall: the dentist\nbot › [demo] I searched my memory for “the dentist”" in screen
+    assert "  🔧 context_inspect\nbot › [demo] My context holds" in screen
+
+
 def test_a_reminder_set_in_the_terminal_is_printed_when_it_falls_due(tmp_path: Path) -> None:
-    environment = {
-        **os.environ,
-        "CHORUS_DATABASE_URL": f"sqlite:///{tmp_path / 'chorus.db'}",
-        "CHORUS_DATA_DIR": str(tmp_path / "data"),
-    }
-    environment.pop("CHORUS_MODEL_BASE_URL", None)
-    command = [sys.executable, "-m", "bot.cli", "--config", str(REPO_CONFIG), "chat", "--user", "Grace"]
-    terminal = Terminal(command, environment)
+    terminal = chat_terminal(tmp_path)
     try:
         terminal.wait_for("you › ")
         terminal.type("/remind 2s stretch\n")

@@ -15,6 +15,9 @@ Channel webhooks need the bot's Manage Webhooks permission (403, code 50013 with
 cannot live on threads (a thread is reached through its parent's webhook and `thread_id`),
 and execute with `username` / `avatar_url`; application-owned webhooks may send components.
 Message components (buttons) can be clicked, which sends a MESSAGE_COMPONENT interaction.
+People's voice messages carry flag 8192 and an OGG attachment with `duration_secs` and a
+`waveform`; files the bot uploads (multipart `files[n]`) are kept with the message, typed by
+their extension as Discord does, and more than 10 MB is refused (413, code 40005).
 Every REST call is recorded; messages keep their edit history. Messages the bot creates,
 edits or deletes are dispatched back to it, as Discord does.
 """
@@ -22,12 +25,16 @@ edits or deletes are dispatched back to it, as Discord does.
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import math
+import mimetypes
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from email.parser import BytesParser
+from email.policy import default as email_policy
 from typing import Any
 
 from aiohttp import web
@@ -67,6 +74,11 @@ UNKNOWN_WEBHOOK = 10015
 MISSING_PERMISSIONS = 50013
 WRONG_CHANNEL_TYPE = 50024
 INVALID_FORM_BODY = 50035
+REQUEST_TOO_LARGE = 40005
+# Message flag of a voice message (https://discord.com/developers/docs/resources/message).
+VOICE_MESSAGE_FLAG = 1 << 13
+# What a bot may upload in one message outside boosted servers.
+UPLOAD_LIMIT_BYTES = 10 * 1024 * 1024
 # Webhook names and usernames Discord refuses.
 FORBIDDEN_NAME_PARTS = ("clyde", "discord")
 
@@ -135,6 +147,15 @@ def guild_id_of(channel_id: int) -> str:
     return str(guild.id)
 
 
+@dataclass(frozen=True)
+class UploadedFile:
+    """A file part of a multipart request (`files[n]`), as Discord stores it."""
+
+    filename: str
+    content_type: str
+    data: bytes
+
+
 @dataclass
 class RestCall:
     method: str
@@ -142,6 +163,7 @@ class RestCall:
     query: dict[str, str]
     json: Any
     status: int = 0
+    files: list[UploadedFile] = field(default_factory=list)
 
 
 @dataclass
@@ -161,6 +183,9 @@ class SentMessage:
     username: str | None = None
     avatar_url: str | None = None
     deleted: bool = False
+    files: list[UploadedFile] = field(default_factory=list)
+    # The files as attachments of the message, served like a person's.
+    attachments: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -283,6 +308,19 @@ class FakeDiscord(LocalServer):
             "content_type": content_type,
         }
 
+    def add_voice_message(self, data: bytes, duration_secs: float) -> dict[str, Any]:
+        """A voice message recorded in the Discord app: an OGG/Opus file with its length and waveform.
+
+        Post it with `flags=VOICE_MESSAGE_FLAG` and no content, as the app does.
+        """
+        name = f"voice-message-{next(self._ids)}.ogg"
+        waveform = base64.b64encode(bytes(range(0, 256, 4))).decode()
+        return self.add_file(name, "audio/ogg", data) | {
+            "filename": "voice-message.ogg",
+            "duration_secs": duration_secs,
+            "waveform": waveform,
+        }
+
     async def post_message(
         self,
         channel_id: int,
@@ -294,12 +332,14 @@ class FakeDiscord(LocalServer):
         mention_roles: tuple[int, ...] = (),
         attachments: tuple[dict[str, Any], ...] = (),
         replying_to: dict[str, Any] | None = None,
+        flags: int = 0,
     ) -> dict[str, Any]:
         """A user's message arriving as MESSAGE_CREATE; DMs when `channel_id` is the DM channel."""
         payload = self.message_payload(
             channel_id, content, author=author, nick=nick, mentions=mentions, attachments=attachments
         )
         payload["mention_roles"] = [str(role) for role in mention_roles]
+        payload["flags"] = flags
         if replying_to is not None:
             payload["type"] = 19
             payload["message_reference"] = {
@@ -412,7 +452,13 @@ class FakeDiscord(LocalServer):
                 "discriminator": "0000",
                 "bot": True,
             }
-        payload = self.message_payload(message.channel_id, message.text, author=author, message_id=message.id)
+        payload = self.message_payload(
+            message.channel_id,
+            message.text,
+            author=author,
+            message_id=message.id,
+            attachments=tuple(message.attachments),
+        )
         payload["components"] = message.components
         if len(message.versions) > 1:
             payload["edited_timestamp"] = TIMESTAMP
@@ -618,10 +664,11 @@ class FakeDiscord(LocalServer):
     async def _rest(self, request: web.Request) -> web.Response:
         body = await request.read()
         parsed = json.loads(body) if body and request.content_type == "application/json" else None
+        files: list[UploadedFile] = []
         if request.content_type.startswith("multipart/"):
-            parsed = await _multipart_json(request)
+            parsed, files = _multipart(request, body)
         path = "/" + request.match_info["path"]
-        call = RestCall(request.method, path, dict(request.query), parsed)
+        call = RestCall(request.method, path, dict(request.query), parsed, files=files)
         self.calls.append(call)
         try:
             response = await self._respond(request, call)
@@ -645,6 +692,8 @@ class FakeDiscord(LocalServer):
             return self._rate_limited(bucket, bucket.resets_at - time.monotonic())
         if call.method == "PATCH" and self._rate_limit_edits:
             return self._rate_limited(bucket, self._rate_limit_edits.pop(0))
+        if sum(len(file.data) for file in call.files) > UPLOAD_LIMIT_BYTES:
+            return _error(413, REQUEST_TOO_LARGE, "Request entity too large")
         bucket.remaining -= 1
         response = await self._answer(call)
         response.headers.update(self._rate_limit_headers(bucket))
@@ -703,7 +752,7 @@ class FakeDiscord(LocalServer):
             case "POST", ["channels", _, "typing"]:
                 return _no_content()
             case "POST", ["channels", channel_id, "messages"]:
-                return _json(await self._create(int(channel_id), call.json))
+                return _json(await self._create(int(channel_id), call.json, files=call.files))
             case "GET", ["channels", channel_id, "messages", message_id]:
                 if self._unknown_message(int(message_id), int(channel_id)):
                     return _error(404, UNKNOWN_MESSAGE, "Unknown Message")
@@ -771,6 +820,7 @@ class FakeDiscord(LocalServer):
         webhook: Webhook | None = None,
         username: str | None = None,
         avatar_url: str | None = None,
+        files: list[UploadedFile] | None = None,
     ) -> dict[str, Any]:
         reference = body.get("message_reference")
         message = SentMessage(
@@ -782,7 +832,12 @@ class FakeDiscord(LocalServer):
             webhook_id=webhook.id if webhook else None,
             username=username,
             avatar_url=avatar_url,
+            files=list(files or []),
         )
+        message.attachments = [
+            self.add_file(f"{message.id}-{file.filename}", file.content_type, file.data)
+            for file in message.files
+        ]
         self.sent.append(message)
         payload = self.payload_of(message)
         await self.dispatch("MESSAGE_CREATE", payload)
@@ -914,7 +969,12 @@ class FakeDiscord(LocalServer):
         if body.get("components") and webhook.application_id is None:
             return _error(400, INVALID_FORM_BODY, "Invalid Form Body")
         payload = await self._create(
-            target, body, webhook=webhook, username=username, avatar_url=body.get("avatar_url")
+            target,
+            body,
+            webhook=webhook,
+            username=username,
+            avatar_url=body.get("avatar_url"),
+            files=call.files,
         )
         # Discord reads query booleans as true/false or 1/0.
         return _json(payload) if call.query.get("wait", "").lower() in ("true", "1") else _no_content()
@@ -972,13 +1032,25 @@ class FakeDiscord(LocalServer):
         )
 
 
-async def _multipart_json(request: web.Request) -> Any:
-    # discord.py sends `payload_json` beside files; the JSON part is what matters here.
-    reader = await request.multipart()
-    while (part := await reader.next()) is not None:
-        if getattr(part, "name", None) == "payload_json":
-            return json.loads(await part.text())  # type: ignore[union-attr]
-    return None
+def _multipart(request: web.Request, body: bytes) -> tuple[Any, list[UploadedFile]]:
+    """discord.py sends `payload_json` beside the files (`files[0]`, `files[1]`…)."""
+    message = BytesParser(policy=email_policy).parsebytes(
+        f"Content-Type: {request.headers['Content-Type']}\r\n\r\n".encode() + body
+    )
+    payload: Any = None
+    files: list[UploadedFile] = []
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        data = part.get_payload(decode=True)
+        assert isinstance(data, bytes)
+        if name == "payload_json":
+            payload = json.loads(data)
+        elif isinstance(name, str) and name.startswith("files["):
+            filename = part.get_filename() or ""
+            # Discord names a file's type by its extension, whatever the upload declared.
+            content_type = mimetypes.guess_type(filename)[0] or part.get_content_type()
+            files.append(UploadedFile(filename, content_type, data))
+    return payload, files
 
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:

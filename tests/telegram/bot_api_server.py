@@ -7,9 +7,15 @@
         assert api.calls_to("sendChatAction")
 
 It answers the methods the Telegram lane uses (getMe, getUpdates, sendMessage,
-editMessageText, sendMessageDraft, deleteMessage, sendChatAction, getFile,
+editMessageText, sendMessageDraft, deleteMessage, sendChatAction, getFile, sendVoice,
 setMyCommands, setWebhook, deleteWebhook) and serves file downloads, the way
 Telegram does rather than the way Chorus expects:
+
+- getFile refuses files over 20 MB ("file is too big"), as the Bot API does for bots.
+- sendVoice takes the file as a multipart upload (`attach://<part>`, or the part itself) or a
+  file_id sent before; an OGG/Opus
+  file (or MP3, M4A) becomes a voice note, anything else is sent as a document, as Telegram
+  does; uploads over 50 MB are refused ("Request Entity Too Large").
 
 - getUpdates hands out every update not yet confirmed; an update is confirmed only
   when a later call passes an `offset` above its id, so a poller that never
@@ -41,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from aiohttp.web_request import FileField
 
 from tests.support.local_server import LocalServer
 from tests.telegram.telegram_text import FormattedText, TextRejected, formatted_text
@@ -49,6 +56,8 @@ TOKEN = "123456:TEST-token-for-chorus"
 BOT_ID = 123456
 BOT_USERNAME = "chorus_bot"
 GROUP_MESSAGES_PER_MINUTE = 20
+DOWNLOAD_LIMIT_BYTES = 20 * 1024 * 1024
+UPLOAD_LIMIT_BYTES = 50 * 1024 * 1024
 # Form fields aiogram sends JSON-encoded.
 JSON_FIELDS = {"reply_parameters", "commands", "allowed_updates", "reply_markup", "scope", "entities"}
 _update_ids = itertools.count(1000)
@@ -69,6 +78,19 @@ class StoredFile:
     file_id: str
     path: str
     data: bytes
+
+
+@dataclass(frozen=True)
+class SentVoice:
+    """A file the bot sent with sendVoice, and how Telegram shows it (a voice note or a document)."""
+
+    chat_id: str
+    message_id: int
+    data: bytes
+    filename: str
+    duration: int | None
+    shown_as: str
+    reply_to: int | None
 
 
 @dataclass
@@ -117,6 +139,7 @@ class FakeBotAPI(LocalServer):
         self._drafts: dict[tuple[str, int], Draft] = {}
         self._group_sends: dict[str, deque[float]] = {}
         self._sent_ids = itertools.count(5000)
+        self.voices: list[SentVoice] = []
         self._webhook_url = ""
         # While set, getUpdates calls that carry an offset are lost on the way.
         self.losing_confirmations = False
@@ -337,6 +360,8 @@ class FakeBotAPI(LocalServer):
         stored = self._files.get(params["file_id"])
         if stored is None:
             return _error(400, "Bad Request: invalid file_id")
+        if len(stored.data) > DOWNLOAD_LIMIT_BYTES:
+            return _error(400, "Bad Request: file is too big")
         return _ok(
             {
                 "file_id": stored.file_id,
@@ -345,6 +370,40 @@ class FakeBotAPI(LocalServer):
                 "file_path": stored.path,
             }
         )
+
+    async def _api_sendVoice(self, _request: web.Request, params: dict[str, Any]) -> web.Response:
+        chat_id = str(params["chat_id"])
+        upload = params.get("voice")
+        if isinstance(upload, str) and upload.startswith("attach://"):
+            # The file travels in the form part the attach:// name points at.
+            upload = params.get(upload.removeprefix("attach://"))
+        if isinstance(upload, FileField):
+            data, filename = upload.file.read(), upload.filename
+        elif isinstance(upload, str) and upload in self._files:
+            data, filename = self._files[upload].data, self._files[upload].path
+        else:
+            return _error(400, "Bad Request: there is no voice in the request")
+        if len(data) > UPLOAD_LIMIT_BYTES:
+            return _error(413, "Request Entity Too Large")
+        limited = self._group_limit(chat_id)
+        if limited is not None:
+            return limited
+        shown_as = "voice" if _plays_as_voice(data) else "document"
+        message_id = next(self._sent_ids)
+        duration = int(params["duration"]) if "duration" in params else None
+        reply = params.get("reply_parameters", {}).get("message_id")
+        self.voices.append(SentVoice(chat_id, message_id, data, filename, duration, shown_as, reply))
+        file_id = f"sent-voice-{message_id}"
+        self.add_file(file_id, data, f"voice/{file_id}.ogg")
+        media: dict[str, Any] = {"file_id": file_id, "file_unique_id": f"u-{file_id}", "file_size": len(data)}
+        if shown_as == "voice":
+            media.update(duration=duration or 0, mime_type="audio/ogg")
+        else:
+            media.update(file_name=filename)
+        body = _bot_message(params, message_id, FormattedText("", []))
+        del body["text"]
+        body[shown_as] = media
+        return _ok(body)
 
     async def _download(self, request: web.Request) -> web.Response:
         self.calls.append(Call("download", {"path": request.match_info["path"]}, time.monotonic()))
@@ -471,8 +530,20 @@ def voice(file_id: str = "voc1", duration: int = 3) -> dict[str, Any]:
     }
 
 
-def video_note(file_id: str = "vn1") -> dict[str, Any]:
-    return {"file_id": file_id, "file_unique_id": f"{file_id}-u", "length": 240, "duration": 4}
+def video_note(file_id: str = "vn1", duration: int = 4) -> dict[str, Any]:
+    return {"file_id": file_id, "file_unique_id": f"{file_id}-u", "length": 240, "duration": duration}
+
+
+def audio(file_id: str = "aud1", duration: int = 3, file_name: str = "song.mp3") -> dict[str, Any]:
+    return {
+        "file_id": file_id,
+        "file_unique_id": f"{file_id}-u",
+        "duration": duration,
+        "file_name": file_name,
+        "mime_type": "audio/mpeg",
+        "performer": "Test Band",
+        "title": "A Tone",
+    }
 
 
 def location(latitude: float = 52.52, longitude: float = 13.405) -> dict[str, Any]:
@@ -512,8 +583,15 @@ def flood(retry_after: int) -> dict[str, Any]:
 def _params(form: Any) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for key, value in form.items():
-        params[key] = json.loads(value) if key in JSON_FIELDS else value
+        params[key] = json.loads(value) if key in JSON_FIELDS and isinstance(value, str) else value
     return params
+
+
+def _plays_as_voice(data: bytes) -> bool:
+    """OGG/Opus, MP3 or M4A: what Telegram clients play as a voice note."""
+    ogg_opus = data.startswith(b"OggS") and b"OpusHead" in data[:64]
+    mp3 = data.startswith(b"ID3") or (len(data) > 1 and data[0] == 0xFF and data[1] & 0xE6 == 0xE2)
+    return ogg_opus or mp3 or data[4:8] == b"ftyp"
 
 
 def _bot_message(params: dict[str, Any], message_id: int, shown: FormattedText) -> dict[str, Any]:

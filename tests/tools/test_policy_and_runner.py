@@ -188,3 +188,19 @@ async def test_each_call_logs_one_json_line_without_what_was_said(caplog: pytest
     assert (line["tool"], line["outcome"], line["source"]) == ("recall", "ok", "builtin")
     assert line["argument_chars"] == len('{"query": "my secret diagnosis"}')
     assert "secret" not in json.dumps(line)
+
+
+def test_a_tools_schema_is_built_once_and_shared_by_every_model_call() -> None:
+    class Lookup(BaseModel):
+        query: str = Field(description="What to look up.")
+
+    async def lookup(context: ToolContext, arguments: Lookup) -> object:
+        return arguments.query
+
+    tool = FunctionTool("lookup", "Look something up.", Lookup, lookup, read_only=True)
+
+    first, second = function_schema(tool), function_schema(tool)
+
+    # pydantic's schema generation was most of a tool round's CPU when it ran per call.
+    assert first["function"]["parameters"] is second["function"]["parameters"]
+    assert first["function"]["parameters"]["properties"]["query"]["description"] == "What to look up."

@@ -11,11 +11,12 @@ from playwright.async_api import Browser, Page, Route, async_playwright
 
 from bot.providers.openai import OpenAICompatibleProvider
 from channels.web.app import create_app
-from tests.fakes.openai_server import FakeOpenAI, Hang, Reply
+from tests.fakes.openai_server import FakeOpenAI, Hang, Reply, ToolCalls
 from tests.support.files import png_image
 from tests.support.live_server import LiveServer
 from tests.support.peers import CHROMIUM_PATH, needs_chromium
 from tests.support.runtime import make_runtime
+from tests.support.tools import RAW_RESULT, HeldTool
 
 CHROMIUM = str(CHROMIUM_PATH)
 CHROMIUM_ARGS = [
@@ -321,3 +322,52 @@ async def test_stop_ends_a_streaming_reply_and_shows_it_stopped(
         [(session, _count)] = runtime.stores.sessions.list_sessions()
         messages = runtime.stores.messages.messages(session.id)
     assert [(m.role, m.status) for m in messages if m.role == "assistant"][0] == ("assistant", "interrupted")
+
+
+async def test_a_tool_call_shows_a_progress_line_in_the_bubble_then_the_answer(
+    runtimes, browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script(ToolCalls([("lookup", {"query": "dentist"})], text="Let me check. "), "On Tuesday.")
+    runtime = runtimes(tmp_path, provider=OpenAICompatibleProvider(fake_openai.base_url))
+    held = HeldTool().install(runtime)
+    async with LiveServer(create_app(runtime)) as live:
+        page = await open_demo(browser, live.base_url)
+        await page.fill("textarea", "when is my dentist?")
+        await page.press("textarea", "Enter")
+        line = page.locator(f"{ASSISTANT} .tools .tool")
+        await line.wait_for()
+        assert await line.inner_text() == "🔧 lookup: dentist"
+        assert await line.get_attribute("data-status") == "started"
+        # The round's own words give way to the progress line.
+        assert await page.locator(f"{ASSISTANT} .text").inner_text() == ""
+        held.release.set()
+        await page.wait_for_selector(FINISHED_ASSISTANT)
+        bubble = page.locator(ASSISTANT).last
+        assert await bubble.locator(".text").inner_text() == "On Tuesday."
+        assert await bubble.locator(".tool").get_attribute("data-status") == "done"
+
+        await page.reload()
+        await page.wait_for_selector("#chorus-widget[data-ready]", state="attached")
+        await page.wait_for_selector(FINISHED_ASSISTANT)
+        notice = page.locator("[data-event=tool]")
+        assert await notice.inner_text() == "🔧 lookup: dentist"
+        everything = await page.locator(".log").inner_text()
+    assert RAW_RESULT not in everything and "Let me check" not in everything
+
+
+async def test_the_offline_demo_model_uses_tools_as_a_newcomer_sees_it(
+    browser: Browser, server: LiveServer
+) -> None:
+    page = await open_demo(browser, server.base_url)
+    await send(page, "my dentist appointment is on Tuesday")
+
+    await send(page, "what did I say about the dentist?")
+    recall = page.locator(ASSISTANT).last
+    assert await recall.locator(".tool").inner_text() == "🔧 recall: the dentist"
+    answer = await recall.locator(".text").inner_text()
+    assert answer.startswith("[demo] I searched my memory for “the dentist”")
+
+    await send(page, "how full is your context?")
+    inspect = page.locator(ASSISTANT).last
+    assert await inspect.locator(".tool").inner_text() == "🔧 context_inspect"
+    assert (await inspect.locator(".text").inner_text()).startswith("[demo] My context holds")

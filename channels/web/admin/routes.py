@@ -25,7 +25,7 @@ from channels.web.admin.auth import COOKIE_MAX_AGE, COOKIE_NAME, AdminAuth, same
 STATIC = Path(__file__).parent / "static"
 STATIC_FILES = {"admin.js": "text/javascript", "admin.css": "text/css"}
 PAGE_POLICY = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; media-src 'self'; "
     "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 # The login page is the one page served before authentication: no script at all.

@@ -58,6 +58,8 @@
     ".msg.error { border-color: #f5c2bd; background: #fdecea; color: #8a1c12; }",
     ".msg .persona { font-size: 11px; font-weight: 700; color: #3b4cca; margin-bottom: 2px; text-transform: uppercase;",
     "  letter-spacing: .04em; white-space: normal; }",
+    ".msg .tools { font-size: 12px; color: #5b6280; margin-bottom: 4px; }",
+    ".msg .tool[data-status=error] { color: #8a1c12; }",
     ".msg.streaming .text::after { content: '\\258D'; animation: blink 1s steps(2) infinite; }",
     "@keyframes blink { 50% { opacity: 0; } }",
     ".files { display: flex; flex-wrap: wrap; gap: 6px; margin-top: 6px; }",
@@ -74,7 +76,9 @@
     "textarea { flex: 1; resize: none; font: inherit; padding: 8px; border: 1px solid #cfd3e3; border-radius: 10px;",
     "  min-height: 38px; max-height: 120px; }",
     "form button { font: inherit; border: 0; border-radius: 10px; padding: 9px 12px; cursor: pointer; }",
-    ".attach { background: #eef0f8; color: #3b4cca; }",
+    ".attach, .mic { background: #eef0f8; color: #3b4cca; }",
+    ".mic.recording { background: #8a1c12; color: #fff; }",
+    ".files audio, .spoken audio { display: block; width: 220px; height: 36px; margin-top: 4px; }",
     ".send { background: #3b4cca; color: #fff; font-weight: 600; }",
     ".send:disabled { opacity: .5; cursor: default; }",
     ".stop { background: #8a1c12; color: #fff; font-weight: 600; }",
@@ -204,7 +208,7 @@
   }
 
   // --- the widget ---------------------------------------------------------------
-  var state = { pushAfter: null, pushing: null, sessionId: null, persona: null, personas: [], limits: null, nextBefore: null, pending: [], sending: false, loading: false };
+  var state = { pushAfter: null, pushing: null, sessionId: null, persona: null, personas: [], limits: null, nextBefore: null, pending: [], sending: false, loading: false, recorder: null };
 
   var host = el("div", { id: "chorus-widget" });
   var root = host.attachShadow({ mode: "open" });
@@ -223,10 +227,19 @@
   var pendingStrip = el("div", { class: "pending", hidden: true });
   var fileInput = el("input", { type: "file", multiple: true, hidden: true, onchange: addFiles });
   var attachButton = el("button", { class: "attach", type: "button", "aria-label": "Attach files", text: "+", onclick: function () { fileInput.click(); } });
+  // Shown only where the browser can record (MediaRecorder, a microphone API, a secure page).
+  var micButton = el("button", {
+    class: "mic",
+    type: "button",
+    "aria-label": "Record a voice message",
+    text: "\ud83c\udfa4",
+    hidden: !(navigator.mediaDevices && navigator.mediaDevices.getUserMedia && window.MediaRecorder),
+    onclick: toggleRecording,
+  });
   var textarea = el("textarea", { rows: 1, placeholder: "Write a message\u2026", "aria-label": "Message", onkeydown: onKey });
   var sendButton = el("button", { class: "send", type: "submit", text: "Send" });
   var stopButton = el("button", { class: "stop", type: "button", text: "Stop", "aria-label": "Stop the reply", hidden: true, onclick: stopReply });
-  var form = el("form", { onsubmit: function (event) { event.preventDefault(); send(); } }, [attachButton, fileInput, textarea, sendButton, stopButton]);
+  var form = el("form", { onsubmit: function (event) { event.preventDefault(); send(); } }, [attachButton, fileInput, micButton, textarea, sendButton, stopButton]);
   var panel = el("section", { class: "panel", role: "dialog", "aria-label": TITLE, hidden: true }, [
     el("header", { onclick: function (event) { if (event.target === titleNode && minimised()) toggleMinimised(); } }, [titleNode, personaPicker, minimiseButton, closeButton]),
     alertBox,
@@ -458,6 +471,7 @@
   }
 
   function storedFile(file) {
+    if (file.kind === "voice" || file.kind === "audio") return audioPlayer(file.url, file.filename);
     if (file.kind === "image") {
       var image = el("img", { alt: file.filename, onload: keepFollowing });
       // Fetched with the visitor's token (an <img src> could not send it), shown as a blob.
@@ -500,8 +514,28 @@
       });
   }
 
+  // A player for audio on the server, fetched with the visitor's token (an <audio src> could not send it).
+  function audioPlayer(path, label) {
+    var player = el("audio", { controls: true, preload: "metadata", "aria-label": label, "data-role": "audio" });
+    request(path)
+      .then(function (response) {
+        return response.blob();
+      })
+      .then(function (blob) {
+        player.src = URL.createObjectURL(blob);
+        player.setAttribute("data-loaded", "");
+        keepFollowing();
+      })
+      .catch(function (error) {
+        player.setAttribute("data-failed", "");
+        player.setAttribute("title", error.message);
+      });
+    return player;
+  }
+
   function pendingFile(file) {
     if (file.type.indexOf("image/") === 0) return el("img", { src: URL.createObjectURL(file), alt: file.name });
+    if (file.type.indexOf("audio/") === 0) return el("span", { class: "chip", text: "\ud83c\udfb5 " + file.name });
     return el("span", { class: "chip", text: "\ud83d\udcc4 " + file.name });
   }
 
@@ -511,14 +545,85 @@
     Array.prototype.forEach.call(fileInput.files, function (file) {
       if (limits && state.pending.length >= limits.max_files) {
         showAlert("Attach at most " + limits.max_files + " files to one message.");
-      } else if (limits && file.size > limits.max_file_bytes) {
-        showAlert("'" + file.name + "' is too large; the limit is " + (limits.max_file_bytes / 1048576).toFixed(1) + " MB.");
+      } else if (limits && file.size > limitFor(file)) {
+        showAlert("'" + file.name + "' is too large; the limit is " + (limitFor(file) / 1048576).toFixed(1) + " MB.");
       } else {
         state.pending.push(file);
       }
     });
     fileInput.value = "";
     renderPending();
+  }
+
+  function limitFor(file) {
+    return file.type.indexOf("audio/") === 0 ? state.limits.max_audio_bytes : state.limits.max_file_bytes;
+  }
+
+  // --- voice messages: recorded in the browser, sent when the recording stops ---
+  function toggleRecording() {
+    if (state.recorder) {
+      state.recorder.stop();
+      return;
+    }
+    if (state.sending || state.loading || !state.sessionId) return;
+    navigator.mediaDevices
+      .getUserMedia({ audio: true })
+      .then(startRecording)
+      .catch(function (error) {
+        showAlert("The microphone is not available (" + (error.message || error.name) + ").");
+      });
+  }
+
+  function startRecording(stream) {
+    var type = ["audio/webm;codecs=opus", "audio/ogg;codecs=opus", "audio/webm"].filter(function (candidate) {
+      return MediaRecorder.isTypeSupported(candidate);
+    })[0];
+    var recorder = new MediaRecorder(stream, type ? { mimeType: type } : undefined);
+    var chunks = [];
+    var startedAt = Date.now();
+    var limitMs = state.limits ? state.limits.max_audio_seconds * 1000 : 600000;
+    // A recording stops by itself at the longest one the server takes.
+    var cutOff = setTimeout(function () {
+      if (recorder.state !== "inactive") recorder.stop();
+    }, limitMs);
+    recorder.ondataavailable = function (event) {
+      if (event.data.size) chunks.push(event.data);
+      // The button shows how long the recording is so far.
+      micButton.textContent = "\u25a0 " + clock((Date.now() - startedAt) / 1000);
+    };
+    recorder.onstop = function () {
+      clearTimeout(cutOff);
+      stream.getTracks().forEach(function (track) {
+        track.stop();
+      });
+      state.recorder = null;
+      micButton.classList.remove("recording");
+      micButton.textContent = "\ud83c\udfa4";
+      micButton.setAttribute("aria-label", "Record a voice message");
+      var mime = (recorder.mimeType || "audio/webm").split(";")[0];
+      var blob = new Blob(chunks, { type: mime });
+      if (blob.size) sendRecording(new File([blob], "voice-message." + (mime === "audio/ogg" ? "ogg" : "webm"), { type: mime }));
+    };
+    state.recorder = recorder;
+    micButton.classList.add("recording");
+    micButton.setAttribute("aria-label", "Stop recording and send");
+    recorder.start(250);
+  }
+
+  function clock(seconds) {
+    var whole = Math.floor(seconds);
+    return Math.floor(whole / 60) + ":" + ("0" + (whole % 60)).slice(-2);
+  }
+
+  function sendRecording(file) {
+    var mine = bubble("user");
+    mine.setAttribute("data-voice", "");
+    mine.appendChild(el("div", { class: "files" }, [
+      el("audio", { controls: true, src: URL.createObjectURL(file), "aria-label": "Your voice message" }),
+    ]));
+    log.appendChild(mine);
+    scrollDown();
+    deliver("", [], newId(), mine, [file]);
   }
 
   function renderPending() {
@@ -567,12 +672,15 @@
   }
 
   // One attempt to deliver a message; a retry reuses client_id so it is stored once.
-  function deliver(text, files, clientId, mine) {
+  function deliver(text, files, clientId, mine, recordings) {
     var form = new FormData();
     form.append("text", text);
     form.append("client_id", clientId);
     files.forEach(function (file) {
       form.append("files", file, file.name);
+    });
+    (recordings || []).forEach(function (file) {
+      form.append("voice", file, file.name);
     });
     var reply = bubble("assistant", state.persona && state.persona.name);
     reply.classList.add("streaming");
@@ -582,7 +690,7 @@
     var finished = false;
     function retry() {
       if (reply.parentNode) reply.parentNode.removeChild(reply);
-      deliver(text, files, clientId, mine);
+      deliver(text, files, clientId, mine, recordings);
     }
     return request("/api/sessions/" + state.sessionId + "/messages", { method: "POST", body: form })
       .then(function (response) {
@@ -590,6 +698,8 @@
         return readEvents(response, function (name, data) {
           if (name === "delta") {
             reply.textNode.textContent += data.text;
+          } else if (name === "tool") {
+            showToolStep(reply, data);
           } else {
             finished = true;
             finishReply(reply, name, data);
@@ -627,6 +737,24 @@
       });
   }
 
+  // A tool call starting or ending: one line per call above the answer. The text streamed
+  // before a call belonged to its tool round; the answer streams anew after the last step.
+  function showToolStep(reply, step) {
+    if (!reply.toolsNode) {
+      reply.toolsNode = el("div", { class: "tools", "data-role": "tools" });
+      reply.insertBefore(reply.toolsNode, reply.textNode);
+    }
+    if (step.status === "started") reply.textNode.textContent = "";
+    reply.toolLines = reply.toolLines || Object.create(null);
+    var line = reply.toolLines[step.call_id];
+    if (!line) {
+      line = reply.toolLines[step.call_id] = el("div", { class: "tool", "data-call-id": step.call_id });
+      reply.toolsNode.appendChild(line);
+    }
+    line.setAttribute("data-status", step.status);
+    line.textContent = step.line;
+  }
+
   function retryable(status) {
     return status === 0 || status === 408 || status === 429 || status >= 500;
   }
@@ -646,6 +774,11 @@
     if (data.persona_id) reply.setAttribute("data-persona-id", data.persona_id);
     reply.querySelector(".persona").textContent = data.persona_name || "";
     reply.textNode.textContent = data.text;
+    if (data.speech && data.speech.length) {
+      reply.appendChild(el("div", { class: "spoken", "data-role": "spoken-reply" }, data.speech.map(function (path, index) {
+        return audioPlayer(path, "The reply, spoken" + (data.speech.length > 1 ? " (part " + (index + 1) + ")" : ""));
+      })));
+    }
     if (name === "error") {
       reply.classList.add("error");
     } else if (data.kind === "command") {
@@ -662,6 +795,7 @@
     // While a reply streams, Stop takes the place of Send.
     sendButton.hidden = sending;
     stopButton.hidden = !sending;
+    micButton.disabled = sending && !state.recorder;
     stopButton.disabled = false;
   }
 

@@ -150,20 +150,45 @@ function renderEntry(entry) {
     return el("div", { class: "event" + (entry.kind === "error" ? " error" : ""), "data-seq": entry.seq,
       "data-event": entry.kind, text: `#${entry.seq} · ${who}${label}${entry.content}` });
   }
+  if (entry.kind === "tool_result") return renderToolResult(entry);
   const bubble = el("div", { class: "msg " + entry.role + (entry.status === "interrupted" ? " interrupted" : ""),
     "data-seq": entry.seq, "data-role": entry.role });
   const who = entry.role === "assistant" ? (entry.persona_id || "assistant") : (entry.sender_name || "user");
   bubble.append(el("div", { class: "who", "data-persona": entry.role === "assistant" ? entry.persona_id : null, text: who }));
-  bubble.append(el("div", { text: entry.content }));
+  if (entry.content) bubble.append(el("div", { text: entry.content }));
+  for (const call of entry.tool_calls) {
+    bubble.append(el("div", { class: "call", "data-call-id": call.id },
+      el("div", { class: "call-name", text: `🔧 ${call.name}` }),
+      el("pre", { class: "arguments", text: call.arguments })));
+  }
   if (entry.attachments.length) bubble.append(renderFiles(entry.attachments));
   if (entry.status === "interrupted") bubble.append(el("span", { class: "cut", text: "interrupted" }));
   bubble.append(el("div", { class: "meta", text: [`#${entry.seq}`, entry.lane, when(entry.created_at)].filter(Boolean).join(" · ") }));
   return bubble;
 }
 
+// A tool's result, as the model read it, under the call it answers.
+function renderToolResult(entry) {
+  const failed = entry.status === "failed";
+  const result = el("div", { class: "msg tool" + (failed ? " failed" : ""), "data-seq": entry.seq,
+    "data-role": "tool", "data-call-id": entry.tool_call_id });
+  result.append(el("div", { class: "who", text: `${entry.tool_name} ${failed ? "failed" : "result"}` }));
+  result.append(el("pre", { class: "result", text: entry.content }));
+  if (entry.attachments.length) result.append(renderFiles(entry.attachments));
+  result.append(el("div", { class: "meta", text: [`#${entry.seq}`, when(entry.created_at)].join(" · ") }));
+  return result;
+}
+
 function renderFiles(attachments) {
   const files = el("div", { class: "files" });
   for (const file of attachments) {
+    if (file.heard !== undefined) {
+      // A voice note or audio file: a player, and what the model reads of it.
+      files.append(el("div", { "data-voice": file.filename },
+        el("audio", { controls: "", preload: "none", src: `/admin/api/attachments/${file.id}` }),
+        el("div", { class: "doc-text", text: file.heard })));
+      continue;
+    }
     if (file.kind === "image") {
       files.append(el("a", { href: `/admin/api/attachments/${file.id}`, target: "_blank", rel: "noopener" },
         el("img", { src: `/admin/api/attachments/${file.id}`, alt: file.filename, loading: "lazy" })));

@@ -1,7 +1,7 @@
 """reminders: what people asked to be reminded of, and each owner's time zone
 
-Revision ID: 0013_reminders
-Revises: 0012_tool_rows
+Revision ID: 0014_reminders
+Revises: 0013_voice
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision = "0013_reminders"
-down_revision = "0012_tool_rows"
+revision = "0014_reminders"
+down_revision = "0013_voice"
 branch_labels = None
 depends_on = None
 

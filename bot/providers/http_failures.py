@@ -1,0 +1,54 @@
+"""What an OpenAI-compatible server's failed answer says, and how long to wait before asking again.
+
+Shared by the chat provider and the speech service: the same error bodies, the same
+`Retry-After`, the same backoff.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+
+def error_details(payload: Any) -> tuple[str, str]:
+    """The human message and the machine-readable code/type of an error body, as found."""
+    if isinstance(payload, str):
+        return payload.strip(), ""
+    if not isinstance(payload, dict):
+        return "", ""
+    error = payload.get("error", payload)
+    if isinstance(error, str):
+        return error, ""
+    if not isinstance(error, dict):
+        return "", ""
+    message = error.get("message") or error.get("detail") or ""
+    code = " ".join(str(error[key]) for key in ("code", "type") if error.get(key) is not None)
+    return str(message), code
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """`Retry-After` as seconds from now; it may be a number or an HTTP date."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def backoff_delay(attempt: int, retry_after: float | None, *, base: float, ceiling: float) -> float:
+    """Seconds before attempt `attempt + 1`: the server's `Retry-After`, else exponential backoff."""
+    if retry_after is not None:
+        return min(retry_after, ceiling)
+    # Jitter keeps many sessions that failed together from retrying in lockstep.
+    return min(base * 2.0**attempt * random.uniform(1.0, 1.1), ceiling)

@@ -1,0 +1,39 @@
+"""What a streaming draft shows of a turn: the answer so far, or one line per tool call.
+
+While tools run, a draft on Telegram or Discord shows one short line per call
+("🔧 recall: dentist"); the answer's text replaces those lines as it streams.
+"""
+
+from __future__ import annotations
+
+from bot.turns.events import Delta, ToolStep
+
+
+class TurnPreview:
+    """Follows a turn's `Delta`s and `ToolStep`s and says what its draft shows now."""
+
+    def __init__(self) -> None:
+        self._text = ""
+        # One line per call of the turn so far, in the order the calls started.
+        self._lines: dict[str, str] = {}
+
+    def add(self, event: Delta | ToolStep) -> str:
+        """Take one event; returns the draft's text after it."""
+        if isinstance(event, ToolStep):
+            if event.status == "started":
+                # The text before a call belongs to its tool round (stored with the call):
+                # the answer streams anew after the last step.
+                self._text = ""
+            self._lines[event.call_id] = event.progress_line
+        else:
+            self._text += event.text
+        return self.shown
+
+    @property
+    def shows_progress(self) -> bool:
+        """True while the draft shows progress lines rather than the answer."""
+        return bool(self._lines) and not self._text.strip()
+
+    @property
+    def shown(self) -> str:
+        return "\n".join(self._lines.values()) if self.shows_progress else self._text

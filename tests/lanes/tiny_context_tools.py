@@ -1,0 +1,159 @@
+"""Many tool rounds through every lane's real client at a tiny CHORUS_CONTEXT_COUNT.
+
+`test_tool_invariants.py` runs this module in a process whose environment sets
+CHORUS_CONTEXT_COUNT=3 (the limit is read once, at import); in any other run it is skipped.
+Every request the model server receives is checked: no `tool` message without its call,
+no call without its results, the window starts at a person's message and holds the
+turn's question, and the web, Telegram and Discord lanes send the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bot.providers.openai import PURPOSE_HEADER
+from bot.runtime import Runtime
+from bot.tools.registry import StaticTools
+from channels.discord.lane import DiscordLane
+from channels.drafts import CURSOR
+from channels.telegram.lane import TelegramLane
+from channels.web.app import create_app
+from tests.discord.conftest import lane_settings
+from tests.discord.fake_discord import DM_CHANNEL_ID, FakeDiscord
+from tests.fakes.openai_server import FakeOpenAI, Scripted, ToolCalls, echo_reply
+from tests.support.runtime import make_runtime
+from tests.telegram.bot_api_server import TOKEN, FakeBotAPI, private_text
+from tests.tools.test_turn_rounds import assert_whole_pairs, echo_tool
+from tests.web.helpers import WebVisitor
+from transcript.limits import CONTEXT_COUNT
+
+pytestmark = pytest.mark.skipif(CONTEXT_COUNT != 3, reason="run with CHORUS_CONTEXT_COUNT=3")
+
+QUESTIONS = [f"question {number}: shout a{number}, b{number} and c{number}" for number in range(4)]
+
+
+def tool_rounds(body: dict[str, Any]) -> str | Scripted:
+    """Each turn: two parallel calls (interleaved fragments), then one more call, then the answer."""
+    messages = body["messages"]
+    if "tools" not in body:
+        return echo_reply(body)
+    last_user = max(i for i, message in enumerate(messages) if message["role"] == "user")
+    rounds = sum(1 for message in messages[last_user:] if message.get("tool_calls"))
+    number = messages[last_user]["content"].split(":")[0].split()[-1]
+    if rounds == 0:
+        calls = [("echo", {"word": f"a{number}"}), ("echo", {"word": f"b{number}"})]
+        return ToolCalls(calls, text="Let me see. ", piece_chars=3)
+    if rounds == 1:
+        return ToolCalls([("echo", {"word": f"c{number}"})], piece_chars=4)
+    return f"A{number}, B{number} and C{number}."
+
+
+def turn_bodies(server: FakeOpenAI, since: int) -> list[bytes]:
+    return [
+        request.body
+        for request in server.requests[since:]
+        if PURPOSE_HEADER.lower() not in request.headers and "tools" in (request.json or {})
+    ]
+
+
+def check_window(body: bytes) -> None:
+    messages = json.loads(body)["messages"]
+    assert_whole_pairs(messages)
+    said = [message for message in messages if message["role"] != "system"]
+    assert said[0]["role"] == "user", said[0]
+    question = max(i for i, message in enumerate(messages) if message["role"] == "user")
+    assert messages[question]["content"].startswith("question ")
+
+
+async def through_web(runtime: Runtime) -> None:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=create_app(runtime)), base_url="http://chat.test"
+    ) as client:
+        visitor = await WebVisitor.start(client, "Alice")
+        for question in QUESTIONS:
+            events = await visitor.say(question)
+            assert events[-1].name == "done", events[-1]
+            # After-turn work (summaries, memory) finishes first, so every lane sees the same rows.
+            await runtime.engine.drain()
+
+
+async def through_telegram(runtime: Runtime, bot_api: FakeBotAPI) -> None:
+    lane = TelegramLane(runtime, edit_interval=0.2, group_edit_interval=0.5, album_delay=0.2)
+    await lane.start()
+    try:
+        for count, question in enumerate(QUESTIONS, 1):
+            bot_api.push(private_text(901, question))
+
+            def answered(count: int = count) -> bool:
+                texts = bot_api.sent_texts(901)
+                return len(texts) == count and not texts[-1].endswith(CURSOR)
+
+            await bot_api.wait_for(answered)
+            await runtime.engine.drain()
+    finally:
+        await lane.stop()
+
+
+async def through_discord(runtime: Runtime, fake_discord: FakeDiscord) -> None:
+    lane = DiscordLane(runtime, edit_interval=0.05, retry_first=0.05)
+    await lane.start()
+    await fake_discord.connected.wait()
+    try:
+        for count, question in enumerate(QUESTIONS, 1):
+            await fake_discord.post_message(DM_CHANNEL_ID, question)
+            await fake_discord.wait_until(
+                lambda count=count: (  # type: ignore[misc]
+                    len(texts := fake_discord.texts_in(DM_CHANNEL_ID)) == count
+                    and not texts[-1].endswith(CURSOR)
+                )
+            )
+            await runtime.engine.drain()
+    finally:
+        await lane.stop()
+
+
+async def test_every_request_keeps_tool_rows_whole_and_every_lane_sends_the_same_bytes(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.default = tool_rounds
+    bodies: dict[str, list[bytes]] = {}
+    async with FakeBotAPI() as bot_api, FakeDiscord() as fake_discord:
+        lanes: dict[str, Callable[[Runtime], Awaitable[None]]] = {
+            "web": through_web,
+            "telegram": lambda runtime: through_telegram(runtime, bot_api),
+            "discord": lambda runtime: through_discord(runtime, fake_discord),
+        }
+        for name, drive in lanes.items():
+            runtime = make_runtime(
+                tmp_path / name,
+                model_base_url=fake_openai.base_url,
+                channels_telegram_token=TOKEN,
+                channels_telegram_api_base=bot_api.base_url,
+                **lane_settings(fake_discord),
+            )
+            runtime.tools.add_source(StaticTools([echo_tool([])]))
+            since = len(fake_openai.requests)
+            try:
+                await drive(runtime)
+            finally:
+                await runtime.aclose()
+            bodies[name] = turn_bodies(fake_openai, since)
+
+    # Three model calls per turn, each on a window of at most three units plus the question's turn.
+    assert len(bodies["web"]) == 3 * len(QUESTIONS)
+    for body in bodies["web"]:
+        check_window(body)
+    last = json.loads(bodies["web"][-1])["messages"]
+    # The window is small: the first questions are long out of it, the last turn's rounds all in.
+    said = [message for message in last if message["role"] != "system"]
+    previous = f"question {len(QUESTIONS) - 2}"
+    assert not any(previous in str(message.get("content")) for message in said)
+    assert [m["role"] for m in said] == ["user", "assistant", "tool", "tool", "assistant", "tool"]
+    assert bodies["telegram"] == bodies["web"]
+    assert bodies["discord"] == bodies["web"]
