@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
 
 from bot.runtime import Runtime
-from bot.storage.messages import DeliveryTarget, NewMessage
 from tests.fakes.openai_server import FakeOpenAI, ToolCalls
+from tests.support.tool_rows import left_between_rounds
 from tests.support.tools import RAW_RESULT, HeldTool
 from tests.telegram.bot_api_server import FakeBotAPI, group_chat, message, private_text, user
 from tests.telegram.conftest import LaneFactory
-from transcript import StoredToolCall
 
 GROUP = -100777
 ANSWER = "Your dentist is on Tuesday."
@@ -68,49 +66,17 @@ async def test_a_turn_recovered_between_rounds_shows_the_call_it_still_runs(
     """A process died after storing one of two results; this one finishes the turn on Telegram."""
     held = HeldTool().install(runtime)
     lane = await start_lane()
-    stores = runtime.stores
-    account = stores.identities.account("telegram", "803", "Alice", None)
-    session = stores.sessions.private_session(account.person_id, "ada")
-    asked = stores.messages.append(
-        session.id,
-        NewMessage(
-            role="user",
-            content="dentist and gym?",
-            token_count=5,
-            sender_name="Alice",
-            lane="telegram",
-            platform_chat_id="803",
-            platform_message_id="4803",
-            delivery=DeliveryTarget("private", None, "a-dead-process"),
-        ),
+    delivery = left_between_rounds(
+        runtime.stores,
+        lane="telegram",
+        user_id="803",
+        message_id="4803",
+        question="dentist and gym?",
+        tool="lookup",
+        arguments=[{"query": "dentist"}, {"query": "gym"}],
+        first_result="Tuesday",
     )
-    calls = (
-        StoredToolCall("c1", "lookup", '{"query": "dentist"}'),
-        StoredToolCall("c2", "lookup", '{"query": "gym"}'),
-    )
-    for row in (
-        NewMessage(
-            role="assistant",
-            kind="tool_call",
-            content="",
-            token_count=9,
-            persona_id="ada",
-            reply_to_id=asked.id,
-            tool_calls=calls,
-        ),
-        NewMessage(
-            role="tool",
-            kind="tool_result",
-            content="Tuesday",
-            token_count=2,
-            reply_to_id=asked.id,
-            tool_call_id="c1",
-            tool_name="lookup",
-        ),
-    ):
-        stores.messages.append(session.id, row)
     fake_openai.script(ANSWER)
-    [delivery] = stores.deliveries.unfinished(datetime.now(UTC) - timedelta(hours=1), ["telegram"], "me")
 
     resumed = asyncio.create_task(lane.resume(delivery, runtime.engine.resume(delivery)))
 

@@ -15,6 +15,7 @@ from bot.tools.registry import StaticTools
 from bot.turns.events import Delta, Reply, ToolStep, TurnEvent
 from tests.fakes.openai_server import FakeOpenAI, ToolCalls
 from tests.support.runtime import inbound
+from tests.support.tool_rows import left_between_rounds
 
 DEADLINE = 60.0
 
@@ -323,60 +324,21 @@ async def test_a_turn_recovered_between_rounds_runs_only_the_calls_without_a_res
     database: dict[str, str], runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     """A process died after storing one of two results; another finishes the turn from the rows."""
-    from datetime import UTC, datetime, timedelta
-
-    from bot.storage.messages import DeliveryTarget, NewMessage
-    from transcript import StoredToolCall
-
     ran: list[str] = []
     runtime = runtimes(tmp_path, **database, model_base_url=fake_openai.base_url)
     add_tools(runtime, echo_tool(ran))
     stores = runtime.stores
-    account = stores.identities.account("web", "u1", "Alice", None)
-    session = stores.sessions.private_session(account.person_id, "ada")
-    asked = stores.messages.append(
-        session.id,
-        NewMessage(
-            role="user",
-            content="shout alpha and beta",
-            token_count=5,
-            sender_name="Alice",
-            lane="web",
-            platform_chat_id="u1",
-            platform_message_id="m1",
-            delivery=DeliveryTarget("private", None, "a-dead-process"),
-        ),
-    )
-    calls = (
-        StoredToolCall("c1", "echo", '{"word": "alpha"}'),
-        StoredToolCall("c2", "echo", '{"word": "beta"}'),
-    )
-    stores.messages.append(
-        session.id,
-        NewMessage(
-            role="assistant",
-            kind="tool_call",
-            content="",
-            token_count=9,
-            persona_id="ada",
-            reply_to_id=asked.id,
-            tool_calls=calls,
-        ),
-    )
-    stores.messages.append(
-        session.id,
-        NewMessage(
-            role="tool",
-            kind="tool_result",
-            content='{"echo": "ALPHA"}',
-            token_count=5,
-            reply_to_id=asked.id,
-            tool_call_id="c1",
-            tool_name="echo",
-        ),
+    delivery = left_between_rounds(
+        stores,
+        lane="web",
+        user_id="u1",
+        message_id="m1",
+        question="shout alpha and beta",
+        tool="echo",
+        arguments=[{"word": "alpha"}, {"word": "beta"}],
+        first_result='{"echo": "ALPHA"}',
     )
     fake_openai.script("ALPHA and BETA.")
-    [delivery] = stores.deliveries.unfinished(datetime.now(UTC) - timedelta(hours=1), ["web"], "this-process")
 
     events = [event async for event in runtime.engine.resume(delivery)]
 
@@ -389,4 +351,4 @@ async def test_a_turn_recovered_between_rounds_runs_only_the_calls_without_a_res
         '{"echo": "ALPHA"}',
         '{"echo": "BETA"}',
     ]
-    assert stores.deliveries.state_of(asked.id) == "replied"
+    assert stores.deliveries.state_of(delivery.user_message_id) == "replied"
