@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any
 from bot.commands.personas import switch_persona
 from bot.errors import UnknownPersona
 from bot.providers.observed import ObservedProvider
+from bot.reminders.service import view as reminder_view
 from bot.storage.context_models import SUMMARY, ContextRecord, ContextSnip
 from bot.storage.memory_store import Owner
 from bot.storage.messages import NewMessage, attachment_ref, decode_calls
 from bot.storage.models import ChatSession
 from bot.storage.overview import Overview
+from bot.storage.reminders import ACTIVE_STATES
 from bot.tools.offer import schemas_of
 from channels import registry as lane_registry
 from transcript import (
@@ -144,7 +146,13 @@ class Console:
             entries.extend(placed.pop(message.seq, []))
         for leftover in sorted(placed):
             entries.extend(placed[leftover])
-        return {"session": self._session_info(session), "entries": entries}
+        # What this conversation will hear unprompted, soonest first.
+        upcoming = self.stores.reminders.of_session(session.id, ACTIVE_STATES)
+        return {
+            "session": self._session_info(session),
+            "entries": entries,
+            "reminders": [reminder_view(reminder).as_json() for reminder in upcoming],
+        }
 
     def attachment(self, attachment_id: int) -> tuple[str, str, str | None]:
         """(file path, mime type, extracted text) of a stored attachment."""

@@ -125,6 +125,17 @@ class ReminderStore:
         with self.database.connect() as connection:
             return [_reminder(row._mapping) for row in connection.execute(query)]
 
+    def of_session(self, session_id: str, states: tuple[str, ...], limit: int = 50) -> list[Reminder]:
+        """The reminders set in one conversation in `states`, soonest first (the console's list)."""
+        query = (
+            select(REMINDERS)
+            .where(REMINDERS.c.session_id == session_id, REMINDERS.c.state.in_(states))
+            .order_by(REMINDERS.c.due_at, REMINDERS.c.id)
+            .limit(limit)
+        )
+        with self.database.connect() as connection:
+            return [_reminder(row._mapping) for row in connection.execute(query)]
+
     def cancel(self, owner: Owner, reminder_id: int) -> bool:
         """Cancel a waiting reminder of `owner`; its job then finds nothing to deliver."""
         with self.database.begin() as connection:

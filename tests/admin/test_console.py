@@ -287,3 +287,26 @@ async def test_transcript_shows_each_tool_call_its_arguments_and_its_result(
     assert made["name"] == "recall" and made["arguments"] == '{"query": "my cat"}'
     assert result["kind"] == "tool_result" and result["tool_call_id"] == made["id"]
     assert result["tool_name"] == "recall" and '"query": "my cat"' in result["content"]
+
+
+async def test_transcript_lists_the_conversations_upcoming_reminders(
+    runtime: Runtime, client: httpx.AsyncClient
+) -> None:
+    await runtime.engine.respond(inbound("/remind 2030-12-24 09:00 call mum", user_id="alice"))
+    await runtime.engine.respond(inbound("/remind every day 08:00 standup", user_id="alice"))
+    cancelled = await runtime.engine.respond(inbound("/remind 2030-01-01 10:00 never mind", user_id="alice"))
+    [dropped] = [
+        reminder
+        for reminder in runtime.stores.reminders.of_session(cancelled.session_id, ("scheduled",))
+        if reminder.text == "never mind"
+    ]
+    await runtime.engine.respond(inbound(f"/reminders cancel {dropped.id}", user_id="alice"))
+    # Another conversation's reminder stays out of this one's list.
+    await runtime.engine.respond(inbound("/remind 2030-06-01 09:00 bob's own", user_id="bob"))
+
+    data = (
+        await client.get(f"/admin/api/conversations/{cancelled.session_id}/transcript", headers=BEARER)
+    ).json()
+
+    listed = [(item["text"], item["recurrence"], item["state"]) for item in data["reminders"]]
+    assert sorted(listed) == [("call mum", None, "scheduled"), ("standup", "0 8 * * *", "scheduled")]

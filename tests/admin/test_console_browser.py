@@ -204,3 +204,15 @@ async def test_personas_and_health_pages(browser: Browser, console: Console) -> 
     assert "failed" in discord and "4014" in discord
     assert await page.inner_text("[data-testid=queue-depth]") == "0"
     await screenshot(page, "health")
+
+
+async def test_a_conversations_page_lists_its_upcoming_reminders(browser: Browser, console: Console) -> None:
+    set_one = await console.runtime.engine.respond(inbound("/remind every day 08:00 standup", user_id="rita"))
+    page = await logged_in(browser, console)
+    await page.goto(f"{console.base_url}/admin#/conversation/{set_one.session_id}")
+    listed = page.get_by_test_id("reminders")
+    await listed.get_by_text("standup").wait_for()
+    assert "every 0 8 * * *" in await listed.inner_text()
+    # A conversation without any says so.
+    await page.goto(f"{console.base_url}/admin#/conversation/{console.seeded.private_id}")
+    await page.get_by_test_id("reminders").get_by_text("No upcoming reminders.").wait_for()

@@ -126,7 +126,18 @@ async function transcriptPage(sessionId) {
   for (const entry of data.entries) log.append(renderEntry(entry));
   page.replaceChildren(el("h1", { text: `Conversation ${session.id}` }),
     el("div", { class: "muted", text: `${session.kind} · ${data.entries.length} records` }), switcher,
+    renderReminders(data.reminders),
     data.entries.length ? log : el("div", { class: "card empty", text: "Nothing stored yet." }));
+}
+
+function renderReminders(reminders) {
+  if (!reminders.length) return el("div", { class: "muted", "data-testid": "reminders", text: "No upcoming reminders." });
+  const list = el("ul", {});
+  for (const r of reminders) {
+    const repeat = r.recurrence ? ` · every ${r.recurrence}` : "";
+    list.append(el("li", { text: `#${r.id} ${r.due_local}${repeat} — ${r.text}` }));
+  }
+  return el("div", { class: "card", "data-testid": "reminders" }, el("strong", { text: "Upcoming reminders" }), list);
 }
 
 function renderEntry(entry) {
