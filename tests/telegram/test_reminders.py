@@ -6,7 +6,8 @@ from sqlalchemy import text
 
 from bot.runtime import Runtime
 from channels.telegram.lane import TelegramLane
-from tests.telegram.bot_api_server import FakeBotAPI, private_text
+from tests.telegram.bot_api_server import FakeBotAPI, group_chat, message, private_text, user
+from tests.telegram.conftest import LaneFactory
 
 BLOCKED = {"ok": False, "error_code": 403, "description": "Forbidden: bot was blocked by the user"}
 
@@ -44,3 +45,17 @@ async def test_a_blocked_bot_marks_the_reminder_failed_with_telegrams_reason(
 
     assert states(runtime) == [("failed", None, "Forbidden: bot was blocked by the user")]
     assert "⏰ stretch" not in bot_api.sent_texts(602)
+
+
+async def test_a_reminder_set_in_a_forum_topic_goes_back_to_that_topic(
+    start_lane: LaneFactory, runtime: Runtime, bot_api: FakeBotAPI
+) -> None:
+    await start_lane(activation="always")
+    forum, group = group_chat(-100888, forum=True), -100888
+    bob = user(611, "Bob")
+    bot_api.push(message(forum, bob, "/remind 1s standup", message_thread_id=9, is_topic_message=True))
+
+    await bot_api.wait_for(lambda: "⏰ standup" in bot_api.sent_texts(group))
+
+    [sent] = [c for c in bot_api.calls_to("sendMessage") if "⏰ standup" in c.params["text"]]
+    assert sent.params["message_thread_id"] == "9"
