@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import text
 
 from tests.discord.conftest import LaneFactory, eventually
-from tests.discord.fake_discord import BOT, DM_CHANNEL_ID, THREAD_ID, FakeDiscord
+from tests.discord.fake_discord import BOT, CHANNEL_ID, DM_CHANNEL_ID, THREAD_ID, FakeDiscord
 
 MENTION = f"<@{BOT['id']}>"
 
@@ -39,3 +39,15 @@ async def test_a_reminder_is_posted_in_the_dm_and_the_thread_it_was_set_in(
     }
     assert {message_id for _, message_id, _ in states(runtime)} == posted
     assert {chat for _, _, chat in states(runtime)} == {str(DM_CHANNEL_ID), str(THREAD_ID)}
+
+
+async def test_a_reminder_in_a_server_channel_is_posted_by_the_personas_webhook(
+    start_lane: LaneFactory, fake_discord: FakeDiscord
+) -> None:
+    await start_lane()
+    await fake_discord.post_message(CHANNEL_ID, f"{MENTION} /remind 1s standup", mentions=(BOT,))
+
+    await fake_discord.wait_until(lambda: "⏰ standup" in fake_discord.texts_in(CHANNEL_ID))
+
+    [posted] = [m for m in fake_discord.sent_in(CHANNEL_ID) if m.text == "⏰ standup"]
+    assert posted.webhook_id is not None
