@@ -148,3 +148,27 @@ async def test_the_tools_schedule_list_and_cancel_as_json(runtimes: RuntimeFacto
     )
     assert '"cancelled": true' in cancelled.content
     assert tools["list_schedules"].read_only and not tools["schedule"].read_only
+
+
+async def test_linked_accounts_share_private_reminders_and_unlink_leaves_each_where_it_was_set(
+    runtimes: RuntimeFactory, tmp_path: Path
+) -> None:
+    runtime = runtimes(tmp_path, jobs_worker=False)
+    engine = runtime.engine
+    code_reply = await engine.respond(inbound("/link", lane="web", user_id="v"))
+    code = code_reply.text.split("Your link code: ")[1].split()[0].strip("`")
+    await engine.respond(inbound(f"/link {code}", lane="telegram", user_id="7"))
+    await engine.respond(inbound("/remind 2030-12-24 09:00 call mum", lane="telegram", user_id="7"))
+
+    # One person on two lanes: the web account sees the reminder set on Telegram.
+    listed = await engine.respond(inbound("/reminders", lane="web", user_id="v"))
+    assert "call mum" in listed.text
+    before = reminder_rows(runtime)
+
+    await engine.respond(inbound("/unlink", lane="telegram", user_id="7"))
+
+    # Still the Telegram chat's reminder, where it was asked, whoever owns what now.
+    assert reminder_rows(runtime) == before == [(before[0][0], "call mum", "scheduled", "telegram", None)]
+    with runtime.database.connect() as connection:
+        where = connection.execute(text("SELECT lane, chat_id FROM reminders")).one()
+    assert tuple(where) == ("telegram", "7")
