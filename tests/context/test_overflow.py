@@ -78,6 +78,8 @@ async def test_background_collapse_folds_the_oldest_range_after_the_turn(
         model_context_window=2024,
         context_collapse_share=0.3,
         context_compact_share=0.99,
+        # The shares are the history's alone: no tool schemas take room in this small budget.
+        tools_enabled="false",
         **QUIET,
     )
     paragraph = "word " * 40
