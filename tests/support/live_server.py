@@ -18,7 +18,9 @@ class LiveServer:
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.bind((host, port))
         self.host, self.port = self.socket.getsockname()[:2]
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        # Bounded: a page left open keeps its event stream, which would hold the shutdown.
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=3)
+        self.server = uvicorn.Server(config)
         self._task: asyncio.Task[None] | None = None
 
     @property
