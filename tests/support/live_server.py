@@ -18,9 +18,8 @@ class LiveServer:
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.bind((host, port))
         self.host, self.port = self.socket.getsockname()[:2]
-        # Bounded: a page left open keeps its event stream, which would hold the shutdown.
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=3)
-        self.server = uvicorn.Server(config)
+        self.app = app
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -41,6 +40,11 @@ class LiveServer:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        # As `chorus serve` does before it stops: a page left open keeps its push stream,
+        # which the server's shutdown would otherwise wait for.
+        web_lane = getattr(self.app.state, "web_lane", None)
+        if web_lane is not None:
+            web_lane.pushes.close()
         self.server.should_exit = True
         if self._task is not None:
             await self._task
