@@ -31,6 +31,11 @@ _PREFIX_CHARS_PER_TOKEN = 8
 # Tokens near the end of a tokenised beginning may differ from the full text's;
 # this many spare tokens guarantee the kept ones do not.
 _BOUNDARY_TOKENS = 8
+# A turn counts the same short texts again and again — names, group prefixes, the
+# preamble, each tool round's context — so texts up to this length are counted once
+# and remembered (at most _MEMO_ENTRIES of them: a few MB at worst).
+_MEMO_CHARS = 4096
+_MEMO_ENTRIES = 2048
 
 _log = logging.getLogger(__name__)
 
@@ -48,9 +53,22 @@ def encoding() -> tiktoken.Encoding | None:
 def count_tokens(text: str) -> int:
     enc = encoding()
     if enc is None:
-        return math.ceil(len(text) / _FALLBACK_CHARS_PER_TOKEN)
+        return _estimate(text)
+    if len(text) <= _MEMO_CHARS:
+        return _encoded_length(text)
     # encode_ordinary: text that happens to contain "<|endoftext|>" is counted, not rejected.
     return len(enc.encode_ordinary(text))
+
+
+@functools.lru_cache(maxsize=_MEMO_ENTRIES)
+def _encoded_length(text: str) -> int:
+    """Only called once the encoding loaded: an estimate is never remembered."""
+    enc = encoding()
+    return len(enc.encode_ordinary(text)) if enc is not None else _estimate(text)
+
+
+def _estimate(text: str) -> int:
+    return math.ceil(len(text) / _FALLBACK_CHARS_PER_TOKEN)
 
 
 class CallLike(Protocol):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Sequence
 
@@ -32,4 +33,11 @@ def schemas_of(tools: dict[str, Tool]) -> tuple[ToolSchema, ...]:
 
 def schema_tokens(schemas: Sequence[ToolSchema]) -> int:
     """What the schemas cost in the request (they travel as JSON beside the messages)."""
-    return count_tokens(json.dumps(list(schemas), ensure_ascii=False)) if schemas else 0
+    return _json_tokens(json.dumps(list(schemas), ensure_ascii=False)) if schemas else 0
+
+
+# Every model call of every turn counts its schemas; the sets offered are few (by
+# persona, chat kind and model), and counting one costs about a millisecond.
+@functools.lru_cache(maxsize=64)
+def _json_tokens(text: str) -> int:
+    return count_tokens(text)
