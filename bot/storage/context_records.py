@@ -125,12 +125,21 @@ class ContextRecords:
                 )
             ]
 
-    def view(self, messages: MessageStore, session_id: str, window_entries: int) -> ContextView:
+    def view(
+        self,
+        messages: MessageStore,
+        session_id: str,
+        window_entries: int,
+        earlier: ContextView | None = None,
+    ) -> ContextView:
         """The context state, with just enough stored rows for `window_entries` projected entries.
 
-        Built on every turn: two small indexed queries for the records, then the
-        rows after the summary — each collapsed range shows as one entry and a
-        snipped message as none, so those ranges add to what is loaded.
+        Built on every model call: two small indexed queries for the records, then the
+        rows after the summary — each collapsed range shows as one entry and a snipped
+        message as none, so those ranges add to what is loaded. Given the `earlier` view
+        of the same turn (its previous tool round), and no summary, collapse or snip
+        changed since, only the rows stored after it are read: the window keeps the
+        newest units, so the extra older rows give the model the same messages.
         """
         with self.database.connect() as connection:
             records = connection.execute(VIEW_RECORDS, {"session_id": session_id}).all()
@@ -146,10 +155,13 @@ class ContextRecords:
             for record in records
             if record.kind == COLLAPSE and record.first_seq > after
         ]
-        hidden = sum(c.last_seq - c.first_seq for c in collapses) + sum(
-            snip.last_seq - max(snip.first_seq, after + 1) + 1 for snip in snips if snip.last_seq > after
-        )
-        rows = messages.recent_rows(session_id, window_entries + hidden, after_seq=after)
+        if earlier is not None and earlier.rows and _same_records(earlier, summary, collapses, snips):
+            rows = [*earlier.rows, *messages.rows_after(session_id, earlier.rows[-1].seq)]
+        else:
+            hidden = sum(c.last_seq - c.first_seq for c in collapses) + sum(
+                snip.last_seq - max(snip.first_seq, after + 1) + 1 for snip in snips if snip.last_seq > after
+            )
+            rows = messages.recent_rows(session_id, window_entries + hidden, after_seq=after)
         return ContextView(
             summary=summary,
             collapses=collapses,
@@ -244,3 +256,13 @@ def _insert(db: Session, record: ContextRecord) -> ContextRecord | None:
         db.rollback()
         return None
     return record
+
+
+def _same_records(
+    view: ContextView, summary: ContextRecord | None, collapses: Sequence[Collapse], snips: Sequence[Snip]
+) -> bool:
+    """Whether `view` was read under the same summary, collapses and snips."""
+    same_summary = (view.summary is None and summary is None) or (
+        view.summary is not None and summary is not None and view.summary.id == summary.id
+    )
+    return same_summary and view.collapses == list(collapses) and view.snips == list(snips)

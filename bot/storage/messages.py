@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, ScalarSelect, and_, bindparam, case, func, insert, or_, update
+from sqlalchemy import ColumnElement, ScalarSelect, Select, and_, bindparam, case, func, insert, or_, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlalchemy.engine import Row
@@ -147,6 +147,7 @@ RECENT_ROWS = (
     .where(*_IN_SESSION, IS_CONVERSATION, MESSAGES.c.seq >= _FIRST_SEQ)
     .order_by(MESSAGES.c.seq)
 )
+ROWS_AFTER = sa_select(*ROW_COLUMNS).where(*_IN_SESSION, IS_CONVERSATION).order_by(MESSAGES.c.seq)
 
 
 @dataclass(frozen=True)
@@ -404,10 +405,20 @@ class MessageStore:
         indexed query (two when some of the rows carry attachments), whatever the length
         of the history.
         """
+        return self._conversation_rows(
+            RECENT_ROWS, {"session_id": session_id, "after_seq": after_seq, "limit": limit}
+        )
+
+    def rows_after(self, session_id: str, after_seq: int) -> list[TranscriptRow]:
+        """Every conversation row (no events) after `after_seq`, oldest first.
+
+        A tool round reads only what was stored since its previous model call.
+        """
+        return self._conversation_rows(ROWS_AFTER, {"session_id": session_id, "after_seq": after_seq})
+
+    def _conversation_rows(self, statement: Select[Any], values: dict[str, object]) -> list[TranscriptRow]:
         with self.database.connect() as connection:
-            found = connection.execute(
-                RECENT_ROWS, {"session_id": session_id, "after_seq": after_seq, "limit": limit}
-            ).all()
+            found = connection.execute(statement, values).all()
             with_files = [row.id for row in found if row.attachment_count]
             files: dict[int, list[AttachmentRef]] = {}
             if with_files:

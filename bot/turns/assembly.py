@@ -81,9 +81,12 @@ class ContextAssembler:
         model = self.settings.model.model_for(persona.model)
         return self.tools.tools_for(persona, group=session.kind == "group", model=model)
 
-    def view(self, session_id: str) -> ContextView:
-        """The rows after the latest summary, with collapses and snips applied."""
-        return self.records.view(self.messages, session_id, CONTEXT_COUNT)
+    def view(self, session_id: str, earlier: ContextView | None = None) -> ContextView:
+        """The rows after the latest summary, with collapses and snips applied.
+
+        `earlier`: the view of the turn's previous model call, extended rather than read again.
+        """
+        return self.records.view(self.messages, session_id, CONTEXT_COUNT, earlier)
 
     async def assemble(
         self,
@@ -102,17 +105,19 @@ class ContextAssembler:
         view: ContextView | None = None,
         *,
         tools: Sequence[ToolSchema] | None = None,
+        earlier: ContextView | None = None,
     ) -> tuple[ContextView, Context]:
         """The context, and the view (read now unless given) it was built from.
 
         `tools` are the schemas the request carries; None: those a turn would offer.
+        `earlier` is the view of the same turn's previous model call (see `view`).
         """
         if tools is None:
             tools = schemas_of(self.offered_tools(session, persona))
         # Reads, recall, image data and the build itself are blocking work: one call on a
         # database thread. Only when recall needs the query's embedding (CPU work, on the
         # embedding thread) does the build wait for it, as a second call.
-        built = await self.db.run(self._assemble_unless_embedding, session, persona, view, tools)
+        built = await self.db.run(self._assemble_unless_embedding, session, persona, view, tools, earlier)
         if isinstance(built, QueryToEmbed):
             if self.memory is not None:
                 await self.memory.embed_query(built.query)
@@ -120,9 +125,14 @@ class ContextAssembler:
         return built
 
     def _assemble_unless_embedding(
-        self, session: ChatSession, persona: Persona, view: ContextView | None, tools: Sequence[ToolSchema]
+        self,
+        session: ChatSession,
+        persona: Persona,
+        view: ContextView | None,
+        tools: Sequence[ToolSchema],
+        earlier: ContextView | None,
     ) -> tuple[ContextView, Context] | QueryToEmbed:
-        view = view or self.view(session.id)
+        view = view or self.view(session.id, earlier)
         query = self.memory.query_to_embed(session, view.projected) if self.memory is not None else None
         if query is not None:
             return QueryToEmbed(view, query)

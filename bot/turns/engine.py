@@ -31,6 +31,7 @@ from bot.providers.base import ChatProvider, ChatRequest, TextDelta, ToolCall, s
 from bot.speech.hearing import Hearing, Unheard, names_spoken
 from bot.speech.speaking import Speaking
 from bot.storage.boundary import boundary_for
+from bot.storage.context_records import ContextView
 from bot.storage.delivery_models import Delivery
 from bot.storage.jobs import JobSpec
 from bot.storage.messages import (
@@ -159,6 +160,8 @@ class ModelAnswer:
     text: list[str] = field(default_factory=list)
     calls: list[ToolCall] = field(default_factory=list)
     window_from_seq: int | None = None
+    # What the call's context was built from: the next round extends it.
+    view: ContextView | None = None
 
     @property
     def joined(self) -> str:
@@ -578,7 +581,7 @@ class TurnEngine:
                     async for event in events:
                         yield event
             while True:
-                answer = ModelAnswer()
+                answer = ModelAnswer(view=answer.view)
                 offering = tools if rounds.may_call_tools else {}
                 async with aclosing(self._call_model(plan, tools, answer, final=not offering)) as events:
                     async for event in events:
@@ -633,12 +636,15 @@ class TurnEngine:
 
         `final` asks for an answer in text: the tools' schemas still go (the history holds
         their calls) but `tool_choice` is "none". A context the provider rejects as too
-        large is folded and built again, a bounded number of times.
+        large is folded and built again, a bounded number of times. `answer.view`, the
+        previous round's view, is extended with the rows stored since.
         """
         session, persona = plan.session, plan.persona
         schemas = schemas_of(tools)
         for attempt in range(self.settings.context.overflow_retries + 1):
-            context = await self.assembler.assemble(session, persona, tools=schemas)
+            answer.view, context = await self.assembler.assemble_view(
+                session, persona, tools=schemas, earlier=answer.view
+            )
             request = ChatRequest(
                 messages=context.messages,
                 model=self.model_for(persona),

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from bot.runtime import Runtime
+from bot.storage.messages import NewMessage
 from bot.tools.base import FunctionTool, ToolContext
 from bot.tools.registry import StaticTools
 from bot.turns.events import Delta, Reply, ToolStep, TurnEvent
@@ -18,6 +19,7 @@ from tests.support.runtime import inbound
 from tests.support.tool_rows import left_between_rounds
 
 DEADLINE = 60.0
+INTERJECTION = "meanwhile, a word from elsewhere"
 
 
 class Word(BaseModel):
@@ -352,3 +354,74 @@ async def test_a_turn_recovered_between_rounds_runs_only_the_calls_without_a_res
         '{"echo": "BETA"}',
     ]
     assert stores.deliveries.state_of(delivery.user_message_id) == "replied"
+
+
+async def test_each_round_extends_the_last_view_and_sends_what_a_fresh_read_would(
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """A round reads only the rows stored since its previous model call; its context must be
+    the one a fresh read of every stored row gives — also after a row someone else stored
+    mid-turn, and after the model snipped part of the history in the middle of the turn."""
+    ran: list[str] = []
+    runtime = runtimes(
+        tmp_path,
+        model_base_url=fake_openai.base_url,
+        model_context_window=3000,
+        model_reply_reserve_tokens=200,
+        memory_enabled="false",
+    )
+    session_ids: list[str] = []
+
+    async def echo_and_interject(context: ToolContext, arguments: Word) -> object:
+        ran.append(arguments.word)
+        session_ids.append(context.session.id)
+        if arguments.word == "interject":
+            # Another writer stores a row while the turn's tool runs.
+            await runtime.engine.db.run(
+                runtime.stores.messages.append,
+                context.session.id,
+                NewMessage(role="user", content=INTERJECTION, token_count=8, sender_name="Alice"),
+            )
+        return {"echo": arguments.word.upper()}
+
+    add_tools(runtime, FunctionTool("echo", "Say a word back.", Word, echo_and_interject, read_only=True))
+    earlier_views: list[int] = []
+    original = runtime.engine.assembler.assemble_view
+
+    async def checked(session, persona, view=None, *, tools=None, earlier=None):  # type: ignore[no-untyped-def]
+        built_view, context = await original(session, persona, view, tools=tools, earlier=earlier)
+        if earlier is not None:
+            earlier_views.append(len(built_view.rows))
+            fresh = (await original(session, persona, view, tools=tools))[1]
+            assert context.messages == fresh.messages
+            assert context.stats.total_tokens == fresh.stats.total_tokens
+        return built_view, context
+
+    runtime.engine.assembler.assemble_view = checked  # type: ignore[method-assign]
+    filler = "history " * 60
+    # More earlier turns than the window holds: a read that stops short would show.
+    fake_openai.script(*[f"Answer {n}." for n in range(12)])
+    for n in range(12):
+        _, earlier = await run(runtime, f"earlier question {n} {filler}")
+    rows = await runtime.engine.db.run(runtime.stores.messages.recent_rows, earlier.session_id, 100)
+    # Most of the window: a fresh read then goes further back, for what the snip hides, than
+    # the rows the turn read so far reach.
+    first = next(row.seq for row in rows if row.content.startswith("earlier question 5 "))
+    last = next(row.seq for row in rows if row.content == "Answer 10.")
+    fake_openai.script(
+        ToolCalls([("echo", {"word": "one"})]),
+        ToolCalls([("echo", {"word": "interject"})]),
+        ToolCalls([("snip", {"from_seq": first, "to_seq": last})]),
+        ToolCalls([("echo", {"word": "two"}), ("echo", {"word": "three"})]),
+        "Done.",
+    )
+
+    _, reply = await run(runtime, "the question")
+
+    assert reply.text == "Done." and ran == ["one", "interject", "two", "three"]
+    assert len(earlier_views) == 4
+    last_request = chat_bodies(fake_openai)[-1]["messages"]
+    assert any(m["content"] == INTERJECTION for m in last_request if m["role"] == "user")
+    snipped = await runtime.engine.db.run(runtime.engine.assembler.records.snips, session_ids[0])
+    assert [(snip.first_seq, snip.last_seq) for snip in snipped] == [(first, last)]
+    assert not any(m["content"] == "Answer 10." for m in last_request if m["role"] == "assistant")
