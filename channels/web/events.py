@@ -72,7 +72,8 @@ async def turn_events(
     Text is sent as it comes, but at most one `delta` event per COALESCE_SECONDS: a model
     streams a token at a time, and an event (JSON, an ASGI send and a socket write) per
     token was most of the server's work per turn. The first piece goes at once, and text
-    never waits longer than COALESCE_SECONDS, even when the model pauses.
+    never waits longer than COALESCE_SECONDS, even when the model pauses. Each send is
+    one chunk of all the events that are ready.
     """
     pieces = Pieces()
     turn = asyncio.create_task(run_turn(engine.stream(inbound, route), pieces, inbound.actor.user_id))
@@ -84,21 +85,28 @@ async def turn_events(
             pause = sent_at + COALESCE_SECONDS - time.monotonic()
             if pause > 0 and pieces.final is None and not pieces.failed:
                 await asyncio.sleep(pause)
+            # What arrived since the last send goes as one chunk: one ASGI send and one socket
+            # write however many events it holds (a tool round adds two).
+            chunk: list[bytes] = []
             for before, step in pieces.steps:
                 if before:
-                    yield encode_event("delta", {"text": before})
-                yield encode_event("tool", tool_payload(step))
+                    chunk.append(encode_event("delta", {"text": before}))
+                chunk.append(encode_event("tool", tool_payload(step)))
             pieces.steps.clear()
             text = pieces.take_text()
             if text:
-                yield encode_event("delta", {"text": text})
+                chunk.append(encode_event("delta", {"text": text}))
                 sent_at = time.monotonic()
             if pieces.failed:
-                yield encode_event("error", {"kind": "error", "text": SERVER_FAILURE, "status": "failed"})
-                return
-            if pieces.final is not None:
+                failure = {"kind": "error", "text": SERVER_FAILURE, "status": "failed"}
+                chunk.append(encode_event("error", failure))
+            elif pieces.final is not None:
                 name, data = await final_event(history, pieces.final)
-                yield encode_event(name, data | {"speech": speech_paths(pieces.final, engine.speaking)})
+                speech = speech_paths(pieces.final, engine.speaking)
+                chunk.append(encode_event(name, data | {"speech": speech}))
+            if chunk:
+                yield b"".join(chunk)
+            if pieces.failed or pieces.final is not None:
                 return
     finally:
         if not turn.done():
