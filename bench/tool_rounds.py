@@ -67,7 +67,8 @@ class RoundsModel:
         last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
         done = sum(1 for message in messages[last_user:] if message.get("role") == "tool")
         if request.tools and request.tool_choice != "none" and done < self.rounds:
-            yield ToolCall(f"call_{done}", "echo", '{"word": "release"}')
+            # A new word each round: three identical calls would end the turn's rounds early.
+            yield ToolCall(f"call_{done}", "echo", f'{{"word": "release {done}"}}')
             yield Finish("tool_calls")
             return
         yield TextDelta("We agreed to ship on the 12th, after the QA pass.")
