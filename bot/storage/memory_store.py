@@ -7,6 +7,7 @@ transaction: either both are stored or neither is.
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from collections import defaultdict
@@ -377,8 +378,8 @@ class MemoryStore:
             "candidates": candidates + (WINDOW_ALLOWANCE if window_session_id is not None else 0),
         }
         if self.database.dialect.name == "postgresql":
-            params["query"] = " | ".join(terms)
-            statement = _POSTGRES_SEARCH
+            params.update({f"term_{n}": term for n, term in enumerate(terms)})
+            statement = {source: postgres_search(source, len(terms)) for source in ("memory", "messages")}
         else:
             # The owner token narrows the match inside the index (see migration 0003).
             owner_match = f'owner:"{owner_token(owner.kind, owner.id)}"'
@@ -618,32 +619,60 @@ _SQLITE_SEARCH = {
     ),
 }
 # PostgreSQL's text-search configuration: English stemming, as SQLite's porter tokenizer
-# (migration 0011_search_stemming builds the GIN indexes over these expressions).
+# (the stored `search_vector` columns of migration 0015 are computed with it; queries too).
 POSTGRES_SEARCH_CONFIG = "english"
-# The expression the messages' index covers: the same index text SQLite's index holds.
-_POSTGRES_MESSAGE_TEXT = f"to_tsvector('{POSTGRES_SEARCH_CONFIG}', f.search_text)"
-_POSTGRES_ITEM_TEXT = f"to_tsvector('{POSTGRES_SEARCH_CONFIG}', m.search_text)"
-_POSTGRES_QUERY = f"to_tsquery('{POSTGRES_SEARCH_CONFIG}', :query)"
-_POSTGRES_SEARCH = {
-    source: f"SELECT * FROM ({query}) AS best_matches"
-    for source, query in {
-        "memory": (
-            f"SELECT {_ITEM_COLUMNS}, "
-            f"ts_rank({_POSTGRES_ITEM_TEXT}, {_POSTGRES_QUERY}) AS score "
-            f"FROM memory_items m WHERE {_POSTGRES_ITEM_TEXT} @@ {_POSTGRES_QUERY} "
-            "AND m.owner_kind = :owner_kind AND m.owner_id = :owner_id ORDER BY score DESC LIMIT :candidates"
-        ),
-        "messages": (
-            f"SELECT {_MESSAGE_COLUMNS}, "
-            f"ts_rank({_POSTGRES_MESSAGE_TEXT}, {_POSTGRES_QUERY}) AS score "
-            "FROM messages_fts f JOIN messages g ON g.id = f.message_id "
-            "JOIN sessions s ON s.id = g.session_id "
-            f"WHERE {_POSTGRES_MESSAGE_TEXT} @@ {_POSTGRES_QUERY} "
-            f"AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_IS_SAID} "
-            f"AND {_OUTSIDE_WINDOW} ORDER BY score DESC LIMIT :candidates"
-        ),
-    }.items()
+# The index text (the same SQLite's index holds) as a vector, stored with the row.
+_POSTGRES_MESSAGE_TEXT = "f.search_vector"
+_POSTGRES_ITEM_TEXT = "m.search_vector"
+_HIT_COLUMNS = "source, id, content, label, session_id, seq, last_seq, said_at, sender_name"
+# Per source on PostgreSQL: the hit's columns, its text as a vector, and the owner's rows.
+_POSTGRES_SOURCES = {
+    "memory": (
+        _ITEM_COLUMNS,
+        _POSTGRES_ITEM_TEXT,
+        "FROM memory_items m WHERE m.owner_kind = :owner_kind AND m.owner_id = :owner_id",
+    ),
+    "messages": (
+        _MESSAGE_COLUMNS,
+        _POSTGRES_MESSAGE_TEXT,
+        "FROM messages_fts f JOIN messages g ON g.id = f.message_id JOIN sessions s ON s.id = g.session_id "
+        f"WHERE s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_IS_SAID}",
+    ),
 }
+# The window's messages are left out after matching, as on SQLite.
+_OUTSIDE_WINDOW_MATCHED = "NOT (session_id = :window_session AND seq >= :window_from)"
+
+
+@functools.lru_cache(maxsize=32)
+def postgres_search(source: str, terms: int) -> str:
+    """The search of one source for `terms` query terms (`:term_0` …), ranked as bm25 ranks.
+
+    `ts_rank` alone weighs every matched word alike, so a common word ranks a row as high
+    as a rare one; SQLite's bm25 weighs each word by its inverse document frequency. Here
+    each term's `ts_rank` is weighted the same way, from how many of the owner's rows hold
+    it (counted over the rows that match the query) and how many rows the owner has.
+    """
+    columns, vector, owned = _POSTGRES_SOURCES[source]
+    queries = [f"to_tsquery('{POSTGRES_SEARCH_CONFIG}', :term_{n})" for n in range(terms)]
+    any_term = " || ".join(queries)
+    holding = ", ".join(
+        f"count(*) FILTER (WHERE vector @@ {query}) AS held_{n}" for n, query in enumerate(queries)
+    )
+    weighted = " + ".join(
+        f"ln(1 + (everyone.rows - held.held_{n} + 0.5) / (held.held_{n} + 0.5)) * ts_rank(vector, {query})"
+        for n, query in enumerate(queries)
+    )
+    window = f" WHERE {_OUTSIDE_WINDOW_MATCHED}" if source == "messages" else ""
+    return (
+        f"WITH matched AS MATERIALIZED "
+        f"(SELECT {columns}, {vector} AS vector {owned} AND {vector} @@ ({any_term})), "
+        f"held AS (SELECT {holding} FROM matched), "
+        f"everyone AS (SELECT count(*) AS rows {owned}) "
+        f"SELECT {_HIT_COLUMNS}, {weighted} AS score FROM matched CROSS JOIN held CROSS JOIN everyone"
+        f"{window} ORDER BY score DESC LIMIT :candidates"
+    )
+
+
 _ITEM_VECTORS = text(
     "SELECT id, embedding, session_id, source_seq, source_last_seq FROM memory_items "
     "WHERE owner_kind = :owner_kind AND owner_id = :owner_id AND embedding IS NOT NULL AND id > :after "

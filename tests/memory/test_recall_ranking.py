@@ -209,3 +209,17 @@ async def test_a_word_finds_its_other_forms_on_sqlite_and_postgresql(
     found = recall(runtime, "paintings of a lake")
     assert found and found[0].text.startswith("Melanie painted")
     assert recall(runtime, "kid")[0].text.startswith("Melanie painted")
+
+
+async def test_a_rare_word_outranks_a_common_one_said_often_on_sqlite_and_postgresql(
+    database: dict[str, str], runtimes: RuntimeFactory, tmp_path: Path
+) -> None:
+    # bm25 on SQLite weighs a word by how rare it is; PostgreSQL's ranking must too, or a
+    # message that repeats a word every other message holds outranks the one that matters.
+    runtime = runtimes(tmp_path, memory_idle_seconds=0, **database)
+    for n in range(12):
+        await record(runtime, f"Coffee again this morning, cup number {n}.", "Caroline")
+    await record(runtime, "Coffee, coffee, coffee: the whole weekend was coffee.", "Caroline")
+    await record(runtime, "I finally bought the saxophone I kept talking about.", "Melanie")
+    found = recall(runtime, "that coffee and saxophone thing")
+    assert found[0].text.startswith("I finally bought the saxophone")
