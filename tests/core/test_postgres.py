@@ -37,6 +37,8 @@ def test_migrations_build_the_model_schema_on_postgres(postgres_url):
     differences = [
         d for d in differences if not (d[0] in ("remove_index", "remove_table") and "fts" in d[1].name)
     ]
+    # The stored search vectors (migration 0015) are PostgreSQL's half of the full-text index.
+    differences = [d for d in differences if not (d[0] == "remove_column" and d[3].name == "search_vector")]
     # procrastinate's tables and indexes come from its own schema (the job queue), not from models.
     differences = [d for d in differences if "procrastinate" not in str(getattr(d[1], "name", ""))]
     assert differences == []
