@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine as DatabaseEngine
@@ -173,9 +174,9 @@ def build_runtime(
         personas=persona_registry,
         provider=provider,
     )
-    reminders = ReminderService(
-        stores.reminders, stores.messages, persona_registry, settings, ReminderLanes()
-    )
+    # The lanes running in this process: they show reminders, and take the jobs that need them.
+    lanes = ReminderLanes()
+    reminders = ReminderService(stores.reminders, stores.messages, persona_registry, settings, lanes)
     tools.add_source(StaticTools(builtin_tools(memory, context, reminders)))
     # After the built-ins: a server's `<server>__<tool>` name never shadows one of them.
     tools.add_source(mcp_servers)
@@ -188,7 +189,7 @@ def build_runtime(
     definitions = build_definitions(stores.sessions, stores.messages, context, memory, settings.memory)
     # A reminder's job: its key names the reminder, its seq the occurrence.
     definitions.add(FIRE_REMINDER, reminders.fire)
-    jobs = job_queue(stores, sink, settings, definitions, instance_id)
+    jobs = job_queue(stores, sink, settings, definitions, instance_id, lanes.names)
     reminders.wake = jobs.wake
     engine = TurnEngine(
         settings=settings,
@@ -245,15 +246,22 @@ def job_sink(database: DatabaseEngine) -> JobSink:
 
 
 def job_queue(
-    stores: Stores, sink: JobSink, settings: Settings, definitions: JobDefinitions, owner: str
+    stores: Stores,
+    sink: JobSink,
+    settings: Settings,
+    definitions: JobDefinitions,
+    owner: str,
+    running_lanes: Callable[[], Sequence[str]] = tuple,
 ) -> JobQueue:
     """What runs the jobs `sink` takes: a runner in this process over the SQLite table, or
-    procrastinate's worker."""
+    procrastinate's worker (which also takes the jobs of the `running_lanes`)."""
     if isinstance(sink, SqliteJobs):
         return LocalJobRunner(sink, definitions, settings.jobs, owner)
     from bot.jobs.postgres import ProcrastinateJobs
 
-    return ProcrastinateJobs(stores.messages, settings.database_url, definitions, settings.jobs)
+    return ProcrastinateJobs(
+        stores.messages, settings.database_url, definitions, settings.jobs, running_lanes
+    )
 
 
 def shared_locks(settings: Settings) -> SharedLocks:

@@ -132,6 +132,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     import asyncio
 
     from bot.runtime import build_runtime
+    from channels.terminal import LANE as TERMINAL_LANE
     from channels.terminal import chat_loop
 
     settings: Settings = args.settings
@@ -145,6 +146,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     async def run() -> None:
         runtime = build_runtime(args.settings)
         runtime.mcp_servers.start()
+        # Reminders set in this chat fall due in this process, which shows them.
+        await runtime.jobs.start(lanes=[TERMINAL_LANE])
         try:
             await chat_loop(runtime.engine, user=args.user, reminders=runtime.reminders.lanes)
         finally:

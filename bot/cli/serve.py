@@ -79,9 +79,10 @@ class Service:
         # Before the probe starts: this one full collection is start-up, not a stall.
         freeze_startup_objects()
         self.loop_lag.start()
-        if self.runtime.settings.jobs.worker:
-            # Jobs a process that died was running (SQLite) run again, and those waiting run now.
-            await self.runtime.jobs.start(self.liveness.is_dead)
+        # Jobs a process that died was running (SQLite) run again, and those waiting run now;
+        # jobs that need one of this process's lanes (reminders) run here even without
+        # `jobs.worker` (PostgreSQL).
+        await self.runtime.jobs.start(self.liveness.is_dead, lanes=[lane.name for lane in self.lanes])
         # MCP servers connect in the background: the lanes start meanwhile, not after them.
         self.runtime.mcp_servers.start()
         recovering: asyncio.Task[None] | None = None

@@ -26,7 +26,7 @@ async def work(settings: Settings) -> None:
         raise ConfigError(
             "`chorus worker` needs PostgreSQL (database_url); on SQLite `chorus serve` runs the jobs itself."
         )
-    from bot.jobs.postgres import ProcrastinateJobs
+    from bot.jobs.postgres import QUEUE, ProcrastinateJobs
     from bot.runtime import build_runtime
 
     runtime = build_runtime(settings)
@@ -36,7 +36,8 @@ async def work(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    worker = asyncio.create_task(queue.run_worker(), name="jobs")
+    # The shared queue only: a lane's own queue is for the processes that run the lane.
+    worker = asyncio.create_task(queue.run_worker([QUEUE]), name="jobs")
     stopping = asyncio.create_task(stop.wait())
     log.info("job worker started (concurrency %d)", settings.jobs.concurrency)
     try:

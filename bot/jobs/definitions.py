@@ -9,7 +9,7 @@ crash, or by a retry — does nothing the second time.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from bot.config import MemorySettings
@@ -38,8 +38,9 @@ class JobQueue(Protocol):
     def wake(self) -> None:
         """Jobs were just enqueued in this process: look now rather than at the next poll."""
 
-    async def start(self, is_dead: Callable[[str], bool] | None = None) -> None:
-        """Run jobs in this process from now on; `is_dead` tells which other runners are gone."""
+    async def start(self, is_dead: Callable[[str], bool] | None = None, lanes: Sequence[str] = ()) -> None:
+        """Run jobs in this process from now on (`jobs.worker`), and those that need one of its
+        `lanes`; `is_dead` tells which other runners are gone."""
 
     async def drain(self) -> None:
         """Wait until no job is due or running (tests, benchmarks)."""

@@ -12,7 +12,10 @@ of the session — which defers the real job, locked, when it fires. One timer
 per job and session waits at a time (a queueing lock): a timer that finds a
 newer message when it fires waits again, `delay` after that message.
 
-Workers run in `chorus serve` (`jobs.worker`) or in `chorus worker` processes.
+Workers run in `chorus serve` (`jobs.worker`) or in `chorus worker` processes. A job
+that needs a lane (a reminder, which its lane shows) goes to that lane's own queue, which
+only processes running the lane take: every `chorus serve` takes the queues of the lanes it
+runs (even with `jobs.worker: false`), `chorus worker` runs no lane and takes none of them.
 A worker killed mid-job leaves its job `doing`; every worker retries the jobs of
 workers whose heartbeat stopped more than `jobs.stalled_seconds` ago, so the job
 runs again.
@@ -53,6 +56,15 @@ def task_name(job: str) -> str:
     return f"chorus.{job}"
 
 
+def lane_queue(lane: str) -> str:
+    """The queue of the jobs only a process running `lane` may run."""
+    return f"{QUEUE}.lane.{lane}"
+
+
+def queue_for(lane: str | None) -> str:
+    return lane_queue(lane) if lane is not None else QUEUE
+
+
 class ProcrastinateSink:
     """The job sink of the message store on PostgreSQL: defers on the caller's transaction.
 
@@ -67,19 +79,24 @@ class ProcrastinateSink:
     def enqueue(self, connection: Connection, requests: Sequence[JobRequest]) -> None:
         driver = connection.connection.driver_connection
         for request in requests:
+            queue = QUEUE
             if request.is_timer:
+                # Any worker may fire a timer; the job it defers goes to the lane's queue.
                 task = TIMER_TASK
                 options: dict[str, Any] = {"schedule_at": request.run_after}
                 arguments: dict[str, Any] = {"job": request.name, "delay": request.delay_seconds}
+                if request.lane is not None:
+                    arguments["lane"] = request.lane
                 waiting = queueing_lock(TIMER_TASK, request.name, request.session_id)
             else:
                 task, options, arguments = task_name(request.name), {"lock": request.session_id}, {}
+                queue = queue_for(request.lane)
                 waiting = queueing_lock(request.name, request.session_id)
             try:
                 # A refused defer (the job already waits) must not abort the reply's transaction.
                 with connection.begin_nested():
                     self._deferrer.configure_task(
-                        task, queue=QUEUE, queueing_lock=waiting, connection=driver, **options
+                        task, queue=queue, queueing_lock=waiting, connection=driver, **options
                     ).defer(session_id=request.session_id, seq=request.seq, **arguments)
             except AlreadyEnqueued:
                 pass
@@ -89,7 +106,12 @@ class ProcrastinateJobs:
     """The `JobQueue` of the process on procrastinate: its worker runs the jobs any process deferred."""
 
     def __init__(
-        self, messages: MessageStore, database_url: str, definitions: JobDefinitions, settings: JobSettings
+        self,
+        messages: MessageStore,
+        database_url: str,
+        definitions: JobDefinitions,
+        settings: JobSettings,
+        running_lanes: Callable[[], Sequence[str]] = tuple,
     ) -> None:
         self.messages = messages
         database = self.database = messages.database
@@ -107,6 +129,10 @@ class ProcrastinateJobs:
             self.app.task(name=task_name(name), queue=QUEUE, retry=retry)(self._task(name))
         self.app.task(name=TIMER_TASK, queue=QUEUE, retry=retry)(self._fire_timer)
         self._worker: asyncio.Task[None] | None = None
+        # The lanes this process runs (those registered when its worker starts, and those
+        # `start` names before they are): its worker also takes their queues.
+        self.running_lanes = running_lanes
+        self.lanes: tuple[str, ...] = ()
         self._closed = False
         # The state of the running worker, for `stop_worker`.
         self._stop_requested = False
@@ -115,16 +141,22 @@ class ProcrastinateJobs:
 
     # --- JobQueue ------------------------------------------------------------------
 
+    def queues(self) -> list[str]:
+        """The queues this process's worker takes: the shared one (`jobs.worker`), its lanes' own."""
+        lanes = dict.fromkeys((*self.lanes, *self.running_lanes()))
+        return ([QUEUE] if self.settings.worker else []) + [lane_queue(lane) for lane in lanes]
+
     def wake(self) -> None:
         # Workers hear of new jobs from PostgreSQL (LISTEN/NOTIFY at commit); this
         # only makes sure this process runs one when it should.
-        if self.settings.worker and not self._closed and self._worker is None:
+        if self.queues() and not self._closed and self._worker is None:
             self._start_worker()
 
-    async def start(self, is_dead: Callable[[str], bool] | None = None) -> None:
+    async def start(self, is_dead: Callable[[str], bool] | None = None, lanes: Sequence[str] = ()) -> None:
         # Dead workers are found by procrastinate's heartbeats, not by `is_dead`.
         self._closed = False
-        if self._worker is None:
+        self.lanes = tuple(lanes)
+        if self._worker is None and self.queues():
             self._start_worker()
 
     def _start_worker(self) -> None:
@@ -133,14 +165,15 @@ class ProcrastinateJobs:
         self._worker.add_done_callback(_report_end)
 
     async def drain(self) -> None:
-        if self._worker is None and not self.settings.worker:
+        queues = self.queues()
+        if self._worker is None and not queues:
             return
         self.wake()
-        while await self.db.run(procrastinate_jobs_count, self.database, QUEUE, due_by=utcnow()) > 0:
+        while await self.db.run(procrastinate_jobs_count, self.database, queues, due_by=utcnow()) > 0:
             await asyncio.sleep(DRAIN_POLL_SECONDS)
 
     def pending(self) -> int:
-        return procrastinate_jobs_count(self.database, QUEUE, due_by=utcnow())
+        return procrastinate_jobs_count(self.database, self.queues() or [QUEUE], due_by=utcnow())
 
     async def aclose(self) -> None:
         self._closed = True
@@ -168,12 +201,17 @@ class ProcrastinateJobs:
         if self._running is not None:
             self._running.stop()  # type: ignore[no-untyped-call]
 
-    async def run_worker(self) -> None:
-        """Run jobs until `stop_worker()`: `chorus worker`, or the worker inside `chorus serve`."""
+    async def run_worker(self, queues: Sequence[str] | None = None) -> None:
+        """Run jobs of `queues` (default: `queues()`) until `stop_worker()`: `chorus worker`,
+        or the worker inside `chorus serve`."""
+        queues = list(queues if queues is not None else self.queues())
+        if not queues:
+            # procrastinate reads no queues as every queue.
+            raise ValueError("a worker needs at least one queue")
         stalled = self.settings.stalled_seconds
         worker = Worker(
             app=self.app,
-            queues=[QUEUE],
+            queues=queues,
             concurrency=self.settings.concurrency,
             wait=True,
             install_signal_handlers=False,
@@ -195,7 +233,7 @@ class ProcrastinateJobs:
             if self._stop_requested:
                 return
             stopped = asyncio.Event()
-            retrying = asyncio.create_task(self._retry_stalled_jobs(stopped), name="jobs-stalled")
+            retrying = asyncio.create_task(self._retry_stalled_jobs(queues, stopped), name="jobs-stalled")
             try:
                 # No await between the check above and `run()` clearing procrastinate's
                 # stop flag, so a stop request always reaches the worker.
@@ -211,16 +249,17 @@ class ProcrastinateJobs:
             # the event loop's end (psycopg_pool catches CancelledError in them).
             await self.app.close_async()
 
-    async def _retry_stalled_jobs(self, stopped: asyncio.Event) -> None:
-        """Jobs left `doing` by a worker that died run again (on start, then periodically)."""
+    async def _retry_stalled_jobs(self, queues: Sequence[str], stopped: asyncio.Event) -> None:
+        """Jobs of `queues` left `doing` by a worker that died run again (on start, then periodically)."""
         stalled = self.settings.stalled_seconds
         while not stopped.is_set():
             try:
-                for job in await self.app.job_manager.get_stalled_jobs(
-                    queue=QUEUE, seconds_since_heartbeat=stalled
-                ):
-                    log.warning("job %s (%s) of a dead worker runs again", job.id, job.task_name)
-                    await self.app.job_manager.retry_job(job)
+                for queue in queues:
+                    for job in await self.app.job_manager.get_stalled_jobs(
+                        queue=queue, seconds_since_heartbeat=stalled
+                    ):
+                        log.warning("job %s (%s) of a dead worker runs again", job.id, job.task_name)
+                        await self.app.job_manager.retry_job(job)
             except Exception:
                 log.exception("looking for stalled jobs failed")
             with suppress(TimeoutError):
@@ -236,11 +275,15 @@ class ProcrastinateJobs:
         run.__name__ = name.replace(".", "_")
         return run
 
-    async def _fire_timer(self, job: str, session_id: str, seq: int, delay: float) -> None:
-        """A timer fell due: defer its job, under the session's lock like every other.
+    async def _fire_timer(
+        self, job: str, session_id: str, seq: int, delay: float, lane: str | None = None
+    ) -> None:
+        """A timer fell due: defer its job, under the session's lock like every other, on the
+        queue of its lane when it needs one.
 
         If the session had a newer message meanwhile, the timer waits again instead.
         """
+        lane_argument = {"lane": lane} if lane is not None else {}
         newest = await self.db.run(self.messages.latest_conversation_message, session_id)
         if newest is not None and newest[0] > seq:
             newest_seq, said_at = newest
@@ -250,12 +293,12 @@ class ProcrastinateJobs:
                     queue=QUEUE,
                     queueing_lock=queueing_lock(TIMER_TASK, job, session_id),
                     schedule_at=said_at + timedelta(seconds=delay),
-                ).defer_async(job=job, session_id=session_id, seq=newest_seq, delay=delay)
+                ).defer_async(job=job, session_id=session_id, seq=newest_seq, delay=delay, **lane_argument)
             return
         with suppress(AlreadyEnqueued):
             await self.app.configure_task(
                 task_name(job),
-                queue=QUEUE,
+                queue=queue_for(lane),
                 lock=session_id,
                 queueing_lock=queueing_lock(job, session_id),
             ).defer_async(session_id=session_id, seq=seq)

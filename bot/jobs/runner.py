@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from datetime import datetime, timedelta
 
@@ -60,7 +60,10 @@ class LocalJobRunner:
             self._loop_task = asyncio.create_task(self._run(), name="jobs")
         self._wake.set()
 
-    async def start(self, is_dead: Callable[[str], bool] | None = None) -> None:
+    async def start(self, is_dead: Callable[[str], bool] | None = None, lanes: Sequence[str] = ()) -> None:
+        # One process runs every job of a SQLite database, its lanes' included.
+        if not self.settings.worker:
+            return
         if is_dead is not None:
             for job_id, owner in await self.db.run(self.table.claimed_by_others, self.owner):
                 if is_dead(owner):

@@ -59,3 +59,6 @@ class ReminderLanes:
 
     def get(self, lane: str) -> ReminderLane | None:
         return self._lanes.get(lane)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._lanes)

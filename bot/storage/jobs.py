@@ -49,6 +49,9 @@ class JobRequest:
     run_after: datetime
     # A timer's wait after the session's newest message (0: not a timer).
     delay_seconds: float = 0.0
+    # The lane the job needs running beside it (a reminder's delivery), or None: with several
+    # processes, only one running that lane runs the job.
+    lane: str | None = None
 
     @property
     def is_timer(self) -> bool:
@@ -180,11 +183,13 @@ class SqliteJobs:
         return found.replace(tzinfo=UTC) if found is not None and found.tzinfo is None else found
 
 
-def procrastinate_jobs_count(database: DatabaseEngine, queue: str, due_by: datetime | None = None) -> int:
-    """procrastinate's jobs in `queue` waiting or running (only those due by `due_by`, when given)."""
+def procrastinate_jobs_count(
+    database: DatabaseEngine, queues: Sequence[str], due_by: datetime | None = None
+) -> int:
+    """procrastinate's jobs in `queues` waiting or running (only those due by `due_by`, when given)."""
     query = text(
-        "SELECT count(*) FROM procrastinate_jobs WHERE queue_name = :queue AND status IN ('todo', 'doing')"
+        "SELECT count(*) FROM procrastinate_jobs WHERE queue_name IN :queues AND status IN ('todo', 'doing')"
         + (" AND (scheduled_at IS NULL OR scheduled_at <= :due_by)" if due_by is not None else "")
-    )
+    ).bindparams(bindparam("queues", expanding=True))
     with database.connect() as connection:
-        return int(connection.execute(query, {"queue": queue, "due_by": due_by}).scalar_one())
+        return int(connection.execute(query, {"queues": list(queues), "due_by": due_by}).scalar_one())

@@ -63,13 +63,16 @@ class ReminderStore:
         self.database = database
         self.jobs = jobs
 
-    def _enqueue(self, connection: Connection, reminder_id: int, occurrence: int, due_at: datetime) -> None:
+    def _enqueue(
+        self, connection: Connection, reminder_id: int, occurrence: int, due_at: datetime, lane: str
+    ) -> None:
         if self.jobs is None:
             raise ValueError("this store has no job queue to fire reminders through")
-        # A timer of the job system: it runs at `due_at` (at once, if that passed while down).
+        # A timer of the job system: it runs at `due_at` (at once, if that passed while down),
+        # in a process that runs the reminder's lane, which shows it.
         delay = max((due_at - utcnow()).total_seconds(), 0.001)
         self.jobs.enqueue(
-            connection, [JobRequest(FIRE_REMINDER, job_key(reminder_id), occurrence, due_at, delay)]
+            connection, [JobRequest(FIRE_REMINDER, job_key(reminder_id), occurrence, due_at, delay, lane)]
         )
 
     def add(self, reminder: NewReminder, max_active: int) -> Reminder | None:
@@ -106,7 +109,7 @@ class ReminderStore:
             reminder_id = connection.execute(
                 REMINDERS.insert().values(**values).returning(REMINDERS.c.id)
             ).scalar_one()
-            self._enqueue(connection, reminder_id, 0, reminder.due_at)
+            self._enqueue(connection, reminder_id, 0, reminder.due_at, reminder.lane)
         return self.get(reminder_id)
 
     def get(self, reminder_id: int) -> Reminder | None:
@@ -202,7 +205,7 @@ class ReminderStore:
                 .values(**values)
             )
             if next_due is not None:
-                self._enqueue(connection, reminder.id, reminder.occurrence + 1, next_due)
+                self._enqueue(connection, reminder.id, reminder.occurrence + 1, next_due, reminder.lane)
 
     # --- time zones ------------------------------------------------------------------
 

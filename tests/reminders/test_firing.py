@@ -187,3 +187,21 @@ async def test_on_postgresql_procrastinate_fires_each_reminder_once_across_two_p
     texts = sorted(d.text for lane in lanes for d in lane.delivered)
     assert texts == ["⏰ one", "⏰ two"]
     assert [row[1] for row in reminder_rows(first)] == ["⏰ one", "⏰ two"]
+
+
+@needs_postgres
+async def test_on_postgresql_a_reminder_is_shown_by_a_process_running_its_lane_not_by_a_worker(
+    runtimes: RuntimeFactory, tmp_path: Path, postgres_url: str
+) -> None:
+    """`chorus worker` runs no lane: the reminder's job waits for a process that runs it, even
+    one that runs no other job (`jobs.worker: false`)."""
+    worker = runtimes(tmp_path / "worker", database_url=postgres_url)
+    serve = runtimes(tmp_path / "serve", database_url=postgres_url, jobs_worker="false")
+    lane = CountingLane()
+    serve.reminders.lanes.register("telegram", lane)
+    await worker.jobs.start()
+    await serve.jobs.start(lanes=["telegram"])
+    await serve.engine.respond(inbound("/remind 1s stretch", lane="telegram", chat_id="c1"))
+    await until(lambda: reminder_state(serve)[0][0] not in ("scheduled", "delivering"), "the reminder's end")
+    assert reminder_state(serve) == [("delivered", 0, False, None)]
+    assert [delivery.text for delivery in lane.delivered] == ["⏰ stretch"]
