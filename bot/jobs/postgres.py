@@ -173,7 +173,9 @@ class ProcrastinateJobs:
             await asyncio.sleep(DRAIN_POLL_SECONDS)
 
     def pending(self) -> int:
-        return procrastinate_jobs_count(self.database, self.queues() or [QUEUE], due_by=utcnow())
+        # The shared queue's backlog counts whether or not this process works on it.
+        queues = dict.fromkeys((QUEUE, *self.queues()))
+        return procrastinate_jobs_count(self.database, list(queues), due_by=utcnow())
 
     async def aclose(self) -> None:
         self._closed = True
