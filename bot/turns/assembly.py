@@ -115,12 +115,13 @@ class ContextAssembler:
         if tools is None:
             tools = schemas_of(self.offered_tools(session, persona))
         # Reads, recall, image data and the build itself are blocking work: one call on a
-        # database thread. Only when recall needs the query's embedding (CPU work, on the
-        # embedding thread) does the build wait for it, as a second call.
+        # database thread. When recall needs the query's embedding (CPU work, on the
+        # embedding thread), the build is a second call that starts meanwhile: its dense
+        # search waits for the vector, its full-text search does not.
         built = await self.db.run(self._assemble_unless_embedding, session, persona, view, tools, earlier)
         if isinstance(built, QueryToEmbed):
             if self.memory is not None:
-                await self.memory.embed_query(built.query)
+                self.memory.embed_query_ahead(built.query)
             return built.view, await self.db.run(self.assemble_now, session, persona, built.view, tools)
         return built
 

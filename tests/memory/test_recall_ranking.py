@@ -93,6 +93,9 @@ async def test_a_ranked_row_that_is_gone_when_read_gives_its_place_to_the_next(r
     class Dense:
         """Ranks first a row removed after its vector was read, then a stored message."""
 
+        def start_search(self, *_: object) -> None:
+            """Its ranking needs no query vector."""
+
         def search(self, *_: object, **__: object) -> tuple[list[RecallHit], list[RecallHit]]:
             gone = RecallHit("message", 999, "", "", stored.session_id, 7, 7, None, None, 0.9)
             return [], [gone, stored]
