@@ -99,7 +99,7 @@ class Variant:
     # Search time, the query's own embedding included (dense: every search embeds afresh).
     latencies_ms: list[float] = field(default_factory=list)
     # The query's own embedding alone (dense only), part of `latencies_ms`: it runs on the
-    # embedding thread while the full-text search runs.
+    # query thread while the full-text search runs.
     embed_ms: list[float] = field(default_factory=list)
     # Wall time of a whole `chorus recall` process (start-up included).
     command_seconds: list[float] = field(default_factory=list)

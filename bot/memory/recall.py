@@ -237,7 +237,7 @@ class Recall:
             return []
         candidates = max(limit * CANDIDATES_PER_HIT, MIN_CANDIDATES)
         if self.dense is not None:
-            # The query is embedded on the embedding thread while the full-text search runs.
+            # The query is embedded on a thread of its own while the full-text search runs.
             self.dense.start_search(owner, query, window_session_id, window_from_seq)
         lexical = self.store.full_text(
             owner,

@@ -168,8 +168,8 @@ class MemoryService:
         return query
 
     def embed_query_ahead(self, query: str) -> None:
-        """Start embedding a query from `query_to_embed` on the embedding thread (CPU work,
-        off the loop), while the turn's build reads and searches full text on a database
+        """Start embedding a query from `query_to_embed` on its own thread (CPU work, off
+        the loop), while the turn's build reads and searches full text on a database
         thread; its dense search waits for the vector.
 
         The query is embedded as its message is (with its speaker), so the offload that

@@ -115,9 +115,9 @@ class ContextAssembler:
         if tools is None:
             tools = schemas_of(self.offered_tools(session, persona))
         # Reads, recall, image data and the build itself are blocking work: one call on a
-        # database thread. When recall needs the query's embedding (CPU work, on the
-        # embedding thread), the build is a second call that starts meanwhile: its dense
-        # search waits for the vector, its full-text search does not.
+        # database thread. When recall needs the query's embedding (CPU work, on a thread
+        # of its own), the build is a second call that starts meanwhile: its dense search
+        # waits for the vector, its full-text search does not.
         built = await self.db.run(self._assemble_unless_embedding, session, persona, view, tools, earlier)
         if isinstance(built, QueryToEmbed):
             if self.memory is not None:

@@ -5,6 +5,7 @@ Skipped where the extra is not installed; everything else works full-text only.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bot.memory.dense import Embedder, RememberingEmbedder, load_embedder
+from bot.memory.dense import Embedder, RememberingEmbedder, load_embedder, off_loop
 from bot.runtime import Runtime
 from bot.storage.memory_store import MemoryStore, Owner
 from tests.support.peers import needs_dense_model
@@ -345,3 +346,21 @@ async def test_a_turn_embeds_its_query_while_its_full_text_search_runs(
     assert reply.kind == "assistant"
     # Each waited for the other: one ran while the other was under way.
     assert overlapped == {"embedding saw the search": True, "search saw the embedding": True}
+
+
+async def test_a_turns_query_never_waits_behind_the_offloads_embeddings(
+    tmp_path: Path, runtimes: RuntimeFactory
+) -> None:
+    runtime = runtimes(tmp_path, memory_idle_seconds=0, memory_dense=True, memory_turns_threshold=1)
+    await runtime.engine.respond(inbound("I signed up for taekwondo classes, the kicks are brutal."))
+    await runtime.engine.drain()
+    # The offloads' embedding thread is taken (a long batch) until the turn is answered.
+    release = threading.Event()
+    batch = asyncio.ensure_future(off_loop(release.wait, 120))
+    try:
+        question = inbound("Which martial art did I take up?")
+        reply = await asyncio.wait_for(runtime.engine.respond(question), 60)
+        assert reply.kind == "assistant"
+    finally:
+        release.set()
+        await batch
