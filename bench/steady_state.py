@@ -512,6 +512,7 @@ def start_profile() -> Any:
 def stop_profile(yappi: Any, path: str) -> None:
     yappi.stop()
     stats = yappi.get_func_stats()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     stats.save(path, type="pstat")
     with open(path + ".txt", "w") as out:
         stats.sort("ttot").print_all(
