@@ -5,7 +5,7 @@ and turns it back into float32 inside the graph (`Cast`, then `Mul`) before a fl
 `MatMul`: onnxruntime folds those into 42 MB of float weights, which a query streams
 through once per layer. Each such `MatMul` becomes onnxruntime's `DynamicQuantizeMatMul`,
 which quantises its input per call and multiplies the int8 weights as stored (10 MB,
-small enough to stay in the CPU's cache): about four times faster on one core, within a
+small enough to stay in the CPU's cache): two and a half to five times faster on one core, within a
 cosine of 0.99 of the float model.
 
 An ONNX file is one protobuf message (`ModelProto`). The `onnx` package would edit it,
