@@ -34,7 +34,7 @@ Array = np.ndarray[Any, Any]
 def _session(model: bytes) -> onnxruntime.InferenceSession:
     options = onnxruntime.SessionOptions()
     # One thread: the matrices are small, and on a busy machine threads that wait for
-    # each other cost more than they save. Embedding already has a thread of its own.
+    # each other cost more than they save. Embedding already runs on threads of its own.
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
