@@ -311,12 +311,18 @@ async def test_searches_read_no_vector_counts_until_the_vectors_change_and_then_
     assert dense.matrices(owner)["message"].count == 4
 
 
-async def test_a_turn_embeds_its_query_while_its_full_text_search_runs(
-    tmp_path: Path, runtimes: RuntimeFactory
-) -> None:
+async def with_an_embedded_turn(tmp_path: Path, runtimes: RuntimeFactory) -> Runtime:
+    """A runtime whose conversation has one turn, offloaded and embedded: a dense search has rows."""
     runtime = runtimes(tmp_path, memory_idle_seconds=0, memory_dense=True, memory_turns_threshold=1)
     await runtime.engine.respond(inbound("I signed up for taekwondo classes, the kicks are brutal."))
     await runtime.engine.drain()
+    return runtime
+
+
+async def test_a_turn_embeds_its_query_while_its_full_text_search_runs(
+    tmp_path: Path, runtimes: RuntimeFactory
+) -> None:
+    runtime = await with_an_embedded_turn(tmp_path, runtimes)
     assert runtime.memory is not None and runtime.memory.recall.dense is not None
     question = "Which martial art did I take up?"
     embedding, searching = threading.Event(), threading.Event()
@@ -351,9 +357,7 @@ async def test_a_turn_embeds_its_query_while_its_full_text_search_runs(
 async def test_a_turns_query_never_waits_behind_the_offloads_embeddings(
     tmp_path: Path, runtimes: RuntimeFactory
 ) -> None:
-    runtime = runtimes(tmp_path, memory_idle_seconds=0, memory_dense=True, memory_turns_threshold=1)
-    await runtime.engine.respond(inbound("I signed up for taekwondo classes, the kicks are brutal."))
-    await runtime.engine.drain()
+    runtime = await with_an_embedded_turn(tmp_path, runtimes)
     # The offloads' embedding thread is taken (a long batch) until the turn is answered.
     release = threading.Event()
     batch = asyncio.ensure_future(off_loop(release.wait, 120))
