@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 # A word longer than this is one unknown token, as in BERT.
 MAX_WORD_CHARS = 100
 CONTINUATION = "##"
+# Classified characters kept: far more than a conversation uses, and bounded, since a
+# stranger's text may hold any of Unicode's million code points.
+CHARACTER_CACHE = 8192
 # BERT's "CJK Unified Ideographs" blocks: each such character is a word of its own.
 _CJK_RANGES = (
     (0x4E00, 0x9FFF),
@@ -53,7 +56,7 @@ def _is_cjk(char: str) -> bool:
     return any(low <= code <= high for low, high in _CJK_RANGES)
 
 
-@cache
+@lru_cache(maxsize=CHARACTER_CACHE)
 def _cleaned(char: str) -> str:
     """What cleaning makes of one character: nothing, a space, or itself (CJK: spaced)."""
     if char == "\x00" or char == "\ufffd" or _is_control(char):
@@ -65,7 +68,7 @@ def _cleaned(char: str) -> str:
 
 # Characters are classified once each: a text has few distinct ones, and looking a
 # character up costs far less than asking `unicodedata` again.
-_is_split_point = cache(_is_punctuation)
+_is_split_point = lru_cache(maxsize=CHARACTER_CACHE)(_is_punctuation)
 
 
 def words(text: str) -> list[str]:
