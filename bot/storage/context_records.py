@@ -7,6 +7,9 @@ None back and nothing is stored twice.
 
 from __future__ import annotations
 
+import itertools
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -56,6 +59,8 @@ class ContextView:
     snips: list[Snip]
     rows: list[TranscriptRow]  # stored rows after the summary, oldest first
     projected: list[TranscriptRow]  # `rows` as the model sees them
+    # This process's tick of the session's records when they were read (see `RecordChanges`).
+    changes: int = 0
 
     @property
     def summary_last_seq(self) -> int:
@@ -66,9 +71,40 @@ class ContextView:
         return self.summary.text if self.summary is not None else None
 
 
+class RecordChanges:
+    """When this process last changed each session's summaries, collapses or snips.
+
+    A tool round extends the view of the turn's previous model call only while this
+    says nothing changed since. Writes of other processes are not seen here, and need
+    not be: one landing during the turn reads the same as one landing just after it.
+    Bounded to `MAX_SESSIONS`: a forgotten session reads as changed at the newest
+    forgotten tick, so a view read before a change never looks current after it.
+    """
+
+    MAX_SESSIONS = 10_000
+
+    def __init__(self) -> None:
+        self._ticks = itertools.count(1)
+        self._latest: OrderedDict[str, int] = OrderedDict()
+        self._forgotten = 0
+        self._lock = threading.Lock()
+
+    def of(self, session_id: str) -> int:
+        with self._lock:
+            return self._latest.get(session_id, self._forgotten)
+
+    def changed(self, session_id: str) -> None:
+        with self._lock:
+            self._latest[session_id] = next(self._ticks)
+            self._latest.move_to_end(session_id)
+            if len(self._latest) > self.MAX_SESSIONS:
+                _, self._forgotten = self._latest.popitem(last=False)
+
+
 class ContextRecords:
     def __init__(self, database: DatabaseEngine) -> None:
         self.database = database
+        self.changes = RecordChanges()
 
     def _session(self) -> Session:
         return open_session(self.database)
@@ -131,16 +167,36 @@ class ContextRecords:
         session_id: str,
         window_entries: int,
         earlier: ContextView | None = None,
+        appended: Sequence[TranscriptRow | None] = (),
     ) -> ContextView:
         """The context state, with just enough stored rows for `window_entries` projected entries.
 
         Built on every model call: two small indexed queries for the records, then the
         rows after the summary — each collapsed range shows as one entry and a snipped
-        message as none, so those ranges add to what is loaded. Given the `earlier` view
-        of the same turn (its previous tool round), and no summary, collapse or snip
-        changed since, only the rows stored after it are read: the window keeps the
-        newest units, so the extra older rows give the model the same messages.
+        message as none, so those ranges add to what is loaded.
+
+        A tool round passes the `earlier` view of the same turn's previous model call and
+        the rows it `appended` since (as `MessageStore.append` returned them). While this
+        process changed no summary, collapse or snip of the session, the view is extended
+        instead of read again: with the appended rows when their seqs follow the view's
+        last row without a gap (no one else stored a row between), else with the rows
+        stored after it. The window keeps the newest units, so the extra older rows give
+        the model the same messages.
         """
+        changes = self.changes.of(session_id)
+        if earlier is not None and earlier.rows and earlier.changes == changes:
+            following = _following(earlier.rows[-1].seq, appended)
+            if following is None:
+                following = messages.rows_after(session_id, earlier.rows[-1].seq)
+            rows = [*earlier.rows, *following]
+            return ContextView(
+                summary=earlier.summary,
+                collapses=earlier.collapses,
+                snips=earlier.snips,
+                rows=rows,
+                projected=project_view(rows, collapses=earlier.collapses, snips=earlier.snips),
+                changes=changes,
+            )
         with self.database.connect() as connection:
             records = connection.execute(VIEW_RECORDS, {"session_id": session_id}).all()
             snips = [
@@ -155,19 +211,17 @@ class ContextRecords:
             for record in records
             if record.kind == COLLAPSE and record.first_seq > after
         ]
-        if earlier is not None and earlier.rows and _same_records(earlier, summary, collapses, snips):
-            rows = [*earlier.rows, *messages.rows_after(session_id, earlier.rows[-1].seq)]
-        else:
-            hidden = sum(c.last_seq - c.first_seq for c in collapses) + sum(
-                snip.last_seq - max(snip.first_seq, after + 1) + 1 for snip in snips if snip.last_seq > after
-            )
-            rows = messages.recent_rows(session_id, window_entries + hidden, after_seq=after)
+        hidden = sum(c.last_seq - c.first_seq for c in collapses) + sum(
+            snip.last_seq - max(snip.first_seq, after + 1) + 1 for snip in snips if snip.last_seq > after
+        )
+        rows = messages.recent_rows(session_id, window_entries + hidden, after_seq=after)
         return ContextView(
             summary=summary,
             collapses=collapses,
             snips=snips,
             rows=rows,
             projected=project_view(rows, collapses=collapses, snips=snips),
+            changes=changes,
         )
 
     # --- writing --------------------------------------------------------------
@@ -193,7 +247,10 @@ class ContextRecords:
                     ContextRecord.last_seq >= first_seq,
                 )
             ).first()
-            return None if newer is not None else _insert(db, record)
+            stored = None if newer is not None else _insert(db, record)
+        if stored is not None:
+            self.changes.changed(session_id)
+        return stored
 
     def add_collapse(self, session_id: str, first_seq: int, last_seq: int, text: str) -> ContextRecord | None:
         """Store a collapse unless its range overlaps a stored one (then None)."""
@@ -214,14 +271,18 @@ class ContextRecords:
                     ContextRecord.last_seq >= first_seq,
                 )
             ).first()
-            return None if overlapping is not None else _insert(db, record)
+            stored = None if overlapping is not None else _insert(db, record)
+        if stored is not None:
+            self.changes.changed(session_id)
+        return stored
 
     def add_snip(self, session_id: str, first_seq: int, last_seq: int) -> ContextSnip:
         snip = ContextSnip(session_id=session_id, first_seq=first_seq, last_seq=last_seq)
         with self._session() as db:
             db.add(snip)
             db.commit()
-            return snip
+        self.changes.changed(session_id)
+        return snip
 
     def undo_snips(
         self, session_id: str, *, every: bool = False, overlapping: tuple[int, int] | None = None
@@ -244,7 +305,9 @@ class ContextRecords:
                     .values(undone_at=utcnow())
                 )
                 db.commit()
-            return undone
+        if undone:
+            self.changes.changed(session_id)
+        return undone
 
 
 def _insert(db: Session, record: ContextRecord) -> ContextRecord | None:
@@ -258,11 +321,10 @@ def _insert(db: Session, record: ContextRecord) -> ContextRecord | None:
     return record
 
 
-def _same_records(
-    view: ContextView, summary: ContextRecord | None, collapses: Sequence[Collapse], snips: Sequence[Snip]
-) -> bool:
-    """Whether `view` was read under the same summary, collapses and snips."""
-    same_summary = (view.summary is None and summary is None) or (
-        view.summary is not None and summary is not None and view.summary.id == summary.id
-    )
-    return same_summary and view.collapses == list(collapses) and view.snips == list(snips)
+def _following(last_seq: int, appended: Sequence[TranscriptRow | None]) -> list[TranscriptRow] | None:
+    """The appended rows when they are exactly the rows stored after `last_seq`; else None."""
+    rows = sorted((row for row in appended if row is not None), key=lambda row: row.seq)
+    if len(rows) != len(appended):
+        return None
+    expected = range(last_seq + 1, last_seq + 1 + len(rows))
+    return rows if all(row.seq == seq for row, seq in zip(rows, expected, strict=True)) else None

@@ -218,6 +218,9 @@ class StoredMessage:
     persona_id: str | None
     status: Status
     kind: MessageKind
+    # The row exactly as `rows_after` would read it back; None for a row with attachments
+    # (their stored form is only known once read).
+    row: TranscriptRow | None = None
 
 
 class DuplicateMessage(Exception):
@@ -261,6 +264,7 @@ class MessageStore:
         documents = sum(1 for attachment in message.attachments if attachment.kind == "document")
         content = clean_text(message.content)
         sender_name = clean_optional(message.sender_name)
+        stored_calls = encode_calls(message.tool_calls)
         values = {
             "session_id": session_id,
             "role": message.role,
@@ -278,7 +282,7 @@ class MessageStore:
             "status": message.status,
             "created_at": created_at,
             "kind": message.kind,
-            "tool_calls": encode_calls(message.tool_calls),
+            "tool_calls": stored_calls,
             "tool_call_id": message.tool_call_id,
             "tool_name": message.tool_name,
         }
@@ -363,6 +367,23 @@ class MessageStore:
             if existing is None or not message.live:
                 raise
             raise DuplicateMessage(existing) from None
+        row = None
+        if not message.attachments and message.kind in CONVERSATION_KINDS:
+            row = TranscriptRow(
+                seq=seq,
+                role=message.role,
+                content=content,
+                persona_id=message.persona_id,
+                sender_id=message.sender_id,
+                sender_name=sender_name,
+                status=message.status,
+                token_count=message.token_count,
+                created_at=as_utc(created_at).isoformat(),
+                kind=message.kind,
+                tool_calls=decode_calls(stored_calls),
+                tool_call_id=message.tool_call_id,
+                tool_name=message.tool_name,
+            )
         return StoredMessage(
             id=message_id,
             seq=seq,
@@ -372,6 +393,7 @@ class MessageStore:
             persona_id=message.persona_id,
             status=message.status,
             kind=message.kind,
+            row=row,
         )
 
     def find_platform_message(

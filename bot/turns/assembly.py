@@ -81,12 +81,18 @@ class ContextAssembler:
         model = self.settings.model.model_for(persona.model)
         return self.tools.tools_for(persona, group=session.kind == "group", model=model)
 
-    def view(self, session_id: str, earlier: ContextView | None = None) -> ContextView:
+    def view(
+        self,
+        session_id: str,
+        earlier: ContextView | None = None,
+        appended: Sequence[TranscriptRow | None] = (),
+    ) -> ContextView:
         """The rows after the latest summary, with collapses and snips applied.
 
-        `earlier`: the view of the turn's previous model call, extended rather than read again.
+        `earlier`: the view of the turn's previous model call, extended rather than read
+        again, with the rows the turn `appended` since (see `ContextRecords.view`).
         """
-        return self.records.view(self.messages, session_id, CONTEXT_COUNT, earlier)
+        return self.records.view(self.messages, session_id, CONTEXT_COUNT, earlier, appended)
 
     async def assemble(
         self,
@@ -106,11 +112,13 @@ class ContextAssembler:
         *,
         tools: Sequence[ToolSchema] | None = None,
         earlier: ContextView | None = None,
+        appended: Sequence[TranscriptRow | None] = (),
     ) -> tuple[ContextView, Context]:
         """The context, and the view (read now unless given) it was built from.
 
         `tools` are the schemas the request carries; None: those a turn would offer.
-        `earlier` is the view of the same turn's previous model call (see `view`).
+        `earlier` is the view of the same turn's previous model call, and `appended` the
+        rows the turn stored since (see `view`).
         """
         if tools is None:
             tools = schemas_of(self.offered_tools(session, persona))
@@ -118,7 +126,9 @@ class ContextAssembler:
         # database thread. When recall needs the query's embedding (CPU work, on a thread
         # of its own), the build is a second call that starts meanwhile: its dense search
         # waits for the vector, its full-text search does not.
-        built = await self.db.run(self._assemble_unless_embedding, session, persona, view, tools, earlier)
+        built = await self.db.run(
+            self._assemble_unless_embedding, session, persona, view, tools, earlier, appended
+        )
         if isinstance(built, QueryToEmbed):
             if self.memory is not None:
                 self.memory.embed_query_ahead(built.query)
@@ -132,8 +142,9 @@ class ContextAssembler:
         view: ContextView | None,
         tools: Sequence[ToolSchema],
         earlier: ContextView | None,
+        appended: Sequence[TranscriptRow | None],
     ) -> tuple[ContextView, Context] | QueryToEmbed:
-        view = view or self.view(session.id, earlier)
+        view = view or self.view(session.id, earlier, appended)
         query = self.memory.query_to_embed(session, view.projected) if self.memory is not None else None
         if query is not None:
             return QueryToEmbed(view, query)

@@ -58,7 +58,7 @@ from bot.turns.routing import Route, resolve_route
 from bot.turns.stops import RunningTurn, RunningTurns
 from bot.turns.tool_rounds import ToolRounds, progress_summary
 from persona import Persona, PersonaRegistry
-from transcript import Context, StoredToolCall, count_call_tokens, count_tokens
+from transcript import Context, StoredToolCall, TranscriptRow, count_call_tokens, count_tokens
 from transcript.kinds import MessageKind, Status
 
 log = logging.getLogger(__name__)
@@ -160,8 +160,10 @@ class ModelAnswer:
     text: list[str] = field(default_factory=list)
     calls: list[ToolCall] = field(default_factory=list)
     window_from_seq: int | None = None
-    # What the call's context was built from: the next round extends it.
+    # What the call's context was built from: the next round extends it with the rows
+    # the round stored (`StoredMessage.row`, in the order they were stored).
     view: ContextView | None = None
+    stored: list[TranscriptRow | None] = field(default_factory=list)
 
     @property
     def joined(self) -> str:
@@ -576,12 +578,13 @@ class TurnEngine:
             unanswered = await self._unanswered_calls(plan) if plan.resumed else None
             if unanswered is not None:
                 rounds.steps = unanswered.steps
-                leftover = self._run_calls(plan, unanswered.call_seq, unanswered.calls, tools, None)
+                leftover = self._run_calls(plan, unanswered.call_seq, unanswered.calls, tools, None, [])
                 async with aclosing(leftover) as events:
                     async for event in events:
                         yield event
+            round_rows: list[TranscriptRow | None] = []
             while True:
-                answer = ModelAnswer(view=answer.view)
+                answer = ModelAnswer(view=answer.view, stored=round_rows)
                 offering = tools if rounds.may_call_tools else {}
                 async with aclosing(self._call_model(plan, tools, answer, final=not offering)) as events:
                     async for event in events:
@@ -589,8 +592,11 @@ class TurnEngine:
                 if plan.running.stopped or not answer.calls or not offering:
                     break
                 call_row = await self._store_calls(plan, answer)
+                round_rows = [call_row.row]
                 # aclosing: a lane that stops listening stores the round's results before the reply.
-                calls = self._run_calls(plan, call_row.seq, answer.calls, offering, answer.window_from_seq)
+                calls = self._run_calls(
+                    plan, call_row.seq, answer.calls, offering, answer.window_from_seq, round_rows
+                )
                 async with aclosing(calls) as events:
                     async for event in events:
                         yield event
@@ -643,8 +649,10 @@ class TurnEngine:
         schemas = schemas_of(tools)
         for attempt in range(self.settings.context.overflow_retries + 1):
             answer.view, context = await self.assembler.assemble_view(
-                session, persona, tools=schemas, earlier=answer.view
+                session, persona, tools=schemas, earlier=answer.view, appended=answer.stored
             )
+            # The view holds them now; a rebuild after an overflow extends it no further.
+            answer.stored = []
             request = ChatRequest(
                 messages=context.messages,
                 model=self.model_for(persona),
@@ -702,8 +710,11 @@ class TurnEngine:
         calls: Sequence[ToolCall],
         tools: dict[str, Tool],
         window_from_seq: int | None,
+        stored_rows: list[TranscriptRow | None],
     ) -> AsyncGenerator[TurnEvent, None]:
         """Run one round's calls at once; each result is stored as it comes, before the next call.
+
+        Each stored result's row is added to `stored_rows`, for the next model call's view.
 
         A stop (or the lane going away) cancels the calls still running; they are stored
         as stopped, so the transcript never holds a call without its result.
@@ -733,7 +744,7 @@ class TurnEngine:
                 for task in done:
                     call = running[task]
                     result = STOPPED_RESULT if task.cancelled() else task.result()
-                    await self._store_result(plan, call, result)
+                    stored_rows.append((await self._store_result(plan, call, result)).row)
                     stored.add(call.id)
                     status: ToolStatus = "error" if result.is_error else "done"
                     yield _step(plan, call, status)
@@ -742,16 +753,16 @@ class TurnEngine:
                 task.cancel()
             for call in calls:
                 if call.id not in stored:
-                    await self._store_result(plan, call, STOPPED_RESULT)
+                    stored_rows.append((await self._store_result(plan, call, STOPPED_RESULT)).row)
 
-    async def _store_result(self, plan: TurnPlan, call: ToolCall, result: ToolResult) -> None:
+    async def _store_result(self, plan: TurnPlan, call: ToolCall, result: ToolResult) -> StoredMessage:
         images = [
             await asyncio.to_thread(
                 self.attachments.store_bytes, f"{call.name}-{number}", image.mime_type, image.data
             )
             for number, image in enumerate(result.images, 1)
         ]
-        await self.db.run(
+        return await self.db.run(
             self.stores.messages.append,
             plan.session.id,
             NewMessage(

@@ -17,6 +17,7 @@ from bot.turns.events import Delta, Reply, ToolStep, TurnEvent
 from tests.fakes.openai_server import FakeOpenAI, ToolCalls
 from tests.support.runtime import inbound
 from tests.support.tool_rows import left_between_rounds
+from transcript import StoredToolCall
 
 DEADLINE = 60.0
 INTERJECTION = "meanwhile, a word from elsewhere"
@@ -388,8 +389,10 @@ async def test_each_round_extends_the_last_view_and_sends_what_a_fresh_read_woul
     earlier_views: list[int] = []
     original = runtime.engine.assembler.assemble_view
 
-    async def checked(session, persona, view=None, *, tools=None, earlier=None):  # type: ignore[no-untyped-def]
-        built_view, context = await original(session, persona, view, tools=tools, earlier=earlier)
+    async def checked(session, persona, view=None, *, tools=None, earlier=None, appended=()):  # type: ignore[no-untyped-def]
+        built_view, context = await original(
+            session, persona, view, tools=tools, earlier=earlier, appended=appended
+        )
         if earlier is not None:
             earlier_views.append(len(built_view.rows))
             fresh = (await original(session, persona, view, tools=tools))[1]
@@ -425,3 +428,52 @@ async def test_each_round_extends_the_last_view_and_sends_what_a_fresh_read_woul
     snipped = await runtime.engine.db.run(runtime.engine.assembler.records.snips, session_ids[0])
     assert [(snip.first_seq, snip.last_seq) for snip in snipped] == [(first, last)]
     assert not any(m["content"] == "Answer 10." for m in last_request if m["role"] == "assistant")
+
+
+async def test_an_appended_row_is_the_row_a_read_gives_back(
+    database: dict[str, str], runtimes, tmp_path: Path
+) -> None:
+    """A tool round extends its view with the rows `append` returned instead of reading
+    them again: each must equal, field for field, what reading the row gives."""
+    runtime = runtimes(tmp_path, **database)
+    stores = runtime.stores
+    account = stores.identities.account("web", "u1", "Alice", None)
+    session = stores.sessions.private_session(account.person_id, "ada")
+    asked = stores.messages.append(
+        session.id,
+        NewMessage(role="user", content="Wie spät ist es?\x00", token_count=6, sender_name="Al\x07ice"),
+    )
+    called = stores.messages.append(
+        session.id,
+        NewMessage(
+            role="assistant",
+            kind="tool_call",
+            content="",
+            token_count=9,
+            persona_id="ada",
+            sender_name="Ada",
+            reply_to_id=asked.id,
+            tool_calls=(StoredToolCall("c1", "clock", '{"zone": "Europe/Zürich"}'),),
+        ),
+    )
+    answered = stores.messages.append(
+        session.id,
+        NewMessage(
+            role="tool",
+            kind="tool_result",
+            content="no such zone",
+            token_count=3,
+            persona_id="ada",
+            reply_to_id=asked.id,
+            status="failed",
+            tool_call_id="c1",
+            tool_name="clock",
+        ),
+    )
+    noted = stores.messages.append(
+        session.id, NewMessage(role="system", kind="note", content="a note", token_count=0)
+    )
+
+    read = stores.messages.rows_after(session.id, 0)
+    assert [asked.row, called.row, answered.row] == read
+    assert noted.row is None
