@@ -10,7 +10,8 @@ turn's question, and the web, Telegram and Discord lanes send the same bytes.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from channels.web.app import create_app
 from tests.discord.conftest import lane_settings
 from tests.discord.fake_discord import DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, Scripted, ToolCalls, echo_reply
+from tests.support.postgres import fresh_database
 from tests.support.runtime import make_runtime
 from tests.telegram.bot_api_server import TOKEN, FakeBotAPI, private_text
 from tests.tools.test_turn_rounds import assert_whole_pairs, echo_tool
@@ -118,32 +120,58 @@ async def through_discord(runtime: Runtime, fake_discord: FakeDiscord) -> None:
         await lane.stop()
 
 
+async def drive_every_lane(
+    tmp_path: Path,
+    fake_openai: FakeOpenAI,
+    bot_api: FakeBotAPI,
+    fake_discord: FakeDiscord,
+    databases: dict[str, dict[str, str]],
+    bodies: dict[str, list[bytes]],
+) -> None:
+    """The questions through each lane's real client, each lane on its own database; the
+    model requests of each lane's turns go to `bodies`."""
+    lanes: dict[str, Callable[[Runtime], Awaitable[None]]] = {
+        "web": through_web,
+        "telegram": lambda runtime: through_telegram(runtime, bot_api),
+        "discord": lambda runtime: through_discord(runtime, fake_discord),
+    }
+    for name, drive in lanes.items():
+        runtime = make_runtime(
+            tmp_path / name,
+            model_base_url=fake_openai.base_url,
+            channels_telegram_token=TOKEN,
+            channels_telegram_api_base=bot_api.base_url,
+            **lane_settings(fake_discord),
+            **databases[name],
+        )
+        runtime.tools.add_source(StaticTools([echo_tool([])]))
+        since = len(fake_openai.requests)
+        try:
+            await drive(runtime)
+        finally:
+            await runtime.aclose()
+        bodies[name] = turn_bodies(fake_openai, since)
+
+
+@contextmanager
+def lane_databases(kind: str, lanes: list[str]) -> Iterator[dict[str, dict[str, str]]]:
+    """Each lane's database settings: its own SQLite file, or its own fresh PostgreSQL database."""
+    if kind == "sqlite":
+        yield {lane: {} for lane in lanes}
+        return
+    with ExitStack() as stack:
+        yield {lane: {"database_url": stack.enter_context(fresh_database())} for lane in lanes}
+
+
+@pytest.mark.parametrize("database_kind", ["sqlite", "postgresql"])
 async def test_every_request_keeps_tool_rows_whole_and_every_lane_sends_the_same_bytes(
-    tmp_path: Path, fake_openai: FakeOpenAI
+    tmp_path: Path, fake_openai: FakeOpenAI, database_kind: str
 ) -> None:
     fake_openai.default = tool_rounds
     bodies: dict[str, list[bytes]] = {}
-    async with FakeBotAPI() as bot_api, FakeDiscord() as fake_discord:
-        lanes: dict[str, Callable[[Runtime], Awaitable[None]]] = {
-            "web": through_web,
-            "telegram": lambda runtime: through_telegram(runtime, bot_api),
-            "discord": lambda runtime: through_discord(runtime, fake_discord),
-        }
-        for name, drive in lanes.items():
-            runtime = make_runtime(
-                tmp_path / name,
-                model_base_url=fake_openai.base_url,
-                channels_telegram_token=TOKEN,
-                channels_telegram_api_base=bot_api.base_url,
-                **lane_settings(fake_discord),
-            )
-            runtime.tools.add_source(StaticTools([echo_tool([])]))
-            since = len(fake_openai.requests)
-            try:
-                await drive(runtime)
-            finally:
-                await runtime.aclose()
-            bodies[name] = turn_bodies(fake_openai, since)
+    with lane_databases(database_kind, ["web", "telegram", "discord"]) as databases:
+        async with FakeBotAPI() as bot_api, FakeDiscord() as fake_discord:
+            await drive_every_lane(tmp_path, fake_openai, bot_api, fake_discord, databases, bodies)
 
     # Three model calls per turn, each on a window of at most three units plus the question's turn.
     assert len(bodies["web"]) == 3 * len(QUESTIONS)
