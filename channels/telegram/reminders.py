@@ -1,6 +1,7 @@
 """Reminders on Telegram: sent to the chat (and forum topic) they were set in.
 
-The message is formatted and split like every reply. Telegram's refusals become the
+The message is formatted and split like every reply, under the name of the persona that
+set it (one bot account speaks for every persona). Telegram's refusals become the
 reminder service's: a 429 says how long to wait; a blocked bot, a deleted chat or a
 chat the bot left is not tried again.
 """
@@ -35,7 +36,8 @@ class TelegramReminders:
         )
         writer = MessageWriter(self.bot, target, self.budget)
         try:
-            sent = [await writer.send(part) for part in split(render(delivery.text))]
+            parts = split(render(delivery.text, speaker=delivery.persona.name))
+            sent = [await writer.send(part) for part in parts]
         except TelegramRetryAfter as error:
             raise DeliveryRefused(error.message, retry_after=float(error.retry_after)) from error
         except (TelegramForbiddenError, TelegramNotFound, TelegramBadRequest) as error:

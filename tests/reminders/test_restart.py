@@ -13,6 +13,11 @@ from tests.telegram.bot_api_server import TOKEN, FakeBotAPI, private_text
 CHAT = 701
 
 
+def reminded(bot_api: FakeBotAPI) -> list[str]:
+    """The reminder's messages in the chat (under the persona's name, on a line of its own)."""
+    return [sent for sent in bot_api.sent_texts(CHAT) if sent.endswith("\n⏰ stretch")]
+
+
 def rows(database: Path, query: str) -> list[Any]:
     with sqlite3.connect(database) as connection:
         return connection.execute(query).fetchall()
@@ -40,17 +45,17 @@ async def test_a_reminder_set_before_a_kill_is_delivered_once_after_the_restart(
         finally:
             first.kill()
         assert rows(database, "SELECT state FROM reminders") == [("scheduled",)]
-        assert "⏰ stretch" not in bot_api.sent_texts(CHAT)
+        assert not reminded(bot_api)
 
         second = ServeProcess(tmp_path, settings, name="second")
         try:
             await second.start()
-            await wait_until(lambda: "⏰ stretch" in bot_api.sent_texts(CHAT), what="the reminder")
+            await wait_until(lambda: reminded(bot_api), what="the reminder")
             await wait_until(
                 lambda: rows(database, "SELECT state FROM reminders") == [("delivered",)], what="delivered"
             )
         finally:
             second.signal(15)
             assert await second.wait() == 0, second.log()
-        assert bot_api.sent_texts(CHAT).count("⏰ stretch") == 1
+        assert len(reminded(bot_api)) == 1
         assert rows(database, "SELECT count(*) FROM messages WHERE kind = 'reminder'") == [(1,)]

@@ -26,11 +26,12 @@ async def test_a_reminder_is_sent_to_the_chat_it_was_set_in(
     bot_api.push(private_text(601, "/remind 1s stretch"))
     await bot_api.wait_for(lambda: any("I will remind you" in t for t in bot_api.sent_texts(601)))
 
-    await bot_api.wait_for(lambda: "⏰ stretch" in bot_api.sent_texts(601))
+    # Under the persona's name, as its replies are: one bot account speaks for every persona.
+    await bot_api.wait_for(lambda: "Ada\n⏰ stretch" in bot_api.sent_texts(601))
 
     await bot_api.wait_for(lambda: states(runtime) and states(runtime)[0][0] == "delivered")
     [(state, message_id, failure)] = states(runtime)
-    sent = [m for m in bot_api.messages(601) if m.shown.text == "⏰ stretch"]
+    sent = [m for m in bot_api.messages(601) if m.shown.text == "Ada\n⏰ stretch"]
     assert len(sent) == 1 and message_id == str(sent[0].message_id) and failure is None
 
 
@@ -44,7 +45,7 @@ async def test_a_blocked_bot_marks_the_reminder_failed_with_telegrams_reason(
     await bot_api.wait_for(lambda: states(runtime) and states(runtime)[0][0] == "failed")
 
     assert states(runtime) == [("failed", None, "Forbidden: bot was blocked by the user")]
-    assert "⏰ stretch" not in bot_api.sent_texts(602)
+    assert not any("⏰ stretch" in sent for sent in bot_api.sent_texts(602))
 
 
 async def test_a_reminder_set_in_a_forum_topic_goes_back_to_that_topic(
@@ -55,7 +56,7 @@ async def test_a_reminder_set_in_a_forum_topic_goes_back_to_that_topic(
     bob = user(611, "Bob")
     bot_api.push(message(forum, bob, "/remind 1s standup", message_thread_id=9, is_topic_message=True))
 
-    await bot_api.wait_for(lambda: "⏰ standup" in bot_api.sent_texts(group))
+    await bot_api.wait_for(lambda: "Ada\n⏰ standup" in bot_api.sent_texts(group))
 
     [sent] = [c for c in bot_api.calls_to("sendMessage") if "⏰ standup" in c.params["text"]]
     assert sent.params["message_thread_id"] == "9"
