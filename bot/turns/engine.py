@@ -648,11 +648,12 @@ class TurnEngine:
         session, persona = plan.session, plan.persona
         schemas = schemas_of(tools)
         for attempt in range(self.settings.context.overflow_retries + 1):
+            # After an overflow the fold changed the records (here or, racing it, in another
+            # process): the context is read afresh.
+            earlier = answer.view if attempt == 0 else None
             answer.view, context = await self.assembler.assemble_view(
-                session, persona, tools=schemas, earlier=answer.view, appended=answer.stored
+                session, persona, tools=schemas, earlier=earlier, appended=answer.stored
             )
-            # The view holds them now; a rebuild after an overflow extends it no further.
-            answer.stored = []
             request = ChatRequest(
                 messages=context.messages,
                 model=self.model_for(persona),

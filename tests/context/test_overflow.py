@@ -6,8 +6,9 @@ from pathlib import Path
 
 from bot.turns.engine import OVERFLOW_MESSAGE
 from tests.context.helpers import chat_requests, runtime, say, session_of
-from tests.fakes.openai_server import FakeOpenAI, context_overflow, message_text
+from tests.fakes.openai_server import FakeOpenAI, ToolCalls, context_overflow, message_text
 from tests.support.runtime import inbound
+from tests.tools.test_turn_rounds import add_tools, echo_tool
 
 QUIET = {"context_compact_dropped_messages": 1000, "context_collapse_range_messages": 4}
 
@@ -93,3 +94,28 @@ async def test_background_collapse_folds_the_oldest_range_after_the_turn(
     assert (view.collapses[0].first_seq, view.collapses[0].last_seq) == (1, 2)
     built = await rt.engine.inspect(session)
     assert built.messages[1]["content"].startswith("[Earlier messages #1–#2, folded]")
+
+
+async def test_an_overflow_after_a_tool_round_is_retried_on_a_fresh_read(
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """A tool round's model call extends the round's view without reading the records again;
+    after an overflow it must read them, even when the fold was stored by another process
+    (one that raced this one to it), which this process's own record of changes never saw."""
+    fake_openai.summary = lambda body: message_text(body["messages"][1]).split("\n", 1)[1][:300]
+    rt = runtime(runtimes, tmp_path, fake_openai, **QUIET)
+    add_tools(rt, echo_tool([]))
+    for n in range(1, 5):
+        await say(rt, f"topic {n}: https://example.org/{n}")
+    elsewhere = runtime(runtimes, tmp_path, fake_openai, **QUIET)
+    assert elsewhere.engine.overflow_handler is not None
+    rt.engine.overflow_handler = elsewhere.engine.overflow_handler
+    fake_openai.script(ToolCalls([("echo", {"word": "x"})]), context_overflow(413))
+
+    reply = await say(rt, "and now?")
+
+    assert reply == "reply to: and now?"
+    rejected, retried = (chat["messages"] for chat in chat_requests(fake_openai)[-2:])
+    assert not rejected[1]["content"].startswith("[Earlier messages")
+    assert retried[1]["content"].startswith("[Earlier messages #1–#4, folded]")
+    assert [m["role"] for m in retried[-3:]] == ["user", "assistant", "tool"]
