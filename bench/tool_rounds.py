@@ -36,7 +36,7 @@ import uvicorn  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
 from bench.common import markdown_table, median, percentile  # noqa: E402
-from bench.web_visitors import free_port  # noqa: E402
+from bench.web_visitors import free_port, wait_until_healthy  # noqa: E402
 from bot.config import Settings, load_settings  # noqa: E402
 from bot.providers.base import ChatRequest, Finish, ModelEvent, TextDelta, ToolCall  # noqa: E402
 from bot.runtime import Runtime, build_runtime  # noqa: E402
@@ -52,7 +52,8 @@ TARGET_WEB_TURN_MS = 20.0
 QUESTION = "Could you remind me what we decided about the release date for the mobile app?"
 # How a web turn tells the served stand-in model its rounds (a child process has no attribute to set).
 ROUNDS_MARK = re.compile(r"\[rounds (\d+)\]$")
-SERVER_START_SECONDS = 60.0
+# How long the server may stay busy after a turn before the benchmark gives up.
+BUSY_SECONDS = 60.0
 # The server counts as idle (its after-turn work done) once its CPU moves less than this...
 IDLE_CPU_NS = 300_000
 # ...over this long.
@@ -229,7 +230,7 @@ def _cpu_ns(pid: int) -> int:
 
 async def _until_idle(pid: int) -> None:
     """Wait until the server's after-turn work is done: its CPU stays (almost) still."""
-    deadline = time.monotonic() + SERVER_START_SECONDS
+    deadline = time.monotonic() + BUSY_SECONDS
     before = _cpu_ns(pid)
     while time.monotonic() < deadline:
         await asyncio.sleep(IDLE_WINDOW_SECONDS)
@@ -245,13 +246,19 @@ async def _web_turns(turns: int) -> dict[int, list[float]]:
     samples: dict[int, list[float]] = {rounds: [] for rounds in WEB_ROUNDS}
     with tempfile.TemporaryDirectory() as directory:
         port = free_port()
-        server = subprocess.Popen(
-            [sys.executable, __file__, "--serve", str(port), directory],
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
-        )
+        base_url = f"http://127.0.0.1:{port}"
+        log_path = Path(directory) / "server.log"
+        with log_path.open("wb") as log:
+            # A file, not a pipe: a full pipe would stall the server mid-benchmark.
+            server = subprocess.Popen(
+                [sys.executable, __file__, "--serve", str(port), directory],
+                env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
         try:
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
-                await _until_serving(client, server)
+            await wait_until_healthy(base_url, server, log_path)
+            async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
                 session = (await client.post("/api/session", json={"name": "Bench"})).json()
                 headers = {"Authorization": f"Bearer {session['token']}"}
                 path = f"/api/sessions/{session['session_id']}/messages"
@@ -272,20 +279,6 @@ async def _web_turns(turns: int) -> dict[int, list[float]]:
             server.terminate()
             server.wait(timeout=30)
     return samples
-
-
-async def _until_serving(client: httpx.AsyncClient, server: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + SERVER_START_SECONDS
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError("the benchmark's server exited")
-        try:
-            if (await client.get("/healthz")).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        await asyncio.sleep(0.1)
-    raise RuntimeError("the benchmark's server did not start in time")
 
 
 def main(turns: int = 200) -> list[dict[str, Any]]:
