@@ -643,7 +643,8 @@ class TurnEngine:
         `final` asks for an answer in text: the tools' schemas still go (the history holds
         their calls) but `tool_choice` is "none". A context the provider rejects as too
         large is folded and built again, a bounded number of times. `answer.view`, the
-        previous round's view, is extended with the rows stored since.
+        previous round's view, is extended with the rows the round stored (`answer.stored`);
+        a rebuild after an overflow reads the context afresh.
         """
         session, persona = plan.session, plan.persona
         schemas = schemas_of(tools)
