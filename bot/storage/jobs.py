@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 
 from bot.storage.job_models import QueuedJob
 from bot.storage.models import table_of, utcnow
+from bot.storage.prepared import Prepared
 
 JOBS = table_of(QueuedJob)
 
@@ -79,12 +80,15 @@ class ClaimedJob:
 
 # A waiting job and a new request for the same job and session are one run. A timer
 # moves to the newest request: it fires once the session has been quiet long enough.
-JOIN_WAITING = sqlite_insert(JOBS).on_conflict_do_nothing()
-MOVE_TIMER = sqlite_insert(JOBS)
-MOVE_TIMER = MOVE_TIMER.on_conflict_do_update(
-    index_elements=[JOBS.c.name, JOBS.c.session_id],
-    index_where=JOBS.c.claimed_by.is_(None),
-    set_={"seq": MOVE_TIMER.excluded.seq, "run_after": MOVE_TIMER.excluded.run_after},
+# Prepared: a turn's stored message enqueues its jobs in the same transaction (see `bot.storage.prepared`).
+JOIN_WAITING = Prepared(sqlite_insert(JOBS).on_conflict_do_nothing())
+_TIMER = sqlite_insert(JOBS)
+MOVE_TIMER = Prepared(
+    _TIMER.on_conflict_do_update(
+        index_elements=[JOBS.c.name, JOBS.c.session_id],
+        index_where=JOBS.c.claimed_by.is_(None),
+        set_={"seq": _TIMER.excluded.seq, "run_after": _TIMER.excluded.run_after},
+    )
 )
 # Every due job this runner defines, of every session that has no job running: one
 # session's jobs never overlap. A job only another process's configuration defines
@@ -121,8 +125,8 @@ class SqliteJobs:
     def enqueue(self, connection: Connection, requests: Sequence[JobRequest]) -> None:
         for request in requests:
             statement = MOVE_TIMER if request.is_timer else JOIN_WAITING
-            connection.execute(
-                statement,
+            statement.execute(
+                connection,
                 {
                     "name": request.name,
                     "session_id": request.session_id,

@@ -27,6 +27,7 @@ from bot.storage.delivery_models import Delivery
 from bot.storage.index_text import INDEX_MESSAGE, INDEX_MESSAGE_POSTGRES, message_index_text, owner_token
 from bot.storage.jobs import JobRequest, JobSink, JobSpec
 from bot.storage.models import Attachment, ChatSession, Message, as_utc, table_of, utcnow
+from bot.storage.prepared import Prepared
 from bot.storage.sanitise import clean_optional, clean_text
 from transcript import AttachmentRef, StoredToolCall, TranscriptRow
 from transcript.kinds import (
@@ -67,7 +68,8 @@ ROW_COLUMNS = (
 IS_CONVERSATION = MESSAGES.c.kind.in_(sorted(CONVERSATION_KINDS))
 # The statements of every turn are built once: SQLAlchemy then only binds values,
 # which costs a fraction of building a statement per call.
-BUMP_SEQUENCE = (
+# The statements of `append`, the hottest write of a turn, run as prepared statements.
+BUMP_SEQUENCE = Prepared(
     update(SESSIONS)
     .where(SESSIONS.c.id == bindparam("target_session"))
     .values(
@@ -77,10 +79,12 @@ BUMP_SEQUENCE = (
     )
     .returning(SESSIONS.c.last_seq, SESSIONS.c.owner_kind, SESSIONS.c.owner_id)
 )
-INSERT_MESSAGE = insert(MESSAGES).returning(MESSAGES.c.id)
+INSERT_MESSAGE = Prepared(insert(MESSAGES).returning(MESSAGES.c.id))
 INSERT_ATTACHMENT = insert(ATTACHMENTS)
-INSERT_DELIVERY = insert(DELIVERIES)
-CLOSE_DELIVERY = (
+INSERT_DELIVERY = Prepared(insert(DELIVERIES))
+INDEX_SAID = Prepared(INDEX_MESSAGE)
+INDEX_SAID_POSTGRES = Prepared(INDEX_MESSAGE_POSTGRES)
+CLOSE_DELIVERY = Prepared(
     update(DELIVERIES)
     .where(DELIVERIES.c.user_message_id == bindparam("answered_message"), DELIVERIES.c.state == "open")
     .values(state="replied", updated_at=bindparam("touched_at"))
@@ -288,11 +292,11 @@ class MessageStore:
         }
         try:
             with self.database.begin() as connection:
-                seq, owner_kind, owner_id = connection.execute(
-                    BUMP_SEQUENCE,
+                ((seq, owner_kind, owner_id),) = BUMP_SEQUENCE.execute(
+                    connection,
                     {"target_session": session_id, "new_documents": documents, "touched_at": created_at},
-                ).one()
-                message_id = connection.execute(INSERT_MESSAGE, {"seq": seq, **values}).scalar_one()
+                )
+                ((message_id,),) = INSERT_MESSAGE.execute(connection, {"seq": seq, **values})
                 # Search finds what was said, not the events around it.
                 if message.kind in SAID_KINDS:
                     index_row = {
@@ -301,13 +305,13 @@ class MessageStore:
                         "content": message_index_text(sender_name, content, created_at),
                     }
                     if connection.dialect.name == "sqlite":
-                        connection.execute(INDEX_MESSAGE, index_row)
+                        INDEX_SAID.execute(connection, index_row)
                     else:
                         del index_row["owner"]
-                        connection.execute(INDEX_MESSAGE_POSTGRES, index_row)
+                        INDEX_SAID_POSTGRES.execute(connection, index_row)
                 if message.delivery is not None and key is not None:
-                    connection.execute(
-                        INSERT_DELIVERY,
+                    INSERT_DELIVERY.execute(
+                        connection,
                         {
                             "user_message_id": message_id,
                             "session_id": session_id,
@@ -325,8 +329,8 @@ class MessageStore:
                     )
                 elif is_reply(message.kind, message.role) and message.reply_to_id is not None:
                     # The reply and the end of its turn's open state commit together.
-                    connection.execute(
-                        CLOSE_DELIVERY, {"answered_message": message.reply_to_id, "touched_at": created_at}
+                    CLOSE_DELIVERY.execute(
+                        connection, {"answered_message": message.reply_to_id, "touched_at": created_at}
                     )
                 if message.jobs and self.jobs is not None:
                     self.jobs.enqueue(
@@ -450,24 +454,42 @@ class MessageStore:
                     .order_by(ATTACHMENTS.c.id)
                 ):
                     files.setdefault(attachment.message_id, []).append(attachment_ref(attachment))
+        # Unpacked in `ROW_COLUMNS`' order: read on every turn, and a row's fields by name
+        # cost several times as much as the tuple's.
         return [
             TranscriptRow(
-                seq=row.seq,
-                role=row.role,
-                content=row.content,
-                persona_id=row.persona_id,
-                sender_id=row.sender_id,
-                sender_name=row.sender_name,
-                attachments=tuple(files.get(row.id, ())),
-                status=row.status,
-                token_count=row.token_count,
-                created_at=as_utc(row.created_at).isoformat(),
-                kind=row.kind,
-                tool_calls=decode_calls(row.tool_calls),
-                tool_call_id=row.tool_call_id,
-                tool_name=row.tool_name,
+                seq=seq,
+                role=role,
+                content=content,
+                persona_id=persona_id,
+                sender_id=sender_id,
+                sender_name=sender_name,
+                attachments=tuple(files.get(message_id, ())) if attachment_count else (),
+                status=status,
+                token_count=token_count,
+                created_at=as_utc(created_at).isoformat(),
+                kind=kind,
+                tool_calls=decode_calls(tool_calls),
+                tool_call_id=tool_call_id,
+                tool_name=tool_name,
             )
-            for row in found
+            for (
+                message_id,
+                seq,
+                role,
+                content,
+                persona_id,
+                sender_id,
+                sender_name,
+                status,
+                token_count,
+                attachment_count,
+                created_at,
+                kind,
+                tool_calls,
+                tool_call_id,
+                tool_name,
+            ) in found
         ]
 
     def turn_rows(self, session_id: str, user_message_id: int) -> list[TranscriptRow]:
