@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from bot.providers.base import ToolSchema
@@ -31,13 +32,33 @@ def schemas_of(tools: dict[str, Tool]) -> tuple[ToolSchema, ...]:
     return tuple(function_schema(tool) for tool in tools.values())
 
 
+# Every model call of every turn counts its schemas. The sets offered are few (by persona,
+# chat kind and model), counting one costs about a millisecond and even serialising it to
+# look the count up about 0.2 ms; each tool's parameters are one long-lived dict, so a set
+# is known by its names, descriptions and those dicts' identities.
+_COUNTED_SETS = 64
+# Assembly runs on the database threads, several of them on PostgreSQL.
+_counted_lock = threading.Lock()
+_counted: OrderedDict[tuple[tuple[str, str, int], ...], tuple[tuple[object, ...], int]] = OrderedDict()
+
+
 def schema_tokens(schemas: Sequence[ToolSchema]) -> int:
     """What the schemas cost in the request (they travel as JSON beside the messages)."""
-    return _json_tokens(json.dumps(list(schemas), ensure_ascii=False)) if schemas else 0
-
-
-# Every model call of every turn counts its schemas; the sets offered are few (by
-# persona, chat kind and model), and counting one costs about a millisecond.
-@functools.lru_cache(maxsize=64)
-def _json_tokens(text: str) -> int:
-    return count_tokens(text)
+    if not schemas:
+        return 0
+    functions = [schema["function"] for schema in schemas]
+    key = tuple(
+        (function["name"], function["description"], id(function["parameters"])) for function in functions
+    )
+    with _counted_lock:
+        counted = _counted.get(key)
+        if counted is not None:
+            _counted.move_to_end(key)
+            return counted[1]
+    tokens = count_tokens(json.dumps(list(schemas), ensure_ascii=False))
+    with _counted_lock:
+        # The parameters are held with the count, so no other dict can take their identities.
+        _counted[key] = (tuple(function["parameters"] for function in functions), tokens)
+        if len(_counted) > _COUNTED_SETS:
+            _counted.popitem(last=False)
+    return tokens
