@@ -15,7 +15,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, ScalarSelect, Select, and_, bindparam, case, func, insert, or_, update
+from sqlalchemy import (
+    ColumnElement,
+    ScalarSelect,
+    Select,
+    and_,
+    bindparam,
+    case,
+    func,
+    insert,
+    literal,
+    or_,
+    update,
+)
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlalchemy.engine import Row
@@ -65,10 +77,12 @@ ROW_COLUMNS = (
     MESSAGES.c.tool_name,
 )
 # The rows of the conversation (what the model sees), as opposed to stored events.
-IS_CONVERSATION = MESSAGES.c.kind.in_(sorted(CONVERSATION_KINDS))
+# One bound value per kind, not an expanding list: a list is expanded into the statement
+# on every execution, a sixth of reading the window (it appears in four subqueries).
+IS_CONVERSATION = MESSAGES.c.kind.in_([literal(kind) for kind in sorted(CONVERSATION_KINDS)])
 # The statements of every turn are built once: SQLAlchemy then only binds values,
-# which costs a fraction of building a statement per call.
-# The statements of `append`, the hottest write of a turn, run as prepared statements.
+# which costs a fraction of building a statement per call. Those of `append`, the
+# hottest write of a turn, run as prepared statements (`bot.storage.prepared`).
 BUMP_SEQUENCE = Prepared(
     update(SESSIONS)
     .where(SESSIONS.c.id == bindparam("target_session"))
