@@ -45,6 +45,7 @@ from transcript.limits import CONTEXT_COUNT
 from transcript.names import sanitise_name
 from transcript.rows import AttachmentRef, StoredToolCall, TranscriptRow
 from transcript.tokens import count_call_tokens, count_message_tokens, count_tokens, truncate_to_tokens
+from transcript.turns import TurnMemo
 from transcript.window import RowLike
 
 __all__ = [
@@ -69,6 +70,7 @@ __all__ = [
     "SummaryRun",
     "TokensByPart",
     "TranscriptRow",
+    "TurnMemo",
     "adaptive_chunk_ratio",
     "build_context",
     "chunk_by_max_tokens",

@@ -21,7 +21,7 @@ from transcript.preamble import DOCUMENTS_HEADING, Preamble, documents_section, 
 from transcript.rows import AttachmentRef
 from transcript.shorten import shorten
 from transcript.tokens import IMAGE_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, count_call_tokens, count_tokens
-from transcript.turns import ERROR_PREFIX, Turn, Unit, as_text_exchange, group_units, turn_of
+from transcript.turns import ERROR_PREFIX, Turn, TurnMemo, Unit, as_text_exchange, group_units, turn_of
 from transcript.window import RowLike, drop_oldest, first_user, row_field
 
 # Heads the message that shows a vision model the images tools returned: only user
@@ -64,6 +64,7 @@ def build_context(
     memory: str | None = None,
     recall: Sequence[str] = (),
     documents: Sequence[AttachmentRef] = (),
+    memo: TurnMemo | None = None,
 ) -> Context:
     """The messages the model sees this turn, oldest first, after one system message.
 
@@ -73,9 +74,11 @@ def build_context(
     preamble, so every document comes back in every turn. The window keeps or drops
     whole units (a message, or a tool call with its results) and counts each unit
     once against `budget.max_messages`. The result depends only on the arguments, so
-    equal arguments give byte-identical messages.
+    equal arguments give byte-identical messages; `memo` (see `TurnMemo`) only saves
+    converting rows an earlier build of the same turn converted.
     """
-    turns = [turn for row in rows if (turn := turn_of(row, group)) is not None]
+    convert = memo.turn_of if memo is not None else turn_of
+    turns = [turn for row in rows if (turn := convert(row, group)) is not None]
     units = group_units(turns)
     if not capabilities.tools:
         units = [as_text_exchange(unit) for unit in units]

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from transcript.kinds import EVENT_KINDS, KIND_ROLES, UnknownMessageKind, message_role
 from transcript.names import sanitise_name
-from transcript.rows import AttachmentRef, StoredToolCall
+from transcript.rows import AttachmentRef, StoredToolCall, TranscriptRow
 from transcript.window import RowLike, row_field, row_kind
 
 # What the model reads for a call whose result was never stored (the turn ended first).
@@ -96,6 +96,32 @@ def turn_of(row: RowLike, group: bool) -> Turn | None:
     # Many models ignore `name`; in a group the display name must be in the text.
     prefix = f"{sender}: " if group and isinstance(sender, str) and sender else ""
     return Turn(row, "user", content, _name(sender), prefix, attachments, tokens=tokens)
+
+
+class TurnMemo:
+    """The turns of rows already converted, for the builds of one turn of the conversation.
+
+    `transcript` keeps nothing between turns. A caller that builds the context several
+    times in one turn (a tool round builds it again after each round, from the same rows
+    and the few it stored) passes one memo to each of those builds and drops it with the
+    turn. A `TranscriptRow` is immutable, so its turn stays what it was while the row
+    object does; other row shapes are converted every time.
+    """
+
+    def __init__(self) -> None:
+        # Keyed by the row's identity; the row is held so that no other object takes it.
+        self._turns: dict[tuple[int, bool], tuple[RowLike, Turn | None]] = {}
+
+    def turn_of(self, row: RowLike, group: bool) -> Turn | None:
+        if type(row) is not TranscriptRow:
+            return turn_of(row, group)
+        key = (id(row), group)
+        known = self._turns.get(key)
+        if known is not None and known[0] is row:
+            return known[1]
+        turn = turn_of(row, group)
+        self._turns[key] = (row, turn)
+        return turn
 
 
 def group_units(turns: Sequence[Turn]) -> list[Unit]:

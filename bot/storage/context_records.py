@@ -11,7 +11,7 @@ import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import bindparam, func, or_, update
 from sqlalchemy.engine import Engine as DatabaseEngine
@@ -22,7 +22,7 @@ from bot.storage.context_models import COLLAPSE, SUMMARY, ContextRecord, Context
 from bot.storage.database import open_session
 from bot.storage.messages import MessageStore
 from bot.storage.models import table_of, utcnow
-from transcript import Collapse, Snip, TranscriptRow, count_tokens, project_view
+from transcript import Collapse, Snip, TranscriptRow, TurnMemo, count_tokens, project_view
 
 RECORDS = table_of(ContextRecord)
 SNIPS = table_of(ContextSnip)
@@ -61,6 +61,8 @@ class ContextView:
     projected: list[TranscriptRow]  # `rows` as the model sees them
     # This process's tick of the session's records when they were read (see `RecordChanges`).
     changes: int = 0
+    # The rows' model turns, kept for the builds of the views extending this one (one turn's).
+    turns: TurnMemo = field(default_factory=TurnMemo, compare=False, repr=False)
 
     @property
     def summary_last_seq(self) -> int:
@@ -196,6 +198,7 @@ class ContextRecords:
                 rows=rows,
                 projected=project_view(rows, collapses=earlier.collapses, snips=earlier.snips),
                 changes=changes,
+                turns=earlier.turns,
             )
         with self.database.connect() as connection:
             records = connection.execute(VIEW_RECORDS, {"session_id": session_id}).all()

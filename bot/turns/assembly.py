@@ -180,6 +180,7 @@ class ContextAssembler:
             summary=view.summary_text,
             memory=remembered.snapshot if remembered is not None else None,
             recall=remembered.recall if remembered is not None else (),
+            memo=view.turns,
         )
 
     def _with_image_data(self, row: TranscriptRow) -> TranscriptRow:

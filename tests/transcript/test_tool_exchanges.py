@@ -15,6 +15,7 @@ from transcript import (
     Collapse,
     Snip,
     TranscriptRow,
+    TurnMemo,
     exchange_spans,
     keep_recent_cut,
     plan_collapse,
@@ -259,3 +260,37 @@ def test_snips_collapses_and_compaction_cuts_snap_to_whole_exchanges(seed: int) 
             assert not any(first <= plan.last_seq < end for first, end in spans), (
                 "a compaction cut split an exchange"
             )
+
+
+def test_the_builds_of_one_turn_share_a_memo_of_converted_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tool round builds the context again from the same rows and those it stored: with
+    a memo each row is converted once, and every build is the build without one."""
+    import transcript.turns
+
+    converted: list[int] = []
+    convert = transcript.turns.turn_of
+
+    def counting(row: Any, group: bool) -> Any:
+        converted.append(row["seq"] if isinstance(row, dict) else row.seq)
+        return convert(row, group)
+
+    monkeypatch.setattr(transcript.turns, "turn_of", counting)
+    rows: list[Any] = [user(1, "What time is it in Lima and in Oslo?", sender_name="Grace")]
+    memo = TurnMemo()
+    for round_ in range(4):
+        seq = len(rows) + 1
+        rows += [
+            tool_call(seq, (f"c{round_}", "clock", '{"city":"Lima"}')),
+            tool_result(seq + 1, f"c{round_}", "9:00"),
+        ]
+        budget = Budget(max_messages=3)
+        remembered = build(rows, budget=budget, group=True, memo=memo)
+        converted_with_memo = len(converted)
+        assert remembered.messages == build(rows, budget=budget, group=True).messages
+        converted = converted[:converted_with_memo]
+    assert sorted(converted) == [row.seq for row in rows]
+    # A row of another shape (a mapping may change) is converted on every build.
+    mapping = {"seq": 99, "role": "user", "content": "hi"}
+    build([mapping], memo=memo)
+    build([mapping], memo=memo)
+    assert converted.count(99) == 2
