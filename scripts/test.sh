@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Install Chorus with its test tools into .venv, make sure the peers the tests
-# talk to are there (Debian's Chromium for the browser tests, a local PostgreSQL
-# for the PostgreSQL storage tests), check lint, formatting and types, build the
-# documentation site strictly, then run the whole test suite with coverage (the
-# floor is `fail_under` in pyproject.toml).
+# talk to are there (Debian's Chromium for the browser tests, ffmpeg for the voice
+# tests, a local PostgreSQL for the PostgreSQL storage tests), check lint,
+# formatting and types, build the documentation site strictly, then run the whole
+# test suite with coverage (the floor is `fail_under` in pyproject.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +15,8 @@ python3 -m venv .venv
 
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+# The voice tests decode and make audio with it, as Chorus does.
+command -v ffmpeg >/dev/null || missing+=(ffmpeg)
 command -v pg_lsclusters >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "Installing with apt: ${missing[*]}"
