@@ -20,14 +20,16 @@ database engine (`boundary_for`), whoever builds the stores on top of it.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextvars
 import functools
+import queue
 import threading
 import weakref
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
-from typing import ParamSpec, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy.engine import Engine as DatabaseEngine
 
@@ -37,37 +39,107 @@ R = TypeVar("R")
 THREAD_NAME = "chorus-db"
 
 
+@dataclass(eq=False)
+class _Call:
+    """One call handed to the database threads, and how its caller hears it finished."""
+
+    loop: asyncio.AbstractEventLoop
+    run: Callable[[], Any]
+    result: asyncio.Future[Any]
+    finished: bool = False
+    # Made only when the caller was cancelled and waits for the call to end.
+    ended: asyncio.Future[None] | None = field(default=None)
+
+
 class DatabaseBoundary:
+    """The database's threads, and `run` to hand them a call.
+
+    Its own small pool rather than `loop.run_in_executor`: every database call of a turn
+    crosses here (several per tool round), and the executor's concurrent future, chained
+    to an asyncio future and shielded, cost about as much CPU on the event loop as a
+    one-row insert costs SQLite. Here a call is one queue item and one future, settled
+    on the loop by the thread that ran it.
+    """
+
     def __init__(self, database: DatabaseEngine) -> None:
         self.workers = threads_for(database)
-        self._executor: ThreadPoolExecutor | None = None
+        self._calls: queue.SimpleQueue[_Call | None] | None = None
+        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        # Threads still running at exit finish the calls they hold first (as an executor's do).
+        atexit.register(_close_at_exit, weakref.ref(self))
 
     async def run(self, call: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """`call(*args, **kwargs)` on a database thread; log records keep the turn's ids."""
+        loop = asyncio.get_running_loop()
         context = contextvars.copy_context()
-        future = asyncio.get_running_loop().run_in_executor(
-            self._threads(), functools.partial(context.run, call, *args, **kwargs)
-        )
+        handed = _Call(loop, functools.partial(context.run, call, *args, **kwargs), loop.create_future())
+        self._queue().put(handed)
         try:
-            # shield: cancelling the caller must not cancel a call still queued or running.
-            return await asyncio.shield(future)
+            return await handed.result  # type: ignore[no-any-return]
         except asyncio.CancelledError:
-            await _finished(future)
+            # The caller was cancelled: it hears of it only once the call ended, so
+            # nothing it does next can overtake a write it made.
+            if not handed.finished:
+                handed.ended = loop.create_future()
+                await _finished(handed.ended)
             raise
 
     def close(self) -> None:
-        """Wait for running calls, then end the threads (a later `run` starts new ones)."""
+        """Wait for running and queued calls, then end the threads (a later `run` starts new ones)."""
         with self._lock:
-            executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=True)
+            calls, threads = self._calls, self._threads
+            self._calls, self._threads = None, []
+        if calls is None:
+            return
+        for _ in threads:
+            calls.put(None)
+        for thread in threads:
+            thread.join()
 
-    def _threads(self) -> ThreadPoolExecutor:
+    def _queue(self) -> queue.SimpleQueue[_Call | None]:
         with self._lock:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix=THREAD_NAME)
-            return self._executor
+            if self._calls is None:
+                self._calls = queue.SimpleQueue()
+                self._threads = [
+                    threading.Thread(
+                        target=_work, args=(self._calls,), name=f"{THREAD_NAME}_{number}", daemon=True
+                    )
+                    for number in range(self.workers)
+                ]
+                for thread in self._threads:
+                    thread.start()
+            return self._calls
+
+
+def _work(calls: queue.SimpleQueue[_Call | None]) -> None:
+    while (handed := calls.get()) is not None:
+        try:
+            outcome: tuple[Any, BaseException | None] = (handed.run(), None)
+        except BaseException as error:  # noqa: BLE001 - every failure goes back to the caller
+            outcome = (None, error)
+        # A loop closed meanwhile has no caller left to tell.
+        with suppress(RuntimeError):
+            handed.loop.call_soon_threadsafe(_settle, handed, *outcome)
+
+
+def _settle(handed: _Call, value: Any, error: BaseException | None) -> None:
+    """On the caller's loop: the call ended; its caller gets the outcome unless it was cancelled."""
+    handed.finished = True
+    if handed.ended is not None and not handed.ended.done():
+        handed.ended.set_result(None)
+    if handed.result.done():
+        return
+    if error is not None:
+        handed.result.set_exception(error)
+    else:
+        handed.result.set_result(value)
+
+
+def _close_at_exit(boundary: weakref.ref[DatabaseBoundary]) -> None:
+    found = boundary()
+    if found is not None:
+        found.close()
 
 
 def threads_for(database: DatabaseEngine) -> int:
@@ -91,11 +163,8 @@ def boundary_for(database: DatabaseEngine) -> DatabaseBoundary:
         return found
 
 
-async def _finished(future: asyncio.Future[R]) -> None:
-    """Wait until `future` is done, however often the waiting task is cancelled meanwhile."""
-    while not future.done():
+async def _finished(ended: asyncio.Future[None]) -> None:
+    """Wait until `ended` is done, however often the waiting task is cancelled meanwhile."""
+    while not ended.done():
         with suppress(asyncio.CancelledError):
-            await asyncio.wait({future})
-    if not future.cancelled():
-        # Retrieved here: the caller was cancelled and will never look at it.
-        future.exception()
+            await asyncio.wait({ended})

@@ -161,3 +161,30 @@ async def test_loop_lag_probe_sees_a_blocked_loop_and_stops_sampling_when_stoppe
     samples = probe.stalls.total()
     await asyncio.sleep(0.05)
     assert probe.stalls.total() == samples
+
+
+async def test_close_runs_the_queued_calls_and_a_later_call_starts_new_threads(tmp_path: Path) -> None:
+    database = sqlite_engine(tmp_path)
+    boundary = DatabaseBoundary(database)
+    release = threading.Event()
+    ran: list[int] = []
+    try:
+        worker = await boundary.run(threading.current_thread)
+        blocker = asyncio.create_task(boundary.run(release.wait, 60))
+        queued = [asyncio.create_task(boundary.run(ran.append, number)) for number in range(3)]
+        await settle()
+        closing = asyncio.create_task(asyncio.to_thread(boundary.close))
+        await settle()
+        release.set()
+        await asyncio.wait_for(closing, 60)
+        # close() returned only once every call handed over before it had run.
+        assert ran == [0, 1, 2]
+        await blocker
+        await asyncio.gather(*queued)
+        assert not worker.is_alive()
+        again = await boundary.run(threading.current_thread)
+        assert again is not worker and again.name == f"{THREAD_NAME}_0"
+    finally:
+        release.set()
+        boundary.close()
+        database.dispose()
