@@ -83,6 +83,9 @@ class DatabaseBoundary:
             if not handed.finished:
                 handed.ended = loop.create_future()
                 await _finished(handed.ended)
+            elif not handed.result.cancelled():
+                # It ended just before the cancellation: its error, if any, is never looked at.
+                handed.result.exception()
             raise
 
     def close(self) -> None:
