@@ -346,7 +346,7 @@ async def preload(runtime: Any, turns: list[tuple[str, str]]) -> None:
             else:
                 connection.execute(INDEX_MESSAGE, index)
             connection.execute(
-                INSERT_DELIVERY,
+                INSERT_DELIVERY.statement,  # many rows at once: the Core statement
                 [
                     {
                         "user_message_id": identifier,
