@@ -29,8 +29,8 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy import select as sa_select
+from sqlalchemy.engine import Connection, Row
 from sqlalchemy.engine import Engine as DatabaseEngine
-from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -269,6 +269,30 @@ class MessageStore:
         message that was already stored raises `DuplicateMessage` with the stored row.
         This is the hottest write of a turn, so it uses Core statements, not the ORM.
         """
+        try:
+            with self.database.begin() as connection:
+                return self._write(connection, session_id, message)
+        except IntegrityError:
+            existing = self.find_platform_message(
+                message.lane, message.platform_chat_id, message.platform_message_id
+            )
+            if existing is None or not message.live:
+                raise
+            raise DuplicateMessage(existing) from None
+
+    def append_all(self, session_id: str, messages: Sequence[NewMessage]) -> list[StoredMessage]:
+        """Append several messages in one transaction, in order: all of them are stored or none.
+
+        For rows that belong together and come from no platform (a tool round's call and
+        its first result), so no `DuplicateMessage` can arise.
+        """
+        if any(message.platform_message_id is not None for message in messages):
+            raise ValueError("platform messages are appended one at a time")
+        with self.database.begin() as connection:
+            return [self._write(connection, session_id, message) for message in messages]
+
+    def _write(self, connection: Connection, session_id: str, message: NewMessage) -> StoredMessage:
+        """`append`'s writes, inside the caller's transaction."""
         created_at = message.created_at or utcnow()
         key = (
             ingest_key(message.lane, message.platform_chat_id, message.platform_message_id)
@@ -304,87 +328,78 @@ class MessageStore:
             "tool_call_id": message.tool_call_id,
             "tool_name": message.tool_name,
         }
-        try:
-            with self.database.begin() as connection:
-                ((seq, owner_kind, owner_id),) = BUMP_SEQUENCE.execute(
-                    connection,
-                    {"target_session": session_id, "new_documents": documents, "touched_at": created_at},
-                )
-                ((message_id,),) = INSERT_MESSAGE.execute(connection, {"seq": seq, **values})
-                # Search finds what was said, not the events around it.
-                if message.kind in SAID_KINDS:
-                    index_row = {
-                        "id": message_id,
-                        "owner": owner_token(owner_kind, owner_id),
-                        "content": message_index_text(sender_name, content, created_at),
-                    }
-                    if connection.dialect.name == "sqlite":
-                        INDEX_SAID.execute(connection, index_row)
-                    else:
-                        del index_row["owner"]
-                        INDEX_SAID_POSTGRES.execute(connection, index_row)
-                if message.delivery is not None and key is not None:
-                    INSERT_DELIVERY.execute(
-                        connection,
-                        {
-                            "user_message_id": message_id,
-                            "session_id": session_id,
-                            "ingest_key": key,
-                            "lane": message.lane,
-                            "chat_id": message.platform_chat_id,
-                            "chat_kind": message.delivery.chat_kind,
-                            "thread_id": message.delivery.thread_id,
-                            "platform_message_id": message.platform_message_id,
-                            "state": "open",
-                            "owner": message.delivery.owner,
-                            "created_at": created_at,
-                            "updated_at": created_at,
-                        },
-                    )
-                elif is_reply(message.kind, message.role) and message.reply_to_id is not None:
-                    # The reply and the end of its turn's open state commit together.
-                    CLOSE_DELIVERY.execute(
-                        connection, {"answered_message": message.reply_to_id, "touched_at": created_at}
-                    )
-                if message.jobs and self.jobs is not None:
-                    self.jobs.enqueue(
-                        connection,
-                        [JobRequest.of(spec, session_id, seq, utcnow()) for spec in message.jobs],
-                    )
-                if message.attachments:
-                    texts = {
-                        attachment.sha256: clean_text(attachment.text)
-                        for attachment in message.attachments
-                        if attachment.text is not None
-                        and connection.execute(TEXT_STORED, {"sha256": attachment.sha256}).first() is None
-                    }
-                    connection.execute(
-                        INSERT_ATTACHMENT,
-                        [
-                            {
-                                "message_id": message_id,
-                                "session_id": session_id,
-                                "kind": attachment.kind,
-                                "filename": clean_text(attachment.filename),
-                                "mime_type": attachment.mime_type,
-                                "size": attachment.size,
-                                "sha256": attachment.sha256,
-                                "path": attachment.path,
-                                # Only the first of several copies in one message keeps it.
-                                "text": texts.pop(attachment.sha256, None),
-                                "duration_seconds": attachment.duration_seconds,
-                                "created_at": created_at,
-                            }
-                            for attachment in message.attachments
-                        ],
-                    )
-        except IntegrityError:
-            existing = self.find_platform_message(
-                message.lane, message.platform_chat_id, message.platform_message_id
+        ((seq, owner_kind, owner_id),) = BUMP_SEQUENCE.execute(
+            connection,
+            {"target_session": session_id, "new_documents": documents, "touched_at": created_at},
+        )
+        ((message_id,),) = INSERT_MESSAGE.execute(connection, {"seq": seq, **values})
+        # Search finds what was said, not the events around it.
+        if message.kind in SAID_KINDS:
+            index_row = {
+                "id": message_id,
+                "owner": owner_token(owner_kind, owner_id),
+                "content": message_index_text(sender_name, content, created_at),
+            }
+            if connection.dialect.name == "sqlite":
+                INDEX_SAID.execute(connection, index_row)
+            else:
+                del index_row["owner"]
+                INDEX_SAID_POSTGRES.execute(connection, index_row)
+        if message.delivery is not None and key is not None:
+            INSERT_DELIVERY.execute(
+                connection,
+                {
+                    "user_message_id": message_id,
+                    "session_id": session_id,
+                    "ingest_key": key,
+                    "lane": message.lane,
+                    "chat_id": message.platform_chat_id,
+                    "chat_kind": message.delivery.chat_kind,
+                    "thread_id": message.delivery.thread_id,
+                    "platform_message_id": message.platform_message_id,
+                    "state": "open",
+                    "owner": message.delivery.owner,
+                    "created_at": created_at,
+                    "updated_at": created_at,
+                },
             )
-            if existing is None or not message.live:
-                raise
-            raise DuplicateMessage(existing) from None
+        elif is_reply(message.kind, message.role) and message.reply_to_id is not None:
+            # The reply and the end of its turn's open state commit together.
+            CLOSE_DELIVERY.execute(
+                connection, {"answered_message": message.reply_to_id, "touched_at": created_at}
+            )
+        if message.jobs and self.jobs is not None:
+            self.jobs.enqueue(
+                connection,
+                [JobRequest.of(spec, session_id, seq, utcnow()) for spec in message.jobs],
+            )
+        if message.attachments:
+            texts = {
+                attachment.sha256: clean_text(attachment.text)
+                for attachment in message.attachments
+                if attachment.text is not None
+                and connection.execute(TEXT_STORED, {"sha256": attachment.sha256}).first() is None
+            }
+            connection.execute(
+                INSERT_ATTACHMENT,
+                [
+                    {
+                        "message_id": message_id,
+                        "session_id": session_id,
+                        "kind": attachment.kind,
+                        "filename": clean_text(attachment.filename),
+                        "mime_type": attachment.mime_type,
+                        "size": attachment.size,
+                        "sha256": attachment.sha256,
+                        "path": attachment.path,
+                        # Only the first of several copies in one message keeps it.
+                        "text": texts.pop(attachment.sha256, None),
+                        "duration_seconds": attachment.duration_seconds,
+                        "created_at": created_at,
+                    }
+                    for attachment in message.attachments
+                ],
+            )
         row = None
         if not message.attachments and message.kind in CONVERSATION_KINDS:
             row = TranscriptRow(

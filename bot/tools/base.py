@@ -72,7 +72,8 @@ class ToolContext:
     # A group chat: tools act on the group's memory and context, never a person's.
     group: bool
     call_id: str
-    # The stored row of the call, and the first message the model saw in its context.
+    # The stored row of the call (None in a round of reads only: its call is stored with
+    # its first result), and the first message the model saw in its context.
     seq: int | None = None
     window_from_seq: int | None = None
 

@@ -56,7 +56,7 @@ from bot.turns.locks import SessionLocks
 from bot.turns.observed import observe_turn
 from bot.turns.routing import Route, resolve_route
 from bot.turns.stops import RunningTurn, RunningTurns
-from bot.turns.tool_rounds import ToolRounds, progress_summary
+from bot.turns.tool_rounds import ToolRounds, only_reads, progress_summary
 from persona import Persona, PersonaRegistry
 from transcript import Context, StoredToolCall, TranscriptRow, count_call_tokens, count_tokens
 from transcript.kinds import MessageKind, Status
@@ -177,6 +177,14 @@ class UnansweredCalls:
     steps: int
     call_seq: int
     calls: list[ToolCall]
+
+
+@dataclass
+class PendingCall:
+    """A round's call row: still to be stored (`message`), or stored already at `seq`."""
+
+    message: NewMessage | None
+    seq: int | None = None
 
 
 class _Overflowed(Exception):
@@ -578,7 +586,9 @@ class TurnEngine:
             unanswered = await self._unanswered_calls(plan) if plan.resumed else None
             if unanswered is not None:
                 rounds.steps = unanswered.steps
-                leftover = self._run_calls(plan, unanswered.call_seq, unanswered.calls, tools, None, [])
+                leftover = self._run_calls(
+                    plan, PendingCall(None, unanswered.call_seq), unanswered.calls, tools, None, []
+                )
                 async with aclosing(leftover) as events:
                     async for event in events:
                         yield event
@@ -591,11 +601,20 @@ class TurnEngine:
                         yield event
                 if plan.running.stopped or not answer.calls or not offering:
                     break
-                call_row = await self._store_calls(plan, answer)
-                round_rows = [call_row.row]
+                round_rows = []
+                call_message = self._call_message(plan, answer)
+                if only_reads(answer.calls, offering):
+                    # Nothing a read changes outlives a crash, so its call may be stored
+                    # together with its first result (one write fewer a round): recovery
+                    # from a crash in between asks the model again, as before the call.
+                    pending = PendingCall(call_message)
+                else:
+                    call_row = await self.db.run(self.stores.messages.append, session.id, call_message)
+                    round_rows.append(call_row.row)
+                    pending = PendingCall(None, call_row.seq)
                 # aclosing: a lane that stops listening stores the round's results before the reply.
                 calls = self._run_calls(
-                    plan, call_row.seq, answer.calls, offering, answer.window_from_seq, round_rows
+                    plan, pending, answer.calls, offering, answer.window_from_seq, round_rows
                 )
                 async with aclosing(calls) as events:
                     async for event in events:
@@ -686,29 +705,25 @@ class TurnEngine:
                 if not recovered:
                     raise _Overflowed() from None
 
-    async def _store_calls(self, plan: TurnPlan, answer: ModelAnswer) -> StoredMessage:
-        """The model's words and calls of one round, stored before any call runs."""
+    def _call_message(self, plan: TurnPlan, answer: ModelAnswer) -> NewMessage:
+        """The model's words and calls of one round, as they are stored."""
         text = answer.joined
         calls = tuple(StoredToolCall(call.id, call.name, call.arguments) for call in answer.calls)
-        return await self.db.run(
-            self.stores.messages.append,
-            plan.session.id,
-            NewMessage(
-                role="assistant",
-                content=text,
-                token_count=count_tokens(text) + count_call_tokens(calls),
-                persona_id=plan.persona.id,
-                sender_name=plan.persona.name,
-                reply_to_id=plan.user_message_id,
-                kind="tool_call",
-                tool_calls=calls,
-            ),
+        return NewMessage(
+            role="assistant",
+            content=text,
+            token_count=count_tokens(text) + count_call_tokens(calls),
+            persona_id=plan.persona.id,
+            sender_name=plan.persona.name,
+            reply_to_id=plan.user_message_id,
+            kind="tool_call",
+            tool_calls=calls,
         )
 
     async def _run_calls(
         self,
         plan: TurnPlan,
-        call_seq: int,
+        pending: PendingCall,
         calls: Sequence[ToolCall],
         tools: dict[str, Tool],
         window_from_seq: int | None,
@@ -716,7 +731,8 @@ class TurnEngine:
     ) -> AsyncGenerator[TurnEvent, None]:
         """Run one round's calls at once; each result is stored as it comes, before the next call.
 
-        Each stored result's row is added to `stored_rows`, for the next model call's view.
+        Each stored row is added to `stored_rows`, for the next model call's view; a call
+        row not stored yet (`pending`) is stored with the first result.
 
         A stop (or the lane going away) cancels the calls still running; they are stored
         as stopped, so the transcript never holds a call without its result.
@@ -730,7 +746,7 @@ class TurnEngine:
                 chat=plan.chat,
                 group=session.kind == "group",
                 call_id=call.id,
-                seq=call_seq,
+                seq=pending.seq,
                 window_from_seq=window_from_seq,
             )
             task = asyncio.create_task(run_call(call, tools, context, self.settings.tools.timeout_seconds))
@@ -746,7 +762,7 @@ class TurnEngine:
                 for task in done:
                     call = running[task]
                     result = STOPPED_RESULT if task.cancelled() else task.result()
-                    stored_rows.append((await self._store_result(plan, call, result)).row)
+                    stored_rows += await self._store_result(plan, pending, call, result)
                     stored.add(call.id)
                     status: ToolStatus = "error" if result.is_error else "done"
                     yield _step(plan, call, status)
@@ -755,31 +771,35 @@ class TurnEngine:
                 task.cancel()
             for call in calls:
                 if call.id not in stored:
-                    stored_rows.append((await self._store_result(plan, call, STOPPED_RESULT)).row)
+                    stored_rows += await self._store_result(plan, pending, call, STOPPED_RESULT)
 
-    async def _store_result(self, plan: TurnPlan, call: ToolCall, result: ToolResult) -> StoredMessage:
+    async def _store_result(
+        self, plan: TurnPlan, pending: PendingCall, call: ToolCall, result: ToolResult
+    ) -> list[TranscriptRow | None]:
+        """The result stored (after its call row, when that is still pending); the rows stored."""
         images = [
             await asyncio.to_thread(
                 self.attachments.store_bytes, f"{call.name}-{number}", image.mime_type, image.data
             )
             for number, image in enumerate(result.images, 1)
         ]
-        return await self.db.run(
-            self.stores.messages.append,
-            plan.session.id,
-            NewMessage(
-                role="tool",
-                content=result.content,
-                token_count=count_tokens(result.content),
-                persona_id=plan.persona.id,
-                reply_to_id=plan.user_message_id,
-                status="failed" if result.is_error else "complete",
-                kind="tool_result",
-                tool_call_id=call.id,
-                tool_name=call.name,
-                attachments=tuple(images),
-            ),
+        message = NewMessage(
+            role="tool",
+            content=result.content,
+            token_count=count_tokens(result.content),
+            persona_id=plan.persona.id,
+            reply_to_id=plan.user_message_id,
+            status="failed" if result.is_error else "complete",
+            kind="tool_result",
+            tool_call_id=call.id,
+            tool_name=call.name,
+            attachments=tuple(images),
         )
+        if pending.message is None:
+            return [(await self.db.run(self.stores.messages.append, plan.session.id, message)).row]
+        rows = await self.db.run(self.stores.messages.append_all, plan.session.id, [pending.message, message])
+        pending.message = None
+        return [stored.row for stored in rows]
 
     async def _unanswered_calls(self, plan: TurnPlan) -> UnansweredCalls | None:
         """The calls of the turn's last stored round that have no stored result, and its step count."""

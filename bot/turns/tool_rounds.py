@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from bot.providers.base import ToolCall
+from bot.tools.base import Tool
 from transcript.rows import StoredToolCall
 
 REPEAT_LIMIT = 3
@@ -55,6 +56,11 @@ class ToolRounds:
         if self.ended is None:
             return None
         return END_NOTES[self.ended].format(steps=self.steps, repeats=REPEAT_LIMIT)
+
+
+def only_reads(calls: Iterable[ToolCall], tools: Mapping[str, Tool]) -> bool:
+    """Every call names an offered tool that only reads: running it again changes nothing."""
+    return all(call.name in tools and tools[call.name].read_only for call in calls)
 
 
 def canonical_arguments(arguments: str) -> str:

@@ -1,6 +1,7 @@
 """Prepared statements (`bot.storage.prepared`) behave as SQLAlchemy's own execution does:
 the same stored values, SQLAlchemy's errors, listeners that see them, and no statement
-that would need SQLAlchemy's work at execution time."""
+that would need SQLAlchemy's work at execution time; and the rows an append stores together
+commit all or none."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from bot.storage.messages import INSERT_MESSAGE, MESSAGES
+from bot.storage.messages import INSERT_MESSAGE, MESSAGES, NewMessage
 from bot.storage.prepared import Prepared
+from transcript.kinds import UnknownMessageKind
 
 
 def _message(session_id: str, seq: int, **fields: Any) -> dict[str, Any]:
@@ -122,3 +124,38 @@ def test_a_statement_that_needs_column_defaults_filled_in_is_refused() -> None:
         assert connection.execute(select(table.c.text, table.c.written_at)).all() == [
             ("hello", datetime(2026, 1, 1))
         ]
+
+
+async def test_rows_appended_together_are_stored_all_or_none(
+    database: dict[str, str], runtimes, tmp_path: Path
+) -> None:
+    runtime = runtimes(tmp_path, **database)
+    session_id = _session_of(runtime)
+    messages = runtime.stores.messages
+    asked = NewMessage(role="user", content="first", token_count=1)
+    stored = messages.append_all(
+        session_id, [asked, NewMessage(role="assistant", content="second", token_count=1)]
+    )
+    assert [(row.seq, row.content) for row in stored] == [(1, "first"), (2, "second")]
+
+    with pytest.raises(UnknownMessageKind):
+        messages.append_all(
+            session_id, [asked, NewMessage(role="user", content="x", token_count=1, kind="tool_call")]
+        )
+    assert [row.content for row in messages.messages(session_id)] == ["first", "second"]
+    # The failed pair took no sequence number either.
+    assert messages.append(session_id, asked).seq == 3
+    with pytest.raises(ValueError, match="one at a time"):
+        messages.append_all(
+            session_id,
+            [
+                NewMessage(
+                    role="user",
+                    content="y",
+                    token_count=1,
+                    lane="web",
+                    platform_chat_id="c",
+                    platform_message_id="m",
+                )
+            ],
+        )

@@ -477,3 +477,46 @@ async def test_an_appended_row_is_the_row_a_read_gives_back(
     read = stores.messages.rows_after(session.id, 0)
     assert [asked.row, called.row, answered.row] == read
     assert noted.row is None
+
+
+async def test_a_read_only_call_is_stored_with_its_first_result_and_a_writing_call_before_it_runs(
+    database: dict[str, str], runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """A read changes nothing if run again after a crash, so its call row may wait for its
+    result (one write a round); a call that changes something is stored before it runs."""
+    seen: dict[str, tuple[list[str], int | None]] = {}
+    runtime = runtimes(tmp_path, **database, model_base_url=fake_openai.base_url)
+
+    def looking(name: str) -> Any:
+        async def look(context: ToolContext, arguments: Word) -> object:
+            rows = runtime.stores.messages.messages(context.session.id)
+            seen[name] = ([row.kind for row in rows], context.seq)
+            return {"seen": len(rows)}
+
+        return look
+
+    add_tools(
+        runtime,
+        FunctionTool("peek", "Read something.", Word, looking("peek"), read_only=True),
+        FunctionTool("note", "Write something down.", Word, looking("note"), read_only=False),
+    )
+    fake_openai.script(ToolCalls([("peek", {"word": "a"})]), ToolCalls([("note", {"word": "b"})]), "Done.")
+
+    _, reply = await run(runtime, "look, then write")
+
+    assert reply.text == "Done."
+    assert seen["peek"] == (["message"], None)
+    note_rows, note_seq = seen["note"]
+    assert note_rows == ["message", "tool_call", "tool_result", "tool_call"]
+    rows = runtime.stores.messages.messages(reply.session_id or "")
+    assert [row.kind for row in rows] == [
+        "message",
+        "tool_call",
+        "tool_result",
+        "tool_call",
+        "tool_result",
+        "message",
+    ]
+    assert note_seq == rows[3].seq
+    last_request = chat_bodies(fake_openai)[-1]["messages"]
+    assert_whole_pairs(last_request[1:])
