@@ -267,10 +267,14 @@ class Recall:
     ) -> list[RecallHit]:
         """The fused hits as stored now, read in one query per source.
 
-        Dense hits carry no text, and a row may have gone since it was ranked (an
+        Full-text hits were read with their rows just now and are kept as they are.
+        Dense hits carry no text, and a row may have gone since its vector was read (an
         item forgotten or moved to another owner): such a hit is dropped and the
         fusion redone without it.
         """
+        read_with_text = {
+            (hit.source, hit.id): hit for r in rankings if r.retriever == "full-text" for hit in r.hits
+        }
         gone: set[tuple[str, int]] = set()
         while True:
             remaining = [
@@ -278,9 +282,13 @@ class Recall:
                 for r in rankings
             ]
             fused = fuse(remaining, limit, SPARE_HITS)
-            stored: dict[tuple[str, int], RecallHit] = {}
+            stored = {
+                (hit.source, hit.id): read_with_text[(hit.source, hit.id)]
+                for hit in fused
+                if (hit.source, hit.id) in read_with_text
+            }
             for source in SOURCES:
-                ids = [hit.id for hit in fused if hit.source == source]
+                ids = [hit.id for hit in fused if hit.source == source and (source, hit.id) not in stored]
                 for hit in self.store.hits_by_id(
                     owner, source, ids, window_session_id=window_session_id, window_from_seq=window_from_seq
                 ):

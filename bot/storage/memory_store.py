@@ -393,12 +393,13 @@ class MemoryStore:
         sql = " UNION ALL ".join(f"SELECT * FROM ({part}) AS part_{n}" for n, part in enumerate(parts))
         with self.database.connect() as connection:
             rows = connection.execute(text(sql), params).all()
+        # Ranked beyond `candidates` (the window's allowance), but only the best of each
+        # source become hits: converting a row costs more than ranking it.
+        rows.sort(key=lambda row: float(row.score), reverse=True)
         for row in rows:
-            if float(row.score) > 0:
-                ranked[row.source].append(_hit(row))
-        for hits in ranked.values():
-            hits.sort(key=lambda hit: hit.score, reverse=True)
-            del hits[candidates:]
+            hits = ranked[row.source]
+            if float(row.score) > 0 and len(hits) < candidates:
+                hits.append(_hit(row))
         return ranked
 
     def vector_counts(self, owner: Owner) -> dict[str, tuple[int, int]]:
