@@ -395,8 +395,7 @@ class MemoryStore:
             rows = connection.execute(text(sql), params).all()
         # Ranked beyond `candidates` (the window's allowance), but only the best of each
         # source become hits: converting a row costs more than ranking it.
-        rows.sort(key=lambda row: float(row.score), reverse=True)
-        for row in rows:
+        for row in sorted(rows, key=lambda row: float(row.score), reverse=True):
             hits = ranked[row.source]
             if float(row.score) > 0 and len(hits) < candidates:
                 hits.append(_hit(row))
