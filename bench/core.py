@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -56,6 +57,9 @@ def settings_for(directory: Path, *, memory: bool = True):
             "CHORUS_DATABASE_URL": f"sqlite:///{directory / 'bench.db'}",
             "CHORUS_DATA_DIR": str(directory / "data"),
             "CHORUS_MEMORY_ENABLED": "true" if memory else "false",
+            # As the default install (no dense extra) runs, unless asked: with the extra
+            # installed, dense recall would otherwise load its encoder here.
+            "CHORUS_MEMORY_DENSE": os.environ.get("CHORUS_MEMORY_DENSE", "false"),
         },
     )
 
