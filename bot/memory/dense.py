@@ -171,7 +171,7 @@ class RememberingEmbedder:
 
 @cache
 def one_blas_thread() -> None:
-    """Hold numpy's BLAS to one thread for the rest of the process (once; numpy imported first).
+    """Hold numpy's BLAS to one thread for the rest of the process (the first call does it).
 
     A search is one product of a few thousand rows by 384 columns: one thread computes it
     within a fraction of a millisecond. A BLAS pool's threads spin, waiting for more work,
