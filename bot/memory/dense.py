@@ -124,7 +124,6 @@ class LazyEmbedder:
             if self._model is None:
                 from bot.memory.minilm import MiniLM
 
-                one_blas_thread()
                 self._model = MiniLM.load(self.model_file)
         return self._model.embed(texts)
 

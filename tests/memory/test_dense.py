@@ -112,29 +112,27 @@ def test_the_dense_extra_never_asks_for_pytorch() -> None:
     assert not closure & {"torch", "sentence-transformers", "transformers", "huggingface-hub"}
 
 
-# A fresh process: numpy's BLAS threads as loaded, then after dense recall's first search
-# matrix and its first embedding (the limit is process-wide, so no earlier test may set it).
+# A fresh process: numpy's BLAS threads as loaded, then once dense recall holds a matrix to
+# search (the only BLAS product it makes; the limit is process-wide, so no earlier test may set it).
 BLAS_THREADS_SCRIPT = """
 import json
 import numpy
 from threadpoolctl import threadpool_info
-from bot.memory.dense import Matrix, load_embedder
+from bot.memory.dense import Matrix
 
 def blas_threads():
     return sorted({pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"})
 
 loaded = blas_threads()
-{first}
+Matrix()
 print(json.dumps([loaded, blas_threads()]))
 """
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: BLAS runs one thread anyway")
-@pytest.mark.parametrize("first", ["Matrix()", "load_embedder().embed(['Melanie: I started taekwondo.'])"])
-def test_dense_recall_holds_numpys_blas_to_one_thread(first: str) -> None:
+def test_dense_recall_holds_numpys_blas_to_one_thread() -> None:
     environ = {key: value for key, value in os.environ.items() if not key.endswith("_NUM_THREADS")}
-    script = BLAS_THREADS_SCRIPT.replace("{first}", first)
-    command = [sys.executable, "-c", script]
+    command = [sys.executable, "-c", BLAS_THREADS_SCRIPT]
     run = subprocess.run(command, capture_output=True, text=True, env=environ, check=True)
     loaded, after = json.loads(run.stdout)
     assert max(loaded) > 1  # a pool per core, as numpy loads it
