@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Column, Text, UniqueConstraint
+from sqlalchemy import Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from bot.storage.models import utcnow
@@ -28,7 +28,11 @@ class ContextRecord(SQLModel, table=True):
     """
 
     __tablename__ = "context_records"
-    __table_args__ = (UniqueConstraint("session_id", "kind", "first_seq"),)
+    __table_args__ = (
+        UniqueConstraint("session_id", "kind", "first_seq"),
+        # The newest summary of a session, read on every model call (migration 0016).
+        Index("ix_context_records_latest", "session_id", "kind", "last_seq"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     session_id: str = Field(index=True, max_length=32)

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import bindparam, func, or_, update
+from sqlalchemy import bindparam, func, update
 from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -28,18 +28,26 @@ RECORDS = table_of(ContextRecord)
 SNIPS = table_of(ContextSnip)
 
 
-# Read on every turn, so built once (see bot/storage/messages.py).
+# Read on every model call, so built once (see bot/storage/messages.py). Each is one step
+# of an index (migration 0016), however many records the session has stored.
 _SUMMARY_SEQ = (
     select(func.max(RECORDS.c.last_seq))
     .where(RECORDS.c.session_id == bindparam("session_id"), RECORDS.c.kind == SUMMARY)
     .scalar_subquery()
 )
 LATEST_SUMMARY_SEQ = select(func.coalesce(_SUMMARY_SEQ, 0))
-VIEW_RECORDS = (
+LATEST_SUMMARY = (
     select(*RECORDS.c)
+    .where(RECORDS.c.session_id == bindparam("session_id"), RECORDS.c.kind == SUMMARY)
+    .order_by(RECORDS.c.last_seq.desc())
+    .limit(1)
+)
+COLLAPSES_AFTER = (
+    select(RECORDS.c.first_seq, RECORDS.c.last_seq, RECORDS.c.text)
     .where(
         RECORDS.c.session_id == bindparam("session_id"),
-        or_(RECORDS.c.kind == COLLAPSE, RECORDS.c.last_seq == _SUMMARY_SEQ),
+        RECORDS.c.kind == COLLAPSE,
+        RECORDS.c.first_seq > bindparam("after"),
     )
     .order_by(RECORDS.c.first_seq)
 )
@@ -173,7 +181,7 @@ class ContextRecords:
     ) -> ContextView:
         """The context state, with just enough stored rows for `window_entries` projected entries.
 
-        Built on every model call: two small indexed queries for the records, then the
+        Built on every model call: three indexed queries for the records, then the
         rows after the summary — each collapsed range shows as one entry and a snipped
         message as none, so those ranges add to what is loaded.
 
@@ -201,19 +209,17 @@ class ContextRecords:
                 turns=earlier.turns,
             )
         with self.database.connect() as connection:
-            records = connection.execute(VIEW_RECORDS, {"session_id": session_id}).all()
+            latest = connection.execute(LATEST_SUMMARY, {"session_id": session_id}).first()
+            summary = ContextRecord(**latest._mapping) if latest is not None else None
+            after = summary.last_seq if summary is not None else 0
+            collapses = [
+                Collapse(row.first_seq, row.last_seq, row.text)
+                for row in connection.execute(COLLAPSES_AFTER, {"session_id": session_id, "after": after})
+            ]
             snips = [
                 Snip(row.first_seq, row.last_seq)
                 for row in connection.execute(ACTIVE_SNIPS, {"session_id": session_id})
             ]
-        summaries = [record for record in records if record.kind == SUMMARY]
-        summary = ContextRecord(**summaries[-1]._mapping) if summaries else None
-        after = summary.last_seq if summary is not None else 0
-        collapses = [
-            Collapse(record.first_seq, record.last_seq, record.text)
-            for record in records
-            if record.kind == COLLAPSE and record.first_seq > after
-        ]
         hidden = sum(c.last_seq - c.first_seq for c in collapses) + sum(
             snip.last_seq - max(snip.first_seq, after + 1) + 1 for snip in snips if snip.last_seq > after
         )
