@@ -201,7 +201,7 @@ def build_runtime(
         commands=commands,
         locks=SessionLocks(shared_locks(settings) if database.dialect.name == "postgresql" else None),
         jobs=jobs,
-        after_turn=definitions.after_turn,
+        after_turn=definitions,
         overflow_handler=context.recover_from_overflow,
         instance_id=instance_id,
         hearing=Hearing(speech, settings.data_dir, settings.limits.audio_max_seconds),

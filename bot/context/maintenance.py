@@ -1,7 +1,8 @@
 """Runs context management: compaction, collapse and overflow recovery (docs/ARCHITECTURE.md §6).
 
-`after_turn` runs as a job after each turn (`bot.jobs`): when the context passes
-`collapse_share` of the budget it folds the oldest ranges in the window, and
+`after_turn` runs as a job after a turn that leaves it work (`has_work`,
+`bot.jobs`): when the context passes `collapse_share` of the budget it folds
+the oldest ranges in the window, and
 when it passes `compact_share` (or `compact_dropped_messages` messages have
 left the window unsummarised) it updates the session's summary. Only overflow
 recovery runs in the user's wait. Every result is a stored record; messages
@@ -296,16 +297,35 @@ class ContextMaintainer:
     # --- helpers -----------------------------------------------------------------
 
     async def _dropped_messages(self, session: ChatSession, view: ContextView, context: Context) -> int:
+        return await self.db.run(self.dropped_messages, session.id, view, context)
+
+    def dropped_messages(self, session_id: str, view: ContextView, context: Context) -> int:
         """Conversation messages after the summary that are older than the window (not snipped)."""
         if min(context.stats.kept_seqs) <= view.summary_last_seq + 1:
             return 0  # the window starts right after the summary: no message lies between
-        return await self.db.run(
-            self.messages.count_conversation,
-            session.id,
+        return self.messages.count_conversation(
+            session_id,
             view.summary_last_seq,
             min(context.stats.kept_seqs),
             skip=[(snip.first_seq, snip.last_seq) for snip in view.snips],
         )
+
+    def has_work(self, session_id: str, view: ContextView, context: Context) -> bool:
+        """Whether `after_turn` would fold or summarise anything, given the view and context
+        it would build: what a turn checks, so that the job is enqueued only when it has
+        work. Reads the database (one count at most): call it off the event loop.
+        """
+        share = _share(context)
+        if share >= self.settings.collapse_share or share >= self.settings.compact_share:
+            return True
+        if not context.stats.kept_seqs:
+            return False
+        enough = self.settings.compact_dropped_messages
+        # Each message has a seq of its own: fewer seqs between the summary and the window
+        # than `enough` mean fewer messages (the usual case, with no count to read).
+        if min(context.stats.kept_seqs) - view.summary_last_seq - 1 < enough:
+            return False
+        return self.dropped_messages(session_id, view, context) >= enough
 
     def _window(self, persona: Persona) -> int:
         return self.model_settings.window_for(self.model_for(persona))

@@ -2,8 +2,8 @@
 
 `definitions` names the jobs and what each does; `runner` runs them from the
 SQLite job table inside the process; `postgres` binds the same definitions to
-procrastinate. The engine only names the jobs a stored reply asks for and wakes
-the queue (`JobQueue`).
+procrastinate. The engine only names the jobs a stored reply asks for (those
+with work, see `bot.turns.after_turn`) and wakes the queue (`JobQueue`).
 """
 
 from bot.jobs.definitions import (

@@ -19,12 +19,15 @@ from bot.storage.boundary import boundary_for
 from bot.storage.jobs import JobSpec
 from bot.storage.messages import MessageStore
 from bot.storage.sessions import SessionStore
+from bot.turns.after_turn import AfterTurn
 
 MAINTAIN_CONTEXT = "context.maintain"
 OFFLOAD_MEMORY = "memory.offload"
 FLUSH_IDLE_MEMORY = "memory.idle_flush"
 
 JobFunction = Callable[[str, int], Awaitable[None]]
+# Whether a job has work in the state a turn's reply leaves (run on a database thread).
+HasWork = Callable[[AfterTurn], bool]
 # At shutdown, running jobs get this long to finish. One still running then is left
 # as a crash would leave it, and runs again on the next start (or another worker).
 SHUTDOWN_SECONDS = 20.0
@@ -57,10 +60,23 @@ class JobDefinitions:
 
     def __init__(self) -> None:
         self._jobs: dict[str, JobFunction] = {}
+        self._has_work: dict[str, HasWork] = {}
         self.after_turn: tuple[JobSpec, ...] = ()
 
-    def add(self, name: str, function: JobFunction) -> None:
+    def add(self, name: str, function: JobFunction, *, has_work: HasWork | None = None) -> None:
+        """Name a job; `has_work` tells a turn whether its reply should enqueue it."""
         self._jobs[name] = function
+        if has_work is not None:
+            self._has_work[name] = has_work
+
+    def due_after(self, turn: AfterTurn) -> tuple[JobSpec, ...]:
+        """The after-turn jobs with work in `turn`'s state; a timer, or a job that cannot
+        tell, always."""
+        return tuple(
+            spec
+            for spec in self.after_turn
+            if (has_work := self._has_work.get(spec.name)) is None or has_work(turn)
+        )
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -89,7 +105,10 @@ def build_definitions(
         if session is not None:
             await maintainer.after_turn(session)
 
-    definitions.add(MAINTAIN_CONTEXT, maintain_context)
+    def context_has_work(turn: AfterTurn) -> bool:
+        return maintainer.has_work(turn.session.id, turn.view, turn.context)
+
+    definitions.add(MAINTAIN_CONTEXT, maintain_context, has_work=context_has_work)
     if memory is not None and settings.enabled:
         specs.append(JobSpec(OFFLOAD_MEMORY))
 
@@ -98,7 +117,10 @@ def build_definitions(
             if session is not None:
                 await memory.offload_due(session)
 
-        definitions.add(OFFLOAD_MEMORY, offload_memory)
+        def offload_has_work(turn: AfterTurn) -> bool:
+            return memory.offload_has_work(turn.session, turn.view.rows)
+
+        definitions.add(OFFLOAD_MEMORY, offload_memory, has_work=offload_has_work)
         if settings.idle_seconds > 0:
             specs.append(JobSpec(FLUSH_IDLE_MEMORY, delay_seconds=settings.idle_seconds))
 

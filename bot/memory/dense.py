@@ -37,9 +37,11 @@ QUERY_CACHE = 256
 # How long an owner's matrices are trusted without asking the database, when this
 # process did not change them: other processes' new vectors show up within this time.
 RECHECK_SECONDS = 30.0
-# Texts whose vectors the encoder keeps (see `RememberingEmbedder`): a few turns of every
-# conversation active at once.
-RECENT_TEXTS = 1024
+# Texts whose vectors the encoder keeps (see `RememberingEmbedder`): the messages every
+# conversation active at once said since its last offload, which comes every
+# `memory.turns_threshold` (8) turns, with the texts the offloads embed meanwhile (about
+# 30 a conversation in all): over a hundred conversations, in about 7 MB.
+RECENT_TEXTS = 4096
 
 
 class Embedder(Protocol):
@@ -133,7 +135,7 @@ class RememberingEmbedder:
 
     A message is embedded once: a turn embeds its newest message for recall (the
     message as stored, speaker included), and the offload that embeds the message for
-    good a few moments later gets the same vector back without running the model.
+    good a few turns later gets the same vector back without running the model.
     """
 
     def __init__(self, inner: Embedder, size: int = RECENT_TEXTS) -> None:

@@ -34,6 +34,7 @@ from bot.storage.boundary import boundary_for
 from bot.storage.index_text import item_index_text
 from bot.storage.memory_store import CursorMoved, MemoryStore, NewMemoryItem, Owner
 from bot.storage.models import ChatSession, Message
+from transcript import TranscriptRow
 from transcript.kinds import SAID_KINDS
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,21 @@ class Offloader:
 
     def pending(self, session_id: str) -> Pending:
         return measure(slice_after_cursor(self.store, session_id).messages)
+
+    def due_after(self, session_id: str, newest: Sequence[TranscriptRow]) -> bool:
+        """Whether a trigger is reached, given the session's `newest` conversation rows
+        (oldest first, none left out between them): the check a turn makes so that the
+        offload job is enqueued only when it has a chunk to offload.
+
+        One read (the cursor); the rows after it are counted from `newest`. When they do
+        not reach back to the cursor, the backlog is not known here: due, and the job
+        reads it. (The job also checks the cursor against its message, so a transcript
+        replaced under the cursor is found at the next offload the triggers bring.)
+        """
+        after = self.store.cursor_seq(session_id) or 0
+        if not newest or newest[0].seq > after + 1:
+            return True
+        return should_offload(measure([row for row in newest if row.seq > after]), self.settings)
 
     async def offload(
         self, session: ChatSession, *, force: bool = False, embed: bool = True

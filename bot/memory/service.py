@@ -1,17 +1,18 @@
 """MemoryService: the offloader, its idle flush and recall, as the engine and the jobs use them.
 
-After each turn a `memory.offload` job offloads if a trigger is reached, and a
-`memory.idle_flush` timer job is (re)set. The end of a session's activity is
-`idle_seconds` without a turn (which also covers `/new`: the old session simply
-goes idle) or the process that ran its jobs shutting down (`aclose`); then
-anything pending is offloaded. Both are durable jobs (`bot.jobs`): a crash loses
-neither.
+A turn whose reply reaches an offload trigger enqueues a `memory.offload` job
+(`offload_has_work`), and every reply (re)sets a `memory.idle_flush` timer job.
+The end of a session's activity is `idle_seconds` without a turn (which also
+covers `/new`: the old session simply goes idle) or the process that ran its
+jobs shutting down (`aclose`); then anything pending is offloaded. Both are
+durable jobs (`bot.jobs`): a crash loses neither.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Sequence
 
 from bot.config import MemorySettings
@@ -65,9 +66,11 @@ class MemoryService:
         self.embedder = embedder
         self.offloader = Offloader(store, distiller, settings, embedder)
         self.recall = Recall(store, settings, DenseIndex(store, embedder) if embedder is not None else None)
-        # Sessions whose offload ran in this process and did not go idle since (with the
-        # idle flush off, so is the flush at shutdown).
+        # Sessions with a turn (or an offload) in this process that did not go idle since:
+        # the flush at shutdown offloads what they left pending (with the idle flush off,
+        # so is this). Turns note theirs on a database thread, hence the lock.
         self._active: dict[str, ChatSession] = {}
+        self._active_lock = threading.Lock()
         # The memory each session's newest context was built with, and what it was built for.
         self._turn_memory: dict[str, tuple[tuple[str, int | None, tuple[int, int]], TurnMemory]] = {}
         # What a turn's query is embedded as (its message as the offload embeds it), by query.
@@ -108,16 +111,29 @@ class MemoryService:
         """The `memory.offload` job: offload when a trigger is reached."""
         if not self.settings.enabled:
             return
-        if self.settings.idle_seconds > 0:
-            # Noted even when the offload fails: the shutdown flush retries it.
-            self._active[session.id] = session
+        # Noted even when the offload fails: the shutdown flush retries it.
+        self._note_active(session)
         count_offload(await self.offloader.offload(session))
+
+    def offload_has_work(self, session: ChatSession, newest: Sequence[TranscriptRow]) -> bool:
+        """Whether a turn that leaves `newest` as the session's newest rows should enqueue
+        the `memory.offload` job (see `Offloader.due_after`). Reads the database."""
+        if not self.settings.enabled:
+            return False
+        self._note_active(session)
+        return self.offloader.due_after(session.id, newest)
+
+    def _note_active(self, session: ChatSession) -> None:
+        if self.settings.idle_seconds > 0:
+            with self._active_lock:
+                self._active[session.id] = session
 
     async def flush_idle(self, session: ChatSession) -> None:
         """The `memory.idle_flush` job: the session went quiet, offload all that is pending."""
         if not self.settings.enabled:
             return
-        self._active.pop(session.id, None)
+        with self._active_lock:
+            self._active.pop(session.id, None)
         await self.flush(session)
 
     def for_turn(
@@ -192,7 +208,8 @@ class MemoryService:
         if self._backfill is not None:
             self._stop_backfill = True
             await asyncio.gather(self._backfill, return_exceptions=True)
-        active, self._active = list(self._active.values()), {}
+        with self._active_lock:
+            active, self._active = list(self._active.values()), {}
         if not active:
             return
         # A few at a time: each may be a model call, and the process has a deadline to stop.

@@ -14,11 +14,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from bot.config import MemorySettings
 from bot.memory.filters import hard_filter
 from bot.storage.models import Message
 from transcript.kinds import SAID_KINDS, is_reply
+
+
+class Counted(Protocol):
+    """What the triggers read of a row: a stored `Message`, or a `TranscriptRow` a turn holds."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def content(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -32,7 +44,7 @@ class Pending:
         return self.turns > 0 or self.chars > 0 or self.steps > 0
 
 
-def measure(messages: Sequence[Message]) -> Pending:
+def measure(messages: Sequence[Counted]) -> Pending:
     return Pending(
         turns=sum(1 for message in messages if is_reply(message.kind, message.role)),
         chars=sum(said_chars(message) for message in messages),
@@ -40,7 +52,7 @@ def measure(messages: Sequence[Message]) -> Pending:
     )
 
 
-def said_chars(message: Message) -> int:
+def said_chars(message: Counted) -> int:
     return len(hard_filter(message.content)) if message.kind in SAID_KINDS else 0
 
 

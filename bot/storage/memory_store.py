@@ -40,6 +40,7 @@ NEWEST_ITEMS = (
 )
 CURSORS = table_of(MemoryCursor)
 CURSOR_OF_SESSION = sa_select(CURSORS).where(CURSORS.c.session_id == bindparam("session_id"))
+CURSOR_SEQ = sa_select(CURSORS.c.last_seq).where(CURSORS.c.session_id == bindparam("session_id"))
 CONVERSATION_AFTER = (
     select(Message)
     .where(
@@ -178,10 +179,17 @@ class MemoryStore:
 
     # --- the offload cursor ----------------------------------------------------
 
-    # The cursor and the messages after it are read after every turn (the offload job).
-    # The cursor is one row: a Core statement, as the ORM's per-query set-up costs more
-    # than building it. The messages are up to a chunk (16 and more): ORM rows, as
-    # building each from a Core row costs five times what the ORM's loading does.
+    # A turn reads the cursor's seq (does its reply reach an offload trigger?); the offload
+    # job reads the cursor and the messages after it. The cursor is one row: a Core
+    # statement, as the ORM's per-query set-up costs more than building it. The messages
+    # are up to a chunk (16 and more): ORM rows, as building each from a Core row costs
+    # five times what the ORM's loading does.
+    def cursor_seq(self, session_id: str) -> int | None:
+        """The seq of the last offloaded message (None: nothing offloaded yet)."""
+        with self.database.connect() as connection:
+            found: int | None = connection.execute(CURSOR_SEQ, {"session_id": session_id}).scalar()
+        return found
+
     def cursor(self, session_id: str) -> MemoryCursor | None:
         with self.database.connect() as connection:
             found = connection.execute(CURSOR_OF_SESSION, {"session_id": session_id}).first()

@@ -241,6 +241,43 @@ class StoredMessage:
     row: TranscriptRow | None = None
 
 
+def row_once_stored(message: NewMessage, seq: int, created_at: datetime) -> TranscriptRow:
+    """`message` (without attachments) as a read would give it back once stored at `seq`."""
+    return _row(
+        message,
+        seq,
+        created_at,
+        clean_text(message.content),
+        clean_optional(message.sender_name),
+        encode_calls(message.tool_calls),
+    )
+
+
+def _row(
+    message: NewMessage,
+    seq: int,
+    created_at: datetime,
+    content: str,
+    sender_name: str | None,
+    stored_calls: str | None,
+) -> TranscriptRow:
+    return TranscriptRow(
+        seq=seq,
+        role=message.role,
+        content=content,
+        persona_id=message.persona_id,
+        sender_id=message.sender_id,
+        sender_name=sender_name,
+        status=message.status,
+        token_count=message.token_count,
+        created_at=as_utc(created_at).isoformat(),
+        kind=message.kind,
+        tool_calls=decode_calls(stored_calls),
+        tool_call_id=message.tool_call_id,
+        tool_name=message.tool_name,
+    )
+
+
 class DuplicateMessage(Exception):
     """The platform message was already stored (idempotent ingestion)."""
 
@@ -402,21 +439,7 @@ class MessageStore:
             )
         row = None
         if not message.attachments and message.kind in CONVERSATION_KINDS:
-            row = TranscriptRow(
-                seq=seq,
-                role=message.role,
-                content=content,
-                persona_id=message.persona_id,
-                sender_id=message.sender_id,
-                sender_name=sender_name,
-                status=message.status,
-                token_count=message.token_count,
-                created_at=as_utc(created_at).isoformat(),
-                kind=message.kind,
-                tool_calls=decode_calls(stored_calls),
-                tool_call_id=message.tool_call_id,
-                tool_name=message.tool_name,
-            )
+            row = _row(message, seq, created_at, content, sender_name, stored_calls)
         return StoredMessage(
             id=message_id,
             seq=seq,

@@ -3,8 +3,8 @@
 For every lane: route the message to a session, run commands, store the user's
 message (idempotently) before the model is called, build the context through
 `transcript`, stream the reply, store it tagged with the persona that spoke,
-enqueuing the after-turn jobs (memory offload, compaction) in the reply's own
-transaction (`bot.jobs` runs them).
+enqueuing the after-turn jobs that have work (memory offload, compaction; see
+`bot.turns.after_turn`) in the reply's own transaction (`bot.jobs` runs them).
 """
 
 from __future__ import annotations
@@ -41,13 +41,15 @@ from bot.storage.messages import (
     NewMessage,
     StoredMessage,
     ingest_key,
+    row_once_stored,
 )
-from bot.storage.models import ChatSession
+from bot.storage.models import ChatSession, utcnow
 from bot.storage.sanitise import clean_text
 from bot.storage.stores import Stores
 from bot.tools.base import ChatAddress, Tool, ToolContext, ToolResult
 from bot.tools.offer import schemas_of
 from bot.tools.runner import run_call
+from bot.turns.after_turn import AfterTurn, AfterTurnWork
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
 from bot.turns.events import CommandAnswer, Delta, Reply, ToolStatus, ToolStep, TurnEvent
@@ -204,7 +206,7 @@ class TurnEngine:
         commands: Commands,
         locks: SessionLocks,
         jobs: AfterTurnJobs,
-        after_turn: tuple[JobSpec, ...],
+        after_turn: AfterTurnWork,
         overflow_handler: OverflowHandler | None,
         instance_id: str,
         hearing: Hearing,
@@ -229,7 +231,7 @@ class TurnEngine:
         self.db = boundary_for(stores.database)
         # User messages this process's recovery is answering: a re-delivered copy waits for it.
         self.recovering: set[int] = set()
-        # The jobs a stored reply (or recorded message) enqueues, and the queue that runs them.
+        # The jobs a stored reply (or recorded message) may enqueue, and the queue that runs them.
         self.after_turn = after_turn
         self.jobs = jobs
         # Frees room when the model rejects a context as too large; None: the turn fails at once.
@@ -328,7 +330,9 @@ class TurnEngine:
         )
         async with self.locks.hold(route.session.id):
             try:
-                stored, _ = await self._store_user_message(inbound, route, text, jobs=self.after_turn)
+                stored, _ = await self._store_user_message(
+                    inbound, route, text, jobs=self.after_turn.after_turn
+                )
                 stored_id = stored.id
             except DuplicateMessage as duplicate:
                 return Reply(
@@ -630,7 +634,9 @@ class TurnEngine:
                 return
             note = rounds.note()
             text = with_note(answer.joined, note) if note is not None else answer.joined
-            stored = await self._store_reply(plan, text, "complete")
+            reply = self._reply_message(plan, text, "complete")
+            jobs = await self._jobs_with_work(plan, answer.view, reply, tools)
+            stored = await self.db.run(self.stores.messages.append, session.id, replace(reply, jobs=jobs))
             yield plan.reply(stored.content, stored)
         except _Overflowed:
             finished = True
@@ -817,21 +823,45 @@ class TurnEngine:
         return UnansweredCalls(steps=len(call_rows), call_seq=last.seq, calls=missing)
 
     async def _store_reply(self, plan: TurnPlan, text: str, status: Status) -> StoredMessage:
+        """Store a reply a stop, a cut or a failure ended: it asks for every after-turn job."""
         return await self.db.run(
-            self.stores.messages.append,
-            plan.session.id,
-            NewMessage(
-                role="assistant",
-                content=text,
-                token_count=count_tokens(text),
-                persona_id=plan.persona.id,
-                sender_name=plan.persona.name,
-                reply_to_id=plan.user_message_id,
-                status=status,
-                # The after-turn work commits with the reply: no reply, no jobs.
-                jobs=self.after_turn,
-            ),
+            self.stores.messages.append, plan.session.id, self._reply_message(plan, text, status)
         )
+
+    def _reply_message(self, plan: TurnPlan, text: str, status: Status) -> NewMessage:
+        return NewMessage(
+            role="assistant",
+            content=text,
+            token_count=count_tokens(text),
+            persona_id=plan.persona.id,
+            sender_name=plan.persona.name,
+            reply_to_id=plan.user_message_id,
+            status=status,
+            # The after-turn work commits with the reply: no reply, no jobs.
+            jobs=self.after_turn.after_turn,
+        )
+
+    async def _jobs_with_work(
+        self, plan: TurnPlan, view: ContextView | None, reply: NewMessage, tools: dict[str, Tool]
+    ) -> tuple[JobSpec, ...]:
+        """The after-turn jobs with work once `reply` is stored (see `bot.turns.after_turn`).
+
+        `view` is what the turn's last model call saw; with the reply as its newest row it
+        gives the context the next turn would start from, built as the turn's own were
+        (the rows' model turns and the turn's memory are reused, so the build is cheap).
+        """
+        if view is None or not view.rows:
+            return reply.jobs
+        schemas = schemas_of(tools)
+
+        def jobs_with_work() -> tuple[JobSpec, ...]:
+            # The reply's seq is at least the next one; an event stored meanwhile moves it on.
+            row = row_once_stored(reply, view.rows[-1].seq + 1, utcnow())
+            after = self.assembler.view(plan.session.id, view, [row])
+            context = self.assembler.assemble_now(plan.session, plan.persona, after, schemas)
+            return self.after_turn.due_after(AfterTurn(plan.session, after, context))
+
+        return await self.db.run(jobs_with_work)
 
     async def _store_command(self, inbound: InboundMessage, route: Route, text: str) -> None:
         """Record a command as an event; its platform id makes a re-delivery a duplicate."""

@@ -49,8 +49,10 @@ class FailsAfterEnqueue:
 
 
 async def test_a_reply_enqueues_its_jobs_keyed_by_its_seq(runtimes: RuntimeFactory, tmp_path: Path) -> None:
-    # No worker: the jobs stay queued where the test can read them.
-    runtime = runtimes(tmp_path, jobs_worker=False)
+    # No worker: the jobs stay queued where the test can read them. Every job has work
+    # after every turn: each reply reaches the offload's trigger, and any context is past
+    # the share where compaction starts.
+    runtime = runtimes(tmp_path, jobs_worker=False, memory_turns_threshold=1, context_compact_share=0.0)
     reply = await runtime.engine.respond(inbound("hello"))
     assert reply.kind == "assistant"
     seq = count(runtime, "SELECT seq FROM messages WHERE role = 'assistant'")

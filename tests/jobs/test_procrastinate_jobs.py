@@ -44,7 +44,14 @@ async def test_a_reply_defers_its_jobs_in_its_transaction(
     runtimes: RuntimeFactory,
     tmp_path: Path,
 ) -> None:
-    runtime = runtimes(tmp_path, database_url=postgres_url, jobs_worker=False)
+    # Every job has work after every turn (see tests/jobs/test_jobs_with_work.py).
+    runtime = runtimes(
+        tmp_path,
+        database_url=postgres_url,
+        jobs_worker=False,
+        memory_turns_threshold=1,
+        context_compact_share=0.0,
+    )
     reply = await runtime.engine.respond(inbound("hello"))
     session = reply.session_id
     seq = count(runtime, "SELECT seq FROM messages WHERE role = 'assistant'")

@@ -1,0 +1,148 @@
+"""A reply enqueues only the after-turn jobs that have work, and the jobs store the same.
+
+Context maintenance and the memory offload say when they have work (`has_work`); a turn
+checks that against the state its reply leaves. The same conversation run with every job
+enqueued after every turn (as before the check) must leave the same summaries, collapses
+and memory cursor after each turn, while the checked run runs the jobs far less often.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from bot.jobs import FLUSH_IDLE_MEMORY, MAINTAIN_CONTEXT, OFFLOAD_MEMORY
+from bot.runtime import Runtime
+from bot.storage.jobs import JobSpec
+from bot.storage.models import ChatSession
+from bot.turns.after_turn import AfterTurn
+from tests.support.runtime import RuntimeFactory, inbound
+
+# Short and long messages, so the offload's character trigger and the context's share
+# trigger both fire now and then, besides the turn count and the dropped messages.
+SAID = [
+    "We moved the launch to Friday.",
+    "Remember that the staging database is read-only on weekends. " * 6,
+    "Ok.",
+    "Who owns the release notes this time? Dana said she would, but she is away next week.",
+    "The budget for the trip is 1,200 euros, flights included.",
+    "Thanks!",
+]
+BASE = {
+    "memory_turns_threshold": 3,
+    "memory_chars_threshold": 700,
+    "memory_idle_seconds": 0,
+    "context_compact_dropped_messages": 3,
+}
+# A roomy window: messages leave it by count, and summaries take them in.
+ROOMY = {**BASE, "model_context_window": 128_000}
+# A tight one: the context passes the collapse share, then the compaction share.
+TIGHT = {**BASE, "model_context_window": 3000, "context_collapse_share": 0.65, "context_compact_share": 0.8}
+TURNS = 30
+
+
+class EveryJob:
+    """Every after-turn job after every turn, whether it has work or not."""
+
+    def __init__(self, specs: tuple[JobSpec, ...]) -> None:
+        self.after_turn = specs
+
+    def due_after(self, turn: AfterTurn) -> tuple[JobSpec, ...]:
+        return self.after_turn
+
+
+def counting_runs(runtime: Runtime) -> Counter[str]:
+    """Counts the runs of the two jobs that may have no work, by wrapping what they call."""
+    runs: Counter[str] = Counter()
+    maintain, offload = runtime.context.after_turn, runtime.memory.offload_due
+
+    async def maintain_counted(session: ChatSession) -> None:
+        runs[MAINTAIN_CONTEXT] += 1
+        await maintain(session)
+
+    async def offload_counted(session: ChatSession) -> None:
+        runs[OFFLOAD_MEMORY] += 1
+        await offload(session)
+
+    runtime.context.after_turn = maintain_counted  # type: ignore[method-assign]
+    runtime.memory.offload_due = offload_counted  # type: ignore[method-assign]
+    return runs
+
+
+def stored_state(runtime: Runtime) -> tuple[list[tuple[str, int, int]], int | None, int]:
+    """The context records' ranges, the memory cursor, and how many memory items there are."""
+    with runtime.database.connect() as connection:
+        records = connection.execute(
+            text("SELECT kind, first_seq, last_seq FROM context_records ORDER BY id")
+        ).all()
+        cursor = connection.execute(text("SELECT last_seq FROM memory_cursors")).scalar()
+        items = connection.execute(text("SELECT count(*) FROM memory_items")).scalar_one()
+    return [tuple(record) for record in records], cursor, int(items)
+
+
+async def conversation(runtime: Runtime) -> list[tuple[list[tuple[str, int, int]], int | None, int]]:
+    states = []
+    for turn in range(TURNS):
+        reply = await runtime.engine.respond(inbound(SAID[turn % len(SAID)], message_id=str(turn)))
+        assert reply.kind == "assistant"
+        await runtime.engine.drain()
+        states.append(stored_state(runtime))
+    return states
+
+
+@pytest.mark.parametrize(
+    ("settings", "records_made", "maintenance_runs"),
+    # Past the collapse share, every turn's context has work for maintenance.
+    [(ROOMY, {"summary"}, TURNS // 2), (TIGHT, {"summary", "collapse"}, TURNS)],
+    ids=["roomy", "tight"],
+)
+async def test_jobs_enqueued_only_with_work_store_what_every_job_every_turn_stores(
+    runtimes: RuntimeFactory,
+    tmp_path: Path,
+    settings: dict[str, object],
+    records_made: set[str],
+    maintenance_runs: int,
+) -> None:
+    checked = runtimes(tmp_path / "checked", **settings)
+    checked_runs = counting_runs(checked)
+    every = runtimes(tmp_path / "every", **settings)
+    every.engine.after_turn = EveryJob(every.engine.after_turn.after_turn)
+    every_runs = counting_runs(every)
+
+    checked_states = await conversation(checked)
+    assert checked_states == await conversation(every)
+    # The conversation reached the triggers: records were stored, and memory offloaded.
+    records, cursor, items = checked_states[-1]
+    assert {kind for kind, _, _ in records} == records_made
+    assert cursor is not None and items > 0
+    assert every_runs == {MAINTAIN_CONTEXT: TURNS, OFFLOAD_MEMORY: TURNS}
+    assert 0 < checked_runs[MAINTAIN_CONTEXT] <= maintenance_runs
+    assert 0 < checked_runs[OFFLOAD_MEMORY] <= TURNS / 2
+
+
+async def test_a_reply_with_nothing_due_enqueues_only_the_idle_timer(
+    runtimes: RuntimeFactory, tmp_path: Path
+) -> None:
+    runtime = runtimes(tmp_path, jobs_worker=False)
+    await runtime.engine.respond(inbound("hello"))
+    with runtime.database.connect() as connection:
+        names = connection.execute(text("SELECT name FROM jobs")).scalars().all()
+    assert names == [FLUSH_IDLE_MEMORY]
+
+
+async def test_the_offload_is_due_when_the_rows_a_turn_holds_do_not_reach_back_to_the_cursor(
+    runtimes: RuntimeFactory, tmp_path: Path
+) -> None:
+    runtime = runtimes(tmp_path, jobs_worker=False, memory_turns_threshold=3)
+    reply = await runtime.engine.respond(inbound("one"))
+    await runtime.engine.respond(inbound("two"))
+    rows = runtime.stores.messages.rows_after(reply.session_id, 0)
+    assert [row.seq for row in rows] == [1, 2, 3, 4]
+    offloader = runtime.memory.offloader
+    # Nothing offloaded yet: from seq 1 on, two replies are pending, one short of the trigger.
+    assert not offloader.due_after(reply.session_id, rows)
+    # Rows from seq 3 on leave seqs 1-2 unseen: what is pending is not known here.
+    assert offloader.due_after(reply.session_id, rows[2:])
