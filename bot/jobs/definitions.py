@@ -69,7 +69,7 @@ class JobDefinitions:
         if has_work is not None:
             self._has_work[name] = has_work
 
-    def due_after(self, turn: AfterTurn) -> tuple[JobSpec, ...]:
+    def with_work(self, turn: AfterTurn) -> tuple[JobSpec, ...]:
         """The after-turn jobs with work in `turn`'s state; a timer, or a job that cannot
         tell, always."""
         return tuple(

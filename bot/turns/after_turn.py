@@ -40,6 +40,6 @@ class AfterTurnWork(Protocol):
         """Every job a stored turn may ask for (what a reply enqueues when its state is unknown)."""
         ...
 
-    def due_after(self, turn: AfterTurn) -> tuple[JobSpec, ...]:
+    def with_work(self, turn: AfterTurn) -> tuple[JobSpec, ...]:
         """The jobs with work in `turn`'s state. Reads the database: call it off the event loop."""
         ...

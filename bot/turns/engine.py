@@ -859,9 +859,14 @@ class TurnEngine:
             row = row_once_stored(reply, view.rows[-1].seq + 1, utcnow())
             after = self.assembler.view(plan.session.id, view, [row])
             context = self.assembler.assemble_now(plan.session, plan.persona, after, schemas)
-            return self.after_turn.due_after(AfterTurn(plan.session, after, context))
+            return self.after_turn.with_work(AfterTurn(plan.session, after, context))
 
-        return await self.db.run(jobs_with_work)
+        try:
+            return await self.db.run(jobs_with_work)
+        except Exception:
+            # The reply is stored whatever happens here: with every job, which checks for itself.
+            log.exception("session %s: could not tell which after-turn jobs have work", plan.session.id)
+            return reply.jobs
 
     async def _store_command(self, inbound: InboundMessage, route: Route, text: str) -> None:
         """Record a command as an event; its platform id makes a re-delivery a duplicate."""

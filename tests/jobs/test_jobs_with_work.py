@@ -50,7 +50,7 @@ class EveryJob:
     def __init__(self, specs: tuple[JobSpec, ...]) -> None:
         self.after_turn = specs
 
-    def due_after(self, turn: AfterTurn) -> tuple[JobSpec, ...]:
+    def with_work(self, turn: AfterTurn) -> tuple[JobSpec, ...]:
         return self.after_turn
 
 
@@ -146,3 +146,20 @@ async def test_the_offload_is_due_when_the_rows_a_turn_holds_do_not_reach_back_t
     assert not offloader.due_after(reply.session_id, rows)
     # Rows from seq 3 on leave seqs 1-2 unseen: what is pending is not known here.
     assert offloader.due_after(reply.session_id, rows[2:])
+
+
+async def test_a_check_that_fails_stores_the_reply_with_every_job(
+    runtimes: RuntimeFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    runtime = runtimes(tmp_path, jobs_worker=False)
+
+    def broken(*_: object) -> bool:
+        raise RuntimeError("the database went away")
+
+    runtime.context.has_work = broken  # type: ignore[method-assign]
+    reply = await runtime.engine.respond(inbound("hello"))
+    assert reply.kind == "assistant" and reply.message_id is not None
+    with runtime.database.connect() as connection:
+        names = connection.execute(text("SELECT name FROM jobs ORDER BY name")).scalars().all()
+    assert names == [MAINTAIN_CONTEXT, FLUSH_IDLE_MEMORY, OFFLOAD_MEMORY]
+    assert "could not tell which after-turn jobs have work" in caplog.text
