@@ -160,6 +160,8 @@ class Stages:
     cpu: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     calls: Counter[str] = field(default_factory=Counter)
     embedded: Counter[str] = field(default_factory=Counter)
+    # Job runs by job name: a reply enqueues only the jobs that have work.
+    runs: Counter[str] = field(default_factory=Counter)
     phase: str = "turn"
     job: str | None = None
 
@@ -185,6 +187,7 @@ def instrument(runtime: Any, stages: Stages) -> None:
 
     async def timed_job(name: str, session_id: str, seq: int) -> None:
         stages.job = name
+        stages.runs[name] += 1
         try:
             with cpu_into(stages.cpu, f"job {name}"):
                 await run_job(name, session_id, seq)
@@ -529,6 +532,8 @@ def report(
     wall: float,
     preload_seconds: float,
 ) -> dict[str, Any]:
+    from bot.jobs import MAINTAIN_CONTEXT, OFFLOAD_MEMORY
+
     turns = int(configuration["turns"])
 
     def per_turn(seconds: float) -> float:
@@ -536,6 +541,8 @@ def report(
 
     cpu = stages.cpu
     jobs = {name: value for name, value in cpu.items() if name.startswith("job ")}
+    # Each after-turn job has its column, also one that no turn of the run had work for.
+    job_names = sorted({MAINTAIN_CONTEXT, OFFLOAD_MEMORY} | {name.removeprefix("job ") for name in jobs})
     job_models = {name: value for name, value in cpu.items() if name.startswith("model calls of jobs")}
     embeddings = {name: value for name, value in cpu.items() if name.startswith("embeddings: ")}
     growth: dict[str, int] = defaultdict(int)
@@ -552,7 +559,7 @@ def report(
         "CPU ms/turn": per_turn(cpu["turn"] + cpu["after-turn"]),
         "turn": per_turn(cpu["turn"]),
         "after-turn": per_turn(cpu["after-turn"]),
-        **{name.removeprefix("job "): per_turn(value) for name, value in sorted(jobs.items())},
+        **{name: per_turn(cpu.get(f"job {name}", 0.0)) for name in job_names},
         "runner": per_turn(cpu["after-turn"] - sum(jobs.values())),
         "embeddings": per_turn(sum(embeddings.values())),
         "job model calls": per_turn(sum(job_models.values())),
@@ -564,6 +571,7 @@ def report(
         "summary": summary,
         "embeddings ms/turn": {name: per_turn(value) for name, value in embeddings.items()},
         "texts embedded per turn": {name: round(count / turns, 2) for name, count in stages.embedded.items()},
+        "jobs run per turn": {name: round(count / turns, 2) for name, count in sorted(stages.runs.items())},
         "job model calls ms/turn": {name: per_turn(value) for name, value in job_models.items()},
         "model calls per turn": calls,
         "disk MB per 1,000 turns": per_thousand,

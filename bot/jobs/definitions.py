@@ -64,9 +64,12 @@ class JobDefinitions:
         self.after_turn: tuple[JobSpec, ...] = ()
 
     def add(self, name: str, function: JobFunction, *, has_work: HasWork | None = None) -> None:
-        """Name a job; `has_work` tells a turn whether its reply should enqueue it."""
+        """Name a job (or replace it); `has_work` tells a turn whether its reply should
+        enqueue it, and a job without one is enqueued by every reply that names it."""
         self._jobs[name] = function
-        if has_work is not None:
+        if has_work is None:
+            self._has_work.pop(name, None)
+        else:
             self._has_work[name] = has_work
 
     def with_work(self, turn: AfterTurn) -> tuple[JobSpec, ...]:

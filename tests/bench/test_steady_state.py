@@ -18,12 +18,15 @@ async def test_a_short_run_books_each_turn_and_its_jobs() -> None:
     if not locomo_files():
         pytest.skip("the LoCoMo conversations are not on this machine")
     [result] = await serve_model_and_run(
-        [{"turns": 3, "preload": 16, "dense": False, "profile": None, "database_url": None}]
+        [{"turns": 8, "preload": 16, "dense": False, "profile": None, "database_url": None}]
     )
     summary = result["summary"]
-    assert summary["turns"] == 3 and summary["earlier turns"] == "16"
-    # Each turn streamed one reply; every turn ran context maintenance and the offload check.
+    assert summary["turns"] == 8 and summary["earlier turns"] == "16"
+    # Each turn streamed one reply. A reply enqueues the jobs that have work: in eight turns
+    # the offload's trigger (8 turns) is reached once, compaction's (8 messages left the
+    # window) twice.
     assert result["model calls per turn"]["chat"] == 1.0
+    assert result["jobs run per turn"] == {"context.maintain": 0.25, "memory.offload": 0.12}
     assert summary["context.maintain"] > 0 and summary["memory.offload"] > 0
     assert summary["CPU ms/turn"] == pytest.approx(summary["turn"] + summary["after-turn"], abs=0.05)
     assert "messages" in result["disk MB per 1,000 turns"]
