@@ -9,7 +9,11 @@ threads, the embedding thread) is read with `time.process_time()` around each st
 
 - turn: `engine.respond` (store, context with recall, the model's stream, the reply);
 - each job kind, and the job runner around them (claims, finishes, drains);
-- embeddings (inside the above): the encoder's CPU, for queries and for the offload;
+- embeddings (inside the above): the process's CPU while the encoder ran, for queries
+  and for the offload; it also holds what other threads did meanwhile (a turn's query
+  embeds beside its full-text search), so the encoder's own thread is booked apart;
+- full-text search and dense search (inside the turn and the jobs): each retriever's own
+  thread, the parts of recall that read the owner's whole history;
 - model calls made by jobs (inside the jobs): summaries and memory distillation.
 
 Earlier turns are preloaded the way the product stores them, only faster: LoCoMo text
@@ -158,12 +162,24 @@ class Stages:
     """CPU seconds by stage, model calls by purpose, embedded texts by caller."""
 
     cpu: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    # CPU of the thread that ran a call, alone: the encoder, and each retriever of recall.
+    # (`cpu` books the whole process, so a stage that overlaps another's thread holds both.)
+    own_thread: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     calls: Counter[str] = field(default_factory=Counter)
     embedded: Counter[str] = field(default_factory=Counter)
     # Job runs by job name: a reply enqueues only the jobs that have work.
     runs: Counter[str] = field(default_factory=Counter)
     phase: str = "turn"
     job: str | None = None
+
+
+@contextmanager
+def thread_cpu_into(totals: dict[str, float], name: str) -> Iterator[None]:
+    started = time.thread_time()
+    try:
+        yield
+    finally:
+        totals[name] += time.thread_time() - started
 
 
 @contextmanager
@@ -223,10 +239,39 @@ def instrument(runtime: Any, stages: Stages) -> None:
         def timed_embed(texts: Sequence[str]) -> Any:
             caller = stages.job or "turn (query)"
             stages.embedded[caller] += len(texts)
-            with cpu_into(stages.cpu, f"embeddings: {caller}"):
+            with cpu_into(stages.cpu, f"embeddings: {caller}"), thread_cpu_into(stages.own_thread, "encoder"):
                 return embed(texts)
 
         embedder.embed = timed_embed
+    if memory is not None:
+        time_recall(memory.recall, stages)
+
+
+def time_recall(recall: Any, stages: Stages) -> None:
+    """Book each retriever's own CPU: the full-text search, and the dense search (its
+    matrices brought up to date and ranked).
+
+    Both run on the thread that asked, and both read the owner's whole history: what
+    grows with it. The dense query's embedding runs on a thread of its own (recall starts
+    it before its full-text search), so it is the encoder's, not the dense search's.
+    """
+    store = recall.store
+    full_text = store.full_text
+
+    def timed_full_text(*args: Any, **kwargs: Any) -> Any:
+        with thread_cpu_into(stages.own_thread, "full-text search"):
+            return full_text(*args, **kwargs)
+
+    store.full_text = timed_full_text
+    dense = recall.dense
+    if dense is not None:
+        search = dense.search
+
+        def timed_search(*args: Any, **kwargs: Any) -> Any:
+            with thread_cpu_into(stages.own_thread, "dense search"):
+                return search(*args, **kwargs)
+
+        dense.search = timed_search
 
 
 class CachedEncoder:
@@ -562,6 +607,9 @@ def report(
         **{name: per_turn(cpu.get(f"job {name}", 0.0)) for name in job_names},
         "runner": per_turn(cpu["after-turn"] - sum(jobs.values())),
         "embeddings": per_turn(sum(embeddings.values())),
+        "encoder (own thread)": per_turn(stages.own_thread["encoder"]),
+        "full-text search": per_turn(stages.own_thread["full-text search"]),
+        "dense search": per_turn(stages.own_thread["dense search"]),
         "job model calls": per_turn(sum(job_models.values())),
         "model calls/turn": round(sum(stages.calls.values()) / turns, 3),
         "disk MB/1k turns": round((disk_after["(all)"] - disk_before["(all)"]) / turns * 1000 / 1e6, 2),

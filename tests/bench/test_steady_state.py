@@ -29,4 +29,7 @@ async def test_a_short_run_books_each_turn_and_its_jobs() -> None:
     assert result["jobs run per turn"] == {"context.maintain": 0.25, "memory.offload": 0.12}
     assert summary["context.maintain"] > 0 and summary["memory.offload"] > 0
     assert summary["CPU ms/turn"] == pytest.approx(summary["turn"] + summary["after-turn"], abs=0.05)
+    # Each turn recalls: its full-text search is booked on its own; dense recall is off.
+    assert 0 < summary["full-text search"] < summary["turn"]
+    assert summary["encoder (own thread)"] == summary["dense search"] == 0
     assert "messages" in result["disk MB per 1,000 turns"]
