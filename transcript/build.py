@@ -111,8 +111,10 @@ def build_context(
         limits.append((_per_unit(savings, spans), budget.max_tokens - fixed_tokens - documents_reserve))
     if budget.max_chars is not None:
         limits.append((_per_unit([len(r.content) for r in rendered], spans), budget.max_chars))
-    start = first_user(roles, drop_oldest(limits, keep_from=newest_user))
+    within_budget = drop_oldest(limits, keep_from=newest_user)
+    start = first_user(roles, within_budget)
     kept_units = _drop_within_turn(list(range(start, len(recent_units))), newest_user, limits)
+    over_budget = [*range(within_budget), *sorted(set(range(start, len(recent_units))) - set(kept_units))]
     kept_indices = [index for unit in kept_units for index in range(*spans[unit])]
     kept = [recent[index] for index in kept_indices]
     kept_rendered = [rendered[index] for index in kept_indices]
@@ -161,10 +163,12 @@ def build_context(
     )
     messages = [_system_message(parts), *_messages(kept, kept_rendered)]
     kept_rows = list({id(turn.row): turn.row for turn in kept}.values())
+    rows_over_budget = {id(recent[index].row) for unit in over_budget for index in range(*spans[unit])}
     stats = ContextStats(
         messages_considered=len(rows),
         messages_kept=len(kept_rows),
         messages_dropped=len(rows) - len(kept_rows),
+        dropped_for_budget=len(rows_over_budget),
         kept_seqs=tuple(seq for row in kept_rows if (seq := _seq(row)) is not None),
         newest_truncated=newest_truncated,
         tokens=tokens,

@@ -28,6 +28,10 @@ class ContextStats:
     messages_considered: int  # rows passed in, malformed ones included
     messages_kept: int
     messages_dropped: int
+    # Of those, rows the window's message count held that the token or character budget
+    # left out: with more fixed text (a longer summary, recalled lines) a context keeps
+    # fewer rows only when this is above 0 or its budget is nearly spent.
+    dropped_for_budget: int
     kept_seqs: tuple[int, ...]
     newest_truncated: bool  # the newest user message alone overflowed and was cut
     tokens: TokensByPart
