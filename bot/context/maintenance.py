@@ -310,11 +310,19 @@ class ContextMaintainer:
             skip=[(snip.first_seq, snip.last_seq) for snip in view.snips],
         )
 
-    def has_work(self, session_id: str, view: ContextView, context: Context) -> bool:
+    def has_work(
+        self, session_id: str, view: ContextView, context: Context, recall_allowance: int = 0
+    ) -> bool:
         """Whether `after_turn` would fold or summarise anything, given the view and context
         it would build: what a turn checks, so that the job is enqueued only when it has
         work. Reads the database (one count at most): call it off the event loop.
+
+        `recall_allowance`: tokens of recalled lines the job's own context may hold that
+        `context` does not. Unless even with them every row still fits and the share
+        stays under both thresholds, the job's context could differ: it has work to judge.
         """
+        if recall_allowance and not self._roomy(context, recall_allowance):
+            return True
         share = _share(context)
         if share >= self.settings.collapse_share or share >= self.settings.compact_share:
             return True
@@ -326,6 +334,16 @@ class ContextMaintainer:
         if min(context.stats.kept_seqs) - view.summary_last_seq - 1 < enough:
             return False
         return self.dropped_messages(session_id, view, context) >= enough
+
+    def _roomy(self, context: Context, extra_tokens: int) -> bool:
+        """Whether `context`, `extra_tokens` larger, would keep the same rows and stay under both shares."""
+        if context.stats.dropped_for_budget or context.stats.newest_truncated:
+            return False
+        budget = context.stats.budget_tokens
+        if not budget:
+            return True
+        share = (context.stats.total_tokens + extra_tokens) / budget
+        return share < min(self.settings.collapse_share, self.settings.compact_share)
 
     def _window(self, persona: Persona) -> int:
         return self.model_settings.window_for(self.model_for(persona))

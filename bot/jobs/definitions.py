@@ -109,7 +109,7 @@ def build_definitions(
             await maintainer.after_turn(session)
 
     def context_has_work(turn: AfterTurn) -> bool:
-        return maintainer.has_work(turn.session.id, turn.view, turn.context)
+        return maintainer.has_work(turn.session.id, turn.view, turn.context, turn.recall_allowance)
 
     definitions.add(MAINTAIN_CONTEXT, maintain_context, has_work=context_has_work)
     if memory is not None and settings.enabled:

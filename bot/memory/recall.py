@@ -356,6 +356,12 @@ class Recall:
             result.append(hit)
         return result
 
+    def snapshot_only(self, session: ChatSession) -> TurnMemory:
+        """The snapshot `for_turn` would give, without searching for anything."""
+        return TurnMemory(
+            build_snapshot(self.store.recent_items(Owner.of(session), self.settings.snapshot_items)), ()
+        )
+
     def for_turn(
         self, session: ChatSession, rows: Sequence[TranscriptRow], token_budget: int | None = None
     ) -> TurnMemory:

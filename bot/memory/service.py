@@ -161,6 +161,21 @@ class MemoryService:
         self._turn_memory[session.id] = (key, memory)
         return memory
 
+    def without_recall(self, session: ChatSession) -> TurnMemory:
+        """The snapshot of the newest items, and no recalled lines (nothing is searched)."""
+        if not self.settings.enabled:
+            return TurnMemory("", ())
+        return self.recall.snapshot_only(session)
+
+    def recall_allowance(self, token_budget: int) -> int:
+        """Tokens a turn's recalled lines may take at most, twice over for their heading and marks.
+
+        Recalled lines stop at `recall_budget_share` of the budget (see `Recall.for_turn`).
+        """
+        if not self.settings.enabled or self.settings.recall_items <= 0:
+            return 0
+        return 2 * int(token_budget * self.settings.recall_budget_share)
+
     def query_to_embed(self, session: ChatSession, rows: Sequence[TranscriptRow]) -> str | None:
         """The turn's query, when `for_turn` will search its embedding and it is not embedded yet.
 

@@ -6,7 +6,10 @@ memory offload when one of its triggers is reached. A turn checks that against t
 state its reply leaves — the view with the reply as its newest row, and the context
 the next turn would start from — and its reply enqueues only those jobs, in the
 reply's own transaction. Most turns then enqueue none of them: a job that would only
-find nothing to do costs its claim, its reads and a context build.
+find nothing to do costs its claim, its reads and a context build. A recorded group
+message is checked the same way against the state it leaves, with a context that
+recalls nothing (it will not be answered): where recall could change what maintenance
+finds, maintenance is asked for.
 """
 
 from __future__ import annotations
@@ -22,14 +25,17 @@ from transcript import Context
 
 @dataclass(frozen=True)
 class AfterTurn:
-    """A session as a turn's reply leaves it."""
+    """A session as a turn's reply, or a recorded message, leaves it."""
 
     session: ChatSession
-    # The rows after the summary, oldest first, the reply last (not stored yet, so its
-    # seq is the lowest it can get).
+    # The rows after the summary, oldest first, the reply (or recorded message) last: not
+    # stored yet, so its seq is the lowest it can get.
     view: ContextView
     # The context built from `view`, as the next turn would start from it.
     context: Context
+    # Tokens recall may add to that context that `context` leaves out: a recorded group
+    # message's check searches nothing (see `TurnEngine.record`). 0: `context` holds them.
+    recall_allowance: int = 0
 
 
 class AfterTurnWork(Protocol):

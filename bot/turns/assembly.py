@@ -31,6 +31,7 @@ from transcript import (
 
 if TYPE_CHECKING:
     from bot.memory import MemoryService
+    from bot.memory.recall import TurnMemory
 
 
 @dataclass(frozen=True)
@@ -161,11 +162,38 @@ class ContextAssembler:
         if tools is None:
             tools = schemas_of(self.offered_tools(session, persona))
         view = view or self.view(session.id)
-        rows = view.projected
         budget = self.budget_for(persona, tools)
         remembered = (
-            self.memory.for_turn(session, rows, budget.max_tokens) if self.memory is not None else None
+            self.memory.for_turn(session, view.projected, budget.max_tokens)
+            if self.memory is not None
+            else None
         )
+        return self._build(session, persona, view, tools, budget, remembered)
+
+    def assemble_without_recall(
+        self, session: ChatSession, persona: Persona, view: ContextView
+    ) -> tuple[Context, int]:
+        """The context of `view` with memory's snapshot but nothing recalled, and the tokens
+        recall could have added (0 without memory). Runs off the event loop.
+        """
+        tools = schemas_of(self.offered_tools(session, persona))
+        budget = self.budget_for(persona, tools)
+        if self.memory is None:
+            return self._build(session, persona, view, tools, budget, None), 0
+        remembered = self.memory.without_recall(session)
+        allowance = self.memory.recall_allowance(budget.max_tokens)
+        return self._build(session, persona, view, tools, budget, remembered), allowance
+
+    def _build(
+        self,
+        session: ChatSession,
+        persona: Persona,
+        view: ContextView,
+        tools: Sequence[ToolSchema],
+        budget: Budget,
+        remembered: TurnMemory | None,
+    ) -> Context:
+        rows = view.projected
         vision = self.settings.model.vision
         if vision:
             rows = [self._with_image_data(row) for row in rows]

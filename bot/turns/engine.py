@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing, nullcontext
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Protocol
 
 from bot.config import Settings
@@ -322,7 +323,7 @@ class TurnEngine:
         """Store a group message the bot was not addressed in, as context only.
 
         It schedules after-turn work like a turn does: recorded messages are steps
-        for memory offload, and the idle timer must cover them too.
+        for memory offload and move the window, and the idle timer must cover them too.
         """
         text = clean_text(inbound.text)
         route = await self.db.run(
@@ -331,7 +332,7 @@ class TurnEngine:
         async with self.locks.hold(route.session.id):
             try:
                 stored, _ = await self._store_user_message(
-                    inbound, route, text, jobs=self.after_turn.after_turn
+                    inbound, route, text, jobs_for=partial(self._recorded_jobs, route.session)
                 )
                 stored_id = stored.id
             except DuplicateMessage as duplicate:
@@ -520,8 +521,13 @@ class TurnEngine:
         *,
         deliver: bool = False,
         jobs: tuple[JobSpec, ...] = (),
+        jobs_for: Callable[[NewMessage], Awaitable[tuple[JobSpec, ...]]] | None = None,
     ) -> tuple[StoredMessage, Unheard | None]:
-        """The stored message, and why a voice note in it went unheard (None: all heard)."""
+        """The stored message, and why a voice note in it went unheard (None: all heard).
+
+        `jobs_for`, when given, tells the jobs from the message about to be stored
+        (instead of `jobs`): they are enqueued in the message's own transaction.
+        """
         if not text.strip() and not inbound.attachments:
             raise EmptyMessage()
         limit = self.settings.limits.max_message_chars
@@ -537,29 +543,27 @@ class TurnEngine:
             stored.append(heard.attachment)
             unheard = unheard or heard.unheard
         content = with_quote(text, inbound)
-        message = await self.db.run(
-            self.stores.messages.append,
-            route.session.id,
-            NewMessage(
-                role="user",
-                content=content,
-                token_count=count_tokens(content),
-                sender_id=route.sender_id,
-                sender_name=inbound.actor.display_name,
-                lane=inbound.lane,
-                platform_chat_id=inbound.chat_id,
-                platform_message_id=inbound.platform_message_id,
-                created_at=inbound.received_at,
-                attachments=tuple(stored),
-                delivery=(
-                    DeliveryTarget(inbound.chat_kind, inbound.thread_id, self.instance_id)
-                    if deliver and inbound.lane in RECOVERABLE_LANES
-                    else None
-                ),
-                jobs=jobs,
+        message = NewMessage(
+            role="user",
+            content=content,
+            token_count=count_tokens(content),
+            sender_id=route.sender_id,
+            sender_name=inbound.actor.display_name,
+            lane=inbound.lane,
+            platform_chat_id=inbound.chat_id,
+            platform_message_id=inbound.platform_message_id,
+            created_at=inbound.received_at,
+            attachments=tuple(stored),
+            delivery=(
+                DeliveryTarget(inbound.chat_kind, inbound.thread_id, self.instance_id)
+                if deliver and inbound.lane in RECOVERABLE_LANES
+                else None
             ),
+            jobs=jobs,
         )
-        return message, unheard
+        if jobs_for is not None:
+            message = replace(message, jobs=await jobs_for(message))
+        return await self.db.run(self.stores.messages.append, route.session.id, message), unheard
 
     async def _stored_transcript(self, sha256: str) -> str | None:
         return await self.db.run(self.stores.messages.stored_text, sha256)
@@ -861,12 +865,39 @@ class TurnEngine:
             context = self.assembler.assemble_now(plan.session, plan.persona, after, schemas)
             return self.after_turn.with_work(AfterTurn(plan.session, after, context))
 
+        return await self._checked_jobs(plan.session.id, jobs_with_work, reply.jobs)
+
+    async def _recorded_jobs(self, session: ChatSession, message: NewMessage) -> tuple[JobSpec, ...]:
+        """The after-turn jobs with work once a recorded group message is stored.
+
+        Checked as a turn's reply is (see `bot.turns.after_turn`), with the window read
+        now and a context that recalls nothing: the bot will not answer this message, and
+        a search for it would cost more than the jobs it spares. Maintenance is asked for
+        whenever what recall may add could change what it finds.
+        """
+        every = self.after_turn.after_turn
+        persona = self.persona_for(session)
+
+        def jobs_with_work() -> tuple[JobSpec, ...]:
+            view = self.assembler.view(session.id)
+            if not view.rows:
+                return every
+            row = row_once_stored(message, view.rows[-1].seq + 1, utcnow())
+            after = self.assembler.view(session.id, view, [row])
+            context, allowance = self.assembler.assemble_without_recall(session, persona, after)
+            return self.after_turn.with_work(AfterTurn(session, after, context, allowance))
+
+        return await self._checked_jobs(session.id, jobs_with_work, every)
+
+    async def _checked_jobs(
+        self, session_id: str, check: Callable[[], tuple[JobSpec, ...]], every: tuple[JobSpec, ...]
+    ) -> tuple[JobSpec, ...]:
         try:
-            return await self.db.run(jobs_with_work)
+            return await self.db.run(check)
         except Exception:
-            # The reply is stored whatever happens here: with every job, which checks for itself.
-            log.exception("session %s: could not tell which after-turn jobs have work", plan.session.id)
-            return reply.jobs
+            # The message is stored whatever happens here: with every job, which checks for itself.
+            log.exception("session %s: could not tell which after-turn jobs have work", session_id)
+            return every
 
     async def _store_command(self, inbound: InboundMessage, route: Route, text: str) -> None:
         """Record a command as an event; its platform id makes a re-delivery a duplicate."""

@@ -1,9 +1,10 @@
 """A reply enqueues only the after-turn jobs that have work, and the jobs store the same.
 
 Context maintenance and the memory offload say when they have work (`has_work`); a turn
-checks that against the state its reply leaves. The same conversation run with every job
-enqueued after every turn (as before the check) must leave the same summaries, collapses
-and memory cursor after each turn, while the checked run runs the jobs far less often.
+checks that against the state its reply leaves, and a recorded group message against the
+state it leaves. The same conversation run with every job enqueued after every turn and
+every recorded message (as before the check) must leave the same summaries, collapses and
+memory cursor after each of them, while the checked run runs the jobs far less often.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ ROOMY = {**BASE, "model_context_window": 128_000}
 # A tight one: the context passes the collapse share, then the compaction share.
 TIGHT = {**BASE, "model_context_window": 3000, "context_collapse_share": 0.65, "context_compact_share": 0.8}
 TURNS = 30
+# A group chat the bot mostly listens to: every fifth message is addressed to it.
+GROUP = {"chat_id": "team", "chat_kind": "group"}
+GROUP_MESSAGES = 40
+ADDRESSED_EVERY = 5
 
 
 class EveryJob:
@@ -121,6 +126,62 @@ async def test_jobs_enqueued_only_with_work_store_what_every_job_every_turn_stor
     assert every_runs == {MAINTAIN_CONTEXT: TURNS, OFFLOAD_MEMORY: TURNS}
     assert 0 < checked_runs[MAINTAIN_CONTEXT] <= maintenance_runs
     assert 0 < checked_runs[OFFLOAD_MEMORY] <= TURNS / 2
+
+
+async def group_chat(runtime: Runtime) -> list[tuple[list[tuple[str, int, int]], int | None, int]]:
+    states = []
+    for number in range(GROUP_MESSAGES):
+        said = inbound(
+            SAID[number % len(SAID)],
+            user_id=f"u{number % 3}",
+            display_name=("Ana", "Ben", "Cy")[number % 3],
+            message_id=str(number),
+            was_mentioned=number % ADDRESSED_EVERY == ADDRESSED_EVERY - 1,
+            **GROUP,
+        )
+        if said.was_mentioned:
+            assert (await runtime.engine.respond(said)).kind == "assistant"
+        else:
+            assert (await runtime.engine.record(said)).kind == "recorded"
+        await runtime.engine.drain()
+        states.append(stored_state(runtime))
+    return states
+
+
+@pytest.mark.parametrize("settings", [ROOMY, TIGHT], ids=["roomy", "tight"])
+async def test_recorded_group_messages_enqueue_only_jobs_with_work_and_store_the_same(
+    runtimes: RuntimeFactory, tmp_path: Path, settings: dict[str, object]
+) -> None:
+    checked = runtimes(tmp_path / "checked", **settings)
+    checked_runs = counting_runs(checked)
+    every = runtimes(tmp_path / "every", **settings)
+    every.engine.after_turn = EveryJob(every.engine.after_turn.after_turn)
+    every_runs = counting_runs(every)
+
+    checked_states = await group_chat(checked)
+    assert checked_states == await group_chat(every)
+    records, cursor, items = checked_states[-1]
+    assert records and cursor is not None and items > 0
+    assert every_runs == {MAINTAIN_CONTEXT: GROUP_MESSAGES, OFFLOAD_MEMORY: GROUP_MESSAGES}
+    assert 0 < checked_runs[MAINTAIN_CONTEXT] < GROUP_MESSAGES
+    assert 0 < checked_runs[OFFLOAD_MEMORY] <= GROUP_MESSAGES / 2
+
+
+async def test_a_recorded_message_asks_for_maintenance_when_recall_could_change_what_it_finds(
+    runtimes: RuntimeFactory, tmp_path: Path
+) -> None:
+    runtime = runtimes(tmp_path, jobs_worker=False, **ROOMY)
+    recorded = await runtime.engine.record(inbound("The launch moved to Friday.", **GROUP))
+    session = runtime.stores.sessions.get_session(recorded.session_id)
+    assert session is not None
+    assembler = runtime.engine.assembler
+    view = assembler.view(session.id)
+    context, allowance = assembler.assemble_without_recall(session, runtime.engine.persona_for(session), view)
+    # Its check recalls nothing, and allows for what recall may add.
+    assert context.stats.tokens.recall == 0 and allowance > 0
+    assert not runtime.context.has_work(session.id, view, context, allowance)
+    # Recalled lines that could fill the budget could push the context past its shares.
+    assert runtime.context.has_work(session.id, view, context, context.stats.budget_tokens or 0)
 
 
 async def test_a_reply_with_nothing_due_enqueues_only_the_idle_timer(
