@@ -23,7 +23,6 @@ import onnxruntime
 from bot.memory.onnx_file import int8_matmul_model
 from bot.memory.wordpiece import WordPiece
 
-BATCH = 32
 MAX_LENGTH = 256
 WIDTH = 384  # all-MiniLM-L6-v2's hidden size: the length of a vector
 VOCABULARY = Path(__file__).with_name("minilm_vocab.txt")
@@ -59,31 +58,21 @@ class MiniLM:
         return cls(WordPiece.load(VOCABULARY), _session(model))
 
     def embed(self, texts: Sequence[str]) -> Array:
-        """Unit-length float32 rows, one per text (batched by similar length)."""
-        result = np.zeros((len(texts), WIDTH), np.float32)
-        if not texts:
-            return result
-        encodings = [self.tokenizer.encode(text, MAX_LENGTH) for text in texts]
-        # Batches are padded to their own longest text: texts of similar length go together.
-        order = sorted(range(len(texts)), key=lambda index: len(encodings[index]))
-        for start in range(0, len(order), BATCH):
-            batch = order[start : start + BATCH]
-            width = max(len(encodings[index]) for index in batch)
-            ids = np.zeros((len(batch), width), np.int64)
-            mask = np.zeros((len(batch), width), np.int64)
-            for row, index in enumerate(batch):
-                tokens = encodings[index]
-                ids[row, : len(tokens)] = tokens
-                mask[row, : len(tokens)] = 1
-            result[batch] = self._encode(ids, mask)
-        return result
+        """Unit-length float32 rows, one per text.
 
-    def _encode(self, ids: Array, mask: Array) -> Array:
-        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        hidden = self.session.run(["last_hidden_state"], feeds)[0]
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(1) / np.maximum(weights.sum(1), 1e-9)
-        unit: Array = (pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)).astype(
-            np.float32
-        )
-        return unit
+        Each text runs through the model alone. A batch is padded to its longest text,
+        and every layer then works on the padding too: LoCoMo lines (11–97 tokens) cost
+        3.2 ms each alone, 6.3 ms each in batches of 8 and 8.9 ms in batches of 20; even
+        batches of texts of one length cost no less per text than one at a time.
+        """
+        result = np.zeros((len(texts), WIDTH), np.float32)
+        for row, text in enumerate(texts):
+            ids = np.array([self.tokenizer.encode(text, MAX_LENGTH)], np.int64)
+            feeds = {
+                "input_ids": ids,
+                "attention_mask": np.ones_like(ids),
+                "token_type_ids": np.zeros_like(ids),
+            }
+            pooled = self.session.run(["last_hidden_state"], feeds)[0][0].mean(0)
+            result[row] = pooled / max(float(np.linalg.norm(pooled)), 1e-12)
+        return result

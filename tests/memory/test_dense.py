@@ -53,9 +53,10 @@ def test_the_int8_encoder_keeps_the_float_models_similarities() -> None:
     vectors = load_embedder().embed(TEXTS)  # type: ignore[union-attr]
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     similarities = vectors @ vectors.T
-    # Activations are quantised to 8 bits per call as well as the weights: similarities
-    # move by up to about 0.02, so only near-ties (0.245 against 0.258) may change order.
-    assert np.abs(similarities - np.array(FLOAT_MODEL_SIMILARITIES)).max() < 0.03
+    # Activations are quantised to 8 bits per call (each text is a call of its own) as well
+    # as the weights: similarities move by up to about 0.03, so only near-ties (0.245
+    # against 0.258) may change order.
+    assert np.abs(similarities - np.array(FLOAT_MODEL_SIMILARITIES)).max() < 0.035
     # The two texts about one thing (taekwondo, a martial art) stay each other's nearest.
     nearest = (similarities - 2 * np.eye(len(TEXTS))).argmax(axis=1)
     assert (nearest[0], nearest[1]) == (1, 0)
