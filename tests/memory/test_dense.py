@@ -62,6 +62,18 @@ def test_the_int8_encoder_keeps_the_float_models_similarities() -> None:
     assert (nearest[0], nearest[1]) == (1, 0)
 
 
+def test_a_texts_vector_does_not_depend_on_the_texts_embedded_with_it() -> None:
+    import numpy as np
+
+    embedder = load_embedder()
+    assert embedder is not None
+    together = embedder.inner.embed(TEXTS)  # type: ignore[attr-defined]
+    alone = np.stack([embedder.inner.embed([text])[0] for text in TEXTS])  # type: ignore[attr-defined]
+    # Each text runs alone (no padding to a longer neighbour, its own activation scale):
+    # the offload's vector of a message is the one its turn searched with.
+    assert np.array_equal(together, alone)
+
+
 def test_every_linear_layer_of_the_model_multiplies_in_int8() -> None:
     from bot.memory.dense import bundled_model_file
     from bot.memory.onnx_file import int8_matmul_model
