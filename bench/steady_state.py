@@ -22,8 +22,13 @@ distilled by the offload itself chunk by chunk (rule distiller), vectors from th
 encoder (cached on disk between runs), and one compaction summary per four turns.
 Disk per 1,000 turns is the growth of the database over the measured turns, per table.
 
+`--group K` runs a group chat instead, the bot addressed in one message in K and every
+other message recorded as context only (`TurnEngine.record`), as a bot that listens to a
+busy group: its table gives the CPU per message, and per recorded and addressed message
+apart (no earlier turns: those are the private chat's).
+
     .venv/bin/python bench/steady_state.py [--turns 100] [--preload 0,1000,10000]
-        [--dense on,off] [--database sqlite,postgres] [--profile DIR]
+        [--dense on,off] [--database sqlite,postgres] [--profile DIR] [--group K]
 
 PostgreSQL needs CHORUS_BENCH_POSTGRES_URL or CHORUS_TEST_POSTGRES_URL (a server where
 the user may create databases). `--profile DIR` writes a yappi profile (CPU clock, every
@@ -58,6 +63,8 @@ DEFAULT_PRELOADS = (0, 1_000, 10_000)
 WARM_UP_TURNS = 8
 CHAT_ID = "steady"
 USER_NAME = "Caroline"
+GROUP_CHAT_ID = "steady-group"
+GROUP_MEMBERS = (USER_NAME, "Melanie")
 # Compaction folds what left the window every `compact_dropped_messages` (8) messages.
 TURNS_PER_SUMMARY = 4
 SUMMARY_TEXT = (
@@ -169,6 +176,8 @@ class Stages:
     embedded: Counter[str] = field(default_factory=Counter)
     # Job runs by job name: a reply enqueues only the jobs that have work.
     runs: Counter[str] = field(default_factory=Counter)
+    # Measured messages by kind: "turn" in a private chat; "recorded" or "addressed" in a group.
+    messages: Counter[str] = field(default_factory=Counter)
     phase: str = "turn"
     job: str | None = None
 
@@ -322,6 +331,46 @@ def inbound(text: str, number: int) -> Any:
         actor=Actor(user_id="steady-user", display_name=USER_NAME),
         text=text,
     )
+
+
+def group_inbound(text: str, number: int, addressed: bool) -> Any:
+    from bot.turns.inbound import Actor, InboundMessage
+
+    member = GROUP_MEMBERS[number % len(GROUP_MEMBERS)]
+    return InboundMessage(
+        lane="web",
+        platform_message_id=f"g{number}",
+        chat_id=GROUP_CHAT_ID,
+        chat_kind="group",
+        actor=Actor(user_id=member.lower(), display_name=member),
+        text=text,
+        was_mentioned=addressed,
+    )
+
+
+async def send(engine: Any, text: str, number: int, every: int, stages: Stages | None = None) -> None:
+    """Message `number` of the measured conversation, and its after-turn jobs, booked by stage.
+
+    `every`: 0 for the private chat (every message a turn), else a group chat whose
+    bot is addressed in one message in `every` (the others are recorded).
+    """
+    addressed = not every or number % every == every - 1
+    kind = "turn" if not every else "addressed" if addressed else "recorded"
+    message = group_inbound(text, number, addressed) if every else inbound(text, number)
+    cpu: dict[str, float] = stages.cpu if stages is not None else defaultdict(float)
+    with cpu_into(cpu, "turn", f"turn: {kind}"):
+        if addressed:
+            reply = await engine.respond(message)
+            # As a lane does once it showed the reply in full.
+            await engine.delivered(message)
+        else:
+            reply = await engine.record(message)
+    if reply.kind != ("assistant" if addressed else "recorded"):
+        raise RuntimeError(f"message {number} ended with {reply.kind}: {reply.text}")
+    with cpu_into(cpu, "after-turn", f"after-turn: {kind}"):
+        await engine.drain()
+    if stages is not None:
+        stages.messages[kind] += 1
 
 
 async def preload(runtime: Any, turns: list[tuple[str, str]]) -> None:
@@ -518,26 +567,21 @@ async def child(configuration: dict[str, Any]) -> dict[str, Any]:
         await preload(runtime, turn_texts(lines, 0, preloaded))
         preload_seconds = time.perf_counter() - preload_started
         engine = runtime.engine
-        texts = turn_texts(lines, preloaded, WARM_UP_TURNS + measured)
-        for number, (text, _) in enumerate(texts[:WARM_UP_TURNS]):
-            await engine.respond(inbound(text, preloaded + number))
-            await engine.drain()
+        every = int(configuration.get("group") or 0)
+        texts = [user for user, _ in turn_texts(lines, preloaded, WARM_UP_TURNS + measured)]
+        if every:
+            # A group says every line in turn, each from its speaker.
+            texts = lines[: WARM_UP_TURNS + measured]
+        for number, text in enumerate(texts[:WARM_UP_TURNS]):
+            await send(engine, text, preloaded + number, every)
         stages = Stages()
         instrument(runtime, stages)
         disk_before = database_bytes(runtime.database)
         load_before = os.getloadavg()[0]
         profiler = start_profile() if configuration.get("profile") else None
         started_wall = time.perf_counter()
-        for number, (text, _) in enumerate(texts[WARM_UP_TURNS:], WARM_UP_TURNS):
-            message = inbound(text, preloaded + number)
-            with cpu_into(stages.cpu, "turn"):
-                reply = await engine.respond(message)
-                # As a lane does once it showed the reply in full.
-                await engine.delivered(message)
-            if reply.kind != "assistant":
-                raise RuntimeError(f"turn {number} ended with {reply.kind}: {reply.text}")
-            with cpu_into(stages.cpu, "after-turn"):
-                await engine.drain()
+        for number, text in enumerate(texts[WARM_UP_TURNS:], WARM_UP_TURNS):
+            await send(engine, text, preloaded + number, every, stages)
         wall = time.perf_counter() - started_wall
         if profiler is not None:
             stop_profile(profiler, configuration["profile"])
@@ -596,8 +640,10 @@ def report(
             growth[table_group(table)] += disk_after.get(table, 0) - disk_before.get(table, 0)
     per_thousand = {name: round(value / turns * 1000 / 1e6, 3) for name, value in sorted(growth.items())}
     calls = {purpose: round(count / turns, 3) for purpose, count in sorted(stages.calls.items())}
+    every = int(configuration.get("group") or 0)
     summary = {
         "database": "PostgreSQL" if configuration["database_url"] else "SQLite",
+        "chat": f"group, 1 in {every} addressed" if every else "private",
         "dense": "on" if configuration["dense"] else "off",
         "earlier turns": f"{configuration['preload']:,}",
         "turns": turns,
@@ -620,6 +666,10 @@ def report(
         "embeddings ms/turn": {name: per_turn(value) for name, value in embeddings.items()},
         "texts embedded per turn": {name: round(count / turns, 2) for name, count in stages.embedded.items()},
         "jobs run per turn": {name: round(count / turns, 2) for name, count in sorted(stages.runs.items())},
+        "CPU ms per message, after-turn work included, by kind": {
+            kind: round((cpu[f"turn: {kind}"] + cpu[f"after-turn: {kind}"]) / count * 1000, 2)
+            for kind, count in sorted(stages.messages.items())
+        },
         "job model calls ms/turn": {name: per_turn(value) for name, value in job_models.items()},
         "model calls per turn": calls,
         "disk MB per 1,000 turns": per_thousand,
@@ -659,7 +709,12 @@ def fresh_postgres(admin_url: str) -> Iterator[str]:
 
 
 def run_all(
-    turns: int, preloads: Sequence[int], dense: Sequence[bool], databases: Sequence[str], profile: str | None
+    turns: int,
+    preloads: Sequence[int],
+    dense: Sequence[bool],
+    databases: Sequence[str],
+    profile: str | None,
+    group: int = 0,
 ) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
 
@@ -673,11 +728,12 @@ def run_all(
     for database in databases:
         for on in dense:
             for size in preloads:
-                name = f"{database}-{'dense' if on else 'plain'}-{size}"
+                name = f"{database}-{'dense' if on else 'plain'}-{size}{f'-group{group}' if group else ''}"
                 configuration = {
                     "turns": turns,
                     "preload": size,
                     "dense": on,
+                    "group": group,
                     "profile": str(Path(profile) / f"{name}.pstat") if profile else None,
                 }
                 asyncio.run(each(configuration, database))
@@ -700,9 +756,13 @@ def main(
     dense: Sequence[bool] = (False, True),
     databases: Sequence[str] = ("sqlite",),
     profile: str | None = None,
+    group: int = 0,
 ) -> list[dict[str, Any]]:
-    results = run_all(turns, preloads, dense, databases, profile)
-    print(f"\n### Steady state: {turns} turns of one conversation, after-turn work included\n")
+    if group and any(preloads):
+        raise SystemExit("--group runs a new group chat: earlier turns (--preload) are the private chat's")
+    results = run_all(turns, preloads, dense, databases, profile, group)
+    what = f"messages of a group chat, 1 in {group} addressed" if group else "turns of one conversation"
+    print(f"\n### Steady state: {turns} {what}, after-turn work included\n")
     print(markdown_table([result["summary"] for result in results]))
     print_details(results)
     return [result["summary"] for result in results]
@@ -722,6 +782,9 @@ if __name__ == "__main__":
     parser.add_argument("--dense", default="off,on", help="off, on or off,on")
     parser.add_argument("--database", default="sqlite", help="sqlite, postgres or sqlite,postgres")
     parser.add_argument("--profile", default=None, help="a folder for yappi profiles of the measured turns")
+    parser.add_argument(
+        "--group", type=int, default=0, help="a group chat, the bot addressed in 1 message in K"
+    )
     arguments = parser.parse_args()
     main(
         arguments.turns,
@@ -729,4 +792,5 @@ if __name__ == "__main__":
         _switches(arguments.dense),
         arguments.database.split(","),
         arguments.profile,
+        arguments.group,
     )

@@ -33,3 +33,15 @@ async def test_a_short_run_books_each_turn_and_its_jobs() -> None:
     assert 0 < summary["full-text search"] < summary["turn"]
     assert summary["encoder (own thread)"] == summary["dense search"] == 0
     assert "messages" in result["disk MB per 1,000 turns"]
+
+
+async def test_a_group_run_records_the_messages_the_bot_is_not_addressed_in() -> None:
+    if not locomo_files():
+        pytest.skip("the LoCoMo conversations are not on this machine")
+    [result] = await serve_model_and_run(
+        [{"turns": 8, "preload": 0, "dense": False, "profile": None, "database_url": None, "group": 4}]
+    )
+    assert result["summary"]["chat"] == "group, 1 in 4 addressed"
+    # Two of the eight messages were addressed: the model answered those alone.
+    assert result["model calls per turn"]["chat"] == 0.25
+    assert set(result["CPU ms per message, after-turn work included, by kind"]) == {"addressed", "recorded"}
