@@ -114,7 +114,7 @@ def build_context(
     within_budget = drop_oldest(limits, keep_from=newest_user)
     start = first_user(roles, within_budget)
     kept_units = _drop_within_turn(list(range(start, len(recent_units))), newest_user, limits)
-    over_budget = [*range(within_budget), *sorted(set(range(start, len(recent_units))) - set(kept_units))]
+    over_budget = set(range(within_budget)) | (set(range(start, len(recent_units))) - set(kept_units))
     kept_indices = [index for unit in kept_units for index in range(*spans[unit])]
     kept = [recent[index] for index in kept_indices]
     kept_rendered = [rendered[index] for index in kept_indices]
