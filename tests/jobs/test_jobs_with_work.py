@@ -77,6 +77,16 @@ def counting_runs(runtime: Runtime) -> Counter[str]:
     return runs
 
 
+def checked_and_every_job(
+    runtimes: RuntimeFactory, tmp_path: Path, settings: dict[str, object]
+) -> tuple[tuple[Runtime, Counter[str]], tuple[Runtime, Counter[str]]]:
+    """Two runtimes, and their job runs: one checks for work, the other enqueues every job."""
+    checked = runtimes(tmp_path / "checked", **settings)
+    every = runtimes(tmp_path / "every", **settings)
+    every.engine.after_turn = EveryJob(every.engine.after_turn.after_turn)
+    return (checked, counting_runs(checked)), (every, counting_runs(every))
+
+
 def stored_state(runtime: Runtime) -> tuple[list[tuple[str, int, int]], int | None, int]:
     """The context records' ranges, the memory cursor, and how many memory items there are."""
     with runtime.database.connect() as connection:
@@ -111,11 +121,7 @@ async def test_jobs_enqueued_only_with_work_store_what_every_job_every_turn_stor
     records_made: set[str],
     maintenance_runs: int,
 ) -> None:
-    checked = runtimes(tmp_path / "checked", **settings)
-    checked_runs = counting_runs(checked)
-    every = runtimes(tmp_path / "every", **settings)
-    every.engine.after_turn = EveryJob(every.engine.after_turn.after_turn)
-    every_runs = counting_runs(every)
+    (checked, checked_runs), (every, every_runs) = checked_and_every_job(runtimes, tmp_path, settings)
 
     checked_states = await conversation(checked)
     assert checked_states == await conversation(every)
@@ -152,11 +158,7 @@ async def group_chat(runtime: Runtime) -> list[tuple[list[tuple[str, int, int]],
 async def test_recorded_group_messages_enqueue_only_jobs_with_work_and_store_the_same(
     runtimes: RuntimeFactory, tmp_path: Path, settings: dict[str, object]
 ) -> None:
-    checked = runtimes(tmp_path / "checked", **settings)
-    checked_runs = counting_runs(checked)
-    every = runtimes(tmp_path / "every", **settings)
-    every.engine.after_turn = EveryJob(every.engine.after_turn.after_turn)
-    every_runs = counting_runs(every)
+    (checked, checked_runs), (every, every_runs) = checked_and_every_job(runtimes, tmp_path, settings)
 
     checked_states = await group_chat(checked)
     assert checked_states == await group_chat(every)
