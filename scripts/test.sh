@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install Chorus with its test tools into .venv, make sure the peers the tests
 # talk to are there (Debian's Chromium for the browser tests, ffmpeg for the voice
-# tests, a local PostgreSQL for the PostgreSQL storage tests), check lint,
+# tests, a local PostgreSQL for the PostgreSQL storage tests, Node.js and the MCP reference
+# servers from npm for the MCP tests), check lint,
 # formatting and types, build the documentation site strictly, then run the whole
 # test suite with coverage (the floor is `fail_under` in pyproject.toml).
 set -euo pipefail
@@ -18,11 +19,16 @@ missing=()
 # The voice tests decode and make audio with it, as Chorus does.
 command -v ffmpeg >/dev/null || missing+=(ffmpeg)
 command -v pg_lsclusters >/dev/null || missing+=(postgresql)
+# The MCP reference servers (tests/peers/package.json) run on Node.js.
+command -v npm >/dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "Installing with apt: ${missing[*]}"
     as_root apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+# The MCP reference servers at the versions tests/peers/package-lock.json pins.
+npm ci --prefix tests/peers --no-audit --no-fund --silent
 
 # A local PostgreSQL cluster on 127.0.0.1 with a role that may create test databases.
 read -r pg_version pg_cluster pg_port _ < <(pg_lsclusters --no-header | head -n 1)

@@ -20,6 +20,8 @@ from bot.memory.dense import bundled_model_file
 
 MISSING = "missing peer:"
 CHROMIUM_PATH = Path("/usr/bin/chromium")
+# The MCP reference servers from npm, installed here by scripts/test.sh (`npm ci`).
+NPM_PEERS = Path(__file__).resolve().parents[1] / "peers" / "node_modules"
 
 
 @dataclass(frozen=True)
@@ -56,9 +58,23 @@ LOCOMO = Peer(
     "put the LoCoMo JSON files there",
 )
 
+NPM_MCP_SERVERS = Peer(
+    f"the MCP reference servers from npm in {NPM_PEERS}",
+    "install Node.js and run `npm ci --prefix tests/peers` (scripts/test.sh does)",
+)
+
 needs_chromium = CHROMIUM.needed(CHROMIUM_PATH.exists())
 needs_postgres = POSTGRES.needed(bool(os.environ.get("CHORUS_TEST_POSTGRES_URL")))
 needs_dense_model = DENSE_MODEL.needed(bundled_model_file() is not None)
+
+
+def npm_mcp_server(name: str) -> list[str]:
+    """The command that starts the npm MCP reference server `name` (`everything`, `filesystem`,
+    `memory`) over stdio; the test skips (and fails under CI=true) when it is not installed."""
+    script = NPM_PEERS / ".bin" / f"mcp-server-{name}"
+    if not script.exists():
+        NPM_MCP_SERVERS.skip()
+    return [str(script)]
 
 
 def locomo_or_skip() -> Path:
