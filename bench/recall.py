@@ -66,7 +66,8 @@ from bench.data.check_questions import CATEGORY_SHARES  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.memory.dense import Embedder, RememberingEmbedder  # noqa: E402
 from bot.runtime import Runtime, build_runtime  # noqa: E402
-from bot.storage.memory_store import Owner, RecallHit  # noqa: E402
+from bot.storage.memory_search import RecallHit  # noqa: E402
+from bot.storage.owners import Owner  # noqa: E402
 from bot.turns.inbound import Actor, InboundMessage  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

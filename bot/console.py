@@ -19,11 +19,11 @@ from bot.errors import UnknownPersona
 from bot.providers.observed import ObservedProvider
 from bot.reminders.service import view as reminder_view
 from bot.storage.context_models import SUMMARY, ContextRecord, ContextSnip
-from bot.storage.memory_store import Owner
 from bot.storage.message_append import NewMessage
 from bot.storage.message_rows import attachment_ref, decode_calls
 from bot.storage.models import ChatSession
 from bot.storage.overview import Overview
+from bot.storage.owners import Owner
 from bot.storage.reminders import ACTIVE_STATES
 from bot.tools.offer import schemas_of
 from channels import registry as lane_registry

@@ -29,8 +29,10 @@ from bot.memory.dense import DenseIndex
 from bot.memory.snapshot import build_snapshot, shorten
 from bot.search_dates import query_date_terms, relative_mentions
 from bot.search_terms import words
-from bot.storage.memory_store import SOURCES, MemoryStore, Owner, RecallHit
+from bot.storage.memory_search import SOURCES, RecallHit
+from bot.storage.memory_store import MemoryStore
 from bot.storage.models import ChatSession
+from bot.storage.owners import Owner
 from transcript import CONTEXT_COUNT, TranscriptRow, count_tokens
 
 RECALL_SNIPPET_CHARS = 300

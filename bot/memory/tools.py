@@ -12,7 +12,8 @@ from bot.memory.recall import hit_date, hit_text
 from bot.memory.service import MemoryService
 from bot.memory.snapshot import shorten
 from bot.storage.boundary import boundary_for
-from bot.storage.memory_store import Owner, RecallHit
+from bot.storage.memory_search import RecallHit
+from bot.storage.owners import Owner
 from bot.tools.base import FunctionTool, Tool, ToolContext
 
 RECALL_DESCRIPTION = (

@@ -9,7 +9,8 @@ import pytest
 
 from bot.cli import main as chorus
 from bot.memory.dense import load_embedder
-from bot.storage.memory_store import MemoryStore, Owner
+from bot.storage.memory_store import MemoryStore
+from bot.storage.owners import Owner
 from bot.storage.sessions import SessionStore
 from tests.support.runtime import inbound, make_runtime
 

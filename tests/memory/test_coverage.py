@@ -10,7 +10,8 @@ import pytest
 
 from bot.cli import main as chorus
 from bot.runtime import Runtime
-from bot.storage.memory_store import MemoryStore, Owner
+from bot.storage.memory_store import MemoryStore
+from bot.storage.owners import Owner
 from tests.support.runtime import inbound, make_runtime
 
 GROUP = {"chat_id": "g7", "chat_kind": "group"}

@@ -19,7 +19,8 @@ import pytest
 
 from bot.memory.dense import Embedder, RememberingEmbedder, load_embedder, off_loop
 from bot.runtime import Runtime
-from bot.storage.memory_store import MemoryStore, Owner
+from bot.storage.memory_store import MemoryStore
+from bot.storage.owners import Owner
 from tests.support.peers import needs_dense_model
 from tests.support.runtime import RuntimeFactory, inbound, make_runtime
 

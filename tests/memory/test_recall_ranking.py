@@ -19,7 +19,9 @@ from bot.memory.recall import (
 )
 from bot.runtime import Runtime
 from bot.search_terms import words
-from bot.storage.memory_store import MemoryStore, Owner, RecallHit
+from bot.storage.memory_search import RecallHit
+from bot.storage.memory_store import MemoryStore
+from bot.storage.owners import Owner
 from tests.support.runtime import RuntimeFactory, inbound, make_runtime
 
 GROUP = {"chat_id": "g9", "chat_kind": "group"}
