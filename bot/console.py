@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from bot import lanes as lane_registry
 from bot.commands.personas import switch_persona
 from bot.errors import UnknownPersona
 from bot.providers.observed import ObservedProvider
@@ -26,7 +27,6 @@ from bot.storage.overview import Overview
 from bot.storage.owners import Owner
 from bot.storage.reminders import ACTIVE_STATES
 from bot.tools.offer import schemas_of
-from channels import registry as lane_registry
 from transcript import (
     CONTEXT_COUNT,
     AttachmentRef,
