@@ -373,11 +373,7 @@ class Console:
 
     def lanes(self) -> list[dict[str, str]]:
         """Every lane Chorus knows: the state it reported (running, starting, failed and why),
-        else whether these settings run it.
-
-        The web lane serves this console, so when it is on it is running; a lane that
-        reports no state yet is shown as configured.
-        """
+        else whether these settings run it (a lane that reports no state yet is configured)."""
         channels = self.runtime.settings.channels
         active = {spec.name for spec in lane_registry.active_lanes(channels)}
         reported = self.runtime.lanes.snapshot()
@@ -388,7 +384,7 @@ class Console:
                 states.append({"name": spec.name, "state": status.state, "reason": status.reason or ""})
             else:
                 states.append(
-                    {"name": spec.name, "state": _lane_state(spec.name, spec.name in active), "reason": ""}
+                    {"name": spec.name, "state": "configured" if spec.name in active else "off", "reason": ""}
                 )
         return states
 
@@ -400,12 +396,6 @@ class Console:
             "persona_id": self.engine.persona_for(session).id,
             "last_seq": session.last_seq,
         }
-
-
-def _lane_state(name: str, active: bool) -> str:
-    if not active:
-        return "off"
-    return "running" if name == "web" else "configured"
 
 
 def job_queue_depth(runtime: Runtime) -> int:
