@@ -31,9 +31,10 @@ from bot.memory import Offloader, RuleDistiller  # noqa: E402
 from bot.memory.recall import Recall  # noqa: E402
 from bot.storage import migrate  # noqa: E402
 from bot.storage.database import create_database_engine  # noqa: E402
-from bot.storage.memory_store import MemoryStore, Owner  # noqa: E402
-from bot.storage.messages import NewMessage  # noqa: E402
+from bot.storage.memory_store import MemoryStore  # noqa: E402
+from bot.storage.message_append import NewMessage  # noqa: E402
 from bot.storage.models import ChatSession  # noqa: E402
+from bot.storage.owners import Owner  # noqa: E402
 from bot.storage.stores import Stores  # noqa: E402
 from transcript import count_tokens  # noqa: E402
 

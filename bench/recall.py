@@ -66,7 +66,8 @@ from bench.data.check_questions import CATEGORY_SHARES  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.memory.dense import Embedder, RememberingEmbedder  # noqa: E402
 from bot.runtime import Runtime, build_runtime  # noqa: E402
-from bot.storage.memory_store import Owner, RecallHit  # noqa: E402
+from bot.storage.memory_search import RecallHit  # noqa: E402
+from bot.storage.owners import Owner  # noqa: E402
 from bot.turns.inbound import Actor, InboundMessage  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -335,7 +336,7 @@ def time_command(
     for question in questions[:COMMAND_RUNS]:
         started = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "bot.cli", "--config", str(REPO / "config.yaml"), "recall", session_id]
+            [sys.executable, "-m", "chorus", "--config", str(REPO / "config.yaml"), "recall", session_id]
             + [question["question"], "-k", "10"],
             env=environ,
             cwd=REPO,

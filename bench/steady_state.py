@@ -379,7 +379,7 @@ async def preload(runtime: Any, turns: list[tuple[str, str]]) -> None:
     from bot.memory.offload import Offloader
     from bot.storage.context_models import SUMMARY, ContextRecord
     from bot.storage.index_text import INDEX_MESSAGE, INDEX_MESSAGE_POSTGRES, message_index_text, owner_token
-    from bot.storage.messages import INSERT_DELIVERY
+    from bot.storage.message_append import INSERT_DELIVERY
     from bot.storage.models import ChatSession, Message
     from bot.turns.routing import resolve_route
     from transcript import count_tokens

@@ -4,12 +4,14 @@ Every leaf setting has an environment name built from its path, so
 `model.base_url` is `CHORUS_MODEL_BASE_URL` and `channels.telegram.token` is
 `CHORUS_CHANNELS_TELEGRAM_TOKEN`; a few common ones also have a short alias
 (`CHORUS_TELEGRAM_TOKEN`, `CHORUS_DISCORD_TOKEN`). Secrets never have to live
-in the file. The `channels` section is built from the lane registry
-(`channels.registry`): each lane brings its own settings model.
+in the file. The `channels` section has one part per lane registered with the runtime
+(`bot.lanes`): each lane brings its own settings model and short names, and settings are
+read with those registered when they are read (`settings_model`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -29,8 +31,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from bot import lanes
 from bot.errors import ConfigError
-from channels import registry as lane_registry
 
 ENV_PREFIX = "CHORUS_"
 CONFIG_PATH_ENV = "CHORUS_CONFIG"
@@ -40,7 +42,7 @@ def env_aliases() -> dict[str, tuple[str, ...]]:
     """Short names operators expect (each lane declares its own), mapped onto setting paths."""
     return {
         alias: ("channels", spec.name, setting)
-        for spec in lane_registry.lanes()
+        for spec in lanes.lanes()
         for alias, setting in spec.env_aliases.items()
     }
 
@@ -279,26 +281,11 @@ class ReminderSettings(BaseModel):
 
 
 class ChannelSettingsBase(BaseModel):
-    """The `channels` section: one field per lane in `channels.registry`, named after the lane."""
+    """The `channels` section: one field per lane registered in `bot.lanes`, named after the lane."""
 
     if TYPE_CHECKING:
-        # Lane fields are added from the registry at import time; each lane reads its own.
+        # Lane fields are added from the registered lanes (`settings_model`); each lane reads its own.
         def __getattr__(self, name: str) -> Any: ...
-
-
-def _channel_settings_model() -> type[ChannelSettingsBase]:
-    fields: dict[str, Any] = {
-        spec.name: (model, Field(default_factory=model))
-        for spec in lane_registry.lanes()
-        for model in [spec.settings_model()]
-    }
-    return create_model("ChannelSettings", __base__=ChannelSettingsBase, **fields)
-
-
-if TYPE_CHECKING:
-    ChannelSettings = ChannelSettingsBase
-else:
-    ChannelSettings = _channel_settings_model()
 
 
 class LoggingSettings(BaseModel):
@@ -328,7 +315,7 @@ class Settings(BaseSettings):
     recovery: RecoverySettings = Field(default_factory=RecoverySettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
     reminders: ReminderSettings = Field(default_factory=ReminderSettings)
-    channels: ChannelSettings = Field(default_factory=ChannelSettings)
+    channels: ChannelSettingsBase = Field(default_factory=ChannelSettingsBase)
 
     @classmethod
     def settings_customise_sources(
@@ -358,7 +345,7 @@ def load_settings(path: str | Path | None = None, environ: dict[str, str] | None
         data = loaded or {}
     _apply_environment(data, env)
     try:
-        return Settings(**data)
+        return settings_model()(**data)
     except ValidationError as error:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in issue['loc'])}: {issue['msg']}" for issue in error.errors()
@@ -366,10 +353,29 @@ def load_settings(path: str | Path | None = None, environ: dict[str, str] | None
         raise ConfigError(f"Invalid configuration — {problems}") from error
 
 
+def settings_model() -> type[Settings]:
+    """`Settings` with a `channels` section holding every lane registered so far."""
+    return _settings_with_lanes(tuple(spec.name for spec in lanes.lanes()))
+
+
+@functools.cache
+def _settings_with_lanes(names: tuple[str, ...]) -> type[Settings]:
+    # A lane is registered once, so the names stand for the lanes; a lane registered
+    # later makes another model.
+    specs = {spec.name: spec for spec in lanes.lanes()}
+    sections: dict[str, Any] = {
+        name: (model, Field(default_factory=model))
+        for name in names
+        for model in [specs[name].settings_model()]
+    }
+    channels = create_model("ChannelSettings", __base__=ChannelSettingsBase, **sections)
+    return create_model("Settings", __base__=Settings, channels=(channels, Field(default_factory=channels)))
+
+
 def environment_names() -> dict[str, tuple[str, ...]]:
     """Every environment variable Chorus reads, with the setting path it sets."""
     names = env_aliases()
-    for path in _leaf_paths(Settings, ()):
+    for path in _leaf_paths(settings_model(), ()):
         names[ENV_PREFIX + "_".join(path).upper()] = path
     return names
 

@@ -14,18 +14,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from bot import lanes as lane_registry
 from bot.commands.personas import switch_persona
 from bot.errors import UnknownPersona
 from bot.providers.observed import ObservedProvider
 from bot.reminders.service import view as reminder_view
 from bot.storage.context_models import SUMMARY, ContextRecord, ContextSnip
-from bot.storage.memory_store import Owner
-from bot.storage.messages import NewMessage, attachment_ref, decode_calls
+from bot.storage.message_append import NewMessage
+from bot.storage.message_rows import attachment_ref, decode_calls
 from bot.storage.models import ChatSession
 from bot.storage.overview import Overview
+from bot.storage.owners import Owner
 from bot.storage.reminders import ACTIVE_STATES
 from bot.tools.offer import schemas_of
-from channels import registry as lane_registry
 from transcript import (
     CONTEXT_COUNT,
     AttachmentRef,
@@ -372,11 +373,7 @@ class Console:
 
     def lanes(self) -> list[dict[str, str]]:
         """Every lane Chorus knows: the state it reported (running, starting, failed and why),
-        else whether these settings run it.
-
-        The web lane serves this console, so when it is on it is running; a lane that
-        reports no state yet is shown as configured.
-        """
+        else whether these settings run it (a lane that reports no state yet is configured)."""
         channels = self.runtime.settings.channels
         active = {spec.name for spec in lane_registry.active_lanes(channels)}
         reported = self.runtime.lanes.snapshot()
@@ -387,7 +384,7 @@ class Console:
                 states.append({"name": spec.name, "state": status.state, "reason": status.reason or ""})
             else:
                 states.append(
-                    {"name": spec.name, "state": _lane_state(spec.name, spec.name in active), "reason": ""}
+                    {"name": spec.name, "state": "configured" if spec.name in active else "off", "reason": ""}
                 )
         return states
 
@@ -399,12 +396,6 @@ class Console:
             "persona_id": self.engine.persona_for(session).id,
             "last_seq": session.last_seq,
         }
-
-
-def _lane_state(name: str, active: bool) -> str:
-    if not active:
-        return "off"
-    return "running" if name == "web" else "configured"
 
 
 def job_queue_depth(runtime: Runtime) -> int:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Row
 
 from bot.storage.boundary import boundary_for
-from bot.storage.messages import MessageStore, decode_calls
+from bot.storage.message_rows import decode_calls
+from bot.storage.messages import MessageStore
 from bot.storage.models import Attachment, Message, as_utc
 from transcript.kinds import REPLY_KIND, MessageKind, Role, Status, check_row
 from transcript.rows import StoredToolCall

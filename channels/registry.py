@@ -1,103 +1,14 @@
-"""The lane registry: every lane Chorus can run, by name.
+"""The built-in lanes, registered with the runtime (`bot.lanes`) when `channels` is imported.
 
 A lane is a package under `channels/` with a pydantic settings model in
-`<lane>/settings.py` (no platform import) and a `build(runtime)` in its
-`__init__.py` that returns a `LaneRunner`. `bot.config` reads the settings models
-from here to build the `channels` section of the settings; `chorus serve` builds,
-mounts and starts every active lane from here. Both are named by dotted paths
-and imported only when used, so a command that runs no lane never imports a
-platform library.
+`<lane>/settings.py` (a `bot.lanes.LaneSettings`, no platform import) and a
+`build(runtime)` in its `__init__.py` that returns a `bot.lanes.LaneRunner`. Adding one
+is one more `LaneSpec` here (docs/lanes/adding-a-lane.md).
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
-
-from pydantic import BaseModel
-
-if TYPE_CHECKING:
-    from fastapi import FastAPI
-
-
-class LaneSettings(BaseModel):
-    """Base of every lane's settings model."""
-
-    def is_active(self) -> bool:
-        """Whether `chorus serve` runs this lane with these settings."""
-        raise NotImplementedError
-
-
-class LaneRunner(Protocol):
-    """A built lane, as `chorus serve` drives it."""
-
-    name: str
-
-    def mount(self, app: FastAPI) -> None:
-        """Add the lane's HTTP routes (webhooks, pages) to the one web app, if it has any."""
-
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class LaneSpec:
-    """One lane: its name, where its settings model and `build` live, its short env names."""
-
-    name: str
-    # "package.module:ClassName" of the lane's `LaneSettings` subclass.
-    settings_path: str
-    # The package whose `build(runtime) -> LaneRunner` makes the lane.
-    package: str
-    # Short environment names an operator expects, mapped to a field of the lane's settings.
-    env_aliases: dict[str, str] = field(default_factory=dict)
-
-    def settings_model(self) -> type[LaneSettings]:
-        module_name, _, class_name = self.settings_path.partition(":")
-        model = getattr(importlib.import_module(module_name), class_name)
-        if not (isinstance(model, type) and issubclass(model, LaneSettings)):
-            raise TypeError(f"{self.settings_path} is not a LaneSettings model")
-        return model
-
-    def build(self, runtime: Any) -> LaneRunner:
-        """Import the lane (and its platform library) and build it on `runtime`."""
-        runner: LaneRunner = importlib.import_module(self.package).build(runtime)
-        return runner
-
-
-_LANES: dict[str, LaneSpec] = {}
-
-
-def register(spec: LaneSpec) -> None:
-    if spec.name in _LANES:
-        raise ValueError(f"lane {spec.name!r} registered twice")
-    _LANES[spec.name] = spec
-
-
-def lanes() -> list[LaneSpec]:
-    """Every registered lane, in registration order (the order lanes are mounted and started)."""
-    return list(_LANES.values())
-
-
-def active_lanes(channels: BaseModel) -> list[LaneSpec]:
-    """The lanes whose settings (in the `channels` section) say they run."""
-    return [spec for spec in lanes() if _settings_of(channels, spec.name).is_active()]
-
-
-def _settings_of(channels: BaseModel, name: str) -> LaneSettings:
-    settings = getattr(channels, name)
-    if not isinstance(settings, LaneSettings):
-        raise TypeError(f"channels.{name} is not a lane's settings")
-    return settings
-
-
-def register_all(specs: Iterable[LaneSpec]) -> None:
-    for spec in specs:
-        register(spec)
-
+from bot.lanes import LaneSpec, register_all
 
 register_all(
     [

@@ -19,8 +19,8 @@
 Storage imports these sets (`bot.storage` validates every row it writes against them).
 Adding a kind is one entry in `MessageKind` and `KIND_ROLES`, then one branch in each reader
 that switches on it: `transcript.build` (what the model sees), `bot.cli.transfer` (export,
-import), `bot.console`, the web lane's history, `bot.storage.messages` (the search index, the
-reply that closes a turn) and `bot.memory.triggers`. A reader that meets a kind it does not
+import), `bot.console`, the web lane's history, `bot.storage.message_append` (the search index,
+the reply that closes a turn) and `bot.memory.triggers`. A reader that meets a kind it does not
 know raises `UnknownMessageKind` rather than guess.
 """
 

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import TranscriptFileError
-from bot.storage.messages import MessageStore, NewAttachment, NewMessage, decode_calls
+from bot.storage.message_append import NewAttachment, NewMessage
+from bot.storage.message_rows import decode_calls
+from bot.storage.messages import MessageStore
 from bot.storage.models import ChatSession, Message
 from bot.storage.stores import Stores
 from bot.turns.attachments import AttachmentStore

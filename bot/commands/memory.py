@@ -15,7 +15,7 @@ from bot.memory.recall import format_hit
 from bot.memory.snapshot import shorten
 from bot.storage.boundary import boundary_for
 from bot.storage.memory_models import MemoryItem
-from bot.storage.memory_store import Owner
+from bot.storage.owners import Owner
 from bot.turns.events import CommandAnswer
 
 LIST_ITEMS = 20

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bot.commands.registry import Command, CommandContext
 from bot.errors import UnknownPersona
-from bot.storage.messages import NewMessage
+from bot.storage.message_append import NewMessage
 from bot.storage.stores import Stores
 from bot.turns.events import CommandAnswer
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from bot.commands.registry import Command, CommandContext
 from bot.reminders.service import ReminderView
 from bot.reminders.times import ACCEPTED, parse_command
-from bot.storage.memory_store import Owner
+from bot.storage.owners import Owner
 from bot.tools.base import ChatAddress
 from bot.turns.events import CommandAnswer
 

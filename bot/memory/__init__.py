@@ -4,7 +4,7 @@ Owns offload triggers and the per-session cursor, the hard filter, `<memory>` ta
 parsing, the rule-based and model distillers, de-duplication, the per-turn snapshot
 and recall; its chat commands live in `bot.commands.memory`. Memory is keyed by
 owner (a person or a group) and must never cross between them; it reads and writes
-only through `bot.storage.memory_store` and never rewrites the transcript.
+only through `bot.storage.memory_store` (`MemoryStore`) and never rewrites the transcript.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.memory.dense import Embedder, embedded_text, to_blob
-from bot.storage.memory_store import MemoryStore, UnembeddedMessage
+from bot.storage.memory_store import MemoryStore
+from bot.storage.memory_vectors import UnembeddedMessage
 
 # Rows embedded (and committed) together. In `chorus serve` each batch is one job on the
 # embedding thread, so an offload's embedding waits for at most one batch (a few hundred

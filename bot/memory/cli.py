@@ -10,7 +10,8 @@ from bot.config import MemorySettings
 from bot.errors import ChorusError
 from bot.memory.dense import DenseIndex, load_embedder
 from bot.memory.recall import Recall, format_hit, hit_record
-from bot.storage.memory_store import MemoryStore, Owner
+from bot.storage.memory_store import MemoryStore
+from bot.storage.owners import Owner
 from bot.storage.sessions import SessionStore
 
 

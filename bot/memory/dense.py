@@ -23,7 +23,10 @@ from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
-from bot.storage.memory_store import SOURCES, MemoryStore, Owner, RecallHit, VectorRow
+from bot.storage.memory_search import SOURCES, RecallHit
+from bot.storage.memory_store import MemoryStore
+from bot.storage.memory_vectors import VectorRow
+from bot.storage.owners import Owner
 
 if TYPE_CHECKING:
     import numpy as np

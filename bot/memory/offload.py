@@ -32,8 +32,11 @@ from bot.search_dates import relative_mentions
 from bot.search_terms import content_key, similarity_tokens
 from bot.storage.boundary import boundary_for
 from bot.storage.index_text import item_index_text
-from bot.storage.memory_store import CursorMoved, MemoryStore, NewMemoryItem, Owner
+from bot.storage.memory_cursors import CursorMoved
+from bot.storage.memory_items import NewMemoryItem
+from bot.storage.memory_store import MemoryStore
 from bot.storage.models import ChatSession, Message
+from bot.storage.owners import Owner
 from transcript import TranscriptRow
 from transcript.kinds import SAID_KINDS
 

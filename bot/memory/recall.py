@@ -29,8 +29,10 @@ from bot.memory.dense import DenseIndex
 from bot.memory.snapshot import build_snapshot, shorten
 from bot.search_dates import query_date_terms, relative_mentions
 from bot.search_terms import words
-from bot.storage.memory_store import SOURCES, MemoryStore, Owner, RecallHit
+from bot.storage.memory_search import SOURCES, RecallHit
+from bot.storage.memory_store import MemoryStore
 from bot.storage.models import ChatSession
+from bot.storage.owners import Owner
 from transcript import CONTEXT_COUNT, TranscriptRow, count_tokens
 
 RECALL_SNIPPET_CHARS = 300
@@ -154,50 +156,29 @@ def hit_text(hit: RecallHit, limit: int | None = None) -> str:
     return f"{text} — {hit_text(hit.reply, limit)}" if hit.reply is not None else text
 
 
-# What a model is told about its `recall` tool. The result shape below (`hit_record`) is
-# what it gets back; both are written so that it can search again with better words.
-RECALL_TOOL_NAME = "recall"
-RECALL_TOOL_DESCRIPTION = """\
-Search the long-term memory of this conversation: earlier messages that are no longer in \
-view and facts remembered from them. Returns up to k hits, best first. Each hit has: kind \
-("message", or the kind of a remembered item: decision, constraint, conclusion, fact), seqs \
-(first and last position in the conversation), date (when it was said), speaker, text, \
-reply (for a message that asked a question: the message that answered it) and score.
-Search with the words the answer would contain (names, places, things, events), not with \
-the question's wording: "Melanie pottery class" finds more than "what did she take up?". \
-A question about several moments ("all the places Maria travelled") needs one search per \
-person, place or topic. When the hits are close but not it, search again with a name, \
-place or event taken from them. Relative dates in a text count from its date: "last week" \
-in a message of 2023-05-08 means the week before 8 May 2023. No hits means nothing was found."""
-RECALL_TOOL_PARAMETERS: dict[str, object] = {
-    "type": "object",
-    "properties": {
-        "query": {"type": "string", "description": "what to look for: the words the answer would contain"},
-        "k": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5, "description": "how many hits"},
-    },
-    "required": ["query"],
-    "additionalProperties": False,
-}
-
-
-def hit_record(hit: RecallHit) -> dict[str, Any]:
-    """One hit as plain JSON data: what the `recall` tool returns and `chorus recall --json` prints."""
+def hit_record(hit: RecallHit, text_chars: int | None = None) -> dict[str, Any]:
+    """One hit as JSON data: what `chorus recall --json` prints, and what the `recall` tool
+    returns with fewer fields. `text_chars` cuts the hit's text and its reply's text each."""
     return {
         "kind": hit.label if hit.source == "memory" else "message",
         "source": hit.source,
         "id": hit.id,
         "session_id": hit.session_id,
         "seqs": [hit.seq, hit.last_seq if hit.last_seq is not None else hit.seq],
-        "date": hit.said_at.isoformat() if hit.said_at is not None else None,
+        "date": hit.said_at.date().isoformat() if hit.said_at is not None else None,
         "speaker": hit.sender_name,
-        "text": hit.text,
+        "text": shorten(hit.text, text_chars) if text_chars is not None else hit.text,
         "reply": (
-            {"speaker": hit.reply.sender_name, "text": hit.reply.text, "seq": hit.reply.seq}
+            {
+                "speaker": hit.reply.sender_name,
+                "text": shorten(hit.reply.text, text_chars) if text_chars is not None else hit.reply.text,
+                "seq": hit.reply.seq,
+            }
             if hit.reply is not None
             else None
         ),
-        "shown": hit_text(hit),
-        "score": round(hit.score, 6),
+        "shown": hit_text(hit, text_chars),
+        "score": round(hit.score, 4),
     }
 
 
@@ -298,22 +279,6 @@ class Recall:
                 found = [replace(stored[(hit.source, hit.id)], score=hit.score) for hit in fused]
                 return self.with_replies(owner, found, window_session_id, window_from_seq)[:limit]
             gone |= missing
-
-    def lookup(
-        self,
-        owner: Owner,
-        query: str,
-        k: int = 5,
-        *,
-        window_session_id: str | None = None,
-        window_from_seq: int | None = None,
-    ) -> dict[str, Any]:
-        """The `recall` tool: `search` with its hits as JSON data (see `RECALL_TOOL_DESCRIPTION`)."""
-        limit = max(1, min(int(k), 20))
-        hits = self.search(
-            owner, query, limit, window_session_id=window_session_id, window_from_seq=window_from_seq
-        )
-        return {"query": query, "hits": [hit_record(hit) for hit in hits]}
 
     def with_replies(
         self,

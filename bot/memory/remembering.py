@@ -17,7 +17,8 @@ from bot.memory.tags import items_from_tag
 from bot.search_terms import content_key
 from bot.storage.boundary import boundary_for
 from bot.storage.index_text import item_index_text
-from bot.storage.memory_store import CommitCounts, MemoryStore, NewMemoryItem
+from bot.storage.memory_items import CommitCounts, NewMemoryItem
+from bot.storage.memory_store import MemoryStore
 from bot.storage.models import ChatSession
 
 

@@ -25,8 +25,9 @@ from bot.memory.remembering import Remembered, remember
 from bot.metrics import MEMORY_OFFLOADS
 from bot.providers.base import ChatProvider
 from bot.storage.boundary import boundary_for
-from bot.storage.memory_store import MemoryStore, Owner
+from bot.storage.memory_store import MemoryStore
 from bot.storage.models import ChatSession, utcnow
+from bot.storage.owners import Owner
 from transcript import TranscriptRow
 
 log = logging.getLogger(__name__)

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from bot.memory.recall import hit_date, hit_text
+from bot.memory.recall import hit_record
 from bot.memory.service import MemoryService
-from bot.memory.snapshot import shorten
 from bot.storage.boundary import boundary_for
-from bot.storage.memory_store import Owner, RecallHit
+from bot.storage.memory_search import RecallHit
+from bot.storage.owners import Owner
 from bot.tools.base import FunctionTool, Tool, ToolContext
 
 RECALL_DESCRIPTION = (
@@ -28,6 +28,9 @@ REMEMBER_DESCRIPTION = (
 )
 # A hit's text in a result is at most this long; the seqs lead to the whole message.
 HIT_TEXT_CHARS = 400
+# What the tool keeps of `chorus recall --json`'s record of a hit: not the store's ids, nor
+# `shown` (the words of `text` and `reply` once more).
+HIT_FIELDS = ("kind", "seqs", "date", "speaker", "text", "reply", "score")
 
 
 class RecallArguments(BaseModel):
@@ -50,7 +53,7 @@ def memory_tools(memory: MemoryService) -> list[Tool]:
             window_session_id=context.session.id,
             window_from_seq=context.window_from_seq,
         )
-        return {"query": arguments.query, "hits": [hit_record(hit) for hit in hits]}
+        return {"query": arguments.query, "hits": [tool_hit(hit) for hit in hits]}
 
     async def remember(context: ToolContext, arguments: RememberArguments) -> object:
         kept = await memory.remember(context.session, arguments.text, context.seq)
@@ -66,13 +69,6 @@ def memory_tools(memory: MemoryService) -> list[Tool]:
     ]
 
 
-def hit_record(hit: RecallHit) -> dict[str, object]:
-    seqs = [seq for seq in dict.fromkeys((hit.seq, hit.last_seq)) if seq is not None]
-    return {
-        "kind": f"memory {hit.label}" if hit.source == "memory" else "message",
-        "seqs": seqs,
-        "date": hit_date(hit),
-        "speaker": hit.sender_name,
-        "text": shorten(hit_text(hit) if hit.source == "memory" else hit.text, HIT_TEXT_CHARS),
-        "score": round(hit.score, 4),
-    }
+def tool_hit(hit: RecallHit) -> dict[str, object]:
+    record = hit_record(hit, HIT_TEXT_CHARS)
+    return {field: record[field] for field in HIT_FIELDS}

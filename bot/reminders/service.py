@@ -27,9 +27,10 @@ from bot.errors import ChorusError
 from bot.reminders.delivery import DeliveryRefused, ReminderDelivery, ReminderLanes
 from bot.reminders.times import BadTime, When, local_text, next_firing, zone_named
 from bot.storage.boundary import boundary_for
-from bot.storage.memory_store import Owner
-from bot.storage.messages import DuplicateMessage, MessageStore, NewMessage
+from bot.storage.message_append import DuplicateMessage, NewMessage
+from bot.storage.messages import MessageStore
 from bot.storage.models import ChatSession, utcnow
+from bot.storage.owners import Owner
 from bot.storage.reminder_models import Reminder
 from bot.storage.reminders import ACTIVE_STATES, NewReminder, ReminderStore, reminder_id_of
 from bot.tools.base import ChatAddress

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from bot.reminders.service import ReminderService
 from bot.reminders.times import parse_arguments
-from bot.storage.memory_store import Owner
+from bot.storage.owners import Owner
 from bot.tools.base import FunctionTool, Tool, ToolContext
 
 SCHEDULE_DESCRIPTION = (

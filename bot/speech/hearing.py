@@ -22,7 +22,7 @@ from bot.errors import AudioUnreadable, SpeechError, SpeechRejected, SpeechUnava
 from bot.metrics import SPEECH_FAILURES, SPEECH_SECONDS
 from bot.speech.audio import decode
 from bot.speech.service import SpeechService
-from bot.storage.messages import NewAttachment
+from bot.storage.message_append import NewAttachment
 from transcript.audio import format_duration
 from transcript.rows import AUDIO_KINDS
 

@@ -1,64 +1,40 @@
 """Messages and their attachments: the append-only transcript of every session.
 
-`append` is the hottest write of a turn: one transaction bumps the session's sequence,
-inserts the message, its full-text row, its attachments, its delivery state (a user
-message that starts a turn) or the close of it (the reply), and the jobs it asks for.
-The reads serve the window of each turn (`recent_rows`), context maintenance, export,
-the console and the widget's history.
+`append` stores a message with everything that commits with it (see
+`bot.storage.message_append`). The reads page through a session's rows: the window of
+each turn (`recent_rows`), context maintenance, export, the console and the widget's
+history; `bot.storage.message_rows` turns what they read into the transcript's rows.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import (
-    ColumnElement,
-    ScalarSelect,
-    Select,
-    and_,
-    bindparam,
-    case,
-    func,
-    insert,
-    literal,
-    or_,
-    update,
-)
+from sqlalchemy import ColumnElement, ScalarSelect, Select, and_, bindparam, case, func, literal, or_, update
 from sqlalchemy import select as sa_select
-from sqlalchemy.engine import Connection, Row
 from sqlalchemy.engine import Engine as DatabaseEngine
+from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.storage.database import open_session
-from bot.storage.delivery_models import Delivery
-from bot.storage.index_text import INDEX_MESSAGE, INDEX_MESSAGE_POSTGRES, message_index_text, owner_token
-from bot.storage.jobs import JobRequest, JobSink, JobSpec
-from bot.storage.models import Attachment, ChatSession, Message, as_utc, table_of, utcnow
-from bot.storage.prepared import Prepared
-from bot.storage.sanitise import clean_optional, clean_text
-from transcript import AttachmentRef, StoredToolCall, TranscriptRow
-from transcript.kinds import (
-    CONVERSATION_KINDS,
-    REPLY_KIND,
-    SAID_KINDS,
-    TOOL_KINDS,
-    MessageKind,
-    Role,
-    Status,
-    check_row,
-    is_reply,
+from bot.storage.jobs import JobSink
+from bot.storage.message_append import DuplicateMessage, NewMessage, StoredMessage, ingest_key, write_message
+from bot.storage.message_rows import (
+    ATTACHMENT_COLUMNS,
+    ATTACHMENTS,
+    attachment_ref,
+    decode_calls,
+    transcript_row,
 )
-from transcript.rows import AttachmentKind
+from bot.storage.models import Attachment, Message, as_utc, table_of
+from bot.storage.sanitise import clean_text
+from transcript import AttachmentRef, TranscriptRow
+from transcript.kinds import CONVERSATION_KINDS, REPLY_KIND, TOOL_KINDS, MessageKind
 
-SESSIONS = table_of(ChatSession)
 MESSAGES = table_of(Message)
-ATTACHMENTS = table_of(Attachment)
-DELIVERIES = table_of(Delivery)
 ROW_COLUMNS = (
     MESSAGES.c.id,
     MESSAGES.c.seq,
@@ -81,46 +57,7 @@ ROW_COLUMNS = (
 # on every execution, a sixth of reading the window (it appears in four subqueries).
 IS_CONVERSATION = MESSAGES.c.kind.in_([literal(kind) for kind in sorted(CONVERSATION_KINDS)])
 # The statements of every turn are built once: SQLAlchemy then only binds values,
-# which costs a fraction of building a statement per call. Those of `append`, the
-# hottest write of a turn, run as prepared statements (`bot.storage.prepared`).
-BUMP_SEQUENCE = Prepared(
-    update(SESSIONS)
-    .where(SESSIONS.c.id == bindparam("target_session"))
-    .values(
-        last_seq=SESSIONS.c.last_seq + 1,
-        document_count=SESSIONS.c.document_count + bindparam("new_documents"),
-        updated_at=bindparam("touched_at"),
-    )
-    .returning(SESSIONS.c.last_seq, SESSIONS.c.owner_kind, SESSIONS.c.owner_id)
-)
-INSERT_MESSAGE = Prepared(insert(MESSAGES).returning(MESSAGES.c.id))
-INSERT_ATTACHMENT = insert(ATTACHMENTS)
-INSERT_DELIVERY = Prepared(insert(DELIVERIES))
-INDEX_SAID = Prepared(INDEX_MESSAGE)
-INDEX_SAID_POSTGRES = Prepared(INDEX_MESSAGE_POSTGRES)
-CLOSE_DELIVERY = Prepared(
-    update(DELIVERIES)
-    .where(DELIVERIES.c.user_message_id == bindparam("answered_message"), DELIVERIES.c.state == "open")
-    .values(state="replied", updated_at=bindparam("touched_at"))
-)
-# A document's text is stored once per content hash: later uploads of the same file
-# keep NULL and read the text of the first row that has it.
-_SHARED = ATTACHMENTS.alias("shared")
-SHARED_TEXT = (
-    select(_SHARED.c.text)
-    .where(_SHARED.c.sha256 == ATTACHMENTS.c.sha256, _SHARED.c.text.is_not(None))
-    .limit(1)
-    .scalar_subquery()
-)
-ATTACHMENT_COLUMNS = (
-    *(column for column in ATTACHMENTS.c if column.name != "text"),
-    func.coalesce(ATTACHMENTS.c.text, SHARED_TEXT).label("text"),
-)
-TEXT_STORED = (
-    select(ATTACHMENTS.c.id)
-    .where(ATTACHMENTS.c.sha256 == bindparam("sha256"), ATTACHMENTS.c.text.is_not(None))
-    .limit(1)
-)
+# which costs a fraction of building a statement per call.
 STORED_TEXT = (
     select(ATTACHMENTS.c.text)
     .where(ATTACHMENTS.c.sha256 == bindparam("sha256"), ATTACHMENTS.c.text.is_not(None))
@@ -168,124 +105,6 @@ RECENT_ROWS = (
 ROWS_AFTER = sa_select(*ROW_COLUMNS).where(*_IN_SESSION, IS_CONVERSATION).order_by(MESSAGES.c.seq)
 
 
-@dataclass(frozen=True)
-class NewAttachment:
-    """An attachment already written to disk, ready to be recorded."""
-
-    kind: str
-    filename: str
-    mime_type: str
-    size: int
-    sha256: str
-    path: str
-    text: str | None
-    # Voice notes and audio: the length measured when the file was decoded.
-    duration_seconds: float | None = None
-
-
-@dataclass(frozen=True)
-class DeliveryTarget:
-    """For a message that asks for an answer: what a lane needs to deliver it later."""
-
-    chat_kind: str
-    thread_id: str | None
-    # The process answering it now.
-    owner: str
-
-
-@dataclass(frozen=True)
-class NewMessage:
-    """Everything needed to append one message to a session."""
-
-    role: Role
-    content: str
-    token_count: int
-    persona_id: str | None = None
-    sender_id: str | None = None
-    sender_name: str | None = None
-    lane: str | None = None
-    platform_chat_id: str | None = None
-    platform_message_id: str | None = None
-    reply_to_id: int | None = None
-    status: Status = "complete"
-    created_at: datetime | None = None
-    attachments: tuple[NewAttachment, ...] = ()
-    # False for imported copies: they keep their platform ids but no idempotency key.
-    live: bool = True
-    # Set on a user message that starts a turn: its delivery state is stored with it.
-    delivery: DeliveryTarget | None = None
-    # Jobs to run after this message, enqueued in the transaction that stores it.
-    jobs: tuple[JobSpec, ...] = ()
-    # What the row is: a conversation message, or an event (see `transcript.kinds`).
-    kind: MessageKind = "message"
-    # A `tool_call` row's calls; a `tool_result` row's call id and tool name.
-    tool_calls: tuple[StoredToolCall, ...] = ()
-    tool_call_id: str | None = None
-    tool_name: str | None = None
-
-
-@dataclass(frozen=True)
-class StoredMessage:
-    """What `append` hands back: the new row's identity and what callers read of it."""
-
-    id: int
-    seq: int
-    session_id: str
-    role: Role
-    content: str
-    persona_id: str | None
-    status: Status
-    kind: MessageKind
-    # The row exactly as `rows_after` would read it back; None for a row with attachments
-    # (their stored form is only known once read).
-    row: TranscriptRow | None = None
-
-
-def row_once_stored(message: NewMessage, seq: int, created_at: datetime) -> TranscriptRow:
-    """`message` (without attachments) as a read would give it back once stored at `seq`."""
-    return _row(
-        message,
-        seq,
-        created_at,
-        clean_text(message.content),
-        clean_optional(message.sender_name),
-        encode_calls(message.tool_calls),
-    )
-
-
-def _row(
-    message: NewMessage,
-    seq: int,
-    created_at: datetime,
-    content: str,
-    sender_name: str | None,
-    stored_calls: str | None,
-) -> TranscriptRow:
-    return TranscriptRow(
-        seq=seq,
-        role=message.role,
-        content=content,
-        persona_id=message.persona_id,
-        sender_id=message.sender_id,
-        sender_name=sender_name,
-        status=message.status,
-        token_count=message.token_count,
-        created_at=as_utc(created_at).isoformat(),
-        kind=message.kind,
-        tool_calls=decode_calls(stored_calls),
-        tool_call_id=message.tool_call_id,
-        tool_name=message.tool_name,
-    )
-
-
-class DuplicateMessage(Exception):
-    """The platform message was already stored (idempotent ingestion)."""
-
-    def __init__(self, existing: Message) -> None:
-        super().__init__(f"message {existing.id} already stored")
-        self.existing = existing
-
-
 class MessageStore:
     """Reads and writes of messages and their attachments."""
 
@@ -308,7 +127,7 @@ class MessageStore:
         """
         try:
             with self.database.begin() as connection:
-                return self._write(connection, session_id, message)
+                return write_message(connection, session_id, message, self.jobs)
         except IntegrityError:
             existing = self.find_platform_message(
                 message.lane, message.platform_chat_id, message.platform_message_id
@@ -326,131 +145,7 @@ class MessageStore:
         if any(message.platform_message_id is not None for message in messages):
             raise ValueError("platform messages are appended one at a time")
         with self.database.begin() as connection:
-            return [self._write(connection, session_id, message) for message in messages]
-
-    def _write(self, connection: Connection, session_id: str, message: NewMessage) -> StoredMessage:
-        """`append`'s writes, inside the caller's transaction."""
-        created_at = message.created_at or utcnow()
-        key = (
-            ingest_key(message.lane, message.platform_chat_id, message.platform_message_id)
-            if message.live
-            else None
-        )
-        if message.jobs and self.jobs is None:
-            raise ValueError("this store has no job queue for the jobs the message asks for")
-        # A row no reader knows is refused here, before it is stored.
-        check_row(message.kind, message.role, message.status)
-        documents = sum(1 for attachment in message.attachments if attachment.kind == "document")
-        content = clean_text(message.content)
-        sender_name = clean_optional(message.sender_name)
-        stored_calls = encode_calls(message.tool_calls)
-        values = {
-            "session_id": session_id,
-            "role": message.role,
-            "content": content,
-            "persona_id": message.persona_id,
-            "sender_id": message.sender_id,
-            "sender_name": sender_name,
-            "lane": message.lane,
-            "platform_chat_id": message.platform_chat_id,
-            "platform_message_id": message.platform_message_id,
-            "ingest_key": key,
-            "reply_to_id": message.reply_to_id,
-            "token_count": message.token_count,
-            "attachment_count": len(message.attachments),
-            "status": message.status,
-            "created_at": created_at,
-            "kind": message.kind,
-            "tool_calls": stored_calls,
-            "tool_call_id": message.tool_call_id,
-            "tool_name": message.tool_name,
-        }
-        ((seq, owner_kind, owner_id),) = BUMP_SEQUENCE.execute(
-            connection,
-            {"target_session": session_id, "new_documents": documents, "touched_at": created_at},
-        )
-        ((message_id,),) = INSERT_MESSAGE.execute(connection, {"seq": seq, **values})
-        # Search finds what was said, not the events around it.
-        if message.kind in SAID_KINDS:
-            index_row = {
-                "id": message_id,
-                "owner": owner_token(owner_kind, owner_id),
-                "content": message_index_text(sender_name, content, created_at),
-            }
-            if connection.dialect.name == "sqlite":
-                INDEX_SAID.execute(connection, index_row)
-            else:
-                del index_row["owner"]
-                INDEX_SAID_POSTGRES.execute(connection, index_row)
-        if message.delivery is not None and key is not None:
-            INSERT_DELIVERY.execute(
-                connection,
-                {
-                    "user_message_id": message_id,
-                    "session_id": session_id,
-                    "ingest_key": key,
-                    "lane": message.lane,
-                    "chat_id": message.platform_chat_id,
-                    "chat_kind": message.delivery.chat_kind,
-                    "thread_id": message.delivery.thread_id,
-                    "platform_message_id": message.platform_message_id,
-                    "state": "open",
-                    "owner": message.delivery.owner,
-                    "created_at": created_at,
-                    "updated_at": created_at,
-                },
-            )
-        elif is_reply(message.kind, message.role) and message.reply_to_id is not None:
-            # The reply and the end of its turn's open state commit together.
-            CLOSE_DELIVERY.execute(
-                connection, {"answered_message": message.reply_to_id, "touched_at": created_at}
-            )
-        if message.jobs and self.jobs is not None:
-            self.jobs.enqueue(
-                connection,
-                [JobRequest.of(spec, session_id, seq, utcnow()) for spec in message.jobs],
-            )
-        if message.attachments:
-            texts = {
-                attachment.sha256: clean_text(attachment.text)
-                for attachment in message.attachments
-                if attachment.text is not None
-                and connection.execute(TEXT_STORED, {"sha256": attachment.sha256}).first() is None
-            }
-            connection.execute(
-                INSERT_ATTACHMENT,
-                [
-                    {
-                        "message_id": message_id,
-                        "session_id": session_id,
-                        "kind": attachment.kind,
-                        "filename": clean_text(attachment.filename),
-                        "mime_type": attachment.mime_type,
-                        "size": attachment.size,
-                        "sha256": attachment.sha256,
-                        "path": attachment.path,
-                        # Only the first of several copies in one message keeps it.
-                        "text": texts.pop(attachment.sha256, None),
-                        "duration_seconds": attachment.duration_seconds,
-                        "created_at": created_at,
-                    }
-                    for attachment in message.attachments
-                ],
-            )
-        row = None
-        if not message.attachments and message.kind in CONVERSATION_KINDS:
-            row = _row(message, seq, created_at, content, sender_name, stored_calls)
-        return StoredMessage(
-            id=message_id,
-            seq=seq,
-            session_id=session_id,
-            role=message.role,
-            content=content,
-            persona_id=message.persona_id,
-            status=message.status,
-            kind=message.kind,
-            row=row,
-        )
+            return [write_message(connection, session_id, message, self.jobs) for message in messages]
 
     def find_platform_message(
         self, lane: str | None, chat_id: str | None, platform_message_id: str | None
@@ -741,64 +436,3 @@ class MessageStore:
             ):
                 grouped.setdefault(attachment.message_id, []).append(attachment)
         return [transcript_row(message, grouped.get(message.id or 0, [])) for message in messages]
-
-
-def ingest_key(lane: str | None, chat_id: str | None, platform_message_id: str | None) -> str | None:
-    if lane is None or platform_message_id is None:
-        return None
-    return f"{lane}:{chat_id or ''}:{platform_message_id}"
-
-
-def transcript_row(message: Message, attachments: Sequence[Attachment | Row[Any]]) -> TranscriptRow:
-    kind, role, status = check_row(message.kind, message.role, message.status)
-    return TranscriptRow(
-        seq=message.seq,
-        role=role,
-        content=message.content,
-        persona_id=message.persona_id,
-        sender_id=message.sender_id,
-        sender_name=message.sender_name,
-        attachments=tuple(attachment_ref(attachment) for attachment in attachments),
-        status=status,
-        token_count=message.token_count,
-        created_at=as_utc(message.created_at).isoformat(),
-        kind=kind,
-        tool_calls=decode_calls(message.tool_calls),
-        tool_call_id=message.tool_call_id,
-        tool_name=message.tool_name,
-    )
-
-
-def encode_calls(calls: Sequence[StoredToolCall]) -> str | None:
-    """A `tool_call` row's calls as stored: JSON, each call's arguments exactly as the model sent them."""
-    if not calls:
-        return None
-    return json.dumps(
-        [{"id": call.id, "name": call.name, "arguments": call.arguments} for call in calls],
-        ensure_ascii=False,
-    )
-
-
-def decode_calls(stored: str | None) -> tuple[StoredToolCall, ...]:
-    if not stored:
-        return ()
-    return tuple(StoredToolCall(call["id"], call["name"], call["arguments"]) for call in json.loads(stored))
-
-
-def attachment_ref(attachment: Attachment | Row[Any]) -> AttachmentRef:
-    return AttachmentRef(
-        kind=attachment_kind(attachment.kind),
-        filename=attachment.filename,
-        mime_type=attachment.mime_type,
-        size=attachment.size,
-        sha256=attachment.sha256,
-        text=attachment.text,
-        duration_seconds=attachment.duration_seconds,
-    )
-
-
-def attachment_kind(stored: str) -> AttachmentKind:
-    """A stored kind as `transcript` knows it; anything unknown is read as a document."""
-    if stored in ("image", "audio", "voice"):
-        return cast(AttachmentKind, stored)
-    return "document"

@@ -22,7 +22,7 @@ import bot.storage.tables  # noqa: F401  (every table in the metadata, for _owne
 from bot.search_terms import jaccard, search_text, similarity_tokens
 from bot.storage.index_text import INDEX_MESSAGE, UNINDEX_MESSAGE, owner_token
 from bot.storage.memory_models import MemoryItem
-from bot.storage.memory_store import VECTOR_CHANGES
+from bot.storage.memory_vectors import VECTOR_CHANGES
 from bot.storage.models import Account, ChatSession, LinkCode, Message, Person, table_of
 from transcript.kinds import CONVERSATION_KINDS, SAID_KINDS
 

@@ -18,8 +18,8 @@ from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlalchemy.sql.elements import ColumnElement
 
 from bot.storage.jobs import JobRequest, JobSink
-from bot.storage.memory_store import Owner
 from bot.storage.models import as_utc, table_of, utcnow
+from bot.storage.owners import Owner
 from bot.storage.reminder_models import OwnerTimeZone, Reminder
 
 REMINDERS = table_of(Reminder)

@@ -33,7 +33,7 @@ from bot.errors import (
     UnsupportedAttachment,
 )
 from bot.speech.audio import decode_bytes
-from bot.storage.messages import NewAttachment
+from bot.storage.message_append import NewAttachment
 from bot.turns.inbound import InboundAttachment
 from transcript.audio import format_duration
 

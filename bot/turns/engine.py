@@ -35,7 +35,7 @@ from bot.storage.boundary import boundary_for
 from bot.storage.context_records import ContextView
 from bot.storage.delivery_models import Delivery
 from bot.storage.jobs import JobSpec
-from bot.storage.messages import (
+from bot.storage.message_append import (
     DeliveryTarget,
     DuplicateMessage,
     NewAttachment,

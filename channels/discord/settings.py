@@ -6,7 +6,7 @@ from typing import Literal, Self
 
 from pydantic import Field, SecretStr, model_validator
 
-from channels.registry import LaneSettings
+from bot.lanes import LaneSettings
 
 
 class DiscordSettings(LaneSettings):

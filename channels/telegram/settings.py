@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr
 
-from channels.registry import LaneSettings
+from bot.lanes import LaneSettings
 
 
 class TelegramSettings(LaneSettings):

@@ -85,6 +85,9 @@ class WebRunner:
     def mount(self, app: FastAPI) -> None:
         web = self.runtime.settings.channels.web
         lane = self.lane = app.state.web_lane = WebLane.build(self.runtime)
+        # Mounted is running: the lane has no platform to reach, and whatever asks /healthz
+        # is answered by the server that serves its routes.
+        self.runtime.lanes.running(self.name)
         # Reminders set on the web are shown to its open widgets when they fall due.
         self.runtime.reminders.lanes.register(self.name, WebReminders(lane.pushes))
         app.include_router(api.router)

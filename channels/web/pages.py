@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
-from fastapi import APIRouter
-from fastapi.responses import FileResponse
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, HTMLResponse
 
 STATIC = Path(__file__).parent / "static"
+DEMO_PAGE = (STATIC / "index.html").read_text(encoding="utf-8")
+# Where the demo page's embed tag names the widget script.
+WIDGET_URL_MARK = "{widget_url}"
 DEMO_PAGE_POLICY = (
     "default-src 'self'; img-src 'self' blob: data:; media-src 'self' blob:; "
     "style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'none'; frame-ancestors 'self'"
@@ -17,10 +21,12 @@ router = APIRouter(include_in_schema=False)
 
 
 @router.get("/")
-async def demo_page() -> FileResponse:
-    return FileResponse(
-        STATIC / "index.html",
-        media_type="text/html; charset=utf-8",
+async def demo_page(request: Request) -> HTMLResponse:
+    # The tag to copy names the address this page came from: the configured host and port,
+    # or a proxy's, as the request reached the server.
+    widget_url = html.escape(str(request.url_for("widget_script")))
+    return HTMLResponse(
+        DEMO_PAGE.replace(WIDGET_URL_MARK, widget_url),
         headers={"Content-Security-Policy": DEMO_PAGE_POLICY, "Cache-Control": "no-cache"},
     )
 

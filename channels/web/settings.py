@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr
 
-from channels.registry import LaneSettings
+from bot.lanes import LaneSettings
 
 
 class WebSettings(LaneSettings):

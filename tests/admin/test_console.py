@@ -12,7 +12,7 @@ from bot.console import Console
 from bot.providers.base import ChatRequest, ModelEvent
 from bot.providers.openai import OpenAICompatibleProvider
 from bot.runtime import Runtime
-from bot.storage.memory_store import Owner
+from bot.storage.owners import Owner
 from channels.web.app import create_app
 from tests.admin.conftest import BASE_URL
 from tests.admin.seed import BEARER, DECISION, DOCUMENT_TEXT, admin_runtime, seed

@@ -1,8 +1,9 @@
 """The package boundaries of docs/ARCHITECTURE.md §2, checked on the imports of every module.
 
-Besides which package may import what: lanes never reach the database (no `bot.storage`
-import, no store picked off the runtime or the engine), and the modules and packages of
-`bot` import each other without a cycle, so each layer can be read (and changed) on its own.
+Besides which package may import what (the runtime imports neither a lane nor the `chorus`
+process): lanes never reach the database (no `bot.storage` import, no store picked off the
+runtime or the engine), and the modules and packages of `bot` import each other without a
+cycle, so each layer can be read (and changed) on its own.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ FORBIDDEN = {
     # persona never knows the lane and does no I/O either.
     "persona": {"aiogram", "discord", "fastapi", "sqlmodel", "sqlalchemy", "httpx", "bot", "channels"},
     # lanes translate; they never reach the database or the model themselves.
-    "channels": {"sqlmodel", "sqlalchemy", "bot.providers", "bot.storage"},
-    # the runtime holds no platform code (`chorus serve` builds lanes through channels.registry).
-    "bot": {"aiogram", "discord", "fastapi"},
+    "channels": {"sqlmodel", "sqlalchemy", "bot.providers", "bot.storage", "chorus"},
+    # the runtime holds no platform code, and lanes import it, never the other way: they
+    # register with it (`bot.lanes`), and `chorus` builds them.
+    "bot": {"aiogram", "discord", "fastapi", "channels", "chorus"},
 }
 PLATFORM_LIBRARIES = {"aiogram", "discord", "fastapi", "starlette", "uvicorn"}
-# What `bot.config` and every CLI command import of `channels`: the registry, each lane's
-# package front and its settings model. A lane's platform library waits until it is built.
+# What every `chorus` command imports of `channels`: the package, the registry and, once
+# settings are read, each lane's package front and settings model. A lane's platform
+# library waits until it is built.
 LANE_FRONTS = [
     "channels/__init__.py",
     "channels/registry.py",
@@ -92,7 +95,7 @@ def test_lane_registry_and_settings_import_no_platform_library() -> None:
 
 def test_the_command_line_and_settings_load_no_lane() -> None:
     probe = (
-        "import sys, bot.cli, bot.config, bot.runtime\n"
+        "import sys, chorus.cli, bot.config, bot.runtime\n"
         "bot.config.load_settings(environ={})\n"
         f"print(sorted({{name.split('.')[0] for name in sys.modules}} & set({sorted(PLATFORM_LIBRARIES)!r})))"
     )

@@ -9,7 +9,7 @@ from sqlalchemy import text
 from bot.cli.transfer import export_markdown
 from bot.runtime import Runtime
 from bot.storage.index_text import owner_token
-from bot.storage.memory_store import Owner
+from bot.storage.owners import Owner
 from bot.turns.events import Reply
 from tests.fakes.openai_server import FakeOpenAI, message_text
 from tests.support.runtime import inbound

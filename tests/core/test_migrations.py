@@ -19,9 +19,10 @@ from bot.search_terms import words as search_words
 from bot.storage import migrate
 from bot.storage.database import create_database_engine
 from bot.storage.index_text import INDEX_MESSAGE, message_index_text, owner_token
-from bot.storage.memory_store import MemoryStore, Owner
-from bot.storage.messages import NewMessage
+from bot.storage.memory_store import MemoryStore
+from bot.storage.message_append import NewMessage
 from bot.storage.models import ChatSession
+from bot.storage.owners import Owner
 from bot.storage.stores import Stores
 
 

@@ -20,7 +20,8 @@ from bot.memory.backfill import BackfillResult, backfill_embeddings
 from bot.runtime import Runtime
 from bot.storage import database, migrate
 from bot.storage.database import create_database_engine
-from bot.storage.memory_store import MemoryStore, Owner
+from bot.storage.memory_store import MemoryStore
+from bot.storage.owners import Owner
 from tests.support.peers import needs_dense_model, needs_postgres
 from tests.support.runtime import inbound
 
@@ -182,7 +183,8 @@ async def test_messages_are_found_by_cjk_characters_and_dates_on_postgres(runtim
 
     from bot.memory.recall import query_terms
     from bot.search_terms import words
-    from bot.storage.memory_store import MemoryStore, Owner
+    from bot.storage.memory_store import MemoryStore
+    from bot.storage.owners import Owner
 
     # Memory off: only the message index can answer.
     runtime = runtimes(tmp_path, database_url=postgres_url, memory_enabled="false")
@@ -208,7 +210,8 @@ def test_the_message_search_migration_indexes_stored_messages_on_postgres(postgr
     from datetime import UTC, datetime
 
     from bot.search_terms import words
-    from bot.storage.memory_store import MemoryStore, Owner
+    from bot.storage.memory_store import MemoryStore
+    from bot.storage.owners import Owner
 
     engine = create_database_engine(postgres_url)
     migrate.upgrade(engine, "0007_jobs")

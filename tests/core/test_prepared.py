@@ -24,7 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from bot.storage.messages import INSERT_MESSAGE, MESSAGES, NewMessage
+from bot.storage.message_append import INSERT_MESSAGE, MESSAGES, NewMessage
 from bot.storage.prepared import Prepared
 from transcript.kinds import UnknownMessageKind
 

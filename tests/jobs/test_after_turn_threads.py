@@ -19,7 +19,7 @@ import pytest
 import bot.context.maintenance
 import bot.memory.distill
 import bot.memory.offload
-from bot.storage.memory_store import Owner
+from bot.storage.owners import Owner
 from tests.context.helpers import say, session_of
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.runtime import RuntimeFactory

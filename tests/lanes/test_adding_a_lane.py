@@ -1,5 +1,5 @@
-"""docs/lanes/adding-a-lane.md, done for real: a new lane registered in `channels.registry` gets its
-settings section and environment names, and `chorus serve` mounts and starts it."""
+"""docs/lanes/adding-a-lane.md, done for real: a new lane registered with the runtime (`bot.lanes`)
+gets its settings section and environment names, and `chorus serve` mounts and starts it."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 READY_SECONDS = 120.0
 
 SETTINGS = """
-from channels.registry import LaneSettings
+from bot.lanes import LaneSettings
 
 
 class EchoSettings(LaneSettings):
@@ -66,13 +66,13 @@ def build(runtime):
 SERVE_WITH_ECHO = """
 import sys
 
-from channels import registry
+from bot import lanes
 
-ECHO = registry.LaneSpec(
+ECHO = lanes.LaneSpec(
     "echo", "echo_lane.settings:EchoSettings", "echo_lane", env_aliases={"CHORUS_ECHO_GREETING": "greeting"}
 )
-registry.register(ECHO)
-from bot.cli import main
+lanes.register(ECHO)
+from chorus.cli import main
 
 raise SystemExit(main(sys.argv[1:]))
 """
@@ -107,15 +107,16 @@ def environ(tmp_path: Path, **extra: str) -> dict[str, str]:
 def test_a_registered_lane_gets_its_settings_section(tmp_path: Path) -> None:
     write_lane(tmp_path)
     probe = (
-        "from channels import registry\n"
-        "registry.register(registry.LaneSpec('echo', 'echo_lane.settings:EchoSettings', 'echo_lane',"
+        "import channels\n"
+        "from bot import lanes\n"
+        "lanes.register(lanes.LaneSpec('echo', 'echo_lane.settings:EchoSettings', 'echo_lane',"
         " env_aliases={'CHORUS_ECHO_GREETING': 'greeting'}))\n"
         "from bot.config import environment_names, load_settings\n"
         "import os\n"
         "settings = load_settings(environ=dict(os.environ))\n"
         "print(settings.channels.echo.enabled, settings.channels.echo.greeting)\n"
         "print(environment_names()['CHORUS_CHANNELS_ECHO_GREETING'])\n"
-        "print([spec.name for spec in registry.active_lanes(settings.channels)])\n"
+        "print([spec.name for spec in lanes.active_lanes(settings.channels)])\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],

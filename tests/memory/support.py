@@ -9,7 +9,7 @@ from bot.errors import ProviderUnavailable
 from bot.memory import DistilledItem, Offloader, RuleDistiller, SourceBlock
 from bot.runtime import Runtime
 from bot.storage.memory_store import MemoryStore
-from bot.storage.messages import NewMessage
+from bot.storage.message_append import NewMessage
 from bot.storage.models import ChatSession
 
 

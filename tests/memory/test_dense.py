@@ -19,7 +19,8 @@ import pytest
 
 from bot.memory.dense import Embedder, RememberingEmbedder, load_embedder, off_loop
 from bot.runtime import Runtime
-from bot.storage.memory_store import MemoryStore, Owner
+from bot.storage.memory_store import MemoryStore
+from bot.storage.owners import Owner
 from tests.support.peers import needs_dense_model
 from tests.support.runtime import RuntimeFactory, inbound, make_runtime
 
@@ -176,7 +177,7 @@ async def test_chorus_recall_searches_by_meaning_with_the_dense_extra(tmp_path: 
         "CHORUS_DATABASE_URL": f"sqlite:///{tmp_path / 'chorus.db'}",
         "CHORUS_DATA_DIR": str(tmp_path / "data"),
     }
-    command = [sys.executable, "-m", "bot.cli", "--config", config, "recall", session_id, question, "-k", "1"]
+    command = [sys.executable, "-m", "chorus", "--config", config, "recall", session_id, question, "-k", "1"]
     found = subprocess.run([*command, "--json"], capture_output=True, text=True, env=environ, check=True)
     assert "taekwondo" in json.loads(found.stdout)[0]["text"]
     environ["CHORUS_MEMORY_DENSE"] = "false"

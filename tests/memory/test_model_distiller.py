@@ -9,7 +9,8 @@ from typing import Any
 
 from bot.memory.distill import MEMORY_PURPOSE, MODEL_INSTRUCTIONS
 from bot.providers.openai import PURPOSE_HEADER
-from bot.storage.memory_store import MemoryStore, Owner
+from bot.storage.memory_store import MemoryStore
+from bot.storage.owners import Owner
 from tests.fakes.openai_server import FakeOpenAI, echo_reply, server_error
 from tests.support.runtime import inbound, make_runtime
 

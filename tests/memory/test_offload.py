@@ -9,8 +9,9 @@ from sqlalchemy import text
 
 from bot.errors import ProviderUnavailable
 from bot.runtime import Runtime
-from bot.storage.memory_store import MemoryStore, Owner
-from bot.storage.messages import NewMessage
+from bot.storage.memory_store import MemoryStore
+from bot.storage.message_append import NewMessage
+from bot.storage.owners import Owner
 from tests.memory.support import FlakyDistiller, exchange, offloader
 from tests.support.runtime import make_runtime
 

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.memory.cli import recall_output
 from bot.memory.recall import (
-    RECALL_TOOL_DESCRIPTION,
-    RECALL_TOOL_PARAMETERS,
     Ranking,
     Recall,
     format_hit,
@@ -19,7 +18,10 @@ from bot.memory.recall import (
 )
 from bot.runtime import Runtime
 from bot.search_terms import words
-from bot.storage.memory_store import MemoryStore, Owner, RecallHit
+from bot.storage.memory_search import RecallHit
+from bot.storage.memory_store import MemoryStore
+from bot.storage.owners import Owner
+from bot.tools.base import ToolContext
 from tests.support.runtime import RuntimeFactory, inbound, make_runtime
 
 GROUP = {"chat_id": "g9", "chat_kind": "group"}
@@ -184,22 +186,32 @@ async def test_a_question_found_comes_with_the_reply_that_answered_it(runtime: R
     assert bakery.reply is None and bakery.last_seq == bakery.seq
 
 
-async def test_the_recall_tool_returns_json_hits_a_model_can_search_again_from(runtime: Runtime) -> None:
+async def test_the_recall_tool_returns_the_records_chorus_recall_json_prints(runtime: Runtime) -> None:
     await record(runtime, "We moved the billing database to PostgreSQL last week.", "Alice")
     await record(runtime, "Did the invoices survive the move?", "Bob")
     await record(runtime, "All of them, checked twice.", "Alice")
-    assert runtime.memory is not None
-    result = runtime.memory.recall.lookup(OWNER, "billing database invoices", k=50)
-    assert json.loads(json.dumps(result)) == result  # plain JSON data
-    assert result["query"] == "billing database invoices"
-    hits = result["hits"]
-    assert 1 <= len(hits) <= 20
-    assert set(hits[0]) >= {"kind", "seqs", "date", "speaker", "text", "reply", "score"}
+    ((session, _),) = runtime.stores.sessions.list_sessions()
+    recall_tool = next(tool for tool in runtime.tools.all() if tool.name == "recall")
+    context = ToolContext(session, "ada", None, group=True, call_id="c1")
+    query = "billing database invoices"
+
+    result = await recall_tool.run(context, recall_tool.parse({"query": query, "k": 20}))
+    printed = recall_output(
+        runtime.database, runtime.settings.memory, session.id, query, limit=20, as_json=True
+    )
+
+    assert not result.is_error
+    returned = json.loads(result.content)
+    assert returned["query"] == query
+    hits = returned["hits"]
     question = next(hit for hit in hits if hit["text"] == "Did the invoices survive the move?")
     assert question["kind"] == "message" and question["speaker"] == "Bob" and question["seqs"] == [2, 3]
     assert question["reply"] == {"speaker": "Alice", "text": "All of them, checked twice.", "seq": 3}
-    assert "search again" in RECALL_TOOL_DESCRIPTION
-    assert RECALL_TOOL_PARAMETERS["required"] == ["query"]
+    # One shape: each of the tool's hits is the command's record, its ids and `shown` left out.
+    records = json.loads(printed)
+    assert hits == [{field: record[field] for field in hits[0]} for record in records]
+    assert set(records[0]) - set(hits[0]) == {"source", "id", "session_id", "shown"}
+    assert "search again" in recall_tool.description
 
 
 async def test_a_word_finds_its_other_forms_on_sqlite_and_postgresql(

@@ -8,7 +8,8 @@ from pathlib import Path
 from bot.jobs.definitions import FLUSH_IDLE_MEMORY
 from bot.runtime import Runtime
 from bot.storage.jobs import SqliteJobs
-from bot.storage.memory_store import MemoryStore, Owner
+from bot.storage.memory_store import MemoryStore
+from bot.storage.owners import Owner
 from tests.fakes.openai_server import FakeOpenAI, Hang
 from tests.support.runtime import inbound, make_runtime
 

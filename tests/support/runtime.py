@@ -1,4 +1,8 @@
-"""Build a real Chorus runtime on a temporary SQLite database for tests."""
+"""Build a real Chorus runtime on a temporary SQLite database for tests.
+
+As the `chorus` command does, it loads `channels` before any settings are read: the lanes
+register with the runtime then, and the settings have their sections.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import channels  # noqa: F401  (registers the lanes)
 from bot.config import Settings, load_settings
 from bot.providers.base import ChatProvider
 from bot.runtime import Runtime, build_runtime

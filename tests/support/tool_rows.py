@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.storage.delivery_models import Delivery
-from bot.storage.messages import DeliveryTarget, NewMessage
+from bot.storage.message_append import DeliveryTarget, NewMessage
 from bot.storage.stores import Stores
 from transcript import StoredToolCall
 

@@ -106,7 +106,8 @@ async def test_allow_lists_ignore_other_users_and_chats(
 async def test_unaddressed_group_messages_reach_long_term_memory(
     start_lane: LaneFactory, runtime: Runtime, bot_api: FakeBotAPI
 ) -> None:
-    from bot.storage.memory_store import MemoryStore, Owner
+    from bot.storage.memory_store import MemoryStore
+    from bot.storage.owners import Owner
 
     await start_lane()
     facts = [f"I adopted a rescue greyhound named Comet{n} from the shelter." for n in range(20)]

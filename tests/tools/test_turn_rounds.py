@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from bot.runtime import Runtime
-from bot.storage.messages import NewMessage
+from bot.storage.message_append import NewMessage
 from bot.tools.base import FunctionTool, ToolContext
 from bot.tools.registry import StaticTools
 from bot.turns.events import Delta, Reply, ToolStep, TurnEvent

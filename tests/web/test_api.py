@@ -19,11 +19,13 @@ DEADLINE = 60.0
 
 
 async def test_healthz_and_openapi_docs(client: httpx.AsyncClient) -> None:
-    # No other lane runs and no MCP server is configured here: nothing more to report.
-    assert (await client.get("/healthz")).json() == {
+    health = (await client.get("/healthz")).json()
+    # The web lane serves this very answer; no other lane runs and no MCP server is configured.
+    assert health["lanes"]["web"]["state"] == "running" and health["lanes"]["web"]["reason"] is None
+    assert {**health, "lanes": list(health["lanes"])} == {
         "status": "ok",
         "model": "demo",
-        "lanes": {},
+        "lanes": ["web"],
         "mcp_servers": {},
     }
     docs = await client.get("/docs")

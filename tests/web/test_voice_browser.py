@@ -61,8 +61,10 @@ async def test_the_recorder_sends_a_voice_message_that_is_heard(
 
     await microphone.click()
     # The button counts the recording's seconds as the browser hands over its pieces.
-    await page.get_by_role("button", name="Stop recording and send").filter(has_text="0:02").wait_for()
-    await page.get_by_role("button", name="Stop recording and send").click()
+    recording = page.get_by_role("button", name="Stop recording and send")
+    await recording.filter(has_text="0:02").wait_for()
+    assert await recording.locator("svg[data-icon=stop]").count() == 1
+    await recording.click()
     await page.locator(FINISHED_ASSISTANT).wait_for()
 
     [heard] = fake_speech.transcriptions

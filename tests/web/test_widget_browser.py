@@ -301,6 +301,48 @@ async def test_on_a_desktop_the_panel_docks_in_the_corner_and_can_be_minimised(
     await send(page, "still here")
 
 
+async def test_buttons_are_drawn_icons_with_names_never_emoji(
+    browser: Browser, server: LiveServer, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("The launch moved to Friday.")
+    page = await open_demo(browser, server.base_url)
+    await page.set_input_files("input[type=file]", str(notes))
+    await send(page, "my notes")
+    # After a reload the sent document is a button that downloads it; two files wait to be sent.
+    await page.reload()
+    await page.wait_for_selector("#chorus-widget[data-ready]", state="attached")
+    await page.locator("input[type=file]").set_input_files(
+        files=[
+            {"name": "song.mp3", "mimeType": "audio/mpeg", "buffer": b"ID3"},
+            {"name": "plan.txt", "mimeType": "text/plain", "buffer": b"the plan"},
+        ]
+    )
+    await page.locator("[data-role=pending-file]").nth(1).wait_for()
+    # A stock Chromium on Debian has no emoji font: a pictograph there is an empty box.
+    controls = await page.evaluate(
+        """() => [...document.querySelector('#chorus-widget').shadowRoot
+              .querySelectorAll('button, .chip')].map(node => ({
+            label: node.getAttribute('aria-label'),
+            text: node.textContent.trim(),
+            icons: [...node.querySelectorAll('svg')].map(svg => svg.dataset.icon),
+            emoji: /\\p{Extended_Pictographic}/u.test(node.textContent),
+          }))"""
+    )
+    assert [control for control in controls if control["emoji"]] == []
+    wordless = [control for control in controls if not control["text"]]
+    assert wordless and all(control["icons"] and control["label"] for control in wordless)
+    icons = {control["label"]: control["icons"] for control in controls if control["label"]}
+    assert icons["Close chat"] == ["close"] and icons["Minimise chat"] == ["minimise"]
+    assert icons["Attach files"] == ["attach"] and icons["Record a voice message"] == ["microphone"]
+    assert icons["Remove song.mp3"] == ["close"] and icons["Remove plan.txt"] == ["close"]
+    assert icons["Download notes.txt"] == ["document"]
+    chips = {
+        control["text"]: control["icons"] for control in controls if control["text"] and control["icons"]
+    }
+    assert chips == {"notes.txt": ["document"], "song.mp3": ["audio"], "plan.txt": ["document"]}
+
+
 async def test_stop_ends_a_streaming_reply_and_shows_it_stopped(
     runtimes, browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:

@@ -39,7 +39,9 @@
     "header { display: flex; align-items: center; gap: 8px; padding: 10px 12px; background: #3b4cca; color: #fff; }",
     "header .title { font-weight: 600; flex: 1; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }",
     "header select { max-width: 150px; font: inherit; border-radius: 6px; border: 0; padding: 4px; }",
-    "header button { background: transparent; color: #fff; border: 0; font-size: 20px; cursor: pointer; padding: 0 4px; }",
+    "header button { background: transparent; color: #fff; border: 0; cursor: pointer; padding: 2px; }",
+    ".icon { display: block; width: 20px; height: 20px; flex: none; }",
+    ".chip .icon { width: 14px; height: 14px; }",
     ".panel.minimised { height: auto; }",
     ".panel.minimised > :not(header) { display: none !important; }",
     ".panel.minimised header { cursor: pointer; }",
@@ -71,12 +73,13 @@
     ".pending .item { position: relative; }",
     ".pending img { width: 56px; height: 56px; object-fit: cover; border-radius: 8px; display: block; }",
     ".pending .remove { position: absolute; top: -6px; right: -6px; width: 20px; height: 20px; border-radius: 10px;",
-    "  border: 0; background: #333; color: #fff; cursor: pointer; font-size: 12px; line-height: 20px; padding: 0; }",
+    "  border: 0; background: #333; color: #fff; cursor: pointer; padding: 3px; }",
+    ".pending .remove .icon { width: 14px; height: 14px; }",
     "form { display: flex; gap: 6px; align-items: flex-end; padding: 8px 10px 10px; background: #fff; border-top: 1px solid #e2e4ee; }",
     "textarea { flex: 1; resize: none; font: inherit; padding: 8px; border: 1px solid #cfd3e3; border-radius: 10px;",
     "  min-height: 38px; max-height: 120px; }",
     "form button { font: inherit; border: 0; border-radius: 10px; padding: 9px 12px; cursor: pointer; }",
-    ".attach, .mic { background: #eef0f8; color: #3b4cca; }",
+    ".attach, .mic { display: inline-flex; align-items: center; gap: 4px; background: #eef0f8; color: #3b4cca; }",
     ".mic.recording { background: #8a1c12; color: #fff; }",
     ".files audio, .spoken audio { display: block; width: 220px; height: 36px; margin-top: 4px; }",
     ".send { background: #3b4cca; color: #fff; font-weight: 600; }",
@@ -103,6 +106,51 @@
       if (child) node.appendChild(child);
     });
     return node;
+  }
+
+  // Icons are drawn, not typed: an emoji needs a font the visitor's system may not have
+  // (a stock Chromium on Debian shows an empty box). Each is one path in a 24-unit square.
+  var ICONS = {
+    close: { path: "M6 6l12 12M18 6L6 18" },
+    minimise: { path: "M5 12h14" },
+    attach: { path: "M12 5v14M5 12h14" },
+    microphone: { path: "M9 5a3 3 0 0 1 6 0v6a3 3 0 0 1-6 0zM6 11a6 6 0 0 0 12 0M12 17v4M9 21h6" },
+    stop: { path: "M7 7h10v10H7z", filled: true },
+    document: { path: "M6 3h8l4 4v14H6zM14 3v4h4M9 12h6M9 16h6" },
+    audio: { path: "M9 18V6l10-2v12M9 18a2.5 2.5 0 1 1-5 0a2.5 2.5 0 0 1 5 0zM19 16a2.5 2.5 0 1 1-5 0a2.5 2.5 0 0 1 5 0z" },
+  };
+  var SVG = "http://www.w3.org/2000/svg";
+
+  // Hidden from assistive technology: the button it sits in carries the name.
+  function icon(name) {
+    var shape = ICONS[name];
+    var svg = document.createElementNS(SVG, "svg");
+    svg.setAttribute("class", "icon");
+    svg.setAttribute("viewBox", "0 0 24 24");
+    svg.setAttribute("aria-hidden", "true");
+    svg.setAttribute("focusable", "false");
+    svg.setAttribute("data-icon", name);
+    var path = document.createElementNS(SVG, "path");
+    path.setAttribute("d", shape.path);
+    path.setAttribute("fill", shape.filled ? "currentColor" : "none");
+    path.setAttribute("stroke", "currentColor");
+    path.setAttribute("stroke-width", "2");
+    path.setAttribute("stroke-linecap", "round");
+    path.setAttribute("stroke-linejoin", "round");
+    svg.appendChild(path);
+    return svg;
+  }
+
+  // An icon and, after it, words (a file's name, a recording's length), as text.
+  function iconWith(name, text) {
+    return [icon(name), text ? document.createTextNode(text) : null];
+  }
+
+  function showOn(node, children) {
+    node.textContent = "";
+    children.forEach(function (child) {
+      if (child) node.appendChild(child);
+    });
   }
 
   function newId() {
@@ -217,8 +265,8 @@
   var launcher = el("button", { class: "launcher", type: "button", "aria-label": "Open chat", text: TITLE, onclick: open });
   var titleNode = el("span", { class: "title", text: TITLE });
   var personaPicker = el("select", { class: "persona-picker", "aria-label": "Persona", onchange: switchPersona });
-  var closeButton = el("button", { type: "button", "aria-label": "Close chat", text: "\u00d7", onclick: close });
-  var minimiseButton = el("button", { class: "minimise", type: "button", "aria-label": "Minimise chat", text: "\u2013", onclick: toggleMinimised });
+  var closeButton = el("button", { type: "button", "aria-label": "Close chat", onclick: close }, [icon("close")]);
+  var minimiseButton = el("button", { class: "minimise", type: "button", "aria-label": "Minimise chat", onclick: toggleMinimised }, [icon("minimise")]);
   var alertText = el("span");
   var alertRetry = el("button", { type: "button", text: "Retry", hidden: true });
   var alertBox = el("div", { class: "alert", role: "alert", hidden: true }, [alertText, alertRetry]);
@@ -226,16 +274,15 @@
   var log = el("div", { class: "log", role: "log", "aria-live": "polite" }, [earlierButton]);
   var pendingStrip = el("div", { class: "pending", hidden: true });
   var fileInput = el("input", { type: "file", multiple: true, hidden: true, onchange: addFiles });
-  var attachButton = el("button", { class: "attach", type: "button", "aria-label": "Attach files", text: "+", onclick: function () { fileInput.click(); } });
+  var attachButton = el("button", { class: "attach", type: "button", "aria-label": "Attach files", onclick: function () { fileInput.click(); } }, [icon("attach")]);
   // Shown only where the browser can record (MediaRecorder, a microphone API, a secure page).
   var micButton = el("button", {
     class: "mic",
     type: "button",
     "aria-label": "Record a voice message",
-    text: "\ud83c\udfa4",
     hidden: !(navigator.mediaDevices && navigator.mediaDevices.getUserMedia && window.MediaRecorder),
     onclick: toggleRecording,
-  });
+  }, [icon("microphone")]);
   var textarea = el("textarea", { rows: 1, placeholder: "Write a message\u2026", "aria-label": "Message", onkeydown: onKey });
   var sendButton = el("button", { class: "send", type: "submit", text: "Send" });
   var stopButton = el("button", { class: "stop", type: "button", text: "Stop", "aria-label": "Stop the reply", hidden: true, onclick: stopReply });
@@ -490,11 +537,11 @@
     return el("button", {
       class: "chip",
       type: "button",
-      text: "\ud83d\udcc4 " + file.filename,
+      "aria-label": "Download " + file.filename,
       onclick: function () {
         download(file);
       },
-    });
+    }, iconWith("document", file.filename));
   }
 
   function download(file) {
@@ -535,8 +582,7 @@
 
   function pendingFile(file) {
     if (file.type.indexOf("image/") === 0) return el("img", { src: URL.createObjectURL(file), alt: file.name });
-    if (file.type.indexOf("audio/") === 0) return el("span", { class: "chip", text: "\ud83c\udfb5 " + file.name });
-    return el("span", { class: "chip", text: "\ud83d\udcc4 " + file.name });
+    return el("span", { class: "chip" }, iconWith(file.type.indexOf("audio/") === 0 ? "audio" : "document", file.name));
   }
 
   // --- attachments --------------------------------------------------------------
@@ -589,7 +635,7 @@
     recorder.ondataavailable = function (event) {
       if (event.data.size) chunks.push(event.data);
       // The button shows how long the recording is so far.
-      micButton.textContent = "\u25a0 " + clock((Date.now() - startedAt) / 1000);
+      showOn(micButton, iconWith("stop", clock((Date.now() - startedAt) / 1000)));
     };
     recorder.onstop = function () {
       clearTimeout(cutOff);
@@ -598,7 +644,7 @@
       });
       state.recorder = null;
       micButton.classList.remove("recording");
-      micButton.textContent = "\ud83c\udfa4";
+      showOn(micButton, [icon("microphone")]);
       micButton.setAttribute("aria-label", "Record a voice message");
       var mime = (recorder.mimeType || "audio/webm").split(";")[0];
       var blob = new Blob(chunks, { type: mime });
@@ -636,12 +682,11 @@
             class: "remove",
             type: "button",
             "aria-label": "Remove " + file.name,
-            text: "\u00d7",
             onclick: function () {
               state.pending.splice(index, 1);
               renderPending();
             },
-          }),
+          }, [icon("close")]),
         ])
       );
     });

@@ -15,7 +15,6 @@ import logging
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING
 
 import uvicorn
 from sqlalchemy.engine import make_url
@@ -23,13 +22,12 @@ from sqlalchemy.engine import make_url
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.heap import freeze_startup_objects
+from bot.lanes import LaneRunner, active_lanes
 from bot.liveness import Liveness
 from bot.loop_lag import LoopLagProbe
 from bot.recovery import Recovery, ResumableLane
 from bot.runtime import Runtime, build_runtime
-
-if TYPE_CHECKING:
-    from channels.registry import LaneRunner
+from channels.web.app import create_host_app
 
 log = logging.getLogger(__name__)
 
@@ -140,11 +138,6 @@ class Service:
 
 
 def build_service(settings: Settings) -> Service:
-    # Lanes are imported here, not at module level: `bot` holds no platform code,
-    # and the registry imports a lane's platform library only when it is built.
-    from channels.registry import active_lanes
-    from channels.web.app import create_host_app
-
     if not settings.jobs.worker and make_url(settings.database_url).get_backend_name() != "postgresql":
         raise ConfigError(
             "jobs.worker: false needs PostgreSQL, where `chorus worker` runs the jobs; "
