@@ -122,6 +122,21 @@ async def until(
     return value
 
 
+def child_pid(marker: str) -> int:
+    """The pid of this process's one child whose command line holds `marker` (a stdio server)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            parent = int((entry / "stat").read_text().split(")")[-1].split()[1])
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == os.getpid() and marker in command:
+            found.append(int(entry.name))
+    assert len(found) == 1, f"children running {marker}: {found}"
+    return found[0]
+
+
 def process_gone(pid: int) -> bool:
     """True once `pid` has exited (a zombie waiting for its parent has exited too)."""
     try:

@@ -11,6 +11,7 @@ from bot.tools.mcp.connection import McpConnection
 from tests.durable.serve_process import wait_until
 from tests.tools.mcp_support import (
     call,
+    child_pid,
     process_gone,
     registry_of,
     stdio_test_server,
@@ -127,26 +128,23 @@ async def test_a_server_named_variable_that_is_not_set_fails_that_server_only(st
     assert states["time"].state == "ready"
 
 
-async def test_a_killed_stdio_server_fails_the_next_call_and_is_restarted_for_a_later_one(start_servers):
-    settings = tool_settings(test=stdio_test_server())
+async def test_a_killed_stdio_server_is_seen_down_at_once_and_restarted_before_any_call(start_servers):
+    """`kill -9` of mcp-server-time: no call finds out; the next call after the backoff just works."""
+    settings = tool_settings(time=time_server())
     servers = await start_servers(settings)
     registry = registry_of(servers, settings)
-    first_pid = int((await call(registry, "test__process_id")).content)
+    connection = servers.connections[0]
+    first_pid = child_pid("mcp_server_time")
 
     os.kill(first_pid, signal.SIGKILL)
-    failed = await call(registry, "test__echo", text="are you there?")
-    assert failed.is_error
-    assert "The MCP server test stopped answering" in failed.content
-    assert servers.health()[0].state == "down"
+    await wait_until(lambda: connection.state == "down", what="the exit to be seen without a call")
+    assert connection.last_error == "the server process exited"
 
-    # Within the backoff the tool answers at once that the server is down.
-    waiting = await call(registry, "test__echo", text="still there?")
-    assert waiting.is_error and "is down" in waiting.content and "restart it in" in waiting.content
-
-    connection = servers.connections[0]
-    await wait_until(lambda: connection.status().retry_in_seconds == 0, what="the backoff to pass")
-    second_pid = int((await call(registry, "test__process_id")).content)
-    assert second_pid != first_pid
+    # Restarted in the background once the backoff passed: the call waits for it at most.
+    await wait_until(lambda: connection.state != "down", what="the restart after the backoff")
+    answer = await call(registry, "time__get_current_time", timezone="Europe/Paris")
+    assert not answer.is_error and json.loads(answer.content)["timezone"] == "Europe/Paris"
+    assert child_pid("mcp_server_time") != first_pid
     status = servers.health()[0]
     assert (status.state, status.restarts, status.last_error) == ("ready", 1, None)
 

@@ -11,12 +11,14 @@ import base64
 import binascii
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
 import httpx2
 import mcp_types as types
+from anyio.abc import ObjectReceiveStream
 from jsonschema import SchemaError
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
@@ -52,10 +54,13 @@ async def connected(
     secrets: Secrets,
     on_list_changed: OnListChanged,
     on_http_error: Callable[[str], None],
+    on_closed: Callable[[str], None],
 ) -> AsyncIterator[Client]:
     """A client connected to the server `settings` describe, with the handshake done.
 
-    `on_http_error` hears of each HTTP error status, which the SDK's errors leave out.
+    `on_http_error` hears of each HTTP error status, which the SDK's errors leave out;
+    `on_closed` hears why the server ended the connection (a stdio child that exited)
+    the moment the transport sees it, not when a call next fails.
     """
 
     async def notified(message: IncomingMessage) -> None:
@@ -65,13 +70,46 @@ async def connected(
         await anyio.lowlevel.checkpoint()
 
     client = Client(
-        _transport(settings, secrets, on_http_error),
+        _watched(_transport(settings, secrets, on_http_error), settings, on_closed),
         message_handler=notified,
         client_info=CLIENT_INFO,
         cache=None,
     )
     async with client:
         yield client
+
+
+@asynccontextmanager
+async def _watched(
+    transport: AbstractAsyncContextManager[Any], settings: McpServerSettings, on_closed: Callable[[str], None]
+) -> AsyncIterator[Any]:
+    """`transport` entered, its read stream telling `on_closed` when the server ends it."""
+    stdio = settings.transport == "stdio"
+    reason = "the server process exited" if stdio else "the server closed the connection"
+    async with transport as (read_stream, write_stream):
+        yield _EndWatched(read_stream, partial(on_closed, reason)), write_stream
+
+
+class _EndWatched(ObjectReceiveStream[Any]):
+    """A transport's read stream that calls `on_end` when the server ends it.
+
+    A stdio server's stdout ends when its process exits; the SDK's session then only
+    fails the calls waiting on it. Closing the stream ourselves (a shutdown) is no end.
+    """
+
+    def __init__(self, stream: ObjectReceiveStream[Any], on_end: Callable[[], None]) -> None:
+        self._stream = stream
+        self._on_end = on_end
+
+    async def receive(self) -> Any:
+        try:
+            return await self._stream.receive()
+        except anyio.EndOfStream:
+            self._on_end()
+            raise
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
 
 
 @asynccontextmanager
