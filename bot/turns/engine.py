@@ -59,6 +59,7 @@ from bot.turns.locks import SessionLocks
 from bot.turns.observed import observe_turn
 from bot.turns.routing import Route, resolve_route
 from bot.turns.stops import RunningTurn, RunningTurns
+from bot.turns.tool_images import store_tool_images
 from bot.turns.tool_rounds import ToolRounds, only_reads, progress_summary
 from persona import Persona, PersonaRegistry
 from transcript import Context, StoredToolCall, TranscriptRow, count_call_tokens, count_tokens
@@ -786,24 +787,23 @@ class TurnEngine:
     async def _store_result(
         self, plan: TurnPlan, pending: PendingCall, call: ToolCall, result: ToolResult
     ) -> list[TranscriptRow | None]:
-        """The result stored (after its call row, when that is still pending); the rows stored."""
-        images = [
-            await asyncio.to_thread(
-                self.attachments.store_bytes, f"{call.name}-{number}", image.mime_type, image.data
-            )
-            for number, image in enumerate(result.images, 1)
-        ]
+        """The result stored (after its call row, when that is still pending); the rows stored.
+
+        Its images are stored by reference; one that cannot be is a placeholder in its text.
+        """
+        images = await asyncio.to_thread(store_tool_images, self.attachments, call.name, result.images)
+        content = images.text_with_placeholders(result.content)
         message = NewMessage(
             role="tool",
-            content=result.content,
-            token_count=count_tokens(result.content),
+            content=content,
+            token_count=count_tokens(content),
             persona_id=plan.persona.id,
             reply_to_id=plan.user_message_id,
             status="failed" if result.is_error else "complete",
             kind="tool_result",
             tool_call_id=call.id,
             tool_name=call.name,
-            attachments=tuple(images),
+            attachments=images.attachments,
         )
         if pending.message is None:
             return [(await self.db.run(self.stores.messages.append, plan.session.id, message)).row]

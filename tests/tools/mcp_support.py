@@ -23,6 +23,7 @@ from bot.tools.policy import ToolPolicy
 from bot.tools.registry import ToolRegistry
 from bot.tools.runner import run_call
 from tests.durable.serve_process import free_port
+from tests.support.peers import npm_mcp_server
 from tests.support.process import LoggedProcess
 
 SERVER_SCRIPT = Path(__file__).with_name("mcp_server.py")
@@ -39,6 +40,12 @@ def stdio_test_server(**extra: Any) -> dict[str, Any]:
 def time_server(**extra: Any) -> dict[str, Any]:
     """`mcp-server-time` from PyPI, as an operator would configure it."""
     return {"command": sys.executable, "args": ["-m", "mcp_server_time"], **extra}
+
+
+def npm_server(name: str, *args: str, **extra: Any) -> dict[str, Any]:
+    """The npm MCP reference server `name` (`everything`, `filesystem`, `memory`) over stdio;
+    the test skips (and fails under CI=true) when it is not installed."""
+    return {"command": npm_mcp_server(name)[0], "args": list(args), **extra}
 
 
 class HttpMcpServer(LoggedProcess):

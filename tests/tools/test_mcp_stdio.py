@@ -9,6 +9,7 @@ import signal
 
 from bot.tools.mcp.connection import McpConnection
 from tests.durable.serve_process import wait_until
+from tests.tools.mcp_server import PIXEL
 from tests.tools.mcp_support import (
     call,
     child_pid,
@@ -67,6 +68,19 @@ async def test_results_carry_text_images_errors_and_structured_content(start_ser
 
     measured = await call(registry, "test__measure")
     assert json.loads(measured.content) == {"width": 3, "height": 4}
+
+
+async def test_an_image_in_structured_content_alone_is_an_image_of_the_result_not_base64_text(start_servers):
+    settings = tool_settings(test=stdio_test_server())
+    registry = registry_of(await start_servers(settings), settings)
+
+    answer = await call(registry, "test__structured_picture")
+
+    assert [(image.mime_type, image.data) for image in answer.images] == [("image/png", PIXEL)]
+    assert json.loads(answer.content) == {
+        "content": ["[image (image/png): attached to this result]"],
+        "thumbnail": "[data (image/png, 280 B), which Chorus cannot pass on]",
+    }
 
 
 async def test_include_and_exclude_choose_the_offered_tools_and_a_recursive_schema_is_left_out_once(
