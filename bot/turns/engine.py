@@ -60,6 +60,7 @@ from bot.turns.observed import observe_turn
 from bot.turns.routing import Route, resolve_route
 from bot.turns.stops import RunningTurn, RunningTurns
 from bot.turns.tool_images import store_tool_images
+from bot.turns.tool_progress import RoundProgress
 from bot.turns.tool_rounds import ToolRounds, only_reads, progress_summary
 from persona import Persona, PersonaRegistry
 from transcript import Context, StoredToolCall, TranscriptRow, count_call_tokens, count_tokens
@@ -750,6 +751,7 @@ class TurnEngine:
         """
         session = plan.session
         running: dict[asyncio.Task[ToolResult], ToolCall] = {}
+        progress = RoundProgress()
         for call in calls:
             context = ToolContext(
                 session=session,
@@ -759,6 +761,7 @@ class TurnEngine:
                 call_id=call.id,
                 seq=pending.seq,
                 window_from_seq=window_from_seq,
+                on_progress=progress.reporter(call.id),
             )
             task = asyncio.create_task(run_call(call, tools, context, self.settings.tools.timeout_seconds))
             plan.running.track(task)
@@ -769,7 +772,10 @@ class TurnEngine:
                 yield _step(plan, call, "started")
             waiting: set[asyncio.Task[ToolResult]] = set(running)
             while waiting:
-                done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                done, waiting = await progress.wait(waiting)
+                still = [call for task, call in running.items() if task in waiting]
+                for call, reported in progress.take(still):
+                    yield _step(plan, call, "progress", reported)
                 for task in done:
                     call = running[task]
                     result = STOPPED_RESULT if task.cancelled() else task.result()
@@ -1004,7 +1010,7 @@ def with_quote(text: str, inbound: InboundMessage) -> str:
     return f"> {who}{snippet}\n{text}"
 
 
-def _step(plan: TurnPlan, call: ToolCall, status: ToolStatus) -> ToolStep:
+def _step(plan: TurnPlan, call: ToolCall, status: ToolStatus, progress: str = "") -> ToolStep:
     return ToolStep(
         call.id,
         call.name,
@@ -1013,4 +1019,5 @@ def _step(plan: TurnPlan, call: ToolCall, status: ToolStatus) -> ToolStep:
         plan.session.id,
         persona_id=plan.persona.id,
         persona_name=plan.persona.name,
+        progress=progress,
     )

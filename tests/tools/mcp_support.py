@@ -17,7 +17,7 @@ import httpx
 from bot.config import ToolSettings
 from bot.providers.base import ToolCall
 from bot.storage.models import ChatSession
-from bot.tools.base import ToolContext, ToolResult
+from bot.tools.base import ReportProgress, ToolContext, ToolResult
 from bot.tools.mcp import McpServers
 from bot.tools.policy import ToolPolicy
 from bot.tools.registry import ToolRegistry
@@ -105,16 +105,20 @@ def tool_settings(**servers: dict[str, Any]) -> ToolSettings:
     return ToolSettings.model_validate({"mcp_servers": servers})
 
 
-def context() -> ToolContext:
+def context(on_progress: ReportProgress | None = None) -> ToolContext:
     session = ChatSession(id="s1", kind="private", owner_kind="person", owner_id="p1")
-    return ToolContext(session=session, persona_id="ada", chat=None, group=False, call_id="call-1")
+    return ToolContext(
+        session=session, persona_id="ada", chat=None, group=False, call_id="call-1", on_progress=on_progress
+    )
 
 
-async def call(registry: ToolRegistry, tool_name: str, /, **arguments: Any) -> ToolResult:
+async def call(
+    registry: ToolRegistry, tool_name: str, /, on_progress: ReportProgress | None = None, **arguments: Any
+) -> ToolResult:
     """One call the way a turn runs it: among the offered tools, through `run_call`."""
     offered = {tool.name: tool for tool in registry.offered(persona_tools=None, group=False)}
     request = ToolCall(id="call-1", name=tool_name, arguments=json.dumps(arguments))
-    return await run_call(request, offered, context(), CALL_SECONDS)
+    return await run_call(request, offered, context(on_progress), CALL_SECONDS)
 
 
 async def until(

@@ -1,6 +1,7 @@
 """The npm MCP reference servers (`everything`, `filesystem`; pinned in tests/peers) in real turns:
 what they really send — images that do not decode, binary resources, audio, images in structured
-content — and what the model gets, over real HTTP."""
+content, progress — and what the model and the person get: over real HTTP, on Telegram and in the
+terminal."""
 
 from __future__ import annotations
 
@@ -16,21 +17,27 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from channels.terminal import chat_loop
 from tests.fakes.openai_server import FakeOpenAI, ToolCalls
-from tests.tools.mcp_support import npm_server
+from tests.telegram.bot_api_server import private_text
+from tests.tools.mcp_support import READY_SECONDS, npm_server
 from tests.tools.test_mcp_turns import (
     answer,
     chat_requests,
     started_runtime,
+    telegram_lane,
     tool_steps,
     web_visitor,
 )
+from tests.web.conftest import Event
+from tests.web.test_tools import assert_documented, documented
 from transcript.attachments import format_size
 
 # The start of a PNG file in base64: what must never reach the model as text.
 PNG_IN_BASE64 = "iVBORw0KGgo"
 # The smallest image limit that lets the 2×2 PNG through and keeps NOISE out.
 SMALL_LIMIT = 4096
+LONG_RUNNING = "everything__trigger-long-running-operation"
 
 
 def png(width: int, height: int, noise: bool = False) -> bytes:
@@ -213,3 +220,65 @@ async def test_an_image_the_filesystem_server_reads_is_an_image_part_or_a_placeh
         assert image_parts(fake_openai) == []
     rows = runtime.stores.messages.messages(visitor.session_id)
     assert [row.attachment_count for row in rows if row.kind == "tool_result"] == [1]
+
+
+def progress_events(events: list[Event]) -> list[dict[str, Any]]:
+    return [event.data for event in events if event.name == "tool" and event.data["status"] == "progress"]
+
+
+async def test_the_web_api_streams_the_progress_a_long_running_call_reports(
+    fake_openai: FakeOpenAI, runtimes, tmp_path: Path
+) -> None:
+    fake_openai.script(ToolCalls([(LONG_RUNNING, {"duration": 2, "steps": 4})]), "Done.")
+    runtime = await started_runtime(runtimes, tmp_path, fake_openai, everything=npm_server("everything"))
+
+    async with web_visitor(runtime) as visitor:
+        events = await visitor.say("Run the long operation.")
+        schema = documented((await visitor.client.get("/openapi.json")).json(), "ToolEvent")
+
+    steps = tool_steps(events)
+    assert steps[0] == (LONG_RUNNING, "started") and steps[-1] == (LONG_RUNNING, "done")
+    shown = progress_events(events)
+    assert shown and [event["progress"] for event in shown] == sorted(event["progress"] for event in shown)
+    assert {event["progress"] for event in shown} <= {"1/4", "2/4", "3/4", "4/4"}
+    assert shown[-1]["line"] == f"🔧 {LONG_RUNNING}: 2 · {shown[-1]['progress']}"
+    for event in events:
+        if event.name == "tool":
+            assert_documented(event, schema)
+    assert answer(events)["text"] == "Done."
+
+
+async def test_a_telegram_draft_shows_the_progress_within_its_edit_interval(
+    fake_openai: FakeOpenAI, runtimes, tmp_path: Path
+) -> None:
+    fake_openai.script(ToolCalls([(LONG_RUNNING, {"duration": 4, "steps": 8})]), "Done.")
+    async with telegram_lane(runtimes, tmp_path, fake_openai, everything=npm_server("everything")) as (
+        bot_api,
+        _,
+    ):
+        bot_api.push(private_text(601, "Run the long operation."))
+        await bot_api.wait_for(lambda: bot_api.sent_texts(601) == ["Ada\nDone."], timeout=READY_SECONDS)
+
+    [draft] = bot_api.drafts(601)
+    progress = [shown.text for shown in draft.history if " · " in shown.text]
+    assert progress and all(text.startswith(f"Ada\n🔧 {LONG_RUNNING}: 4 · ") for text in progress)
+    assert {text.rsplit(" · ", 1)[1] for text in progress} <= {f"{step}/8" for step in range(1, 9)}
+    # Eight reports in four seconds, shown no faster than the lane's one draft a second (a call
+    # may arrive late on a loaded machine, so the count is bounded, not each gap).
+    times = [call.at for call in bot_api.calls_to("sendMessageDraft")]
+    assert len(times) - 1 <= times[-1] - times[0] + 1
+
+
+async def test_the_terminal_prints_a_line_for_each_progress_report(
+    fake_openai: FakeOpenAI, runtimes, tmp_path: Path
+) -> None:
+    fake_openai.script(ToolCalls([(LONG_RUNNING, {"duration": 1, "steps": 2})]), "Done.")
+    runtime = await started_runtime(runtimes, tmp_path, fake_openai, everything=npm_server("everything"))
+    screen = io.StringIO()
+
+    await chat_loop(runtime.engine, user="ada", stdin=io.StringIO("Run the long operation.\n"), stdout=screen)
+
+    call_line = f"  🔧 {LONG_RUNNING}: 1"
+    # The last report may come with the result, whose end is shown rather than its progress.
+    assert f"{call_line}\n{call_line} · 1/2\n" in screen.getvalue()
+    assert "\nbot › Done." in screen.getvalue()

@@ -1,7 +1,9 @@
-"""MCP servers over stdio: mcp-server-time from PyPI and the SDK-built test server, as real processes."""
+"""MCP servers over stdio as real processes: mcp-server-time from PyPI, the npm reference servers and
+the SDK-built test server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -11,8 +13,11 @@ from bot.tools.mcp.connection import McpConnection
 from tests.durable.serve_process import wait_until
 from tests.tools.mcp_server import PIXEL
 from tests.tools.mcp_support import (
+    READY_SECONDS,
     call,
     child_pid,
+    context,
+    npm_server,
     process_gone,
     registry_of,
     stdio_test_server,
@@ -163,6 +168,36 @@ async def test_a_killed_stdio_server_is_seen_down_at_once_and_restarted_before_a
     assert (status.state, status.restarts, status.last_error) == ("ready", 1, None)
 
 
+async def test_a_call_running_when_its_npm_server_dies_gets_an_error_result_and_a_later_call_works(
+    start_servers,
+):
+    settings = tool_settings(everything=npm_server("everything"))
+    servers = await start_servers(settings)
+    registry = registry_of(servers, settings)
+    connection = servers.connections[0]
+    running = asyncio.Event()
+    slow = asyncio.create_task(
+        call(
+            registry,
+            "everything__trigger-long-running-operation",
+            on_progress=lambda _: running.set(),
+            duration=600,
+            steps=600,
+        )
+    )
+    async with asyncio.timeout(READY_SECONDS):
+        await running.wait()
+
+    os.kill(child_pid("mcp-server-everything"), signal.SIGKILL)
+    killed = await asyncio.wait_for(slow, READY_SECONDS)
+    assert killed.is_error and "The MCP server everything stopped answering" in killed.content
+
+    await wait_until(lambda: connection.state == "ready", what="the restart in the background")
+    echoed = await call(registry, "everything__echo", message="back")
+    assert echoed.content == "Echo: back"
+    assert servers.health()[0].restarts == 1
+
+
 async def test_a_server_that_cannot_start_is_retried_only_after_its_backoff(start_servers):
     clock = [1000.0]
     connection = McpConnection(
@@ -197,7 +232,7 @@ async def test_closing_ends_every_stdio_child_and_their_tools_answer_that_chorus
     await servers.aclose()
     assert all(process_gone(pid) for pid in pids)
     assert [status.state for status in servers.health()] == ["stopped", "stopped"]
-    late = await tools["one__echo"].run(None, {"text": "hello?"})  # type: ignore[arg-type]
+    late = await tools["one__echo"].run(context(), {"text": "hello?"})
     assert late.is_error and "shutting down" in late.content
 
 

@@ -26,7 +26,7 @@ import anyio
 
 from bot.config import McpServerSettings
 from bot.metrics import MCP_CALLS, MCP_RESTARTS, MCP_SERVER_STATE
-from bot.tools.base import ToolResult
+from bot.tools.base import ReportProgress, ToolResult
 from bot.tools.mcp.expansion import Secrets
 from bot.tools.mcp.tool import ListedTool, McpTool, offered_tools
 
@@ -309,8 +309,13 @@ class McpConnection:
 
     # --- calls --------------------------------------------------------------------------
 
-    async def call(self, remote_name: str, arguments: dict[str, Any]) -> ToolResult:
-        """`tools/call` on this server; every failure is a result that says what happened."""
+    async def call(
+        self, remote_name: str, arguments: dict[str, Any], on_progress: ReportProgress | None = None
+    ) -> ToolResult:
+        """`tools/call` on this server; every failure is a result that says what happened.
+
+        The progress the server reports while the call runs goes to `on_progress`.
+        """
         import bot.tools.mcp.sdk as sdk
 
         try:
@@ -319,7 +324,7 @@ class McpConnection:
             MCP_CALLS.labels(self.name, "down").inc()
             return ToolResult.error(str(down))
         try:
-            result = await sdk.call_tool(client, remote_name, arguments)
+            result = await sdk.call_tool(client, remote_name, arguments, on_progress)
         except sdk.ConnectionLost as lost:
             # Its exit may have been seen already: this call ran into it all the same.
             self._down(generation, lost)

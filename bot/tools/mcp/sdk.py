@@ -30,11 +30,12 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import SubscriptionLost
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.config import McpServerSettings
-from bot.tools.base import ToolImage, ToolResult
+from bot.tools.base import ReportProgress, ToolImage, ToolProgress, ToolResult
 from bot.tools.mcp.expansion import Secrets
 from bot.tools.mcp.tool import ListedTool
 from transcript.attachments import format_size
@@ -203,10 +204,17 @@ async def watch_tool_list(client: Client, changed: Callable[[], Awaitable[None]]
     raise ConnectionLost("the server ended its notification stream")
 
 
-async def call_tool(client: Client, name: str, arguments: dict[str, Any]) -> ToolResult:
-    """One call: the server's answer as a result; `ConnectionLost` if it cannot be asked."""
+async def call_tool(
+    client: Client, name: str, arguments: dict[str, Any], on_progress: ReportProgress | None = None
+) -> ToolResult:
+    """One call: the server's answer as a result; `ConnectionLost` if it cannot be asked.
+
+    With `on_progress`, the request carries a progress token, and each
+    `notifications/progress` the server sends for it is reported there.
+    """
+    progressed = _reporting_to(on_progress) if on_progress is not None else None
     try:
-        answer = await client.call_tool(name, arguments)
+        answer = await client.call_tool(name, arguments, progress_callback=progressed)
     except MCPError as error:
         if error.code == types.CONNECTION_CLOSED:
             raise ConnectionLost(error.message) from error
@@ -215,6 +223,15 @@ async def call_tool(client: Client, name: str, arguments: dict[str, Any]) -> Too
     except (OSError, httpx2.TransportError, anyio.ClosedResourceError, anyio.BrokenResourceError) as error:
         raise ConnectionLost(describe(error)) from error
     return to_result(answer)
+
+
+def _reporting_to(on_progress: ReportProgress) -> ProgressFnT:
+    """The SDK's progress callback, reporting each notification to `on_progress`."""
+
+    async def progressed(progress: float, total: float | None, message: str | None) -> None:
+        on_progress(ToolProgress(progress, total, message))
+
+    return progressed
 
 
 def to_result(answer: types.CallToolResult) -> ToolResult:
