@@ -1,7 +1,8 @@
 """What a streaming draft shows of a turn: the answer so far, or one line per tool call.
 
 While tools run, a draft on Telegram or Discord shows one short line per call
-("🔧 recall: dentist"); the answer's text replaces those lines as it streams.
+("🔧 recall: dentist", with the newest progress a call reported: "… · 2/4"); the
+answer's text replaces those lines as it streams.
 """
 
 from __future__ import annotations

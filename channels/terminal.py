@@ -87,7 +87,8 @@ async def _talk(engine: TurnEngine, user: str | None, stdin: TextIO, stdout: Tex
 
 
 def _write_step(stdout: TextIO, step: ToolStep, streamed: bool) -> bool:
-    """A call starting (or failing) gets a line of its own; the answer then starts a new line.
+    """A call starting, reporting progress or failing gets a line of its own; the answer then
+    starts a new line.
 
     Returns whether a line of streamed text is still open.
     """

@@ -15,6 +15,8 @@ from bot.tools.schemas import normalise_schema
 
 # Where a tool comes from, as `chorus tools` and the console show it.
 BUILTIN_SOURCE = "builtin"
+# A tool's own words about its progress, as a progress line shows them.
+PROGRESS_CHARS = 48
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,26 @@ class ToolResult:
 
 
 @dataclass(frozen=True)
+class ToolProgress:
+    """How far a running call is, as its tool reports it (an MCP server's `notifications/progress`)."""
+
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+    @property
+    def text(self) -> str:
+        """Short, for a progress line: the tool's own words, else `2/4` (or `2` without a total)."""
+        words = " ".join((self.message or "").split())
+        if words:
+            return words if len(words) <= PROGRESS_CHARS else words[: PROGRESS_CHARS - 1] + "…"
+        return f"{self.progress:g}/{self.total:g}" if self.total else f"{self.progress:g}"
+
+
+ReportProgress = Callable[[ToolProgress], None]
+
+
+@dataclass(frozen=True)
 class ChatAddress:
     """Where the turn's person is: what a reminder needs to reach them there later."""
 
@@ -76,6 +98,8 @@ class ToolContext:
     # its first result), and the first message the model saw in its context.
     seq: int | None = None
     window_from_seq: int | None = None
+    # Where a tool that can tell how far it is reports it, for the lane's progress line.
+    on_progress: ReportProgress | None = None
 
 
 class ToolArgumentsError(Exception):

@@ -59,6 +59,8 @@ from bot.turns.locks import SessionLocks
 from bot.turns.observed import observe_turn
 from bot.turns.routing import Route, resolve_route
 from bot.turns.stops import RunningTurn, RunningTurns
+from bot.turns.tool_images import store_tool_images
+from bot.turns.tool_progress import RoundProgress
 from bot.turns.tool_rounds import ToolRounds, only_reads, progress_summary
 from persona import Persona, PersonaRegistry
 from transcript import Context, StoredToolCall, TranscriptRow, count_call_tokens, count_tokens
@@ -749,6 +751,7 @@ class TurnEngine:
         """
         session = plan.session
         running: dict[asyncio.Task[ToolResult], ToolCall] = {}
+        progress = RoundProgress()
         for call in calls:
             context = ToolContext(
                 session=session,
@@ -758,6 +761,7 @@ class TurnEngine:
                 call_id=call.id,
                 seq=pending.seq,
                 window_from_seq=window_from_seq,
+                on_progress=progress.reporter(call.id),
             )
             task = asyncio.create_task(run_call(call, tools, context, self.settings.tools.timeout_seconds))
             plan.running.track(task)
@@ -768,7 +772,10 @@ class TurnEngine:
                 yield _step(plan, call, "started")
             waiting: set[asyncio.Task[ToolResult]] = set(running)
             while waiting:
-                done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                done, waiting = await progress.wait(waiting)
+                still = [call for task, call in running.items() if task in waiting]
+                for call, reported in progress.take(still):
+                    yield _step(plan, call, "progress", reported)
                 for task in done:
                     call = running[task]
                     result = STOPPED_RESULT if task.cancelled() else task.result()
@@ -786,24 +793,23 @@ class TurnEngine:
     async def _store_result(
         self, plan: TurnPlan, pending: PendingCall, call: ToolCall, result: ToolResult
     ) -> list[TranscriptRow | None]:
-        """The result stored (after its call row, when that is still pending); the rows stored."""
-        images = [
-            await asyncio.to_thread(
-                self.attachments.store_bytes, f"{call.name}-{number}", image.mime_type, image.data
-            )
-            for number, image in enumerate(result.images, 1)
-        ]
+        """The result stored (after its call row, when that is still pending); the rows stored.
+
+        Its images are stored by reference; one that cannot be is a placeholder in its text.
+        """
+        images = await asyncio.to_thread(store_tool_images, self.attachments, call.name, result.images)
+        content = images.text_with_placeholders(result.content)
         message = NewMessage(
             role="tool",
-            content=result.content,
-            token_count=count_tokens(result.content),
+            content=content,
+            token_count=count_tokens(content),
             persona_id=plan.persona.id,
             reply_to_id=plan.user_message_id,
             status="failed" if result.is_error else "complete",
             kind="tool_result",
             tool_call_id=call.id,
             tool_name=call.name,
-            attachments=tuple(images),
+            attachments=images.attachments,
         )
         if pending.message is None:
             return [(await self.db.run(self.stores.messages.append, plan.session.id, message)).row]
@@ -1004,7 +1010,7 @@ def with_quote(text: str, inbound: InboundMessage) -> str:
     return f"> {who}{snippet}\n{text}"
 
 
-def _step(plan: TurnPlan, call: ToolCall, status: ToolStatus) -> ToolStep:
+def _step(plan: TurnPlan, call: ToolCall, status: ToolStatus, progress: str = "") -> ToolStep:
     return ToolStep(
         call.id,
         call.name,
@@ -1013,4 +1019,5 @@ def _step(plan: TurnPlan, call: ToolCall, status: ToolStatus) -> ToolStep:
         plan.session.id,
         persona_id=plan.persona.id,
         persona_name=plan.persona.name,
+        progress=progress,
     )

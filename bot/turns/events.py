@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 ReplyKind = Literal["assistant", "command", "error", "duplicate", "recorded"]
-ToolStatus = Literal["started", "done", "error"]
+ToolStatus = Literal["started", "progress", "done", "error"]
 
 
 @dataclass(frozen=True)
@@ -53,12 +53,14 @@ class Reply:
 
 @dataclass(frozen=True)
 class ToolStep:
-    """A tool call of the turn starting or ending, for the lane to show ("🔧 recall: dentist").
+    """A tool call of the turn starting, reporting progress or ending, for the lane to show
+    ("🔧 recall: dentist", "🔧 fetch: report.pdf · 2/4").
 
     The text streamed before a call's `started` step belonged to that tool round (it is
     stored with the call), so a lane showing progress lines drops it; the answer's text
     streams anew after the last step. `summary` is short and meant for people: the
-    call's main argument, never its result.
+    call's main argument, never its result; so is `progress`, how far a running call
+    is by its own report (`2/4`, or its words), set on `progress` steps only.
     """
 
     call_id: str
@@ -69,12 +71,14 @@ class ToolStep:
     # Who is calling: a lane that has shown nothing yet knows whose reply the progress line opens.
     persona_id: str | None = None
     persona_name: str | None = None
+    progress: str = ""
 
     @property
     def progress_line(self) -> str:
-        """One line for a draft: the tool and what it was asked."""
+        """One line for a draft: the tool, what it was asked, and how far it is."""
         mark = "⚠️" if self.status == "error" else "🔧"
-        return f"{mark} {self.name}: {self.summary}" if self.summary else f"{mark} {self.name}"
+        line = f"{mark} {self.name}: {self.summary}" if self.summary else f"{mark} {self.name}"
+        return f"{line} · {self.progress}" if self.progress else line
 
 
 TurnEvent = Delta | ToolStep | Reply

@@ -126,8 +126,8 @@ MESSAGE_FORM_DOC: dict[str, Any] = {
     "responses": {
         "200": {
             "description": "Server-Sent Events: `delta` events (and a `tool` event as each tool call "
-            "starts and ends), then exactly one `done` or `error`; each event's `data` is one JSON "
-            "object (DeltaEvent, ToolEvent, DoneEvent, ErrorEvent).",
+            "starts, reports progress and ends), then exactly one `done` or `error`; each event's "
+            "`data` is one JSON object (DeltaEvent, ToolEvent, DoneEvent, ErrorEvent).",
             "content": {
                 "text/event-stream": {"schema": {"oneOf": [sse_event(name) for name in TURN_EVENT_NAMES]}}
             },

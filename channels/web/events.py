@@ -126,12 +126,13 @@ async def final_event(history: ConversationHistory, reply: Reply) -> tuple[str, 
 
 
 def tool_payload(step: ToolStep) -> dict[str, Any]:
-    """A tool call starting or ending: its name and a short summary, never its result."""
+    """A tool call starting, reporting progress or ending: its name and a short summary, never its result."""
     return {
         "call_id": step.call_id,
         "name": step.name,
         "status": step.status,
         "summary": step.summary,
+        "progress": step.progress or None,
         "line": step.progress_line,
     }
 

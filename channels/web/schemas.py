@@ -140,17 +140,28 @@ class DeltaEvent(BaseModel):
 
 
 class ToolEvent(BaseModel):
-    """`event: tool`: a tool call of the turn started or ended (its result is never sent).
+    """`event: tool`: a tool call of the turn started, reported progress, or ended (its result
+    is never sent).
 
     The reply's text streamed before a call's `started` event belonged to that tool round;
     the answer's text streams anew after the last `tool` event.
     """
 
-    call_id: str = Field(description="Pairs a call's `started` event with its `done` or `error`.")
+    call_id: str = Field(
+        description="Pairs a call's `started` event with its `progress` events and its `done` or `error`."
+    )
     name: str = Field(description="The tool, such as `recall`.")
-    status: Literal["started", "done", "error"]
+    status: Literal["started", "progress", "done", "error"]
     summary: str = Field(description="The call's main argument, shortened.")
-    line: str = Field(description='The progress line people are shown, such as "🔧 recall: dentist".')
+    progress: str | None = Field(
+        default=None,
+        description="For `progress` events: how far the call is by its tool's own report, as `2/4` "
+        "or the tool's words (an MCP server's progress notifications).",
+    )
+    line: str = Field(
+        description='The progress line people are shown, such as "🔧 recall: dentist" or '
+        '"🔧 files__copy: report.pdf · 2/4".'
+    )
 
 
 class DoneEvent(BaseModel):

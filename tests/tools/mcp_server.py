@@ -3,7 +3,7 @@
 Run as a process, over stdio (`--stdio`) or streamable HTTP on 127.0.0.1 (`--port N`;
 `--sse` for the legacy HTTP+SSE transport),
 so a test can kill it with SIGKILL mid-conversation. Its tools cover what Chorus must
-handle: text, an image, an `isError` result, structured content only, a tool added at
+handle: text, an image, an `isError` result, structured content only (an image in it too), a tool added at
 run time (with the list-changed notification), its own environment (what a stdio
 server was given) and a recursive schema no model can take. With MCP_TEST_TOKEN set, HTTP
 requests without `Authorization: Bearer <token>` are refused with 401.
@@ -53,6 +53,18 @@ def environment() -> dict[str, str]:
 def picture() -> list[Any]:
     """A tiny picture with a caption."""
     return ["a red pixel", Image(data=PIXEL, format="png")]
+
+
+@server.tool(structured_output=False)
+def structured_picture() -> CallToolResult:
+    """The tiny picture in structured content alone, as a content block and as a data: URL."""
+    return CallToolResult(
+        content=[],
+        structured_content={
+            "content": [{"type": "image", "data": base64.b64encode(PIXEL).decode(), "mimeType": "image/png"}],
+            "thumbnail": f"data:image/png;base64,{base64.b64encode(PIXEL * 4).decode()}",
+        },
+    )
 
 
 @server.tool(structured_output=False)

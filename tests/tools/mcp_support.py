@@ -17,12 +17,13 @@ import httpx
 from bot.config import ToolSettings
 from bot.providers.base import ToolCall
 from bot.storage.models import ChatSession
-from bot.tools.base import ToolContext, ToolResult
+from bot.tools.base import ReportProgress, ToolContext, ToolResult
 from bot.tools.mcp import McpServers
 from bot.tools.policy import ToolPolicy
 from bot.tools.registry import ToolRegistry
 from bot.tools.runner import run_call
 from tests.durable.serve_process import free_port
+from tests.support.peers import npm_mcp_server
 from tests.support.process import LoggedProcess
 
 SERVER_SCRIPT = Path(__file__).with_name("mcp_server.py")
@@ -39,6 +40,12 @@ def stdio_test_server(**extra: Any) -> dict[str, Any]:
 def time_server(**extra: Any) -> dict[str, Any]:
     """`mcp-server-time` from PyPI, as an operator would configure it."""
     return {"command": sys.executable, "args": ["-m", "mcp_server_time"], **extra}
+
+
+def npm_server(name: str, *args: str, **extra: Any) -> dict[str, Any]:
+    """The npm MCP reference server `name` (`everything`, `filesystem`, `memory`) over stdio;
+    the test skips (and fails under CI=true) when it is not installed."""
+    return {"command": npm_mcp_server(name)[0], "args": list(args), **extra}
 
 
 class HttpMcpServer(LoggedProcess):
@@ -98,16 +105,20 @@ def tool_settings(**servers: dict[str, Any]) -> ToolSettings:
     return ToolSettings.model_validate({"mcp_servers": servers})
 
 
-def context() -> ToolContext:
+def context(on_progress: ReportProgress | None = None) -> ToolContext:
     session = ChatSession(id="s1", kind="private", owner_kind="person", owner_id="p1")
-    return ToolContext(session=session, persona_id="ada", chat=None, group=False, call_id="call-1")
+    return ToolContext(
+        session=session, persona_id="ada", chat=None, group=False, call_id="call-1", on_progress=on_progress
+    )
 
 
-async def call(registry: ToolRegistry, tool_name: str, /, **arguments: Any) -> ToolResult:
+async def call(
+    registry: ToolRegistry, tool_name: str, /, on_progress: ReportProgress | None = None, **arguments: Any
+) -> ToolResult:
     """One call the way a turn runs it: among the offered tools, through `run_call`."""
     offered = {tool.name: tool for tool in registry.offered(persona_tools=None, group=False)}
     request = ToolCall(id="call-1", name=tool_name, arguments=json.dumps(arguments))
-    return await run_call(request, offered, context(), CALL_SECONDS)
+    return await run_call(request, offered, context(on_progress), CALL_SECONDS)
 
 
 async def until(
@@ -120,6 +131,21 @@ async def until(
             raise AssertionError(f"timed out waiting for {what}; last seen: {value!r}")
         await asyncio.sleep(0.1)
     return value
+
+
+def child_pid(marker: str) -> int:
+    """The pid of this process's one child whose command line holds `marker` (a stdio server)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            parent = int((entry / "stat").read_text().split(")")[-1].split()[1])
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == os.getpid() and marker in command:
+            found.append(int(entry.name))
+    assert len(found) == 1, f"children running {marker}: {found}"
+    return found[0]
 
 
 def process_gone(pid: int) -> bool:

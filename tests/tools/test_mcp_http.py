@@ -56,10 +56,11 @@ async def test_a_server_killed_mid_conversation_fails_one_call_clearly_and_serve
 
     await server.start()
     connection = servers.connections[0]
-    await wait_until(lambda: connection.status().retry_in_seconds == 0, what="the backoff to pass")
+    # Restarted in the background after the backoff (again, while the server was still away).
+    await wait_until(lambda: connection.state == "ready", what="the restart in the background")
     second_pid = int((await call(registry, "web__process_id")).content)
     assert second_pid != first_pid
-    assert (servers.health()[0].state, servers.health()[0].restarts) == ("ready", 1)
+    assert servers.health()[0].restarts >= 1
 
 
 async def test_a_tool_added_at_run_time_is_offered_without_a_restart(http_servers, start_servers, tmp_path):

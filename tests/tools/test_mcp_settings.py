@@ -124,8 +124,8 @@ def test_every_kind_of_content_becomes_text_an_image_or_a_placeholder():
         "first",
         "the notes",
         "[resource link: report https://example.org/r]",
-        "[audio (audio/wav), which Chorus cannot pass on]",
-        "[an image (image/png) that was not valid base64]",
+        "[audio (audio/wav, 9 B), which Chorus cannot pass on]",
+        "[an image that could not be read (image/png): it is not valid base64]",
     ]
     assert [(image.data, image.mime_type) for image in result.images] == [(b"\x89PNG fake", "image/png")]
     failed = to_result(types.CallToolResult(content=[], is_error=True))

@@ -1,7 +1,9 @@
-"""MCP servers over stdio: mcp-server-time from PyPI and the SDK-built test server, as real processes."""
+"""MCP servers over stdio as real processes: mcp-server-time from PyPI, the npm reference servers and
+the SDK-built test server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -9,8 +11,13 @@ import signal
 
 from bot.tools.mcp.connection import McpConnection
 from tests.durable.serve_process import wait_until
+from tests.tools.mcp_server import PIXEL
 from tests.tools.mcp_support import (
+    READY_SECONDS,
     call,
+    child_pid,
+    context,
+    npm_server,
     process_gone,
     registry_of,
     stdio_test_server,
@@ -66,6 +73,19 @@ async def test_results_carry_text_images_errors_and_structured_content(start_ser
 
     measured = await call(registry, "test__measure")
     assert json.loads(measured.content) == {"width": 3, "height": 4}
+
+
+async def test_an_image_in_structured_content_alone_is_an_image_of_the_result_not_base64_text(start_servers):
+    settings = tool_settings(test=stdio_test_server())
+    registry = registry_of(await start_servers(settings), settings)
+
+    answer = await call(registry, "test__structured_picture")
+
+    assert [(image.mime_type, image.data) for image in answer.images] == [("image/png", PIXEL)]
+    assert json.loads(answer.content) == {
+        "content": ["[image (image/png): attached to this result]"],
+        "thumbnail": "[data (image/png, 280 B), which Chorus cannot pass on]",
+    }
 
 
 async def test_include_and_exclude_choose_the_offered_tools_and_a_recursive_schema_is_left_out_once(
@@ -127,28 +147,55 @@ async def test_a_server_named_variable_that_is_not_set_fails_that_server_only(st
     assert states["time"].state == "ready"
 
 
-async def test_a_killed_stdio_server_fails_the_next_call_and_is_restarted_for_a_later_one(start_servers):
-    settings = tool_settings(test=stdio_test_server())
+async def test_a_killed_stdio_server_is_seen_down_at_once_and_restarted_before_any_call(start_servers):
+    """`kill -9` of mcp-server-time: no call finds out; the next call after the backoff just works."""
+    settings = tool_settings(time=time_server())
     servers = await start_servers(settings)
     registry = registry_of(servers, settings)
-    first_pid = int((await call(registry, "test__process_id")).content)
+    connection = servers.connections[0]
+    first_pid = child_pid("mcp_server_time")
 
     os.kill(first_pid, signal.SIGKILL)
-    failed = await call(registry, "test__echo", text="are you there?")
-    assert failed.is_error
-    assert "The MCP server test stopped answering" in failed.content
-    assert servers.health()[0].state == "down"
+    await wait_until(lambda: connection.state == "down", what="the exit to be seen without a call")
+    assert connection.last_error == "the server process exited"
 
-    # Within the backoff the tool answers at once that the server is down.
-    waiting = await call(registry, "test__echo", text="still there?")
-    assert waiting.is_error and "is down" in waiting.content and "restart it in" in waiting.content
-
-    connection = servers.connections[0]
-    await wait_until(lambda: connection.status().retry_in_seconds == 0, what="the backoff to pass")
-    second_pid = int((await call(registry, "test__process_id")).content)
-    assert second_pid != first_pid
+    # Restarted in the background once the backoff passed: the call waits for it at most.
+    await wait_until(lambda: connection.state != "down", what="the restart after the backoff")
+    answer = await call(registry, "time__get_current_time", timezone="Europe/Paris")
+    assert not answer.is_error and json.loads(answer.content)["timezone"] == "Europe/Paris"
+    assert child_pid("mcp_server_time") != first_pid
     status = servers.health()[0]
     assert (status.state, status.restarts, status.last_error) == ("ready", 1, None)
+
+
+async def test_a_call_running_when_its_npm_server_dies_gets_an_error_result_and_a_later_call_works(
+    start_servers,
+):
+    settings = tool_settings(everything=npm_server("everything"))
+    servers = await start_servers(settings)
+    registry = registry_of(servers, settings)
+    connection = servers.connections[0]
+    running = asyncio.Event()
+    slow = asyncio.create_task(
+        call(
+            registry,
+            "everything__trigger-long-running-operation",
+            on_progress=lambda _: running.set(),
+            duration=600,
+            steps=600,
+        )
+    )
+    async with asyncio.timeout(READY_SECONDS):
+        await running.wait()
+
+    os.kill(child_pid("mcp-server-everything"), signal.SIGKILL)
+    killed = await asyncio.wait_for(slow, READY_SECONDS)
+    assert killed.is_error and "The MCP server everything stopped answering" in killed.content
+
+    await wait_until(lambda: connection.state == "ready", what="the restart in the background")
+    echoed = await call(registry, "everything__echo", message="back")
+    assert echoed.content == "Echo: back"
+    assert servers.health()[0].restarts == 1
 
 
 async def test_a_server_that_cannot_start_is_retried_only_after_its_backoff(start_servers):
@@ -185,7 +232,7 @@ async def test_closing_ends_every_stdio_child_and_their_tools_answer_that_chorus
     await servers.aclose()
     assert all(process_gone(pid) for pid in pids)
     assert [status.state for status in servers.health()] == ["stopped", "stopped"]
-    late = await tools["one__echo"].run(None, {"text": "hello?"})  # type: ignore[arg-type]
+    late = await tools["one__echo"].run(context(), {"text": "hello?"})
     assert late.is_error and "shutting down" in late.content
 
 

@@ -307,16 +307,15 @@ async def test_an_mcp_server_killed_mid_conversation_fails_one_call_and_serves_a
 
         await server.start()
         connection = runtime.mcp_servers.connections[0]
-        await wait_until(
-            lambda: connection.status().retry_in_seconds == 0, what="the restart backoff to pass"
-        )
+        # Restarted in the background after the backoff (again, while the server was still away).
+        await wait_until(lambda: connection.state == "ready", what="the restart in the background")
         back = await visitor.say("And now?")
         assert tool_steps(back) == [("web__echo", "started"), ("web__echo", "done")]
         assert last_result_sent(fake_openai) == "back again"
         assert answer(back)["text"] == "It is back."
 
     status = runtime.mcp_servers.health()[0]
-    assert (status.state, status.restarts) == ("ready", 1)
+    assert status.state == "ready" and status.restarts >= 1
     rows = runtime.stores.messages.messages(visitor.session_id)
     # Three whole turns stored, the call the dead server could not run among them as a failed result.
     assert [(row.kind, row.status) for row in rows] == [

@@ -3,9 +3,10 @@
 A holder task owns the SDK client (its streams and task groups belong to the task
 that opened them); turns call tools through it from their own tasks. A server that
 fails to start or goes away is `down`: its tools answer with an error result that
-says so, and the next call after the backoff (1 s, doubling up to 60 s) starts it
-again — as does the next turn that asks for tools, so a server that never came up
-still gets its tools listed. Nothing here raises into a turn.
+says so. A server that was up is started again in the background once the backoff
+(1 s, doubling up to 60 s) has passed — its exit is seen the moment the transport
+ends, not at the next call — until it is up again; one that never came up is started
+by the next call or turn after the backoff. Nothing here raises into a turn.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
 from bot.config import McpServerSettings
 from bot.metrics import MCP_CALLS, MCP_RESTARTS, MCP_SERVER_STATE
-from bot.tools.base import ToolResult
+from bot.tools.base import ReportProgress, ToolResult
 from bot.tools.mcp.expansion import Secrets
 from bot.tools.mcp.tool import ListedTool, McpTool, offered_tools
 
@@ -104,6 +106,9 @@ class McpConnection:
         self._attempt: asyncio.Future[None] | None = None
         self._scope: anyio.CancelScope | None = None
         self._closing = False
+        # Set once the server has been up: from then on a lost server is restarted in the background.
+        self._was_up = False
+        self._restart: asyncio.TimerHandle | None = None
         self._warned: set[str] = set()
         # The last HTTP error status of this attempt: the SDK's own errors do not say it.
         self._http_error: str | None = None
@@ -149,6 +154,8 @@ class McpConnection:
     async def aclose(self) -> None:
         """Close the connection; a stdio server's process is ended with it."""
         self._closing = True
+        if self._restart is not None:
+            self._restart.cancel()
         holder = self._holder
         if holder is not None and not holder.done():
             if self._scope is not None:
@@ -192,7 +199,8 @@ class McpConnection:
         self._http_error = None
         with anyio.CancelScope(deadline=anyio.current_time() + startup) as scope:
             self._scope = scope
-            async with sdk.connected(self.settings, self.secrets, changed.set, self._heard) as client:
+            closed = partial(self._closed_by_server, generation)
+            async with sdk.connected(self.settings, self.secrets, changed.set, self._heard, closed) as client:
                 self._up(generation, client, await sdk.list_tools(client))
                 ready = True
                 scope.deadline = math.inf
@@ -206,6 +214,11 @@ class McpConnection:
 
     def _heard(self, problem: str) -> None:
         self._http_error = problem
+
+    def _closed_by_server(self, generation: int, reason: str) -> None:
+        import bot.tools.mcp.sdk as sdk
+
+        self._down(generation, sdk.ConnectionLost(reason))
 
     async def _serve(self, client: Client, generation: int, changed: asyncio.Event) -> None:
         """Keep the connection open; re-list when the server says its tools changed."""
@@ -228,6 +241,7 @@ class McpConnection:
     def _up(self, generation: int, client: Client, listed: Sequence[ListedTool]) -> None:
         self._client = client
         self._failures = 0
+        self._was_up = True
         self.last_error = None
         self._list(generation, listed)
         self._set_state("ready")
@@ -261,7 +275,23 @@ class McpConnection:
         if self._scope is not None:
             # The holder leaves the dead connection: its transport closes, a child is reaped.
             self._scope.cancel()
+        if self._was_up:
+            self._restart_in(delay)
         log.warning("MCP server %s is down: %s; restarting in %.0f s", self.name, self.last_error, delay)
+
+    def _restart_in(self, delay: float) -> None:
+        if self._restart is not None:
+            self._restart.cancel()
+        self._restart = asyncio.get_running_loop().call_later(delay, self._restart_when_due)
+
+    def _restart_when_due(self) -> None:
+        """The background restart: the loop's timer may fire a hair before `_clock` says it is due."""
+        self._restart = None
+        early = self._retry_at - self._clock()
+        if self.state == "down" and early > 0:
+            self._restart_in(early)
+        else:
+            self.retry_if_due()
 
     def _settle(self) -> None:
         if self._attempt is not None and not self._attempt.done():
@@ -279,8 +309,13 @@ class McpConnection:
 
     # --- calls --------------------------------------------------------------------------
 
-    async def call(self, remote_name: str, arguments: dict[str, Any]) -> ToolResult:
-        """`tools/call` on this server; every failure is a result that says what happened."""
+    async def call(
+        self, remote_name: str, arguments: dict[str, Any], on_progress: ReportProgress | None = None
+    ) -> ToolResult:
+        """`tools/call` on this server; every failure is a result that says what happened.
+
+        The progress the server reports while the call runs goes to `on_progress`.
+        """
         import bot.tools.mcp.sdk as sdk
 
         try:
@@ -289,8 +324,9 @@ class McpConnection:
             MCP_CALLS.labels(self.name, "down").inc()
             return ToolResult.error(str(down))
         try:
-            result = await sdk.call_tool(client, remote_name, arguments)
+            result = await sdk.call_tool(client, remote_name, arguments, on_progress)
         except sdk.ConnectionLost as lost:
+            # Its exit may have been seen already: this call ran into it all the same.
             self._down(generation, lost)
             MCP_CALLS.labels(self.name, "down").inc()
             return ToolResult.error(

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bot.config import McpServerSettings
-from bot.tools.base import ToolArgumentsError, ToolContext, ToolResult
+from bot.tools.base import ReportProgress, ToolArgumentsError, ToolContext, ToolResult
 from bot.tools.policy import matches
 from bot.tools.schemas import UnsendableSchema, normalise_schema
 
@@ -24,7 +24,8 @@ SEPARATOR = "__"
 NAME_LIMIT = 64
 _UNSENDABLE_CHARACTERS = re.compile(r"[^A-Za-z0-9_-]")
 
-Call = Callable[[str, dict[str, Any]], Awaitable[ToolResult]]
+# A `tools/call` on the server: the tool's name there, its arguments, where its progress goes.
+Call = Callable[[str, dict[str, Any], ReportProgress | None], Awaitable[ToolResult]]
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class McpTool:
         return arguments
 
     async def run(self, context: ToolContext, arguments: dict[str, Any]) -> ToolResult:
-        return await self.call(self.remote_name, arguments)
+        return await self.call(self.remote_name, arguments, context.on_progress)
 
 
 def offered_name(server: str, tool: str) -> str:
