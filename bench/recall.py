@@ -336,7 +336,7 @@ def time_command(
     for question in questions[:COMMAND_RUNS]:
         started = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "chorus", "--config", str(REPO / "config.yaml"), "recall", session_id]
+            [sys.executable, "-m", "bot.cli", "--config", str(REPO / "config.yaml"), "recall", session_id]
             + [question["question"], "-k", "10"],
             env=environ,
             cwd=REPO,

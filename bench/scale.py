@@ -68,7 +68,7 @@ class Process:
         )
         log = (self.workdir / f"serve-{self.port}.log").open("ab")
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "chorus", "serve"], cwd=REPO, env=environ, stdout=log, stderr=log
+            [sys.executable, "-m", "bot.cli", "serve"], cwd=REPO, env=environ, stdout=log, stderr=log
         )
 
     @property

@@ -58,7 +58,7 @@ def bare_import() -> float:
 def _sessions(data: Path) -> float:
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "chorus", "sessions"],
+        [sys.executable, "-m", "bot.cli", "sessions"],
         cwd=REPO,
         env=_environ(data),
         check=True,
@@ -83,7 +83,7 @@ def serve_to_healthy() -> float:
         port = _free_port()
         started = time.perf_counter()
         server = subprocess.Popen(
-            [sys.executable, "-m", "chorus", "serve"],
+            [sys.executable, "-m", "bot.cli", "serve"],
             cwd=REPO,
             env=_environ(Path(data), port),
             stdout=subprocess.DEVNULL,

@@ -151,7 +151,7 @@ def start_server(workdir: Path, port: int, log: IO[bytes], target: Target) -> su
         }
     )
     return subprocess.Popen(
-        [sys.executable, "-c", "import sys; from chorus.cli import main; sys.exit(main(['serve']))"],
+        [sys.executable, "-c", "import sys; from bot.cli import main; sys.exit(main(['serve']))"],
         cwd=REPO,
         env=environ,
         stdout=subprocess.DEVNULL,

@@ -1,5 +1,329 @@
-"""What the `chorus` command runs of the runtime alone: `chorus worker`, `chorus tools`, export and import.
+"""The `chorus` command line: the composition root, the one part of `bot` that imports `channels`.
 
-The command line itself is `chorus.cli`, above the runtime and the lanes; these modules
-never load a lane.
+It imports `channels` first: that registers the lanes (names and dotted paths only, no
+lane code, no platform library), so the settings every command reads have their sections.
+Each command imports what it uses when it runs: a storage-only command (`sessions`,
+`export`, `recall`, `memory reindex`, `db upgrade`) opens the database and nothing else, so it
+never loads a lane, the model provider or the turn engine (`speech transcribe` adds only the
+speech service). `serve`, `chat`, `tools` (which starts the MCP servers to list their tools) and
+`import` (which distils the imported conversation into memory with the model) build the whole
+runtime.
 """
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import channels  # noqa: F401  (registers the lanes before settings are read)
+from bot.config import Settings, load_settings
+from bot.errors import ChorusError
+from bot.logs import configure_logging
+
+if TYPE_CHECKING:
+    from bot.storage.stores import Stores
+    from bot.turns.attachments import AttachmentStore
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings(args.config)
+        configure_logging(settings.log_level, settings.logging.format)
+        handler: Callable[[argparse.Namespace], int] = args.handler
+        args.settings = settings
+        return handler(args)
+    except ChorusError as error:
+        print(f"chorus: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="chorus", description="A chat bot on many lanes.")
+    parser.add_argument("--config", help="path to config.yaml (default: ./config.yaml or $CHORUS_CONFIG)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run every configured lane in one process")
+    serve.set_defaults(handler=cmd_serve)
+
+    worker = commands.add_parser("worker", help="run after-turn jobs only (PostgreSQL)")
+    worker.set_defaults(handler=cmd_worker)
+
+    chat = commands.add_parser("chat", help="chat in this terminal, on the same engine")
+    chat.add_argument("--user", help="who you are in the transcript (default: your login)")
+    chat.set_defaults(handler=cmd_chat)
+
+    tools = commands.add_parser(
+        "tools", help="list every tool (built-in and MCP) and whether the policy offers it"
+    )
+    tools.add_argument("--json", action="store_true", help="print JSON")
+    tools.set_defaults(handler=cmd_tools)
+
+    sessions = commands.add_parser("sessions", help="list stored sessions")
+    sessions.set_defaults(handler=cmd_sessions)
+
+    export = commands.add_parser("export", help="export a session's whole transcript")
+    export.add_argument("session", help="session id (or a unique prefix)")
+    export.add_argument("--format", choices=["md", "json"], default="md")
+    export.add_argument("-o", "--output", help="write to this file instead of stdout")
+    export.set_defaults(handler=cmd_export)
+
+    importer = commands.add_parser("import", help="import an exported JSON transcript")
+    importer.add_argument("file", type=Path)
+    importer.set_defaults(handler=cmd_import)
+
+    recall = commands.add_parser("recall", help="search a session owner's memory and messages")
+    recall.add_argument("session", help="session id (or a unique prefix)")
+    recall.add_argument("query", help="what to look for")
+    recall.add_argument("-k", type=int, default=5, help="how many results (default 5)")
+    recall.add_argument("--json", action="store_true", help="print JSON")
+    recall.set_defaults(handler=cmd_recall)
+
+    memory = commands.add_parser("memory", help="long-term memory maintenance")
+    memory_commands = memory.add_subparsers(dest="memory_command", required=True)
+    reindex = memory_commands.add_parser(
+        "reindex", help="embed memory items and messages stored before dense recall was on"
+    )
+    reindex.set_defaults(handler=cmd_memory_reindex)
+
+    speech = commands.add_parser("speech", help="voice notes and spoken replies")
+    speech_commands = speech.add_subparsers(dest="speech_command", required=True)
+    transcribe = speech_commands.add_parser(
+        "transcribe", help="transcribe stored voice notes no speech service heard yet"
+    )
+    transcribe.set_defaults(handler=cmd_speech_transcribe)
+
+    database = commands.add_parser("db", help="database maintenance")
+    database_commands = database.add_subparsers(dest="db_command", required=True)
+    upgrade = database_commands.add_parser("upgrade", help="apply pending migrations")
+    upgrade.set_defaults(handler=cmd_db_upgrade)
+    return parser
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from bot.cli.serve import serve
+
+    asyncio.run(serve(args.settings))
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from bot.cli.worker import work
+
+    asyncio.run(work(args.settings))
+    return 0
+
+
+# A terminal chat shows the conversation: the log goes to this file under the data
+# directory, and only warnings and errors also reach the terminal.
+CHAT_LOG = "chat.log"
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from bot.runtime import build_runtime
+    from channels.terminal import LANE as TERMINAL_LANE
+    from channels.terminal import chat_loop
+
+    settings: Settings = args.settings
+    configure_logging(
+        settings.log_level,
+        settings.logging.format,
+        log_file=settings.data_dir / CHAT_LOG,
+        console_level="WARNING",
+    )
+
+    async def run() -> None:
+        runtime = build_runtime(args.settings)
+        runtime.mcp_servers.start()
+        # Reminders set in this chat fall due in this process, which shows them.
+        await runtime.jobs.start(lanes=[TERMINAL_LANE])
+        try:
+            await chat_loop(runtime.engine, user=args.user, reminders=runtime.reminders.lanes)
+        finally:
+            await runtime.aclose()
+
+    asyncio.run(run())
+    return 0
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from bot.cli.tools import describe_tools, render
+    from bot.runtime import build_runtime
+
+    async def run() -> str:
+        runtime = build_runtime(args.settings)
+        try:
+            return render(await describe_tools(runtime), args.json)
+        finally:
+            await runtime.aclose()
+
+    print(asyncio.run(run()))
+    return 0
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    with opened_stores(args.settings) as stores:
+        rows = stores.sessions.list_sessions()
+    if not rows:
+        print("No sessions yet.")
+    for chat, count in rows:
+        print(
+            f"{chat.id}  {chat.kind:<7}  {count:>6} messages  persona={chat.persona_id}  "
+            f"updated {chat.updated_at:%Y-%m-%d %H:%M}"
+        )
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from bot.cli.transfer import export_json, export_markdown
+
+    with opened_stores(args.settings) as stores:
+        chat = stores.sessions.find_session(args.session)
+        if chat is None:
+            print(
+                f"chorus: no single session matches '{args.session}' (see `chorus sessions`)",
+                file=sys.stderr,
+            )
+            return 2
+        if args.format == "json":
+            text = json.dumps(
+                export_json(stores.messages, attachment_store(args.settings), chat),
+                ensure_ascii=False,
+                indent=2,
+            )
+        else:
+            text = export_markdown(stores.messages, chat)
+    if args.output:
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
+    else:
+        print(text)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from bot.cli.transfer import import_json, load_document
+    from bot.runtime import build_runtime
+
+    runtime = build_runtime(args.settings)
+    chat = import_json(runtime.stores, runtime.engine.attachments, load_document(args.file))
+    print(f"Imported as session {chat.id} ({chat.last_seq} messages).")
+    if runtime.settings.memory.enabled and runtime.memory is not None:
+        # An imported conversation is remembered like a live one: distil it all now.
+        result = asyncio.run(runtime.memory.flush(chat))
+        print(f"Distilled {result.written if result else 0} memory items from it.")
+    asyncio.run(runtime.aclose())
+    return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    from bot.memory.cli import backlog_notice, recall_output
+
+    with opened_stores(args.settings) as stores:
+        print(
+            recall_output(
+                stores.database,
+                args.settings.memory,
+                args.session,
+                args.query,
+                limit=args.k,
+                as_json=args.json,
+            )
+        )
+        # On stderr: the hits (and their JSON) stay what scripts read.
+        notice = backlog_notice(stores.database, args.settings.memory, args.session)
+        if notice is not None:
+            print(notice, file=sys.stderr)
+    return 0
+
+
+def cmd_memory_reindex(args: argparse.Namespace) -> int:
+    from bot.memory.backfill import backfill_embeddings
+    from bot.memory.dense import load_embedder
+
+    if not args.settings.memory.dense:
+        raise ChorusError("dense recall is off (memory.dense: false); there is nothing to embed with")
+    embedder = load_embedder()
+    if embedder is None:
+        raise ChorusError(
+            "dense recall is not installed: pip install 'chorus[dense]' (or, in a checkout, "
+            "pip install -e '.[dense]')"
+        )
+    with opened_stores(args.settings) as stores:
+        result = backfill_embeddings(stores.memory, embedder)
+    print(f"Embedded {result.items} memory items and {result.messages} messages.")
+    return 0
+
+
+def cmd_speech_transcribe(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from bot.speech.backfill import transcribe_stored
+    from bot.speech.hearing import Hearing
+    from bot.speech.service import SpeechService
+
+    settings = args.settings
+    service = SpeechService.from_settings(settings.speech)
+    if service is None:
+        raise ChorusError("no speech service is set: set speech.base_url (CHORUS_SPEECH_BASE_URL) first")
+    hearing = Hearing(service, settings.data_dir, settings.limits.audio_max_seconds)
+
+    async def run() -> None:
+        try:
+            with opened_stores(settings) as stores:
+                result = await transcribe_stored(stores.messages, hearing)
+        finally:
+            await service.aclose()
+        print(f"Transcribed {result.heard} recordings; {result.failed} could not be heard (see the log).")
+
+    asyncio.run(run())
+    return 0
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    from bot.storage import migrate
+    from bot.storage.database import create_database_engine
+
+    database = create_database_engine(args.settings.database_url)
+    migrate.upgrade(database)
+    print(f"Database is at revision {migrate.current_revision(database)}.")
+    database.dispose()
+    return 0
+
+
+@contextmanager
+def opened_stores(settings: Settings) -> Iterator[Stores]:
+    """The stores on a migrated database, closed afterwards: all a storage-only command needs."""
+    from bot.storage import migrate
+    from bot.storage.database import create_database_engine
+    from bot.storage.stores import Stores
+
+    database = create_database_engine(settings.database_url)
+    try:
+        migrate.upgrade(database)
+        yield Stores.open(database)
+    finally:
+        database.dispose()
+
+
+def attachment_store(settings: Settings) -> AttachmentStore:
+    from bot.turns.attachments import AttachmentStore
+
+    return AttachmentStore.from_settings(settings)

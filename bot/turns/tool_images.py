@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from PIL import Image, UnidentifiedImageError
 
 from bot.errors import AttachmentError, ImageTooLarge
-from bot.storage.messages import NewAttachment
+from bot.storage.message_append import NewAttachment
 from bot.tools.base import ToolImage
 from bot.turns.attachments import IMAGE_FORMATS, IMAGE_TYPES, AttachmentStore
 from transcript.attachments import format_size

@@ -128,7 +128,7 @@ def test_chorus_command_logs_in_the_configured_format(tmp_path: Path, log_format
     }
     environ.pop("CHORUS_MODEL_BASE_URL", None)
     done = subprocess.run(
-        [sys.executable, "-m", "chorus", "--config", str(REPO_CONFIG), "chat", "--user", "Ops"],
+        [sys.executable, "-m", "bot.cli", "--config", str(REPO_CONFIG), "chat", "--user", "Ops"],
         input="hello\n",
         capture_output=True,
         text=True,

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bot.cli import main
 from bot.runtime import Runtime
-from chorus.cli import main
 from tests.support.files import png_image
 from tests.support.runtime import attachment, inbound, make_runtime, make_settings
 

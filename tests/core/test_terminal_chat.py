@@ -70,7 +70,7 @@ def chat_terminal(tmp_path: Path, **environment: str) -> Terminal:
         **environment,
     }
     environment.pop("CHORUS_MODEL_BASE_URL", None)
-    command = [sys.executable, "-m", "chorus", "--config", str(REPO_CONFIG), "chat", "--user", "Grace"]
+    command = [sys.executable, "-m", "bot.cli", "--config", str(REPO_CONFIG), "chat", "--user", "Grace"]
     return Terminal(command, environment)
 
 

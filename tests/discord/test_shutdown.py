@@ -8,10 +8,10 @@ from pathlib import Path
 import uvicorn
 from sqlmodel import Session, select
 
+from bot.cli.serve import Server, Service
 from bot.storage.models import Message
 from channels.discord.lane import DiscordLane
 from channels.web.app import create_app
-from chorus.serve import Server, Service
 from tests.discord.conftest import lane_settings
 from tests.discord.fake_discord import DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI

@@ -26,7 +26,7 @@ def free_port() -> int:
 
 
 class ServeProcess(LoggedProcess):
-    """`python -m chorus serve` with `environment` on top of a clean CHORUS_* slate."""
+    """`python -m bot.cli serve` with `environment` on top of a clean CHORUS_* slate."""
 
     def __init__(self, workdir: Path, environment: dict[str, str], name: str = "serve") -> None:
         self.port = free_port()
@@ -52,7 +52,7 @@ class ServeProcess(LoggedProcess):
     async def start(self) -> None:
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "chorus", "serve"], cwd=REPO, env=self._environ, stdout=log, stderr=log
+            [sys.executable, "-m", "bot.cli", "serve"], cwd=REPO, env=self._environ, stdout=log, stderr=log
         )
         deadline = time.monotonic() + READY_SECONDS
         async with httpx.AsyncClient() as client:

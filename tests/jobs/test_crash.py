@@ -145,7 +145,7 @@ async def test_chorus_worker_runs_the_jobs_a_serve_without_a_worker_enqueued(
         environ.update(settings, CHORUS_CONFIG=str(tmp_path / "none.yaml"), CHORUS_JOBS_WORKER="true")
         with log_path.open("ab") as log:
             worker = subprocess.Popen(
-                [sys.executable, "-m", "chorus", "worker"], cwd=REPO, env=environ, stdout=log, stderr=log
+                [sys.executable, "-m", "bot.cli", "worker"], cwd=REPO, env=environ, stdout=log, stderr=log
             )
         await wait_until(lambda: query("SELECT count(*) FROM memory_cursors") == [(1,)], what="the worker")
         await wait_until(lambda: query(waiting) == [(0,)], what="the queue to empty")

@@ -12,6 +12,8 @@ import pytest
 from sqlalchemy import text, update
 from sqlalchemy.engine import Connection
 
+from bot.cli import main as chorus
+from bot.cli.serve import build_service
 from bot.config import JobSettings
 from bot.errors import ConfigError
 from bot.jobs import FLUSH_IDLE_MEMORY, MAINTAIN_CONTEXT, OFFLOAD_MEMORY
@@ -19,8 +21,6 @@ from bot.jobs.runner import LocalJobRunner
 from bot.runtime import Runtime
 from bot.storage.jobs import JOBS, ClaimedJob, JobRequest, JobSink, SqliteJobs
 from bot.storage.models import utcnow
-from chorus.cli import main as chorus
-from chorus.serve import build_service
 from tests.fakes.openai_server import FakeOpenAI, server_error
 from tests.jobs.support import Timeline, definitions_of, enqueue, recording_job, wait_for
 from tests.support.runtime import REPO_CONFIG, RuntimeFactory, inbound, make_settings

@@ -72,7 +72,7 @@ ECHO = lanes.LaneSpec(
     "echo", "echo_lane.settings:EchoSettings", "echo_lane", env_aliases={"CHORUS_ECHO_GREETING": "greeting"}
 )
 lanes.register(ECHO)
-from chorus.cli import main
+from bot.cli import main
 
 raise SystemExit(main(sys.argv[1:]))
 """

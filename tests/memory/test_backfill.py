@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from bot.cli import main
 from bot.memory.backfill import BackfillResult, backfill_embeddings
 from bot.memory.dense import Embedder
 from bot.runtime import Runtime
 from bot.storage.memory_store import MemoryStore
 from bot.storage.owners import Owner
-from chorus.cli import main
 from tests.support.peers import needs_dense_model
 from tests.support.runtime import RuntimeFactory, inbound, make_runtime, make_settings
 from tests.support.sql_threads import assert_off_the_loop, sql_threads

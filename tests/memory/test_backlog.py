@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from bot.cli import main as chorus
 from bot.memory.dense import load_embedder
 from bot.storage.memory_store import MemoryStore
 from bot.storage.owners import Owner
 from bot.storage.sessions import SessionStore
-from chorus.cli import main as chorus
 from tests.support.runtime import inbound, make_runtime
 
 CONFIG = str(Path(__file__).resolve().parents[2] / "config.yaml")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from bot.cli import main as chorus
 from bot.runtime import Runtime
 from bot.storage.memory_store import MemoryStore
 from bot.storage.owners import Owner
-from chorus.cli import main as chorus
 from tests.support.runtime import inbound, make_runtime
 
 GROUP = {"chat_id": "g7", "chat_kind": "group"}

@@ -177,7 +177,7 @@ async def test_chorus_recall_searches_by_meaning_with_the_dense_extra(tmp_path: 
         "CHORUS_DATABASE_URL": f"sqlite:///{tmp_path / 'chorus.db'}",
         "CHORUS_DATA_DIR": str(tmp_path / "data"),
     }
-    command = [sys.executable, "-m", "chorus", "--config", config, "recall", session_id, question, "-k", "1"]
+    command = [sys.executable, "-m", "bot.cli", "--config", config, "recall", session_id, question, "-k", "1"]
     found = subprocess.run([*command, "--json"], capture_output=True, text=True, env=environ, check=True)
     assert "taekwondo" in json.loads(found.stdout)[0]["text"]
     environ["CHORUS_MEMORY_DENSE"] = "false"

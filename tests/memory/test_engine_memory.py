@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.cli import main as chorus
 from bot.runtime import Runtime
-from chorus.cli import main as chorus
 from tests.support.runtime import inbound, make_runtime
 
 GROUP = {"chat_id": "g1", "chat_kind": "group", "was_mentioned": True}
@@ -135,7 +135,7 @@ def test_chorus_recall_prints_hits_and_json(
     # A command on its own: with dense recall off it loads neither numpy nor the model.
     probe = (
         "import sys\n"
-        "from chorus.cli import main\n"
+        "from bot.cli import main\n"
         f"main(['--config', {config!r}, 'recall', {session_id!r}, 'billing'])\n"
         "print(sorted({'numpy', 'bot.memory.minilm', 'bot.runtime'} & set(sys.modules)))"
     )

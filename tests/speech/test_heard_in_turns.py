@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import tracemalloc
 
+from bot.cli import main
 from bot.turns.inbound import InboundAttachment
-from chorus.cli import main
 from tests.fakes.openai_server import FakeOpenAI, bad_request, message_text, server_error
 from tests.fakes.speech_server import FakeSpeech
 from tests.support.audio import silence, voice_note

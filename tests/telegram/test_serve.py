@@ -36,7 +36,7 @@ async def test_chorus_serve_runs_the_telegram_lane_with_a_token(tmp_path: Path, 
         CHORUS_CHANNELS_WEB_PORT=str(port),
     )
     server = subprocess.Popen(
-        [sys.executable, "-m", "chorus", "serve"],
+        [sys.executable, "-m", "bot.cli", "serve"],
         cwd=REPO,
         env=environ,
     )

@@ -115,7 +115,7 @@ def test_chorus_tools_lists_every_tool_with_its_source_and_policy(tmp_path: Path
             {"time": time_server(), "test": stdio_test_server(), "broken": BROKEN}
         ),
     )
-    command = [sys.executable, "-m", "chorus", "--config", str(REPO / "config.yaml"), "tools"]
+    command = [sys.executable, "-m", "bot.cli", "--config", str(REPO / "config.yaml"), "tools"]
     text = subprocess.run(
         command, env=environment, capture_output=True, text=True, timeout=READY_SECONDS, check=True
     )
