@@ -6,6 +6,8 @@ any `ChorusError` into a clear reply and never lets one drop a stored message.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 class ChorusError(Exception):
     """Base class: `str(error)` is safe to show to the person chatting."""
@@ -149,8 +151,23 @@ class ProviderProtocolError(ProviderError):
     """The provider answered with something that is not a valid stream."""
 
 
+@dataclass(frozen=True)
+class OverflowNumbers:
+    """What an overflow error said: the model's window and the request's size, when it said them.
+
+    Both are in the server's own tokens. `window` is the whole context (prompt and reply).
+    """
+
+    window: int | None = None
+    requested: int | None = None
+
+
 class ContextOverflowError(ProviderError):
-    """The request was too large for the model's context window."""
+    """The request was too large for the model's context window; `numbers` as the server gave them."""
+
+    def __init__(self, message: str, numbers: OverflowNumbers | None = None) -> None:
+        super().__init__(message)
+        self.numbers = numbers or OverflowNumbers()
 
 
 class SpeechError(ChorusError):

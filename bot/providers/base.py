@@ -63,20 +63,43 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class ReasoningDelta:
+    """A piece of the model's thinking, in order: kept beside the reply, never as its text."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the server says the call cost, in its own tokenizer's tokens (before `Finish`).
+
+    `prompt_tokens` includes the cached ones; `cached_tokens` were read from the server's
+    prompt cache and `cache_write_tokens` written to it (billed differently by most vendors).
+    """
+
+    prompt_tokens: int
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
+@dataclass(frozen=True)
 class Finish:
     """The answer is complete; `reason` as the model gave it ("stop", "tool_calls", "length" …)."""
 
     reason: str | None
 
 
-ModelEvent = TextDelta | ToolCall | Finish
+ModelEvent = TextDelta | ReasoningDelta | ToolCall | Usage | Finish
 
 
 class ChatProvider(Protocol):
     """Streams an answer as typed events; raises `bot.errors.ProviderError` subclasses.
 
-    A stream yields text deltas as they arrive, then the answer's tool calls (each one
-    whole, in the order the model numbered them), then one `Finish`.
+    A stream yields text and reasoning deltas as they arrive, then the answer's tool calls
+    (each one whole, in the order the model numbered them), at most one `Usage` when the
+    server reports it, then one `Finish`. Consumers ignore events they have no use for.
     """
 
     name: str
@@ -102,6 +125,12 @@ def tool_names(tools: tuple[ToolSchema, ...]) -> set[str]:
     return {
         str(tool.get("function", {}).get("name")) for tool in tools if isinstance(tool.get("function"), dict)
     }
+
+
+def tool_name(schema: ToolSchema) -> str:
+    """The name of one tool schema ("" when it has none)."""
+    function = schema.get("function")
+    return str(function.get("name", "")) if isinstance(function, dict) else ""
 
 
 def shown_model(provider: ChatProvider, model: str) -> str:

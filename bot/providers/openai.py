@@ -28,8 +28,8 @@ from bot.providers.base import (
     Finish,
     ModelEvent,
     TextDelta,
-    ToolSchema,
     collect_text,
+    tool_name,
 )
 from bot.providers.http_failures import backoff_delay, error_details, retry_after_seconds
 from bot.providers.sse import iter_event_batches
@@ -321,11 +321,6 @@ def encode_body(request: ChatRequest) -> bytes:
         if name != PURPOSE_KEY and name not in body:
             body[name] = value
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def tool_name(schema: ToolSchema) -> str:
-    function = schema.get("function")
-    return str(function.get("name", "")) if isinstance(function, dict) else ""
 
 
 class _RetryableFailure(Exception):
