@@ -67,6 +67,19 @@ OVERFLOW_RECOVERIES = Counter(
     "Requests the model rejected as too large that were retried after folding a range.",
     registry=REGISTRY,
 )
+MODEL_WINDOW_LESSONS = Counter(
+    "chorus_model_window_lessons",
+    "What a model's answers taught its window: overflow (a smaller window learned from an error), "
+    "narrowed (an error without numbers), stated (the server said it).",
+    ["kind"],
+    registry=REGISTRY,
+)
+SHED_PARTS = Counter(
+    "chorus_context_shed",
+    "Model calls whose context left a part out to fit the window, by part (tools, recall, memory, summary).",
+    ["part"],
+    registry=REGISTRY,
+)
 COMPACTIONS = Counter("chorus_compactions", "Compaction summaries stored.", registry=REGISTRY)
 COLLAPSES = Counter("chorus_collapses", "Collapsed ranges stored.", registry=REGISTRY)
 # Seconds the event loop woke late (bot/loop_lag.py): fine steps below the 50 ms that
