@@ -49,6 +49,7 @@ from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
 from bot.turns.engine import TurnEngine
 from bot.turns.locks import SessionLocks, SharedLocks
+from bot.windows import ModelWindows
 from persona import Persona, PersonaRegistry
 from transcript.tokens import encoding
 
@@ -136,9 +137,13 @@ def build_runtime(
             connect_timeout=settings.model.connect_timeout,
             read_timeout=settings.model.read_timeout,
             max_retries=settings.model.max_retries,
+            demo_window=settings.model.demo_window,
         )
-    # Every model call is counted, and its failures kept for the operator's health page.
-    provider = ObservedProvider(provider)
+    # Each model's window: asked of its server once, learned from overflows, calibrated by answers.
+    windows = ModelWindows(settings.model, stores.profiles, discover=provider.discover_window)
+    # Every model call is counted, teaches its model's window, and its failures are kept
+    # for the operator's health page.
+    provider = ObservedProvider(provider, windows)
     if provider.name == "demo":
         log.warning(
             "No model configured: replies come from the offline DEMO model. "
@@ -147,7 +152,7 @@ def build_runtime(
     memory = MemoryService(
         stores.memory,
         settings.memory,
-        choose_distiller(provider, settings.model.name),
+        choose_distiller(provider, settings.model.name, windows),
         load_embedder() if settings.memory.dense else None,
     )
     attachments = AttachmentStore.from_settings(settings)
@@ -163,6 +168,7 @@ def build_runtime(
         stores.messages,
         stores.records,
         attachments,
+        windows,
         memory=memory if settings.memory.enabled else None,
         tools=ToolOffer(tools, provider.accepts_tools),
     )

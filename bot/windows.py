@@ -82,6 +82,11 @@ class WindowInfo:
         """The window in Chorus's tokens (the shares compaction and collapse start at apply to it)."""
         return max(math.floor(self.window / self.ratio), 1)
 
+    @property
+    def fitted_window(self) -> int:
+        """The window in Chorus's tokens less the margin: what a whole call, reply included, fits."""
+        return max(math.floor(self.window * (1 - self.margin) / self.ratio), 1)
+
     def describe(self) -> str:
         """One line for /context and /status."""
         count = (
@@ -151,6 +156,11 @@ class ModelWindows:
         window = numbers.window
         kind = "overflow"
         if window is None or (window >= before.window and numbers.requested is None):
+            # Only a request near the window says the window is smaller than thought; a
+            # small one rejected without numbers (a proxy's body limit) teaches nothing.
+            estimate = (counted or 0) * before.ratio + before.reply_reserve
+            if estimate < before.window * NARROWING:
+                return False
             window = max(math.floor(before.window * NARROWING), 1)
             kind = "narrowed"
         if self._configured(model) is None and window < before.window:
@@ -180,7 +190,16 @@ class ModelWindows:
         if known is None:
             known = self._known[model] = _Known(await self.db.run(self.store.read, model))
         stored = known.stored
-        sample = min(max(served / counted, RATIO_BOUNDS[0]), RATIO_BOUNDS[1])
+        sample = served / counted
+        if not RATIO_BOUNDS[0] <= sample <= RATIO_BOUNDS[1]:
+            log.info(
+                "Ignored a token count of %s for %s: %s served for %s counted.",
+                sample,
+                model,
+                served,
+                counted,
+            )
+            return
         if stored.ratio is None or stored.samples == 0 or sample >= stored.ratio:
             ratio = sample if stored.ratio is None or stored.samples == 0 else max(sample, stored.ratio)
         elif rising_only:

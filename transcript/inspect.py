@@ -33,6 +33,8 @@ class ContextOverview:
     entries: Sequence[tuple[int, str, str]] = ()
     # Voice notes and audio in the window as (seq, who, what the model reads of them).
     voice: Sequence[tuple[int, str, str]] = ()
+    # Where the window comes from and how the count is calibrated, in one line.
+    window_note: str = ""
 
 
 def context_data(overview: ContextOverview) -> dict[str, object]:
@@ -49,7 +51,9 @@ def context_data(overview: ContextOverview) -> dict[str, object]:
             "window": overview.window_tokens,
             "reply_reserve": overview.reply_reserve_tokens,
             "by_part": dataclasses.asdict(stats.tokens),
+            "window_note": overview.window_note,
         },
+        "left_out": list(stats.shed),
         "messages": {
             "stored": overview.stored_messages,
             "in_window": len(kept),
@@ -87,6 +91,12 @@ def render_context_report(overview: ContextOverview) -> str:
         f"  history        {tokens.history:>7,}",
         f"  attachments    {tokens.attachments + tokens.documents:>7,}",
         *([f"  tool schemas   {tokens.tools:>7,}"] if tokens.tools else []),
+        *([f"Window: {overview.window_note}."] if overview.window_note else []),
+        *(
+            ["The window is tight; left out this turn:", *(f"  {note}" for note in stats.shed)]
+            if stats.shed
+            else []
+        ),
         f"Messages: {overview.stored_messages} stored (events included); {len(kept)} in the window"
         + (f" ({_ranges(kept)})" if kept else "")
         + f"; {len(waiting)} out of the window awaiting the summary.",

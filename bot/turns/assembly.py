@@ -146,6 +146,8 @@ class ContextAssembler:
         """
         if tools is None:
             tools = schemas_of(self.offered_tools(session, persona))
+        # What every process learned of the model's window since, before the budget is made.
+        await self.windows.refresh(self.settings.model.model_for(persona.model))
         # Reads, recall, image data and the build itself are blocking work: one call on a
         # database thread. When recall needs the query's embedding (CPU work, on a thread
         # of its own), the build is a second call that starts meanwhile: its dense search

@@ -27,8 +27,8 @@ from bot.errors import (
     StreamInterrupted,
 )
 from bot.logs import bind_session, turn_scope
-from bot.metrics import TOOL_STEPS
-from bot.providers.base import ChatProvider, ChatRequest, TextDelta, ToolCall, shown_model
+from bot.metrics import SHED_PARTS, TOOL_STEPS
+from bot.providers.base import ChatProvider, ChatRequest, TextDelta, ToolCall, shown_model, tool_name
 from bot.speech.hearing import Hearing, Unheard, names_spoken
 from bot.speech.speaking import Speaking
 from bot.storage.boundary import boundary_for
@@ -62,6 +62,7 @@ from bot.turns.stops import RunningTurn, RunningTurns
 from bot.turns.tool_images import store_tool_images
 from bot.turns.tool_progress import RoundProgress
 from bot.turns.tool_rounds import ToolRounds, only_reads, progress_summary
+from bot.windows import WindowInfo
 from persona import Persona, PersonaRegistry
 from transcript import Context, StoredToolCall, TranscriptRow, count_call_tokens, count_tokens
 from transcript.kinds import MessageKind, Status
@@ -194,6 +195,14 @@ class PendingCall:
 
 class _Overflowed(Exception):
     """The context stayed too large for the model after every fold."""
+
+
+class _QuestionTooLarge(Exception):
+    """The person's message cannot fit the model's window even alone."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class TurnEngine:
@@ -649,6 +658,11 @@ class TurnEngine:
             await self._store_event(session, "error", "context overflow")
             await self.db.run(self.deliveries.finish, plan.user_message_id, "failed")
             yield self._error(plan, OVERFLOW_MESSAGE)
+        except _QuestionTooLarge as error:
+            finished = True
+            await self._store_event(session, "error", "message too large for the model's window")
+            await self.db.run(self.deliveries.finish, plan.user_message_id, "failed")
+            yield self._error(plan, error.message)
         except StreamInterrupted as error:
             finished = True
             text = answer.joined or error.partial_text
@@ -678,25 +692,32 @@ class TurnEngine:
         a rebuild after an overflow reads the context afresh.
         """
         session, persona = plan.session, plan.persona
+        model = self.model_for(persona)
         schemas = schemas_of(tools)
         for attempt in range(self.settings.context.overflow_retries + 1):
             # After an overflow the fold changed the records (here or, racing it, in another
-            # process): the context is read afresh.
+            # process), or the window was learned: the context is read afresh.
             earlier = answer.view if attempt == 0 else None
             answer.view, context = await self.assembler.assemble_view(
                 session, persona, tools=schemas, earlier=earlier, appended=answer.stored
             )
+            window = self.assembler.windows.info(model)
+            if context.stats.question_excess_tokens > 0:
+                raise _QuestionTooLarge(too_large_message(context, window))
+            note_shed(session.id, model, context)
+            # A tight window may have left some schemas out: the request offers the rest.
+            offered = tuple(schema for schema in schemas if tool_name(schema) in context.tools)
             request = ChatRequest(
                 messages=context.messages,
-                model=self.model_for(persona),
+                model=model,
                 temperature=persona.temperature,
                 top_p=persona.top_p,
-                max_tokens=self.settings.model.reply_reserve_tokens,
+                max_tokens=window.reply_reserve,
                 persona_id=persona.id,
                 persona_name=persona.name,
                 prompt_tokens=context.stats.total_tokens,
-                tools=schemas,
-                tool_choice="none" if final and schemas else None,
+                tools=offered,
+                tool_choice="none" if final and offered else None,
             )
             try:
                 async with aclosing(plan.running.pieces(self.provider.stream(request))) as events:
@@ -709,10 +730,14 @@ class TurnEngine:
                 answer.window_from_seq = context.stats.kept_seqs[0] if context.stats.kept_seqs else None
                 return
             except ContextOverflowError:
-                recovered = (
-                    self.overflow_handler is not None
-                    and attempt < self.settings.context.overflow_retries
-                    and await self.overflow_handler(session, context)
+                if attempt == self.settings.context.overflow_retries:
+                    raise _Overflowed() from None
+                # The provider learned the window the error named: when the request was
+                # larger than that window's budget, a rebuild fits it without folding.
+                if context.stats.total_tokens > self.assembler.windows.info(model).budget_tokens:
+                    continue
+                recovered = self.overflow_handler is not None and await self.overflow_handler(
+                    session, context
                 )
                 if not recovered:
                     raise _Overflowed() from None
@@ -954,6 +979,31 @@ class TurnEngine:
 
     def _wake_jobs(self) -> None:
         self.jobs.wake()
+
+
+def too_large_message(context: Context, window: WindowInfo) -> str:
+    """What a person is told when their message alone does not fit the model's window."""
+    room = max(context.stats.question_tokens - context.stats.question_excess_tokens, 0)
+    return (
+        f"Your message is too long for this model: about {context.stats.question_tokens:,} tokens, "
+        f"and the model's window is {window.window:,} tokens, which leaves room for about "
+        f"{room:,} after its instructions and its reply. Your message is saved; please send "
+        "a shorter one or split it into parts."
+    )
+
+
+def note_shed(session_id: str, model: str, context: Context) -> None:
+    """Logs and counts what a tight window left out of this request (also in /context)."""
+    if not context.stats.shed:
+        return
+    log.info(
+        "The window of %s is tight: left out of session %s's request: %s",
+        model,
+        session_id,
+        "; ".join(context.stats.shed),
+    )
+    for note in context.stats.shed:
+        SHED_PARTS.labels(note.split(":", 1)[0]).inc()
 
 
 def with_note(text: str, note: str) -> str:

@@ -8,7 +8,8 @@
 
 Each chat request takes the next scripted response; with the script empty, `server.default`
 (or `server.summary` for summary calls) turns the parsed request body into reply text. Every
-request is recorded in order, raw body bytes included. Suites get a server per test with the
+chat request is recorded in order, raw body bytes included (other requests, such as a
+provider asking `/v1/models` for the model's window, in `other_requests`). Suites get a server per test with the
 `fake_openai` fixture, after this line in their conftest.py:
 `from tests.fakes.openai_server import fake_openai_fixture  # noqa: F401`.
 """
@@ -195,6 +196,7 @@ class FakeOpenAI(LocalServer):
         super().__init__()
         self.model = model
         self.requests: list[RecordedRequest] = []
+        self.other_requests: list[RecordedRequest] = []
         self.default: Responder = echo_reply
         self.summary: Responder = first_lines_summary
         self._script: deque[Scripted] = deque()
@@ -213,12 +215,13 @@ class FakeOpenAI(LocalServer):
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
 
     async def before_stop(self) -> None:
         self._stopping.set()
 
-    async def _record(self, request: web.Request) -> RecordedRequest:
+    async def _record(self, request: web.Request, chat: bool = True) -> RecordedRequest:
         body = await request.read()
         try:
             parsed = json.loads(body)
@@ -231,11 +234,17 @@ class FakeOpenAI(LocalServer):
             body=body,
             json=parsed,
         )
-        self.requests.append(recorded)
+        (self.requests if chat else self.other_requests).append(recorded)
         return recorded
 
+    async def _models(self, request: web.Request) -> web.Response:
+        # OpenAI's list of models names each model and states no context window.
+        await self._record(request, chat=False)
+        model = {"id": self.model, "object": "model", "created": 1_700_000_000, "owned_by": "organization"}
+        return web.json_response({"object": "list", "data": [model]})
+
     async def _unknown(self, request: web.Request) -> web.Response:
-        await self._record(request)
+        await self._record(request, chat=False)
         return web.json_response(_error_body("Unknown path", "not_found"), status=404)
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
