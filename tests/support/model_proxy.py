@@ -9,6 +9,7 @@ do not say it do, so discovering the window can be tested both ways.
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass
 
 import httpx
@@ -29,6 +30,8 @@ class ModelCall:
     purpose: str | None
     status: int
     overflow: bool
+    # What was asked (the JSON request body), empty for a request the proxy answered itself.
+    body: bytes = b""
 
     @property
     def is_chat(self) -> bool:
@@ -73,23 +76,29 @@ class ModelProxy(LocalServer):
             self.calls.append(ModelCall(path, None, 404, False))
             return web.json_response({"error": {"code": 404, "message": "Not Found"}}, status=404)
         headers = {name: request.headers[name] for name in FORWARDED_HEADERS if name in request.headers}
+        body = await request.read()
         upstream_request = self._client.build_request(
-            request.method, self.upstream + request.path_qs, content=await request.read(), headers=headers
+            request.method, self.upstream + request.path_qs, content=body, headers=headers
         )
         upstream = await self._client.send(upstream_request, stream=True)
-        refused = b""
+        content_type = upstream.headers.get("content-type", "application/json").split(";")[0]
+        purpose = request.headers.get(PURPOSE_HEADER)
         try:
+            if upstream.status_code >= 400:
+                # A refusal is one small JSON answer: passed on whole.
+                refused = await upstream.aread()
+                overflow = any(marker in refused for marker in OVERFLOW_MARKERS)
+                self.calls.append(ModelCall(path, purpose, upstream.status_code, overflow, body))
+                return web.Response(body=refused, status=upstream.status_code, content_type=content_type)
+            self.calls.append(ModelCall(path, purpose, upstream.status_code, False, body))
             response = web.StreamResponse(status=upstream.status_code)
-            response.content_type = upstream.headers.get("content-type", "application/json").split(";")[0]
+            response.content_type = content_type
             await response.prepare(request)
-            async for chunk in upstream.aiter_raw():
-                if upstream.status_code >= 400:
-                    refused += chunk
-                await response.write(chunk)
-            await response.write_eof()
+            # Chorus may stop reading once the reply is complete; the rest is not needed.
+            with suppress(ConnectionResetError):
+                async for chunk in upstream.aiter_raw():
+                    await response.write(chunk)
+                await response.write_eof()
+            return response
         finally:
             await upstream.aclose()
-            overflow = any(marker in refused for marker in OVERFLOW_MARKERS)
-            purpose = request.headers.get(PURPOSE_HEADER)
-            self.calls.append(ModelCall(path, purpose, upstream.status_code, overflow))
-        return response
