@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.llama_server import LlamaServer
 from tests.support.model_proxy import ModelProxy
 from tests.support.runtime import RuntimeFactory, inbound
 
@@ -30,13 +31,13 @@ LONG_MESSAGE = " ".join(
 TURNS = 5
 
 
-def unlearned(real_model: dict[str, Any]) -> dict[str, Any]:
-    """The real model's settings without the window: Chorus must find it out."""
-    return {name: value for name, value in real_model.items() if name != "model_context_window"}
-
-
-async def talk(runtimes: RuntimeFactory, tmp_path: Path, proxy: ModelProxy, **settings: Any) -> list[str]:
-    runtime = runtimes(tmp_path, **settings, model_base_url=proxy.api_url)
+async def talk(
+    runtimes: RuntimeFactory, tmp_path: Path, real_model: dict[str, Any], proxy: ModelProxy, **settings: Any
+) -> list[str]:
+    """The turns' reply kinds, on the real model through `proxy`, without the window in the
+    settings: Chorus must find it out."""
+    unlearned = {name: value for name, value in real_model.items() if name != "model_context_window"}
+    runtime = runtimes(tmp_path, **{**unlearned, "model_base_url": proxy.api_url, **settings})
     kinds = []
     for number in range(TURNS):
         reply = await runtime.engine.respond(inbound(f"{LONG_MESSAGE} ({number})", user_id="grace"))
@@ -46,21 +47,20 @@ async def talk(runtimes: RuntimeFactory, tmp_path: Path, proxy: ModelProxy, **se
 
 
 async def test_the_window_the_server_names_is_used_and_nothing_is_refused(
-    tmp_path: Path, runtimes: RuntimeFactory, real_model: dict[str, Any]
+    tmp_path: Path, runtimes: RuntimeFactory, llama_server: LlamaServer, real_model: dict[str, Any]
 ) -> None:
-    async with ModelProxy(real_model["model_base_url"].removesuffix("/v1")) as proxy:
-        kinds = await talk(runtimes, tmp_path, proxy, **unlearned(real_model), tools_enabled=False)
+    async with ModelProxy(llama_server.base_url) as proxy:
+        kinds = await talk(runtimes, tmp_path, real_model, proxy, tools_enabled=False)
 
     assert kinds == ["assistant"] * TURNS
     assert not any(call.overflow for call in proxy.calls)
 
 
 async def test_a_hidden_window_is_learned_from_the_first_overflow_error(
-    tmp_path: Path, runtimes: RuntimeFactory, real_model: dict[str, Any]
+    tmp_path: Path, runtimes: RuntimeFactory, llama_server: LlamaServer, real_model: dict[str, Any]
 ) -> None:
-    server = real_model["model_base_url"].removesuffix("/v1")
-    async with ModelProxy(server, hide_window=True) as proxy:
-        kinds = await talk(runtimes, tmp_path, proxy, **unlearned(real_model), tools_enabled=False)
+    async with ModelProxy(llama_server.base_url, hide_window=True) as proxy:
+        kinds = await talk(runtimes, tmp_path, real_model, proxy, tools_enabled=False)
 
     assert kinds == ["assistant"] * TURNS
     # The server's refusal named its window once; every request after it fitted.
@@ -69,22 +69,25 @@ async def test_a_hidden_window_is_learned_from_the_first_overflow_error(
 
 @pytest.mark.parametrize("hide_window", [False, True], ids=["asked", "hidden"])
 async def test_with_every_tool_offered_a_tight_window_sheds_and_every_turn_is_answered(
-    tmp_path: Path, runtimes: RuntimeFactory, real_model: dict[str, Any], hide_window: bool
+    tmp_path: Path,
+    runtimes: RuntimeFactory,
+    llama_server: LlamaServer,
+    real_model: dict[str, Any],
+    hide_window: bool,
 ) -> None:
     # Every built-in tool's schema together is larger than the whole window of 1024 tokens.
-    server = real_model["model_base_url"].removesuffix("/v1")
-    async with ModelProxy(server, hide_window=hide_window) as proxy:
-        kinds = await talk(runtimes, tmp_path, proxy, **unlearned(real_model))
+    async with ModelProxy(llama_server.base_url, hide_window=hide_window) as proxy:
+        kinds = await talk(runtimes, tmp_path, real_model, proxy)
 
     assert kinds == ["assistant"] * TURNS
     assert sum(call.overflow for call in proxy.calls) <= (1 if hide_window else 0)
 
 
 async def test_token_counts_are_calibrated_from_the_usage_the_server_reports(
-    tmp_path: Path, runtimes: RuntimeFactory, real_model: dict[str, Any]
+    tmp_path: Path, runtimes: RuntimeFactory, llama_server: LlamaServer, real_model: dict[str, Any]
 ) -> None:
-    async with ModelProxy(real_model["model_base_url"].removesuffix("/v1")) as proxy:
-        kinds = await talk(runtimes, tmp_path, proxy, **unlearned(real_model), tools_enabled=False)
+    async with ModelProxy(llama_server.base_url) as proxy:
+        kinds = await talk(runtimes, tmp_path, real_model, proxy, tools_enabled=False)
 
     assert kinds == ["assistant"] * TURNS
     # Every chat request asks for the usage chunk, whose prompt_tokens calibrate the counts.
