@@ -43,6 +43,8 @@ async def talk(
         reply = await runtime.engine.respond(inbound(f"{LONG_MESSAGE} ({number})", user_id="grace"))
         await runtime.engine.drain()
         kinds.append(reply.kind)
+    # Closed while the proxy still runs: the memory flush at close asks the model too.
+    await runtime.aclose()
     return kinds
 
 
