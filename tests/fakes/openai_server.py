@@ -9,8 +9,8 @@
 Each chat request takes the next scripted response; with the script empty, `server.default`
 (or `server.summary` for summary calls) turns the parsed request body into reply text. Every
 chat request is recorded in order, raw body bytes included (other requests, such as a
-provider asking `/v1/models` for the model's window, in `other_requests`). Suites get a server per test with the
-`fake_openai` fixture, after this line in their conftest.py:
+provider asking `/v1/models` for the model's window, in `other_requests`). Suites get a
+server per test with the `fake_openai` fixture, after this line in their conftest.py:
 `from tests.fakes.openai_server import fake_openai_fixture  # noqa: F401`.
 """
 

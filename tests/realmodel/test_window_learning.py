@@ -20,9 +20,6 @@ from tests.support.llama_server import LlamaServer
 from tests.support.model_proxy import ModelProxy
 from tests.support.runtime import RuntimeFactory, inbound
 
-# Remove this guard once the learned window is merged: these tests need it and fail without it.
-pytest.skip("needs the learned window (issue 41), on the lead's branch", allow_module_level=True)
-
 # About 300 tokens each: four of them and a reply no longer fit the tests' window of 1024.
 LONG_MESSAGE = " ".join(
     f"Note {number}: the ferry to the island leaves at seven and the market opens at nine."
