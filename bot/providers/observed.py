@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 from bot.errors import ProviderError
 from bot.metrics import PROVIDER_ERRORS, TOKENS
-from bot.providers.base import ChatProvider, ChatRequest, ModelEvent, TextDelta, ToolCall
+from bot.providers.base import ChatProvider, ChatRequest, ModelEvent, ReasoningDelta, TextDelta, ToolCall
 from transcript import count_message_tokens, count_tokens
 
 RECENT_ERRORS = 20
@@ -39,6 +39,7 @@ class ObservedProvider:
     async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
         _count_in(request)
         received: list[str] = []
+        thought: list[str] = []
         try:
             async with aclosing(self.inner.stream(request)) as events:
                 async for event in events:
@@ -46,12 +47,15 @@ class ObservedProvider:
                         received.append(event.text)
                     elif isinstance(event, ToolCall):
                         received.append(event.name + event.arguments)
+                    elif isinstance(event, ReasoningDelta):
+                        thought.append(event.text)
                     yield event
         except ProviderError as error:
             self._failed(request, error)
             raise
         finally:
             _count_out("".join(received))
+            _count_out("".join(thought), "reasoning")
 
     async def complete(self, request: ChatRequest) -> str:
         _count_in(request)
@@ -85,6 +89,7 @@ def _count_in(request: ChatRequest) -> None:
     TOKENS.labels("in").inc(tokens)
 
 
-def _count_out(text: str) -> None:
+def _count_out(text: str, direction: str = "out") -> None:
+    """Received tokens; the model's thinking is counted apart, as direction "reasoning"."""
     if text:
-        TOKENS.labels("out").inc(count_tokens(text))
+        TOKENS.labels(direction).inc(count_tokens(text))
