@@ -322,6 +322,10 @@ class FakeOpenAI(LocalServer):
         """One server-sent event carrying `text` as the reply's next piece."""
         return _event(self._chunk({"content": text}))
 
+    def reasoning_event(self, text: str, field: str = "reasoning_content") -> str:
+        """One server-sent event carrying `text` as thinking, in a reasoning parser's `field`."""
+        return _event(self._chunk({field: text}))
+
     def finish(self, finish_reason: str = "stop") -> str:
         """The events that end a reply: the finish reason, then [DONE]."""
         return _event(self._chunk({}, finish_reason)) + _event("[DONE]")
