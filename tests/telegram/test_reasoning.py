@@ -26,7 +26,9 @@ async def test_the_draft_says_thinking_and_the_thinking_stays_hidden_by_default(
     fake_openai.script(thinking_then_answer(fake_openai, gate))
     bot_api.push(private_text(811, "2+2?", message_id=4811))
 
-    await bot_api.wait_for(lambda: any(draft.shown.text.endswith("💭 thinking…") for draft in bot_api.drafts(811)))
+    await bot_api.wait_for(
+        lambda: any(draft.shown.text.endswith("💭 thinking…") for draft in bot_api.drafts(811))
+    )
     gate.set()
 
     await bot_api.wait_for(lambda: bot_api.sent_texts(811))
@@ -49,5 +51,9 @@ async def test_reasoning_on_sends_the_thinking_as_an_expandable_blockquote(
     [folded] = [call for call in bot_api.calls_to("sendMessage") if THOUGHT in call.params["text"]]
     assert folded.params["text"] == "💭 Thinking\n" + THOUGHT
     [quote] = folded.params["entities"]
-    assert (quote["type"], quote["offset"], quote["length"]) == ("expandable_blockquote", 12, len(THOUGHT))  # 💭: 2 UTF-16 units
+    assert (quote["type"], quote["offset"], quote["length"]) == (
+        "expandable_blockquote",
+        12,
+        len(THOUGHT),
+    )  # 💭: 2 UTF-16 units
     assert bot_api.sent_texts(812)[-1] == "Ada\n" + ANSWER
