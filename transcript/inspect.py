@@ -33,6 +33,8 @@ class ContextOverview:
     entries: Sequence[tuple[int, str, str]] = ()
     # Voice notes and audio in the window as (seq, who, what the model reads of them).
     voice: Sequence[tuple[int, str, str]] = ()
+    # The model's thinking before the latest reply: stored beside it, never part of the context.
+    reasoning_tokens: int = 0
 
 
 def context_data(overview: ContextOverview) -> dict[str, object]:
@@ -58,6 +60,7 @@ def context_data(overview: ContextOverview) -> dict[str, object]:
             "newest_truncated": stats.newest_truncated,
             "window": [{"seq": seq, "from": who, "text": text} for seq, who, text in overview.entries],
         },
+        "reasoning_tokens_last_reply": overview.reasoning_tokens,
         "voice": [{"seq": seq, "from": who, "heard": heard} for seq, who, heard in overview.voice],
         "summary_covers_up_to": overview.summary_last_seq,
         "collapsed": [
@@ -91,6 +94,11 @@ def render_context_report(overview: ContextOverview) -> str:
         + (f" ({_ranges(kept)})" if kept else "")
         + f"; {len(waiting)} out of the window awaiting the summary.",
     ]
+    if overview.reasoning_tokens:
+        lines.append(
+            f"Thinking: {overview.reasoning_tokens:,} tokens before the last reply "
+            "(kept beside it, never sent back to the model)."
+        )
     if overview.summary_last_seq is not None:
         lines.append(
             f"Summary: covers messages up to #{overview.summary_last_seq} "

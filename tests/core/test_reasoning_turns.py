@@ -41,6 +41,8 @@ async def test_thinking_is_stored_as_its_own_kind_and_never_sent_back(runtimes, 
     ]
     assert stored[1].token_count > 0 and stored[1].reply_to_id == stored[0].id
     assert TOKENS.labels("reasoning")._value.get() > reasoning_before
+    report = reply_of(await events_of(runtime.engine, "/context")).text
+    assert f"Thinking: {stored[1].token_count} tokens before the last reply" in report
 
     second = reply_of(await events_of(runtime.engine, "sure?"))
 
