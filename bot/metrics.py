@@ -58,7 +58,8 @@ PROVIDER_RETRIES = Counter(
 )
 TOKENS = Counter(
     "chorus_tokens",
-    "Tokens sent to the model (in) and received from it (out), counted with the tokenizer.",
+    "Tokens sent to the model (in), received from it as the answer (out) and as its thinking "
+    "(reasoning), counted with the tokenizer.",
     ["direction"],
     registry=REGISTRY,
 )

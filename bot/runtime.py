@@ -12,6 +12,7 @@ from sqlalchemy.engine import Engine as DatabaseEngine
 from bot.commands import context as context_commands
 from bot.commands import general, identity, personas, sessions
 from bot.commands import memory as memory_commands
+from bot.commands import reasoning as reasoning_commands
 from bot.commands import reminders as reminder_commands
 from bot.commands import voice as voice_commands
 from bot.commands.registry import CommandRegistry
@@ -188,7 +189,7 @@ def build_runtime(
     tools.add_source(mcp_servers)
     commands = CommandRegistry(maintainer=context, memory=memory, reminders=reminders)
     families = (general, personas, identity, sessions, context_commands, memory_commands)
-    for family in (*families, voice_commands, reminder_commands):
+    for family in (*families, voice_commands, reasoning_commands, reminder_commands):
         commands.add_all(family.COMMANDS)
     # Names this process in the delivery state of its turns and as the owner of its job claims.
     instance_id = uuid.uuid4().hex

@@ -35,6 +35,8 @@ class ContextOverview:
     voice: Sequence[tuple[int, str, str]] = ()
     # Where the window comes from and how the count is calibrated, in one line.
     window_note: str = ""
+    # The model's thinking before the latest reply: stored beside it, never part of the context.
+    reasoning_tokens: int = 0
 
 
 def context_data(overview: ContextOverview) -> dict[str, object]:
@@ -62,6 +64,7 @@ def context_data(overview: ContextOverview) -> dict[str, object]:
             "newest_truncated": stats.newest_truncated,
             "window": [{"seq": seq, "from": who, "text": text} for seq, who, text in overview.entries],
         },
+        "reasoning_tokens_last_reply": overview.reasoning_tokens,
         "voice": [{"seq": seq, "from": who, "heard": heard} for seq, who, heard in overview.voice],
         "summary_covers_up_to": overview.summary_last_seq,
         "collapsed": [
@@ -101,6 +104,11 @@ def render_context_report(overview: ContextOverview) -> str:
         + (f" ({_ranges(kept)})" if kept else "")
         + f"; {len(waiting)} out of the window awaiting the summary.",
     ]
+    if overview.reasoning_tokens:
+        lines.append(
+            f"Thinking: {overview.reasoning_tokens:,} tokens before the last reply "
+            "(kept beside it, never sent back to the model)."
+        )
     if overview.summary_last_seq is not None:
         lines.append(
             f"Summary: covers messages up to #{overview.summary_last_seq} "

@@ -43,6 +43,7 @@ async def context_overview(maintainer: ContextMaintainer, session: ChatSession) 
         compact_share=settings.compact_share,
         collapse_share=settings.collapse_share,
         entries=[(row.seq, _speaker(row), _opening(row)) for row in window],
+        reasoning_tokens=await maintainer.db.run(maintainer.messages.last_reasoning_tokens, session.id),
         voice=[
             (row.seq, _speaker(row), render_audio(attachment))
             for row in window

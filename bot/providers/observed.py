@@ -23,6 +23,7 @@ from bot.providers.base import (
     ChatProvider,
     ChatRequest,
     ModelEvent,
+    ReasoningDelta,
     TextDelta,
     ToolCall,
     Usage,
@@ -51,6 +52,7 @@ class ObservedProvider:
     async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
         counted = _count_in(request)
         received: list[str] = []
+        thought: list[str] = []
         try:
             async with aclosing(self.inner.stream(request)) as events:
                 async for event in events:
@@ -58,6 +60,8 @@ class ObservedProvider:
                         received.append(event.text)
                     elif isinstance(event, ToolCall):
                         received.append(event.name + event.arguments)
+                    elif isinstance(event, ReasoningDelta):
+                        thought.append(event.text)
                     elif isinstance(event, Usage):
                         await self.windows.observe(request.model, counted, event.prompt_tokens)
                     yield event
@@ -69,6 +73,7 @@ class ObservedProvider:
             raise
         finally:
             _count_out("".join(received))
+            _count_out("".join(thought), "reasoning")
 
     async def complete(self, request: ChatRequest) -> str:
         counted = _count_in(request)
@@ -116,6 +121,7 @@ def _count_in(request: ChatRequest) -> int:
     return tokens
 
 
-def _count_out(text: str) -> None:
+def _count_out(text: str, direction: str = "out") -> None:
+    """Received tokens; the model's thinking is counted apart, as direction "reasoning"."""
     if text:
-        TOKENS.labels("out").inc(count_tokens(text))
+        TOKENS.labels(direction).inc(count_tokens(text))

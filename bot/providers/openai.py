@@ -27,6 +27,7 @@ from bot.providers.base import (
     ChatRequest,
     Finish,
     ModelEvent,
+    ReasoningDelta,
     TextDelta,
     Usage,
     collect_text,
@@ -35,6 +36,7 @@ from bot.providers.base import (
 from bot.providers.discovery import discover_window
 from bot.providers.http_failures import backoff_delay, error_details, retry_after_seconds
 from bot.providers.overflow import overflow_numbers
+from bot.providers.reasoning import ContentDelta, ThinkSplitter
 from bot.providers.sse import iter_event_batches
 from bot.providers.tool_calls import ToolCallAssembler
 
@@ -81,6 +83,8 @@ _NAMES_TOOLS = re.compile(r"\btools?\b|tool_choice|tool choice|function call", r
 _NAMES_STREAM_OPTIONS = re.compile(r"stream_options|include_usage", re.IGNORECASE)
 
 _SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens")
+# Where servers with a reasoning parser put a delta's thinking, in the order they are read.
+REASONING_FIELDS = ("reasoning_content", "reasoning")
 _MESSAGE_LIMIT = 300
 
 
@@ -197,8 +201,8 @@ class OpenAICompatibleProvider:
 
     async def _read_stream(
         self, body: bytes, headers: dict[str, str], answer: _Answer, *, with_tools: bool
-    ) -> AsyncGenerator[TextDelta, None]:
-        """One attempt, its text as it comes and the rest into `answer`.
+    ) -> AsyncGenerator[ContentDelta, None]:
+        """One attempt, its text and thinking as they come and the rest into `answer`.
 
         Raises `_RetryableFailure` for anything another attempt could fix.
         """
@@ -212,13 +216,12 @@ class OpenAICompatibleProvider:
                 if _is_json(response):
                     # A server that ignores `stream` answers with one whole completion.
                     await response.aread()
-                    text = answer.take_completion(response.text)
-                    if text:
-                        yield TextDelta(text)
+                    for delta in answer.take_completion(response.text):
+                        yield delta
                     return
                 async for batch in iter_event_batches(response.aiter_text()):
-                    # The tokens of one chunk go on as one delta.
-                    pieces: list[str] = []
+                    # The tokens of one chunk go on as one delta of each kind in turn.
+                    pieces: list[ContentDelta] = []
                     done = False
                     failure: Exception | None = None
                     for data in batch:
@@ -226,13 +229,13 @@ class OpenAICompatibleProvider:
                             done = True
                             break
                         try:
-                            pieces.append(answer.take_chunk(data))
+                            pieces += answer.take_chunk(data)
                         except Exception as error:
                             failure = error
                             break
                     # What came before [DONE] or a failing event is still the reply's.
-                    if joined := "".join(pieces):
-                        yield TextDelta(joined)
+                    for delta in merged(pieces):
+                        yield delta
                     if failure is not None:
                         raise failure
                     if done:
@@ -260,53 +263,48 @@ class _Answer:
 
     def __init__(self) -> None:
         self.text: list[str] = []
+        self.thought = False
         self.tool_calls = ToolCallAssembler()
         self.finish_reason: str | None = None
         self.finished = False
         self.usage: Usage | None = None
+        self._content = ThinkSplitter()
 
     @property
     def started(self) -> bool:
-        return bool(self.text) or self.tool_calls.started
+        # Thinking counts: asking again would stream it to the person a second time.
+        return bool(self.text) or self.thought or self.tool_calls.started
 
-    def take_chunk(self, data: str) -> str:
-        """A stream chunk: its text is returned, its tool-call fragments and finish kept."""
+    def take_chunk(self, data: str) -> list[ContentDelta]:
+        """A stream chunk: its text and thinking are returned, its tool-call fragments and finish kept."""
         payload = _payload(data)
         choices = payload.get("choices")
         self._take_usage(payload.get("usage"))
         # With stream_options.include_usage the last chunk carries usage and no choices.
         if choices == [] and "usage" in payload:
-            return ""
+            return []
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise _protocol_error(data)
         delta = choices[0].get("delta") or {}
         if not isinstance(delta, dict):
             raise _protocol_error(data)
-        content = delta.get("content")
-        if content is not None and not isinstance(content, str):
-            raise _protocol_error(data)
         self.tool_calls.add(delta.get("tool_calls"))
-        self._finish(choices[0].get("finish_reason"))
-        if content:
-            self.text.append(content)
-        return content or ""
+        deltas = self._take_content(delta, data)
+        return deltas + self._finish(choices[0].get("finish_reason"))
 
-    def take_completion(self, data: str) -> str:
-        """A whole (non-streamed) completion: its text is returned, its tool calls kept."""
+    def take_completion(self, data: str) -> list[ContentDelta]:
+        """A whole (non-streamed) completion: its text and thinking are returned, its tool calls kept."""
         payload = _payload(data)
         choices = payload.get("choices")
         self._take_usage(payload.get("usage"))
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise _protocol_error(data)
         message = choices[0].get("message") or {}
-        content = message.get("content") if isinstance(message, dict) else None
-        if content is not None and not isinstance(content, str):
+        if not isinstance(message, dict):
             raise _protocol_error(data)
         self.tool_calls.add_whole(message)
-        self._finish(choices[0].get("finish_reason") or "stop")
-        if content:
-            self.text.append(content)
-        return content or ""
+        deltas = self._take_content(message, data)
+        return deltas + self._finish(choices[0].get("finish_reason") or "stop")
 
     def _take_usage(self, usage: object) -> None:
         """The server's own count of the call (OpenAI's `usage` object), when it sends one."""
@@ -321,10 +319,49 @@ class _Answer:
             reasoning_tokens=_count(reasoning.get("reasoning_tokens")) if isinstance(reasoning, dict) else 0,
         )
 
-    def _finish(self, reason: object) -> None:
-        if reason is not None:
-            self.finished = True
-            self.finish_reason = str(reason)
+    def _take_content(self, message: dict[str, Any], data: str) -> list[ContentDelta]:
+        """The thinking a server parsed out (`reasoning_content`: llama.cpp, DeepSeek;
+        `reasoning`: vLLM, OpenRouter), then the content, split at any `<think>` in it."""
+        deltas: list[ContentDelta] = []
+        for name in REASONING_FIELDS:
+            reasoning = message.get(name)
+            if reasoning is not None and not isinstance(reasoning, str):
+                raise _protocol_error(data)
+            if reasoning:
+                deltas.append(ReasoningDelta(reasoning))
+                break
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            raise _protocol_error(data)
+        if content:
+            deltas += self._content.feed(content)
+        return self._took(deltas)
+
+    def _finish(self, reason: object) -> list[ContentDelta]:
+        if reason is None:
+            return []
+        self.finished = True
+        self.finish_reason = str(reason)
+        return self._took(self._content.close())
+
+    def _took(self, deltas: list[ContentDelta]) -> list[ContentDelta]:
+        for delta in deltas:
+            if isinstance(delta, TextDelta):
+                self.text.append(delta.text)
+            else:
+                self.thought = True
+        return deltas
+
+
+def merged(deltas: list[ContentDelta]) -> list[ContentDelta]:
+    """Neighbouring deltas of one kind joined: the tokens of one network read go on together."""
+    joined: list[ContentDelta] = []
+    for delta in deltas:
+        if joined and type(joined[-1]) is type(delta):
+            joined[-1] = type(delta)(joined[-1].text + delta.text)
+        else:
+            joined.append(delta)
+    return joined
 
 
 def _count(value: object) -> int:

@@ -28,7 +28,15 @@ from bot.errors import (
 )
 from bot.logs import bind_session, turn_scope
 from bot.metrics import SHED_PARTS, TOOL_STEPS
-from bot.providers.base import ChatProvider, ChatRequest, TextDelta, ToolCall, shown_model, tool_name
+from bot.providers.base import (
+    ChatProvider,
+    ChatRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCall,
+    shown_model,
+    tool_name,
+)
 from bot.speech.hearing import Hearing, Unheard, names_spoken
 from bot.speech.speaking import Speaking
 from bot.storage.boundary import boundary_for
@@ -53,7 +61,7 @@ from bot.tools.runner import run_call
 from bot.turns.after_turn import AfterTurn, AfterTurnWork
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
-from bot.turns.events import CommandAnswer, Delta, Reply, ToolStatus, ToolStep, TurnEvent
+from bot.turns.events import CommandAnswer, Delta, Reply, Thinking, ToolStatus, ToolStep, TurnEvent
 from bot.turns.inbound import InboundAttachment, InboundMessage
 from bot.turns.locks import SessionLocks
 from bot.turns.observed import observe_turn
@@ -86,6 +94,11 @@ RESTARTING_MESSAGE = "Chorus is restarting, so this message was not answered. Pl
 VOICE_NOTICE_EVENT = "voice notes not understood: "
 # The result of a call a stop (or shutdown) cut short: stored, so no call is left without one.
 STOPPED_RESULT = ToolResult.error("Stopped before it finished: the turn was stopped.")
+# Shown (never stored) when the model only thought: its thinking is kept, the answer is empty.
+ONLY_THOUGHT_NOTE = (
+    "[The model only thought and gave no answer (its thinking is kept: /reasoning on shows it). "
+    "Ask again, or ask it to answer.]"
+)
 OVERFLOW_MESSAGE = (
     "This conversation has grown too large for the model, even after folding older "
     "messages. Your message is saved; try /compact, /snip some messages, or /new."
@@ -144,6 +157,9 @@ class TurnPlan:
     # Where the person asked (tools see it), and whether a restart is finishing the turn.
     chat: ChatAddress | None = None
     resumed: bool = False
+    # /reasoning on: the reply carries the turn's thinking; `thought` holds each call's.
+    shows_reasoning: bool = False
+    thought: list[str] = field(default_factory=list)
 
     def reply(self, text: str, stored: StoredMessage, status: str = "complete") -> Reply:
         """The turn's final reply, once `stored` holds what was said."""
@@ -156,6 +172,7 @@ class TurnPlan:
             user_message_id=self.user_message_id,
             spoken=self.spoken and status == "complete" and bool(stored.content.strip()),
             spoken_text=stored.content,
+            reasoning="\n\n".join(self.thought) if self.shows_reasoning and self.thought else None,
         )
 
 
@@ -164,6 +181,10 @@ class ModelAnswer:
     """One model call's answer as it streamed: its text, its tool calls, and the window it saw."""
 
     text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    # Thinking is streaming now (a `Thinking` event was sent since the last text).
+    thinking: bool = False
+    reasoning_stored: bool = False
     calls: list[ToolCall] = field(default_factory=list)
     window_from_seq: int | None = None
     # What the call's context was built from: the next round extends it with the rows
@@ -515,6 +536,7 @@ class TurnEngine:
             spoken=await self.db.run(self.stores.sessions.is_spoken, session.id),
             chat=chat,
             resumed=resumed,
+            shows_reasoning=await self.db.run(self.stores.sessions.shows_reasoning, session.id),
         )
         try:
             async with aclosing(self._generate(plan)) as events:
@@ -618,6 +640,7 @@ class TurnEngine:
                 async with aclosing(self._call_model(plan, tools, answer, final=not offering)) as events:
                     async for event in events:
                         yield event
+                await self._store_reasoning(plan, answer)
                 if plan.running.stopped or not answer.calls or not offering:
                     break
                 round_rows = []
@@ -652,7 +675,10 @@ class TurnEngine:
             reply = self._reply_message(plan, text, "complete")
             jobs = await self._jobs_with_work(plan, answer.view, reply, tools)
             stored = await self.db.run(self.stores.messages.append, session.id, replace(reply, jobs=jobs))
-            yield plan.reply(stored.content, stored)
+            # A model that only thought (a think never closed): its thinking is kept, the
+            # reply stored empty, and the person told why no answer came.
+            shown = stored.content if stored.content.strip() or not answer.reasoning else ONLY_THOUGHT_NOTE
+            yield plan.reply(shown, stored)
         except _Overflowed:
             finished = True
             await self._store_event(session, "error", "context overflow")
@@ -665,6 +691,7 @@ class TurnEngine:
             yield self._error(plan, error.message)
         except StreamInterrupted as error:
             finished = True
+            await self._store_reasoning(plan, answer)
             text = answer.joined or error.partial_text
             stored = await self._store_reply(plan, text, "interrupted")
             notice = f"{text}\n\n[The reply was cut off: {error}]"
@@ -678,6 +705,7 @@ class TurnEngine:
             if not finished:
                 # The lane stopped listening mid-stream (a closed browser tab, a
                 # cancelled task): keep what arrived, marked as interrupted.
+                await self._store_reasoning(plan, answer)
                 await self._store_reply(plan, answer.joined, "interrupted")
 
     async def _call_model(
@@ -724,7 +752,13 @@ class TurnEngine:
                     async for event in events:
                         if isinstance(event, TextDelta):
                             answer.text.append(event.text)
+                            answer.thinking = False
                             yield Delta(event.text, persona.id, persona.name, session_id=session.id)
+                        elif isinstance(event, ReasoningDelta):
+                            if not answer.thinking:
+                                answer.thinking = True
+                                yield Thinking(persona.id, persona.name, session_id=session.id)
+                            answer.reasoning.append(event.text)
                         elif isinstance(event, ToolCall):
                             answer.calls.append(event)
                 answer.window_from_seq = context.stats.kept_seqs[0] if context.stats.kept_seqs else None
@@ -741,6 +775,27 @@ class TurnEngine:
                 )
                 if not recovered:
                     raise _Overflowed() from None
+
+    async def _store_reasoning(self, plan: TurnPlan, answer: ModelAnswer) -> None:
+        """The call's thinking, stored (once) as its own row before what the call answered.
+
+        A `reasoning` row is an event: never the reply's text, never in the model's history.
+        """
+        thinking = "".join(answer.reasoning)
+        if answer.reasoning_stored or not thinking.strip():
+            return
+        answer.reasoning_stored = True
+        plan.thought.append(thinking)
+        message = NewMessage(
+            role="system",
+            kind="reasoning",
+            content=thinking,
+            token_count=count_tokens(thinking),
+            persona_id=plan.persona.id,
+            sender_name=plan.persona.name,
+            reply_to_id=plan.user_message_id,
+        )
+        await self.db.run(self.stores.messages.append, plan.session.id, message)
 
     def _call_message(self, plan: TurnPlan, answer: ModelAnswer) -> NewMessage:
         """The model's words and calls of one round, as they are stored."""
@@ -1021,6 +1076,7 @@ def assistant_reply(
     user_message_id: int | None = None,
     spoken: bool = False,
     spoken_text: str = "",
+    reasoning: str | None = None,
 ) -> Reply:
     """A turn's final reply, live or recovered; lanes show who spoke (a persona's name or webhook)."""
     return Reply(
@@ -1033,6 +1089,7 @@ def assistant_reply(
         persona_name=persona.name,
         status=status,
         spoken_text=spoken_text if spoken else None,
+        reasoning=reasoning,
     )
 
 

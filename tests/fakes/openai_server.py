@@ -37,12 +37,19 @@ Responder = Callable[[dict[str, Any]], "str | Scripted"]
 
 @dataclass(frozen=True)
 class Reply:
-    """A normal answer; streamed in `chunks` (default: word by word), `delay` before each."""
+    """A normal answer; streamed in `chunks` (default: word by word), `delay` before each.
+
+    `reasoning` is thinking a server's reasoning parser sends before the text, word by word
+    in the delta field `reasoning_field` ("reasoning_content": llama.cpp, DeepSeek;
+    "reasoning": vLLM, OpenRouter). Thinking inside the content (`<think>`) goes in `text`.
+    """
 
     text: str
     chunks: list[str] | None = None
     delay: float = 0.0
     finish_reason: str = "stop"
+    reasoning: str = ""
+    reasoning_field: str = "reasoning_content"
 
 
 @dataclass(frozen=True)
@@ -276,6 +283,8 @@ class FakeOpenAI(LocalServer):
         await _send(response, self._chunk({"role": "assistant", "content": ""}))
         match scripted:
             case Reply(text=text, chunks=chunks, delay=delay, finish_reason=finish_reason):
+                for piece in split_words(scripted.reasoning):
+                    await _send(response, self._chunk({scripted.reasoning_field: piece}))
                 for piece in chunks if chunks is not None else split_words(text):
                     if delay:
                         await asyncio.sleep(delay)
@@ -322,6 +331,10 @@ class FakeOpenAI(LocalServer):
         """One server-sent event carrying `text` as the reply's next piece."""
         return _event(self._chunk({"content": text}))
 
+    def reasoning_event(self, text: str, field: str = "reasoning_content") -> str:
+        """One server-sent event carrying `text` as thinking, in a reasoning parser's `field`."""
+        return _event(self._chunk({field: text}))
+
     def finish(self, finish_reason: str = "stop") -> str:
         """The events that end a reply: the finish reason, then [DONE]."""
         return _event(self._chunk({}, finish_reason)) + _event("[DONE]")
@@ -329,7 +342,10 @@ class FakeOpenAI(LocalServer):
     async def _answer_whole(self, request: web.Request, scripted: Scripted) -> web.Response:
         match scripted:
             case Reply(text=text, finish_reason=finish_reason):
-                return web.json_response(self._completion(text, finish_reason))
+                completion = self._completion(text, finish_reason)
+                if scripted.reasoning:
+                    completion["choices"][0]["message"][scripted.reasoning_field] = scripted.reasoning
+                return web.json_response(completion)
             case Malformed(data=data):
                 return web.Response(text=data, content_type="application/json")
             case StreamError(error=error):
