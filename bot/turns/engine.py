@@ -1038,7 +1038,14 @@ class TurnEngine:
 
 def too_large_message(context: Context, window: WindowInfo) -> str:
     """What a person is told when their message alone does not fit the model's window."""
-    room = max(context.stats.question_tokens - context.stats.question_excess_tokens, 0)
+    room = context.stats.question_tokens - context.stats.question_excess_tokens
+    if room <= 0:
+        # Not the person's fault: the instructions alone leave no room in this window.
+        return (
+            f"This model's window ({window.window:,} tokens) is too small for this persona's "
+            "instructions and a reply, so no message can be answered. Your message is saved; "
+            "the operator can choose a larger model or a shorter system prompt."
+        )
     return (
         f"Your message is too long for this model: about {context.stats.question_tokens:,} tokens, "
         f"and the model's window is {window.window:,} tokens, which leaves room for about "

@@ -139,3 +139,15 @@ async def test_the_demo_model_with_a_small_window_sheds_and_answers(
     assert [reply.kind for reply in replies] == ["assistant"] * 4
     assert "1,600 tokens (stated by the server)" in report.text
     assert "left out this turn" in report.text
+
+
+async def test_a_window_smaller_than_the_instructions_says_so_and_keeps_the_message(
+    runtimes: RuntimeFactory, tmp_path: Path
+) -> None:
+    async with SmallModelServer(120) as server:
+        runtime = runtimes(tmp_path, **small_model(server))
+        reply = await runtime.engine.respond(inbound("hello", user_id="grace"))
+
+    assert reply.kind == "error"
+    assert "too small for this persona's instructions" in reply.text and "120 tokens" in reply.text
+    assert runtime.stores.messages.messages(reply.session_id)[0].content == "hello"
