@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from bot.storage.database import create_database_engine
+from bot.storage.model_profiles import ModelProfileStore
 from tests.support.llama_server import LlamaServer
 from tests.support.model_proxy import ModelProxy
 from tests.support.runtime import RuntimeFactory, inbound
@@ -89,6 +91,9 @@ async def test_token_counts_are_calibrated_from_the_usage_the_server_reports(
         kinds = await talk(runtimes, tmp_path, real_model, proxy, tools_enabled=False)
 
     assert kinds == ["assistant"] * TURNS
+    # The server's usage calibrated the count: SmolLM2's tokenizer counts more than tiktoken.
+    profile = ModelProfileStore(create_database_engine(f"sqlite:///{tmp_path / 'chorus.db'}")).read("smollm2")
+    assert profile.samples >= TURNS and profile.ratio is not None and profile.ratio > 1.0
     # Every chat request asks for the usage chunk, whose prompt_tokens calibrate the counts.
     bodies = [json.loads(call.body) for call in proxy.chat_calls()]
     assert bodies and all(body.get("stream_options") == {"include_usage": True} for body in bodies)
