@@ -82,6 +82,9 @@ class WindowedModel:
     def accepts_tools(self, model: str) -> bool:
         return False
 
+    async def discover_window(self, model: str) -> int | None:
+        return None
+
     async def aclose(self) -> None:
         return None
 

@@ -30,6 +30,10 @@ BENCHMARKS = {
     ),
     "startup": ("bench.startup", "Cold start: chorus serve to healthy, chorus sessions"),
     "tools": ("bench.tool_rounds", "Tool rounds: server CPU per round, excluding the tool and the model"),
+    "real": (
+        "bench.real_model",
+        "Real model: llama.cpp on SmolLM2-135M at n_ctx 2048, tools on/off, its window asked/hidden",
+    ),
 }
 
 

@@ -99,6 +99,9 @@ class RoundsModel:
     def accepts_tools(self, model: str) -> bool:
         return True
 
+    async def discover_window(self, model: str) -> int | None:
+        return None
+
     async def aclose(self) -> None:
         return None
 

@@ -52,10 +52,18 @@ class ModelSettings(BaseModel):
     api_key: SecretStr | None = None
     name: str = "gpt-4o-mini"
     vision: bool = False
-    context_window: int = 128_000
-    # Per-model context windows, for personas that pick another model.
+    # The window every model is fitted to, when set; unset, each model's is asked of its
+    # server or learned from its first overflow (bot/windows.py, docs/models.md).
+    context_window: int | None = Field(default=None, gt=0)
+    # Per-model context windows, for personas that pick another model; these win over all else.
     context_windows: dict[str, int] = Field(default_factory=dict)
-    reply_reserve_tokens: int = 1024
+    # At most this much of the window is kept for the reply (a quarter of a small window).
+    reply_reserve_tokens: int = Field(default=1024, gt=0)
+    # A share of the window left free for what no count sees (the chat template's own
+    # tokens); three times as much until the model's answers calibrated the count.
+    token_margin: float = Field(default=0.05, ge=0, lt=0.5)
+    # The offline demo model's window, to watch a small model's budget without a server.
+    demo_window: int | None = Field(default=None, gt=0)
     connect_timeout: float = 10.0
     read_timeout: float = 120.0
     max_retries: int = 3
@@ -63,9 +71,6 @@ class ModelSettings(BaseModel):
     def model_for(self, persona_model: str | None) -> str:
         """The model a persona speaks with: its own, else the deployment's."""
         return persona_model or self.name
-
-    def window_for(self, model: str) -> int:
-        return self.context_windows.get(model, self.context_window)
 
 
 class PersonaSettings(BaseModel):
@@ -112,6 +117,9 @@ class ContextSettings(BaseModel):
     # Background collapse starts when the context passes this share.
     collapse_share: float = 0.85
     collapse_range_messages: int = 8
+    # In a tight window, the share of the room left after the instructions and the question
+    # that earlier messages are owed before tool schemas, recall and the memory snapshot.
+    history_share: float = Field(default=0.5, ge=0, le=1)
     overflow_retries: int = 3
     # Messages that left the window (CONTEXT_COUNT or the token budget) wait
     # uncovered until this many have piled up; compaction then folds them into

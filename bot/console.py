@@ -174,13 +174,16 @@ class Console:
         persona = self.engine.persona_for(session)
         model = self.engine.model_for(persona)
         settings = self.runtime.settings
+        window = self.engine.assembler.windows.info(model)
         stats = built.stats
         parts = stats.tokens
         return {
             "session": self._session_info(session),
             "model": model,
-            "window_tokens": settings.model.window_for(model),
-            "reply_reserve_tokens": settings.model.reply_reserve_tokens,
+            "window_tokens": window.window,
+            "window_note": window.describe(),
+            "left_out": list(stats.shed),
+            "reply_reserve_tokens": window.reply_reserve,
             "budget_tokens": stats.budget_tokens,
             "total_tokens": stats.total_tokens,
             "parts": {

@@ -18,6 +18,7 @@ from bot.storage.boundary import boundary_for
 from bot.storage.message_rows import decode_calls
 from bot.storage.messages import MessageStore
 from bot.storage.models import Attachment, Message, as_utc
+from bot.storage.sessions import SessionStore
 from transcript.kinds import REPLY_KIND, MessageKind, Role, Status, check_row
 from transcript.rows import StoredToolCall
 
@@ -60,13 +61,14 @@ class StoredEntry:
 
 
 class ConversationHistory:
-    def __init__(self, messages: MessageStore) -> None:
+    def __init__(self, messages: MessageStore, sessions: SessionStore) -> None:
         self.messages = messages
+        self.sessions = sessions
         self.db = boundary_for(messages.database)
 
     @classmethod
     def of(cls, runtime: Runtime) -> ConversationHistory:
-        return cls(runtime.stores.messages)
+        return cls(runtime.stores.messages, runtime.stores.sessions)
 
     async def page(self, session_id: str, *, before_seq: int | None, limit: int) -> list[StoredEntry]:
         """Up to `limit` rows before `before_seq` (the newest when None), oldest first."""
@@ -77,7 +79,13 @@ class ConversationHistory:
         files = self.messages.attachments_for(
             row.id for row in rows if row.id is not None and row.attachment_count
         )
-        return [_entry(row, files.get(row.id, [])) for row in rows if row.id is not None]
+        # The model's thinking is part of the history only while the session shows it (/reasoning on).
+        hidden = () if self.sessions.shows_reasoning(session_id) else ("reasoning",)
+        return [
+            _entry(row, files.get(row.id, []))
+            for row in rows
+            if row.id is not None and row.kind not in hidden
+        ]
 
     async def pushed_after(self, session_id: str, after_seq: int, limit: int = 50) -> list[StoredEntry]:
         """Rows a session's open widgets are sent as they are stored (reminders), after `after_seq`."""

@@ -58,13 +58,27 @@ PROVIDER_RETRIES = Counter(
 )
 TOKENS = Counter(
     "chorus_tokens",
-    "Tokens sent to the model (in) and received from it (out), counted with the tokenizer.",
+    "Tokens sent to the model (in), received from it as the answer (out) and as its thinking "
+    "(reasoning), counted with the tokenizer.",
     ["direction"],
     registry=REGISTRY,
 )
 OVERFLOW_RECOVERIES = Counter(
     "chorus_overflow_recoveries",
     "Requests the model rejected as too large that were retried after folding a range.",
+    registry=REGISTRY,
+)
+MODEL_WINDOW_LESSONS = Counter(
+    "chorus_model_window_lessons",
+    "What a model's answers taught its window: overflow (a smaller window learned from an error), "
+    "narrowed (an error without numbers), stated (the server said it).",
+    ["kind"],
+    registry=REGISTRY,
+)
+SHED_PARTS = Counter(
+    "chorus_context_shed",
+    "Model calls whose context left a part out to fit the window, by part (tools, recall, memory, summary).",
+    ["part"],
     registry=REGISTRY,
 )
 COMPACTIONS = Counter("chorus_compactions", "Compaction summaries stored.", registry=REGISTRY)

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Engine as DatabaseEngine
 from bot.commands import context as context_commands
 from bot.commands import general, identity, personas, sessions
 from bot.commands import memory as memory_commands
+from bot.commands import reasoning as reasoning_commands
 from bot.commands import reminders as reminder_commands
 from bot.commands import voice as voice_commands
 from bot.commands.registry import CommandRegistry
@@ -49,6 +50,7 @@ from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
 from bot.turns.engine import TurnEngine
 from bot.turns.locks import SessionLocks, SharedLocks
+from bot.windows import ModelWindows
 from persona import Persona, PersonaRegistry
 from transcript.tokens import encoding
 
@@ -136,9 +138,13 @@ def build_runtime(
             connect_timeout=settings.model.connect_timeout,
             read_timeout=settings.model.read_timeout,
             max_retries=settings.model.max_retries,
+            demo_window=settings.model.demo_window,
         )
-    # Every model call is counted, and its failures kept for the operator's health page.
-    provider = ObservedProvider(provider)
+    # Each model's window: asked of its server once, learned from overflows, calibrated by answers.
+    windows = ModelWindows(settings.model, stores.profiles, discover=provider.discover_window)
+    # Every model call is counted, teaches its model's window, and its failures are kept
+    # for the operator's health page.
+    provider = ObservedProvider(provider, windows)
     if provider.name == "demo":
         log.warning(
             "No model configured: replies come from the offline DEMO model. "
@@ -147,7 +153,7 @@ def build_runtime(
     memory = MemoryService(
         stores.memory,
         settings.memory,
-        choose_distiller(provider, settings.model.name),
+        choose_distiller(provider, settings.model.name, windows),
         load_embedder() if settings.memory.dense else None,
     )
     attachments = AttachmentStore.from_settings(settings)
@@ -163,6 +169,7 @@ def build_runtime(
         stores.messages,
         stores.records,
         attachments,
+        windows,
         memory=memory if settings.memory.enabled else None,
         tools=ToolOffer(tools, provider.accepts_tools),
     )
@@ -182,7 +189,7 @@ def build_runtime(
     tools.add_source(mcp_servers)
     commands = CommandRegistry(maintainer=context, memory=memory, reminders=reminders)
     families = (general, personas, identity, sessions, context_commands, memory_commands)
-    for family in (*families, voice_commands, reminder_commands):
+    for family in (*families, voice_commands, reasoning_commands, reminder_commands):
         commands.add_all(family.COMMANDS)
     # Names this process in the delivery state of its turns and as the owner of its job claims.
     instance_id = uuid.uuid4().hex

@@ -10,7 +10,7 @@ from typing import TextIO
 
 from bot.reminders.delivery import ReminderDelivery, ReminderLanes
 from bot.turns.engine import TurnEngine
-from bot.turns.events import Delta, Reply, ToolStep
+from bot.turns.events import THINKING_LINE, Delta, Reply, Thinking, ToolStep
 from bot.turns.inbound import Actor, InboundMessage
 
 PROMPT = "you › "
@@ -82,8 +82,17 @@ async def _talk(engine: TurnEngine, user: str | None, stdin: TextIO, stdout: Tex
                 stdout.flush()
             elif isinstance(event, ToolStep):
                 streamed = _write_step(stdout, event, streamed)
+            elif isinstance(event, Thinking):
+                stdout.write(f"\n  {THINKING_LINE}\n" if streamed else f"  {THINKING_LINE}\n")
+                stdout.flush()
+                streamed = False
             else:
                 _write_reply(stdout, event, streamed)
+
+
+# ANSI dim and reset: the thinking reads as an aside.
+DIM = "\x1b[2m"
+PLAIN = "\x1b[0m"
 
 
 def _write_step(stdout: TextIO, step: ToolStep, streamed: bool) -> bool:
@@ -102,6 +111,12 @@ def _write_step(stdout: TextIO, step: ToolStep, streamed: bool) -> bool:
 
 
 def _write_reply(stdout: TextIO, reply: Reply, streamed: bool) -> None:
+    if reply.reasoning:
+        # /reasoning on: the thinking, dimmed and marked, after the answer it led to.
+        thought = "\n".join(
+            f"{DIM}  💭 {line}{PLAIN}" for line in reply.reasoning.splitlines() if line.strip()
+        )
+        stdout.write(f"{thought}\n" if not streamed else f"\n{thought}")
     if streamed:
         if reply.status != "complete" or reply.kind == "error":
             # Stopped and cut-off replies end with their own bracketed note.

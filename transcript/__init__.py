@@ -44,6 +44,7 @@ from transcript.inspect import ContextOverview, context_data, render_context_rep
 from transcript.limits import CONTEXT_COUNT
 from transcript.names import sanitise_name
 from transcript.rows import AttachmentRef, StoredToolCall, TranscriptRow
+from transcript.shedding import ToolCost
 from transcript.tokens import count_call_tokens, count_message_tokens, count_tokens, truncate_to_tokens
 from transcript.turns import TurnMemo
 from transcript.window import RowLike
@@ -53,6 +54,7 @@ __all__ = [
     "CONTEXT_COUNT",
     "AttachmentRef",
     "Budget",
+    "ToolCost",
     "Capabilities",
     "Collapse",
     "CompactionPlan",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from transcript.limits import CONTEXT_COUNT
+from transcript.shedding import ToolCost
 
 
 @dataclass(frozen=True)
@@ -22,8 +23,15 @@ class Budget:
     documents_total_tokens: int = 6000
     # One tool result as the model reads it; a longer one is cut in the middle (stored whole).
     tool_result_tokens: int = 2000
-    # The schemas of the tools offered this call: sent with the messages, so they take room.
-    tools_tokens: int = 0
+    # The schemas of the tools offered this call, most wanted first: sent with the
+    # messages, so they take room; in a tight window the least wanted give way first.
+    tools: tuple[ToolCost, ...] = ()
+    # In a tight window, the share of the room earlier messages are owed (transcript.shedding).
+    history_share: float = 0.5
+
+    @property
+    def tools_tokens(self) -> int:
+        return sum(tool.tokens for tool in self.tools)
 
     def __post_init__(self) -> None:
         if self.max_messages <= 0:
@@ -32,8 +40,10 @@ class Budget:
             value = getattr(self, cap)
             if value is not None and value <= 0:
                 raise ValueError(f"{cap} must be positive or None, got {value}")
-        if self.tool_result_tokens <= 0 or self.tools_tokens < 0:
+        if self.tool_result_tokens <= 0 or any(tool.tokens < 0 for tool in self.tools):
             raise ValueError("tool budgets must be positive (result) and not negative (schemas)")
+        if not 0 <= self.history_share <= 1:
+            raise ValueError(f"history_share must be between 0 and 1, got {self.history_share}")
         if self.document_tokens < 0 or self.documents_total_tokens < 0:
             raise ValueError("document budgets must not be negative")
 

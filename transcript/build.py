@@ -19,6 +19,7 @@ from transcript.budget import Budget, Capabilities
 from transcript.context import Context, ContextStats, Message, TokensByPart
 from transcript.preamble import DOCUMENTS_HEADING, Preamble, documents_section, preamble, section
 from transcript.rows import AttachmentRef
+from transcript.shedding import OptionalParts, shed
 from transcript.shorten import shorten
 from transcript.tokens import IMAGE_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, count_call_tokens, count_tokens
 from transcript.turns import ERROR_PREFIX, Turn, TurnMemo, Unit, as_text_exchange, group_units, turn_of
@@ -93,8 +94,33 @@ def build_context(
         total=budget.documents_total_tokens,
     )
     rendered = [_render(turn, _text_tokens(turn), rendered_documents, capabilities.vision) for turn in recent]
+    system_tokens = MESSAGE_OVERHEAD_TOKENS + count_tokens(persona.system_prompt)
+    spans = _spans(recent_units)
+    roles = [unit[0].role for unit in recent_units]
+    newest_user = max((i for i, role in enumerate(roles) if role == "user"), default=len(recent_units))
+    if budget.max_tokens is not None:
+        savings, documents_reserve = _token_savings(recent, rendered, session_documents, rendered_documents)
+        unit_tokens = _per_unit(savings, spans)
+        # The question and the turn's newest exchange always stay (see `_drop_within_turn`).
+        kept_always = {newest_user, len(recent_units) - 1} & set(range(len(recent_units)))
+        fitted = shed(
+            OptionalParts(budget.tools, summary, memory, tuple(recall)),
+            room=budget.max_tokens
+            - system_tokens
+            - documents_reserve
+            - sum(unit_tokens[u] for u in kept_always),
+            history_tokens=sum(size for unit, size in enumerate(unit_tokens) if unit not in kept_always),
+            history_share=budget.history_share,
+        )
+        if fitted.notes:
+            if capabilities.tools and budget.tools and not fitted.tools:
+                # No tool is offered: the history's exchanges are shown as text.
+                return _without_tools(rows, persona, budget, capabilities, fitted, group, documents, memo)
+            budget = dataclasses.replace(budget, tools=fitted.tools)
+            summary, memory, recall = fitted.summary, fitted.memory, fitted.recall
+    else:
+        fitted = OptionalParts(budget.tools, summary, memory, tuple(recall))
     parts = preamble(persona.system_prompt, summary, memory, recall)
-    system_tokens = MESSAGE_OVERHEAD_TOKENS + count_tokens(parts.system)
     summary_tokens, memory_tokens, recall_tokens = (
         count_tokens(parts.summary),
         count_tokens(parts.memory),
@@ -102,13 +128,9 @@ def build_context(
     )
     fixed_tokens = system_tokens + summary_tokens + memory_tokens + recall_tokens + budget.tools_tokens
 
-    spans = _spans(recent_units)
-    roles = [unit[0].role for unit in recent_units]
-    newest_user = max((i for i, role in enumerate(roles) if role == "user"), default=len(recent_units))
     limits: list[tuple[Sequence[int], int]] = []
     if budget.max_tokens is not None:
-        savings, documents_reserve = _token_savings(recent, rendered, session_documents, rendered_documents)
-        limits.append((_per_unit(savings, spans), budget.max_tokens - fixed_tokens - documents_reserve))
+        limits.append((unit_tokens, budget.max_tokens - fixed_tokens - documents_reserve))
     if budget.max_chars is not None:
         limits.append((_per_unit([len(r.content) for r in rendered], spans), budget.max_chars))
     within_budget = drop_oldest(limits, keep_from=newest_user)
@@ -127,12 +149,15 @@ def build_context(
     )
 
     newest_truncated = False
+    question_tokens = question_excess = 0
     if newest_user < len(recent_units):
         index = kept_indices.index(spans[newest_user][0])
+        question_tokens = kept_rendered[index].history_tokens + kept_rendered[index].attachment_tokens
         excess_tokens = excess_chars = 0
         if budget.max_tokens is not None:
             history_tokens = sum(r.history_tokens + r.attachment_tokens for r in kept_rendered)
             excess_tokens = fixed_tokens + documents_tokens + history_tokens - budget.max_tokens
+            question_excess = max(excess_tokens, 0)
         if budget.max_chars is not None:
             excess_chars = sum(len(r.content) for r in kept_rendered) - budget.max_chars
         if excess_tokens > 0 or excess_chars > 0:
@@ -174,8 +199,38 @@ def build_context(
         tokens=tokens,
         total_tokens=sum(dataclasses.astuple(tokens)),
         budget_tokens=budget.max_tokens,
+        shed=fitted.notes,
+        question_tokens=question_tokens,
+        question_excess_tokens=question_excess,
     )
-    return Context(messages=messages, stats=stats)
+    return Context(messages=messages, stats=stats, tools=tuple(tool.name for tool in budget.tools))
+
+
+def _without_tools(
+    rows: Sequence[RowLike],
+    persona: PersonaLike,
+    budget: Budget,
+    capabilities: Capabilities,
+    fitted: OptionalParts,
+    group: bool,
+    documents: Sequence[AttachmentRef],
+    memo: TurnMemo | None,
+) -> Context:
+    """The context built again with no tool offered, noting that every schema gave way."""
+    built = build_context(
+        rows,
+        persona=persona,
+        budget=dataclasses.replace(budget, tools=()),
+        capabilities=dataclasses.replace(capabilities, tools=False),
+        group=group,
+        summary=fitted.summary,
+        memory=fitted.memory,
+        recall=fitted.recall,
+        documents=documents,
+        memo=memo,
+    )
+    notes = (*fitted.notes, *built.stats.shed)
+    return dataclasses.replace(built, stats=dataclasses.replace(built.stats, shed=notes))
 
 
 def _recent(units: Sequence[Unit], max_messages: int) -> list[Unit]:

@@ -37,9 +37,17 @@ class ContextStats:
     tokens: TokensByPart
     total_tokens: int
     budget_tokens: int | None
+    # What a tight window left out (transcript.shedding), one line per part.
+    shed: tuple[str, ...] = ()
+    # The newest person's message, in tokens, and how far the instructions and it alone
+    # were over the budget (0: it fits; above 0 it was cut, and a turn refuses it instead).
+    question_tokens: int = 0
+    question_excess_tokens: int = 0
 
 
 @dataclass(frozen=True)
 class Context:
     messages: list[Message]
     stats: ContextStats
+    # The tools whose schemas fit, in the budget's order: the request offers these only.
+    tools: tuple[str, ...] = ()

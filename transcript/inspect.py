@@ -33,6 +33,10 @@ class ContextOverview:
     entries: Sequence[tuple[int, str, str]] = ()
     # Voice notes and audio in the window as (seq, who, what the model reads of them).
     voice: Sequence[tuple[int, str, str]] = ()
+    # Where the window comes from and how the count is calibrated, in one line.
+    window_note: str = ""
+    # The model's thinking before the latest reply: stored beside it, never part of the context.
+    reasoning_tokens: int = 0
 
 
 def context_data(overview: ContextOverview) -> dict[str, object]:
@@ -49,7 +53,9 @@ def context_data(overview: ContextOverview) -> dict[str, object]:
             "window": overview.window_tokens,
             "reply_reserve": overview.reply_reserve_tokens,
             "by_part": dataclasses.asdict(stats.tokens),
+            "window_note": overview.window_note,
         },
+        "left_out": list(stats.shed),
         "messages": {
             "stored": overview.stored_messages,
             "in_window": len(kept),
@@ -58,6 +64,7 @@ def context_data(overview: ContextOverview) -> dict[str, object]:
             "newest_truncated": stats.newest_truncated,
             "window": [{"seq": seq, "from": who, "text": text} for seq, who, text in overview.entries],
         },
+        "reasoning_tokens_last_reply": overview.reasoning_tokens,
         "voice": [{"seq": seq, "from": who, "heard": heard} for seq, who, heard in overview.voice],
         "summary_covers_up_to": overview.summary_last_seq,
         "collapsed": [
@@ -87,10 +94,21 @@ def render_context_report(overview: ContextOverview) -> str:
         f"  history        {tokens.history:>7,}",
         f"  attachments    {tokens.attachments + tokens.documents:>7,}",
         *([f"  tool schemas   {tokens.tools:>7,}"] if tokens.tools else []),
+        *([f"Window: {overview.window_note}."] if overview.window_note else []),
+        *(
+            ["The window is tight; left out this turn:", *(f"  {note}" for note in stats.shed)]
+            if stats.shed
+            else []
+        ),
         f"Messages: {overview.stored_messages} stored (events included); {len(kept)} in the window"
         + (f" ({_ranges(kept)})" if kept else "")
         + f"; {len(waiting)} out of the window awaiting the summary.",
     ]
+    if overview.reasoning_tokens:
+        lines.append(
+            f"Thinking: {overview.reasoning_tokens:,} tokens before the last reply "
+            "(kept beside it, never sent back to the model)."
+        )
     if overview.summary_last_seq is not None:
         lines.append(
             f"Summary: covers messages up to #{overview.summary_last_seq} "

@@ -13,8 +13,10 @@
 - events, role `system`: stored, exported and shown in histories, never sent to the model.
   `command` (a command as someone sent it), `command_reply` (its answer as shown),
   `persona_switch` (the session's voice changed; the row names the new persona),
-  `error` (why a turn got no reply, as the person was told) and `note` (anything else:
-  an operator's action, an event imported from elsewhere).
+  `error` (why a turn got no reply, as the person was told), `reasoning` (a persona's
+  thinking in one model call of a turn, stored before what that call answered and tagged
+  with the persona; shown with `/reasoning on`, never the answer's text nor history) and
+  `note` (anything else: an operator's action, an event imported from elsewhere).
 
 Storage imports these sets (`bot.storage` validates every row it writes against them).
 Adding a kind is one entry in `MessageKind` and `KIND_ROLES`, then one branch in each reader
@@ -39,6 +41,7 @@ MessageKind = Literal[
     "persona_switch",
     "error",
     "note",
+    "reasoning",
 ]
 # `interrupted`: the reply stream ended early (stopped, cut off, the lane stopped listening).
 # `failed`: a tool result saying the call went wrong (the model reads it as an error).
@@ -59,6 +62,7 @@ KIND_ROLES: dict[MessageKind, frozenset[Role]] = {
     "persona_switch": frozenset({"system"}),
     "error": frozenset({"system"}),
     "note": frozenset({"system"}),
+    "reasoning": frozenset({"system"}),
 }
 # A persona's answer to a person is an assistant row of this kind (see `is_reply`).
 REPLY_KIND: MessageKind = "message"

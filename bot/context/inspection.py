@@ -19,14 +19,16 @@ async def context_overview(maintainer: ContextMaintainer, session: ChatSession) 
     view = await maintainer.db.run(maintainer.assembler.view, session.id)
     built = await maintainer.assembler.assemble(session, persona, view)
     model = maintainer.model_for(persona)
+    model_window = maintainer.assembler.windows.info(model)
     settings = maintainer.settings
     in_window = set(built.stats.kept_seqs)
     window = [row for row in view.projected if row.seq in in_window]
     return ContextOverview(
         persona=f"{persona.name} ({persona.id})",
         model=shown_model(maintainer.provider, model),
-        window_tokens=maintainer.model_settings.window_for(model),
-        reply_reserve_tokens=maintainer.model_settings.reply_reserve_tokens,
+        window_tokens=model_window.window,
+        reply_reserve_tokens=model_window.reply_reserve,
+        window_note=model_window.describe(),
         stats=built.stats,
         stored_messages=session.last_seq,
         view_seqs=[row.seq for row in view.projected],
@@ -41,6 +43,7 @@ async def context_overview(maintainer: ContextMaintainer, session: ChatSession) 
         compact_share=settings.compact_share,
         collapse_share=settings.collapse_share,
         entries=[(row.seq, _speaker(row), _opening(row)) for row in window],
+        reasoning_tokens=await maintainer.db.run(maintainer.messages.last_reasoning_tokens, session.id),
         voice=[
             (row.seq, _speaker(row), render_audio(attachment))
             for row in window

@@ -180,7 +180,7 @@ class ContextMaintainer:
         self, session: ChatSession, view: ContextView, cut: int, focus: str | None
     ) -> CompactionResult | None:
         persona = self.persona_for(session)
-        window = self._window(persona)
+        window = await self._window(persona)
         target = min(self.settings.summary_tokens, window // SUMMARY_WINDOW_SHARE)
         work = await self.db.run(self._plan_compaction, session.id, view, cut, window, target)
         if work is None:
@@ -244,7 +244,7 @@ class ContextMaintainer:
         keep_recent: int,
     ) -> bool:
         """Fold the oldest eligible range; True when a range is folded (by us or a peer)."""
-        window = self._window(persona)
+        window = await self._window(persona)
         work = await self.db.run(self._plan_collapse, view, candidates, keep_recent, window)
         if work is None:
             return False
@@ -345,8 +345,10 @@ class ContextMaintainer:
         share = (context.stats.total_tokens + extra_tokens) / budget
         return share < min(self.settings.collapse_share, self.settings.compact_share)
 
-    def _window(self, persona: Persona) -> int:
-        return self.model_settings.window_for(self.model_for(persona))
+    async def _window(self, persona: Persona) -> int:
+        """The persona's model's window in Chorus's tokens, less the margin, as known now."""
+        info = await self.assembler.windows.refresh(self.model_for(persona))
+        return info.fitted_window
 
     def _run(self, persona: Persona, target_tokens: int) -> SummaryRun:
         return SummaryRun(

@@ -21,6 +21,8 @@ from bot.memory.items import BASE_IMPORTANCE, KINDS, DistilledItem, MemoryKind, 
 from bot.memory.tags import CONSTRAINT_WORDS, DECISION_WORDS, is_process_narration
 from bot.providers.base import PURPOSE_KEY, ChatProvider, ChatRequest
 from bot.search_terms import words
+from bot.windows import ModelWindows
+from transcript import count_tokens, truncate_to_tokens
 
 log = logging.getLogger(__name__)
 
@@ -130,31 +132,79 @@ Answer with JSON only, no prose:
 Return {"items": []} when there is nothing worth remembering. At most %d items."""
 
 
+# Room for the two messages' framing and the excerpt's line breaks, in tokens.
+EXCERPT_OVERHEAD_TOKENS = 16
+
+
 class ModelDistiller:
-    """Asks the configured model; provider errors propagate so nothing is lost."""
+    """Asks the configured model; provider errors propagate so nothing is lost.
+
+    An excerpt larger than the model's window goes in several calls, each fitted to it.
+    """
 
     name = "model"
 
-    def __init__(self, provider: ChatProvider, model: str) -> None:
+    def __init__(self, provider: ChatProvider, model: str, windows: ModelWindows) -> None:
         self.provider = provider
         self.model = model
+        self.windows = windows
 
     async def distill(self, blocks: Sequence[SourceBlock], max_items: int) -> list[DistilledItem]:
-        excerpt = "\n".join(
-            f"[{block.seq}] {block.speaker + ': ' if block.speaker else ''}{block.text}" for block in blocks
+        instructions = MODEL_INSTRUCTIONS % max_items
+        window = await self.windows.refresh(self.model)
+        room = (
+            window.fitted_window - window.reply_reserve - count_tokens(instructions) - EXCERPT_OVERHEAD_TOKENS
         )
-        request = ChatRequest(
-            messages=[
-                {"role": "system", "content": MODEL_INSTRUCTIONS % max_items},
-                {"role": "user", "content": excerpt},
-            ],
-            model=self.model,
-            temperature=0.0,
-            extra={PURPOSE_KEY: MEMORY_PURPOSE},
-        )
-        answer = await self.provider.complete(request)
-        # Parsing (and the rules, should the answer be unusable) is CPU work: a worker thread.
-        return await asyncio.to_thread(items_from_answer, answer, blocks, max_items)
+        items: list[DistilledItem] = []
+        for chunk in excerpt_chunks(blocks, max(room, 1)):
+            request = ChatRequest(
+                messages=[
+                    {"role": "system", "content": instructions},
+                    {"role": "user", "content": "\n".join(chunk.lines)},
+                ],
+                model=self.model,
+                temperature=0.0,
+                max_tokens=window.reply_reserve,
+                extra={PURPOSE_KEY: MEMORY_PURPOSE},
+            )
+            answer = await self.provider.complete(request)
+            # Parsing (and the rules, should the answer be unusable) is CPU work: a worker thread.
+            items += await asyncio.to_thread(items_from_answer, answer, chunk.blocks, max_items)
+        if len(items) > max_items:
+            # Several chunks found more than asked for: the most important are kept.
+            items = sorted(items, key=lambda item: -item.importance)[:max_items]
+        return items
+
+
+@dataclass(frozen=True)
+class ExcerptChunk:
+    """Consecutive blocks whose lines fit one distillation call."""
+
+    blocks: tuple[SourceBlock, ...]
+    lines: tuple[str, ...]
+
+
+def excerpt_chunks(blocks: Sequence[SourceBlock], room_tokens: int) -> list[ExcerptChunk]:
+    """`blocks` as excerpt lines in chunks of at most `room_tokens`; a longer line is cut to fit."""
+    chunks: list[ExcerptChunk] = []
+    chunk: list[SourceBlock] = []
+    lines: list[str] = []
+    used = 0
+    for block in blocks:
+        line = f"[{block.seq}] {block.speaker + ': ' if block.speaker else ''}{block.text}"
+        tokens = count_tokens(line) + 1
+        if tokens > room_tokens:
+            line = truncate_to_tokens(line, room_tokens - 1)
+            tokens = room_tokens
+        if chunk and used + tokens > room_tokens:
+            chunks.append(ExcerptChunk(tuple(chunk), tuple(lines)))
+            chunk, lines, used = [], [], 0
+        chunk.append(block)
+        lines.append(line)
+        used += tokens
+    if chunk:
+        chunks.append(ExcerptChunk(tuple(chunk), tuple(lines)))
+    return chunks
 
 
 def items_from_answer(answer: str, blocks: Sequence[SourceBlock], max_items: int) -> list[DistilledItem]:

@@ -28,6 +28,7 @@ from bot.storage.boundary import boundary_for
 from bot.storage.memory_store import MemoryStore
 from bot.storage.models import ChatSession, utcnow
 from bot.storage.owners import Owner
+from bot.windows import ModelWindows
 from transcript import TranscriptRow
 
 log = logging.getLogger(__name__)
@@ -41,11 +42,11 @@ QUERY_TEXTS = 256
 TURN_MEMORIES = 1024
 
 
-def choose_distiller(provider: ChatProvider, model: str) -> Distiller:
-    """The model distils when a real one is configured; the offline rules otherwise."""
+def choose_distiller(provider: ChatProvider, model: str, windows: ModelWindows) -> Distiller:
+    """The model distils when a real one is configured (fitted to its window); the offline rules otherwise."""
     if provider.name == "demo":
         return RuleDistiller()
-    return ModelDistiller(provider, model)
+    return ModelDistiller(provider, model, windows)
 
 
 def count_offload(result: OffloadResult | None) -> OffloadResult | None:

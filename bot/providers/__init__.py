@@ -23,11 +23,13 @@ __all__ = [
 ]
 
 
-def make_provider(base_url: str | None, api_key: str | None, **options: Any) -> ChatProvider:
-    """The configured provider, or the offline demo when no base URL is set.
+def make_provider(
+    base_url: str | None, api_key: str | None, *, demo_window: int | None = None, **options: Any
+) -> ChatProvider:
+    """The configured provider, or the offline demo (with `demo_window`) when no base URL is set.
 
     `options` are `OpenAICompatibleProvider`'s keyword settings (timeouts, retries, backoff).
     """
     if not base_url or not base_url.strip():
-        return DemoProvider()
+        return DemoProvider(demo_window)
     return OpenAICompatibleProvider(base_url.strip(), api_key, **options)

@@ -112,6 +112,10 @@ class ChatProvider(Protocol):
         """False once the model's server refused `tools`: its requests go without them."""
         ...
 
+    async def discover_window(self, model: str) -> int | None:
+        """The context window the server states for `model`, in its tokens; None if it says nothing."""
+        ...
+
     async def aclose(self) -> None: ...
 
 

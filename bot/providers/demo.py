@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncGenerator
 from typing import Any
 
+from bot.errors import ContextOverflowError, OverflowNumbers
 from bot.providers.base import (
     SUMMARY_PURPOSE,
     ChatRequest,
@@ -14,9 +16,11 @@ from bot.providers.base import (
     ModelEvent,
     TextDelta,
     ToolCall,
+    Usage,
     collect_text,
 )
 from bot.providers.demo_tools import demo_tool_answer, demo_tool_call
+from transcript import count_message_tokens, count_tokens
 
 _ATTACHMENT_MARKER = re.compile(r"\[(?:document|image):")
 _FIRST_SENTENCE = re.compile(r"^.*?[.!?](?=\s|$)", re.DOTALL)
@@ -29,17 +33,33 @@ class DemoProvider:
 
     That makes the demo useful for checking what the engine sends, and its replies stable
     enough for tests. Summary requests get an extractive summary instead.
+
+    With a `window` (`model.demo_window`) it behaves like a small local model: it states the
+    window when asked, reports usage, and refuses a request larger than the window in
+    llama.cpp's words — so shedding and learning can be watched without a server.
     """
 
     name = "demo"
 
+    def __init__(self, window: int | None = None) -> None:
+        self.window = window
+
     async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
+        prompt_tokens = _prompt_tokens(request) if self.window is not None else 0
+        if self.window is not None and prompt_tokens > self.window:
+            raise ContextOverflowError(
+                "The conversation is too long for the model's context window (request "
+                f"({prompt_tokens} tokens) exceeds the available context size ({self.window} tokens)).",
+                OverflowNumbers(window=self.window, requested=prompt_tokens),
+            )
         if request.purpose == SUMMARY_PURPOSE:
             text = summarise(request.messages)
         else:
             call = _tool_call_for(request)
             if call is not None:
                 yield call
+                if self.window is not None:
+                    yield Usage(prompt_tokens=prompt_tokens)
                 yield Finish("tool_calls")
                 return
             text = demo_tool_answer(request.messages) or describe(request)
@@ -47,16 +67,27 @@ class DemoProvider:
         for piece in re.findall(r"\S+\s*", text):
             yield TextDelta(piece)
             await asyncio.sleep(0)
+        if self.window is not None:
+            yield Usage(prompt_tokens=prompt_tokens)
         yield Finish("stop")
 
     async def complete(self, request: ChatRequest) -> str:
         return await collect_text(self.stream(request))
+
+    async def discover_window(self, model: str) -> int | None:
+        return self.window
 
     def accepts_tools(self, model: str) -> bool:
         return True
 
     async def aclose(self) -> None:
         return None
+
+
+def _prompt_tokens(request: ChatRequest) -> int:
+    """The request's size as this model counts it: Chorus's count of its messages and tools."""
+    tools = sum(count_tokens(json.dumps(tool, ensure_ascii=False)) for tool in request.tools)
+    return sum(count_message_tokens(message) for message in request.messages) + tools
 
 
 def _tool_call_for(request: ChatRequest) -> ToolCall | None:

@@ -1,8 +1,11 @@
-"""A provider wrapper that counts tokens and errors and remembers the recent errors.
+"""A provider wrapper that counts tokens and errors, remembers the recent errors, and
+teaches each model's window what its answers and overflows say.
 
 The runtime wraps whichever provider it built, so every model call (turns, summaries,
-memory distillation) is counted the same way. The recent errors are what the operator's
-health page shows: when, which kind, and the message the person chatting was given.
+memory distillation) is counted the same way, and every one of them calibrates the
+model's count (`usage.prompt_tokens`) or, overflowing, stores the window the server named.
+The recent errors are what the operator's health page shows: when, which kind, and the
+message the person chatting was given.
 """
 
 from __future__ import annotations
@@ -14,9 +17,18 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from bot.errors import ProviderError
+from bot.errors import ContextOverflowError, OverflowNumbers, ProviderError
 from bot.metrics import PROVIDER_ERRORS, TOKENS
-from bot.providers.base import ChatProvider, ChatRequest, ModelEvent, TextDelta, ToolCall
+from bot.providers.base import (
+    ChatProvider,
+    ChatRequest,
+    ModelEvent,
+    ReasoningDelta,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
+from bot.windows import ModelWindows
 from transcript import count_message_tokens, count_tokens
 
 RECENT_ERRORS = 20
@@ -31,14 +43,16 @@ class ProviderFailure:
 
 
 class ObservedProvider:
-    def __init__(self, inner: ChatProvider) -> None:
+    def __init__(self, inner: ChatProvider, windows: ModelWindows) -> None:
         self.inner = inner
         self.name = inner.name
+        self.windows = windows
         self.recent_errors: deque[ProviderFailure] = deque(maxlen=RECENT_ERRORS)
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
-        _count_in(request)
+        counted = _count_in(request)
         received: list[str] = []
+        thought: list[str] = []
         try:
             async with aclosing(self.inner.stream(request)) as events:
                 async for event in events:
@@ -46,17 +60,28 @@ class ObservedProvider:
                         received.append(event.text)
                     elif isinstance(event, ToolCall):
                         received.append(event.name + event.arguments)
+                    elif isinstance(event, ReasoningDelta):
+                        thought.append(event.text)
+                    elif isinstance(event, Usage):
+                        await self.windows.observe(request.model, counted, event.prompt_tokens)
                     yield event
+        except ContextOverflowError as error:
+            await self._overflowed(request, error, counted)
+            raise
         except ProviderError as error:
             self._failed(request, error)
             raise
         finally:
             _count_out("".join(received))
+            _count_out("".join(thought), "reasoning")
 
     async def complete(self, request: ChatRequest) -> str:
-        _count_in(request)
+        counted = _count_in(request)
         try:
             text = await self.inner.complete(request)
+        except ContextOverflowError as error:
+            await self._overflowed(request, error, counted)
+            raise
         except ProviderError as error:
             self._failed(request, error)
             raise
@@ -66,8 +91,17 @@ class ObservedProvider:
     def accepts_tools(self, model: str) -> bool:
         return self.inner.accepts_tools(model)
 
+    async def discover_window(self, model: str) -> int | None:
+        return await self.inner.discover_window(model)
+
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+    async def _overflowed(self, request: ChatRequest, error: ContextOverflowError, counted: int) -> None:
+        # Summaries and distillation learn as turns do: their next call is fitted too.
+        self._failed(request, error)
+        numbers = error.numbers or OverflowNumbers(window=None, requested=None)
+        await self.windows.learn_overflow(request.model, numbers, counted)
 
     def _failed(self, request: ChatRequest, error: ProviderError) -> None:
         kind = type(error).__name__
@@ -75,7 +109,8 @@ class ObservedProvider:
         self.recent_errors.append(ProviderFailure(datetime.now(UTC), kind, str(error), request.purpose))
 
 
-def _count_in(request: ChatRequest) -> None:
+def _count_in(request: ChatRequest) -> int:
+    """The request's size in Chorus's tokens, counted into the metrics."""
     # A turn's request was counted while its context was built; counting again costs a full
     # tokenisation of the window on every turn.
     tokens = request.prompt_tokens
@@ -83,8 +118,10 @@ def _count_in(request: ChatRequest) -> None:
         tokens = sum(count_message_tokens(message) for message in request.messages)
         tokens += sum(count_tokens(json.dumps(tool, ensure_ascii=False)) for tool in request.tools)
     TOKENS.labels("in").inc(tokens)
+    return tokens
 
 
-def _count_out(text: str) -> None:
+def _count_out(text: str, direction: str = "out") -> None:
+    """Received tokens; the model's thinking is counted apart, as direction "reasoning"."""
     if text:
-        TOKENS.labels("out").inc(count_tokens(text))
+        TOKENS.labels(direction).inc(count_tokens(text))

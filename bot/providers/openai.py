@@ -27,11 +27,16 @@ from bot.providers.base import (
     ChatRequest,
     Finish,
     ModelEvent,
+    ReasoningDelta,
     TextDelta,
+    Usage,
     collect_text,
     tool_name,
 )
+from bot.providers.discovery import discover_window
 from bot.providers.http_failures import backoff_delay, error_details, retry_after_seconds
+from bot.providers.overflow import overflow_numbers
+from bot.providers.reasoning import ContentDelta, ThinkSplitter
 from bot.providers.sse import iter_event_batches
 from bot.providers.tool_calls import ToolCallAssembler
 
@@ -46,6 +51,8 @@ PURPOSE_HEADER = "X-Chorus-Purpose"
 # llama.cpp and others use.
 _OVERFLOW_MARKERS = (
     "context_length_exceeded",
+    "exceed_context_size",
+    "maximum model length",
     "context length",
     "context window",
     "context size",
@@ -72,8 +79,12 @@ _STATUS_BY_ERROR_TYPE = {
 # support, 422s of strict proxies) and llama.cpp's 500 ("tools param requires --jinja flag").
 _TOOLS_REFUSED_STATUSES = (400, 422, 500)
 _NAMES_TOOLS = re.compile(r"\btools?\b|tool_choice|tool choice|function call", re.IGNORECASE)
+# Servers that predate `stream_options` (or proxies that validate strictly) refuse it by name.
+_NAMES_STREAM_OPTIONS = re.compile(r"stream_options|include_usage", re.IGNORECASE)
 
 _SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens")
+# Where servers with a reasoning parser put a delta's thinking, in the order they are read.
+REASONING_FIELDS = ("reasoning_content", "reasoning")
 _MESSAGE_LIMIT = 300
 
 
@@ -113,8 +124,11 @@ class OpenAICompatibleProvider:
             timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
             transport=transport,
         )
+        self._base_url = base_url
         # Models whose server answered a request with tools by refusing them.
         self._without_tools: set[str] = set()
+        # Models whose server refused `stream_options`: their usage goes unreported.
+        self._without_usage: set[str] = set()
 
     def accepts_tools(self, model: str) -> bool:
         return model not in self._without_tools
@@ -122,7 +136,7 @@ class OpenAICompatibleProvider:
     async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
         if request.tools and not self.accepts_tools(request.model):
             request = replace(request, tools=(), tool_choice=None)
-        body = encode_body(request)
+        body = encode_body(request, usage=self._asks_usage(request.model))
         headers = self._headers(request)
         answer = _Answer()
         attempt = 0
@@ -141,7 +155,11 @@ class OpenAICompatibleProvider:
                     refusal,
                 )
                 request = replace(request, tools=(), tool_choice=None)
-                body = encode_body(request)
+                body = encode_body(request, usage=self._asks_usage(request.model))
+            except _UsageRefused as refusal:
+                self._without_usage.add(request.model)
+                log.info("The model server refused stream_options for %s (%s).", request.model, refusal)
+                body = encode_body(request, usage=False)
             except _RetryableFailure as failure:
                 if answer.started:
                     raise StreamInterrupted(
@@ -155,10 +173,20 @@ class OpenAICompatibleProvider:
                 attempt += 1
         for call in answer.tool_calls.calls():
             yield call
+        if answer.usage is not None:
+            yield answer.usage
         yield Finish(answer.finish_reason)
 
     async def complete(self, request: ChatRequest) -> str:
         return await collect_text(self.stream(request))
+
+    async def discover_window(self, model: str) -> int | None:
+        """The context window the server states for `model` (see `bot.providers.discovery`)."""
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        return await discover_window(self._client, self._base_url, model, headers)
+
+    def _asks_usage(self, model: str) -> bool:
+        return model not in self._without_usage
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -173,8 +201,8 @@ class OpenAICompatibleProvider:
 
     async def _read_stream(
         self, body: bytes, headers: dict[str, str], answer: _Answer, *, with_tools: bool
-    ) -> AsyncGenerator[TextDelta, None]:
-        """One attempt, its text as it comes and the rest into `answer`.
+    ) -> AsyncGenerator[ContentDelta, None]:
+        """One attempt, its text and thinking as they come and the rest into `answer`.
 
         Raises `_RetryableFailure` for anything another attempt could fix.
         """
@@ -182,17 +210,18 @@ class OpenAICompatibleProvider:
             async with self._client.stream("POST", self._url, content=body, headers=headers) as response:
                 if response.status_code >= 400:
                     await response.aread()
-                    raise _failure_for_response(response, with_tools=with_tools)
+                    raise _failure_for_response(
+                        response, with_tools=with_tools, with_usage=_asked_usage(body)
+                    )
                 if _is_json(response):
                     # A server that ignores `stream` answers with one whole completion.
                     await response.aread()
-                    text = answer.take_completion(response.text)
-                    if text:
-                        yield TextDelta(text)
+                    for delta in answer.take_completion(response.text):
+                        yield delta
                     return
                 async for batch in iter_event_batches(response.aiter_text()):
-                    # The tokens of one chunk go on as one delta.
-                    pieces: list[str] = []
+                    # The tokens of one chunk go on as one delta of each kind in turn.
+                    pieces: list[ContentDelta] = []
                     done = False
                     failure: Exception | None = None
                     for data in batch:
@@ -200,13 +229,13 @@ class OpenAICompatibleProvider:
                             done = True
                             break
                         try:
-                            pieces.append(answer.take_chunk(data))
+                            pieces += answer.take_chunk(data)
                         except Exception as error:
                             failure = error
                             break
                     # What came before [DONE] or a failing event is still the reply's.
-                    if joined := "".join(pieces):
-                        yield TextDelta(joined)
+                    for delta in merged(pieces):
+                        yield delta
                     if failure is not None:
                         raise failure
                     if done:
@@ -234,55 +263,109 @@ class _Answer:
 
     def __init__(self) -> None:
         self.text: list[str] = []
+        self.thought = False
         self.tool_calls = ToolCallAssembler()
         self.finish_reason: str | None = None
         self.finished = False
+        self.usage: Usage | None = None
+        self._content = ThinkSplitter()
 
     @property
     def started(self) -> bool:
-        return bool(self.text) or self.tool_calls.started
+        # Thinking counts: asking again would stream it to the person a second time.
+        return bool(self.text) or self.thought or self.tool_calls.started
 
-    def take_chunk(self, data: str) -> str:
-        """A stream chunk: its text is returned, its tool-call fragments and finish kept."""
+    def take_chunk(self, data: str) -> list[ContentDelta]:
+        """A stream chunk: its text and thinking are returned, its tool-call fragments and finish kept."""
         payload = _payload(data)
         choices = payload.get("choices")
+        self._take_usage(payload.get("usage"))
         # With stream_options.include_usage the last chunk carries usage and no choices.
         if choices == [] and "usage" in payload:
-            return ""
+            return []
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise _protocol_error(data)
         delta = choices[0].get("delta") or {}
         if not isinstance(delta, dict):
             raise _protocol_error(data)
-        content = delta.get("content")
-        if content is not None and not isinstance(content, str):
-            raise _protocol_error(data)
         self.tool_calls.add(delta.get("tool_calls"))
-        self._finish(choices[0].get("finish_reason"))
-        if content:
-            self.text.append(content)
-        return content or ""
+        deltas = self._take_content(delta, data)
+        return deltas + self._finish(choices[0].get("finish_reason"))
 
-    def take_completion(self, data: str) -> str:
-        """A whole (non-streamed) completion: its text is returned, its tool calls kept."""
+    def take_completion(self, data: str) -> list[ContentDelta]:
+        """A whole (non-streamed) completion: its text and thinking are returned, its tool calls kept."""
         payload = _payload(data)
         choices = payload.get("choices")
+        self._take_usage(payload.get("usage"))
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise _protocol_error(data)
         message = choices[0].get("message") or {}
-        content = message.get("content") if isinstance(message, dict) else None
-        if content is not None and not isinstance(content, str):
+        if not isinstance(message, dict):
             raise _protocol_error(data)
         self.tool_calls.add_whole(message)
-        self._finish(choices[0].get("finish_reason") or "stop")
-        if content:
-            self.text.append(content)
-        return content or ""
+        deltas = self._take_content(message, data)
+        return deltas + self._finish(choices[0].get("finish_reason") or "stop")
 
-    def _finish(self, reason: object) -> None:
-        if reason is not None:
-            self.finished = True
-            self.finish_reason = str(reason)
+    def _take_usage(self, usage: object) -> None:
+        """The server's own count of the call (OpenAI's `usage` object), when it sends one."""
+        if not isinstance(usage, dict) or not _count(usage.get("prompt_tokens")):
+            return
+        details = usage.get("prompt_tokens_details")
+        reasoning = usage.get("completion_tokens_details")
+        self.usage = Usage(
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            completion_tokens=_count(usage.get("completion_tokens")),
+            cached_tokens=_count(details.get("cached_tokens")) if isinstance(details, dict) else 0,
+            reasoning_tokens=_count(reasoning.get("reasoning_tokens")) if isinstance(reasoning, dict) else 0,
+        )
+
+    def _take_content(self, message: dict[str, Any], data: str) -> list[ContentDelta]:
+        """The thinking a server parsed out (`reasoning_content`: llama.cpp, DeepSeek;
+        `reasoning`: vLLM, OpenRouter), then the content, split at any `<think>` in it."""
+        deltas: list[ContentDelta] = []
+        for name in REASONING_FIELDS:
+            reasoning = message.get(name)
+            if reasoning is not None and not isinstance(reasoning, str):
+                raise _protocol_error(data)
+            if reasoning:
+                deltas.append(ReasoningDelta(reasoning))
+                break
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            raise _protocol_error(data)
+        if content:
+            deltas += self._content.feed(content)
+        return self._took(deltas)
+
+    def _finish(self, reason: object) -> list[ContentDelta]:
+        if reason is None:
+            return []
+        self.finished = True
+        self.finish_reason = str(reason)
+        return self._took(self._content.close())
+
+    def _took(self, deltas: list[ContentDelta]) -> list[ContentDelta]:
+        for delta in deltas:
+            if isinstance(delta, TextDelta):
+                self.text.append(delta.text)
+            else:
+                self.thought = True
+        return deltas
+
+
+def merged(deltas: list[ContentDelta]) -> list[ContentDelta]:
+    """Neighbouring deltas of one kind joined: the tokens of one network read go on together."""
+    joined: list[ContentDelta] = []
+    for delta in deltas:
+        if joined and type(joined[-1]) is type(delta):
+            joined[-1] = type(delta)(joined[-1].text + delta.text)
+        else:
+            joined.append(delta)
+    return joined
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _payload(data: str) -> dict[str, Any]:
@@ -302,13 +385,17 @@ def _is_json(response: httpx.Response) -> bool:
     return content_type.split(";")[0].strip() == "application/json"
 
 
-def encode_body(request: ChatRequest) -> bytes:
+def encode_body(request: ChatRequest, *, usage: bool = True) -> bytes:
     """The request body; identical requests give identical bytes (tests and caches rely on it).
 
     Tools are sorted by name, so the same tools give the same bytes whatever order they
     were gathered in. `request.extra` adds fields, but never overrides the request's own.
+    `usage` asks the server to end the stream with its token count, which calibrates
+    Chorus's own (`bot.windows`).
     """
     body: dict[str, Any] = {"model": request.model, "messages": request.messages, "stream": True}
+    if usage:
+        body["stream_options"] = {"include_usage": True}
     for name in _SAMPLING_FIELDS:
         value = getattr(request, name)
         if value is not None:
@@ -341,6 +428,14 @@ class _ToolsRefused(Exception):
     """The server refused the request because it holds `tools`; the message says how."""
 
 
+class _UsageRefused(Exception):
+    """The server refused the request because it asks for usage (`stream_options`)."""
+
+
+def _asked_usage(body: bytes) -> bool:
+    return b'"stream_options":' in body
+
+
 def _protocol_error(data: str) -> ProviderProtocolError:
     return ProviderProtocolError(
         "The model provider sent a reply Chorus cannot read "
@@ -348,16 +443,26 @@ def _protocol_error(data: str) -> ProviderProtocolError:
     )
 
 
-def _failure_for_response(response: httpx.Response, *, with_tools: bool) -> Exception:
+def _failure_for_response(response: httpx.Response, *, with_tools: bool, with_usage: bool) -> Exception:
     try:
         payload: Any = response.json()
     except ValueError:
         payload = response.text
     message, code = error_details(payload)
-    if with_tools and response.status_code in _TOOLS_REFUSED_STATUSES and _NAMES_TOOLS.search(message):
+    refusable = response.status_code in _TOOLS_REFUSED_STATUSES
+    if with_usage and refusable and _NAMES_STREAM_OPTIONS.search(message):
+        return _UsageRefused(message[:_MESSAGE_LIMIT])
+    if with_tools and refusable and _NAMES_TOOLS.search(message):
         return _ToolsRefused(message[:_MESSAGE_LIMIT])
     retry_after = retry_after_seconds(response.headers.get("Retry-After"))
-    return _failure_for_status(response.status_code, message or response.reason_phrase, code, retry_after)
+    return _failure_for_status(
+        response.status_code, message or response.reason_phrase, code, retry_after, _error_object(payload)
+    )
+
+
+def _error_object(payload: Any) -> dict[str, Any] | None:
+    error = payload.get("error") if isinstance(payload, dict) else None
+    return error if isinstance(error, dict) else None
 
 
 def _failure_for_error_object(error: Any) -> Exception:
@@ -366,16 +471,19 @@ def _failure_for_error_object(error: Any) -> Exception:
     status = details.get("status") or details.get("code")
     if not isinstance(status, int):
         status = _STATUS_BY_ERROR_TYPE.get(str(details.get("type")), 500)
-    return _failure_for_status(status, message or "error in the reply stream", code, None)
+    return _failure_for_status(status, message or "error in the reply stream", code, None, details)
 
 
-def _failure_for_status(status: int, message: str, code: str, retry_after: float | None) -> Exception:
-    message = message[:_MESSAGE_LIMIT]
+def _failure_for_status(
+    status: int, message: str, code: str, retry_after: float | None, details: dict[str, Any] | None = None
+) -> Exception:
     searchable = f"{code} {message}".lower()
     if status == 413 or any(marker in searchable for marker in _OVERFLOW_MARKERS):
         return ContextOverflowError(
-            f"The conversation is too long for the model's context window ({message})."
+            f"The conversation is too long for the model's context window ({message[:_MESSAGE_LIMIT]}).",
+            overflow_numbers(message, details),
         )
+    message = message[:_MESSAGE_LIMIT]
     # OpenAI answers 429 both for "slow down" and for "out of credit"; only the first passes.
     if status == 429 and "insufficient_quota" in searchable:
         return ProviderRejected(f"The model provider refused the request: {message}")

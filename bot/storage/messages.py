@@ -169,6 +169,29 @@ class MessageStore:
                 .order_by(col(Message.id).desc())
             ).first()
 
+    def last_reasoning_tokens(self, session_id: str) -> int:
+        """The tokens the model thought before the session's latest reply (0: it did not think)."""
+        with self._session() as db:
+            answered = db.exec(
+                select(Message.reply_to_id)
+                .where(
+                    Message.session_id == session_id,
+                    Message.kind == REPLY_KIND,
+                    Message.role == "assistant",
+                )
+                .order_by(col(Message.seq).desc())
+            ).first()
+            if answered is None:
+                return 0
+            total = db.exec(
+                select(func.sum(Message.token_count)).where(
+                    Message.session_id == session_id,
+                    Message.kind == "reasoning",
+                    Message.reply_to_id == answered,
+                )
+            ).one()
+            return int(total or 0)
+
     def recent_rows(self, session_id: str, limit: int, after_seq: int = 0) -> list[TranscriptRow]:
         """The rows of the newest `limit` units after `after_seq` (no events), oldest first.
 

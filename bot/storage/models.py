@@ -159,6 +159,15 @@ class SpokenSession(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class ReasoningSession(SQLModel, table=True):
+    """A session that shows the model's thinking beside its replies (`/reasoning on`); no row: hidden."""
+
+    __tablename__ = "reasoning_sessions"
+
+    session_id: str = Field(primary_key=True, max_length=32)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 class LinkCode(SQLModel, table=True):
     """A one-time code that joins another account to a person."""
 

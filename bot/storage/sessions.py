@@ -7,7 +7,9 @@ route at a fresh session and the old one stays stored. Sessions are never delete
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, delete, func, insert, update
+from typing import Any
+
+from sqlalchemy import Select, Table, bindparam, delete, func, insert, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlalchemy.exc import IntegrityError
@@ -20,6 +22,7 @@ from bot.storage.models import (
     GroupRoute,
     Message,
     Person,
+    ReasoningSession,
     SpokenSession,
     new_id,
     table_of,
@@ -31,7 +34,7 @@ SESSIONS = table_of(ChatSession)
 PERSONS = table_of(Person)
 ACCOUNTS = table_of(Account)
 SPOKEN = table_of(SpokenSession)
-IS_SPOKEN = sa_select(SPOKEN.c.session_id).where(SPOKEN.c.session_id == bindparam("session_id"))
+REASONING = table_of(ReasoningSession)
 
 # Read on every message, so built once: SQLAlchemy then only binds values.
 ACTIVE_PRIVATE_SESSION = (
@@ -227,19 +230,34 @@ class SessionStore:
 
     def is_spoken(self, session_id: str) -> bool:
         """Whether the session's replies are also spoken (`/voice on`)."""
-        with self.database.connect() as connection:
-            return connection.execute(IS_SPOKEN, {"session_id": session_id}).first() is not None
+        return self._has_flag(SPOKEN, session_id)
 
     def set_spoken(self, session_id: str, spoken: bool) -> None:
         """`/voice on` or `/voice off` for the session; setting what is set already changes nothing."""
+        self._set_flag(SPOKEN, session_id, spoken)
+
+    def shows_reasoning(self, session_id: str) -> bool:
+        """Whether the session shows the model's thinking beside its replies (`/reasoning on`)."""
+        return self._has_flag(REASONING, session_id)
+
+    def set_shows_reasoning(self, session_id: str, shown: bool) -> None:
+        """`/reasoning on` or `/reasoning off` for the session."""
+        self._set_flag(REASONING, session_id, shown)
+
+    def _has_flag(self, table: Table, session_id: str) -> bool:
+        """A session preference kept as a row in `table` (no row: off)."""
+        with self.database.connect() as connection:
+            return connection.execute(_flag_row(table), {"session_id": session_id}).first() is not None
+
+    def _set_flag(self, table: Table, session_id: str, on: bool) -> None:
         with self.database.begin() as connection:
-            if not spoken:
-                connection.execute(delete(SPOKEN).where(SPOKEN.c.session_id == session_id))
+            if not on:
+                connection.execute(delete(table).where(table.c.session_id == session_id))
                 return
-            if connection.execute(IS_SPOKEN, {"session_id": session_id}).first() is None:
+            if connection.execute(_flag_row(table), {"session_id": session_id}).first() is None:
                 try:
                     with connection.begin_nested():
-                        connection.execute(insert(SPOKEN).values(session_id=session_id, created_at=utcnow()))
+                        connection.execute(insert(table).values(session_id=session_id, created_at=utcnow()))
                 except IntegrityError:
                     pass  # another process turned it on at the same moment
 
@@ -259,6 +277,10 @@ class SessionStore:
             db.add(chat)
             db.commit()
         return chat
+
+
+def _flag_row(table: Table) -> Select[Any]:
+    return sa_select(table.c.session_id).where(table.c.session_id == bindparam("session_id"))
 
 
 def group_owner_id(lane: str, chat_id: str) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
-from bot.providers.base import ToolSchema
+from bot.providers.base import ToolSchema, tool_name
 from bot.storage.boundary import boundary_for
 from bot.storage.context_records import ContextRecords, ContextView
 from bot.storage.messages import MessageStore
@@ -19,15 +19,23 @@ from bot.storage.models import ChatSession
 from bot.tools.base import Tool
 from bot.tools.offer import ToolOffer, schema_tokens, schemas_of
 from bot.turns.attachments import AttachmentStore
+from bot.windows import ModelWindows, WindowInfo
 from persona import Persona
 from transcript import (
     CONTEXT_COUNT,
     Budget,
     Capabilities,
     Context,
+    ToolCost,
     TranscriptRow,
     build_context,
 )
+
+# In a small window no one document, tool result or documents section may take more
+# than this share of the prompt's room (the configured caps hold in a large one).
+DOCUMENT_SHARE = 4
+DOCUMENTS_TOTAL_SHARE = 2
+TOOL_RESULT_SHARE = 4
 
 if TYPE_CHECKING:
     from bot.memory import MemoryService
@@ -49,10 +57,13 @@ class ContextAssembler:
         messages: MessageStore,
         records: ContextRecords,
         attachments: AttachmentStore,
+        windows: ModelWindows,
         memory: MemoryService | None = None,
         tools: ToolOffer | None = None,
     ) -> None:
         self.settings = settings
+        # Each model's window and calibrated count, which every budget is made from.
+        self.windows = windows
         self.messages = messages
         self.attachments = attachments
         self.records = records
@@ -62,17 +73,29 @@ class ContextAssembler:
         # When long-term memory is on: the snapshot and recall of each turn.
         self.memory = memory
 
-    def budget_for(self, persona: Persona, tools: Sequence[ToolSchema] = ()) -> Budget:
-        model = self.settings.model
-        window = model.window_for(persona.model or model.name)
+    def window_for(self, persona: Persona) -> WindowInfo:
+        """The window of the persona's model as known now (refreshed before each model call)."""
+        return self.windows.info(self.settings.model.model_for(persona.model))
+
+    def budget_for(
+        self, persona: Persona, tools: Sequence[ToolSchema] = (), view: ContextView | None = None
+    ) -> Budget:
+        """The caps of one request: the prompt's room in the model's window, less nothing else.
+
+        The tools are listed most wanted first — those the persona called most recently in
+        `view`, then the rest as offered — so a tight window sheds the least wanted first.
+        """
+        room = self.window_for(persona).budget_tokens
+        context = self.settings.context
         return Budget(
             max_messages=CONTEXT_COUNT,
-            max_tokens=max(window - model.reply_reserve_tokens, 1),
-            max_chars=self.settings.context.max_chars,
-            document_tokens=self.settings.context.document_tokens,
-            documents_total_tokens=self.settings.context.documents_total_tokens,
-            tool_result_tokens=self.settings.tools.result_max_tokens,
-            tools_tokens=schema_tokens(tools),
+            max_tokens=room,
+            max_chars=context.max_chars,
+            document_tokens=min(context.document_tokens, room // DOCUMENT_SHARE),
+            documents_total_tokens=min(context.documents_total_tokens, room // DOCUMENTS_TOTAL_SHARE),
+            tool_result_tokens=max(min(self.settings.tools.result_max_tokens, room // TOOL_RESULT_SHARE), 1),
+            tools=tool_costs(tools, recently_used(view, persona.id) if view is not None else ()),
+            history_share=context.history_share,
         )
 
     def offered_tools(self, session: ChatSession, persona: Persona) -> dict[str, Tool]:
@@ -123,6 +146,8 @@ class ContextAssembler:
         """
         if tools is None:
             tools = schemas_of(self.offered_tools(session, persona))
+        # What every process learned of the model's window since, before the budget is made.
+        await self.windows.refresh(self.settings.model.model_for(persona.model))
         # Reads, recall, image data and the build itself are blocking work: one call on a
         # database thread. When recall needs the query's embedding (CPU work, on a thread
         # of its own), the build is a second call that starts meanwhile: its dense search
@@ -162,7 +187,7 @@ class ContextAssembler:
         if tools is None:
             tools = schemas_of(self.offered_tools(session, persona))
         view = view or self.view(session.id)
-        budget = self.budget_for(persona, tools)
+        budget = self.budget_for(persona, tools, view)
         remembered = (
             self.memory.for_turn(session, view.projected, budget.max_tokens)
             if self.memory is not None
@@ -177,7 +202,7 @@ class ContextAssembler:
         recall could have added (0 without memory). Runs off the event loop.
         """
         tools = schemas_of(self.offered_tools(session, persona))
-        budget = self.budget_for(persona, tools)
+        budget = self.budget_for(persona, tools, view)
         if self.memory is None:
             return self._build(session, persona, view, tools, budget, None), 0
         remembered = self.memory.without_recall(session)
@@ -202,7 +227,7 @@ class ContextAssembler:
             persona=persona,
             budget=budget,
             # With no tools offered the model is sent no tool messages: exchanges become text.
-            capabilities=Capabilities(vision=vision, tools=bool(tools)),
+            capabilities=Capabilities(vision=vision, tools=bool(budget.tools)),
             group=session.kind == "group",
             documents=self.messages.session_documents(session.id) if session.document_count else (),
             summary=view.summary_text,
@@ -223,3 +248,21 @@ class ContextAssembler:
                 for attachment in row.attachments
             ),
         )
+
+
+def tool_costs(tools: Sequence[ToolSchema], used: Sequence[str]) -> tuple[ToolCost, ...]:
+    """Each schema and its tokens, those in `used` first (in its order), then the rest as given."""
+    rank = {name: index for index, name in enumerate(used)}
+    ordered = sorted(tools, key=lambda schema: rank.get(tool_name(schema), len(rank)))
+    return tuple(ToolCost(tool_name(schema), schema_tokens([schema])) for schema in ordered)
+
+
+def recently_used(view: ContextView, persona_id: str) -> list[str]:
+    """The tools `persona_id` called in `view`, the most recent first, each once."""
+    used: list[str] = []
+    for row in reversed(view.projected):
+        if row.role == "assistant" and row.persona_id == persona_id:
+            for call in row.tool_calls:
+                if call.name not in used:
+                    used.append(call.name)
+    return used

@@ -27,8 +27,16 @@ from bot.errors import (
     StreamInterrupted,
 )
 from bot.logs import bind_session, turn_scope
-from bot.metrics import TOOL_STEPS
-from bot.providers.base import ChatProvider, ChatRequest, TextDelta, ToolCall, shown_model
+from bot.metrics import SHED_PARTS, TOOL_STEPS
+from bot.providers.base import (
+    ChatProvider,
+    ChatRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCall,
+    shown_model,
+    tool_name,
+)
 from bot.speech.hearing import Hearing, Unheard, names_spoken
 from bot.speech.speaking import Speaking
 from bot.storage.boundary import boundary_for
@@ -53,7 +61,7 @@ from bot.tools.runner import run_call
 from bot.turns.after_turn import AfterTurn, AfterTurnWork
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
-from bot.turns.events import CommandAnswer, Delta, Reply, ToolStatus, ToolStep, TurnEvent
+from bot.turns.events import CommandAnswer, Delta, Reply, Thinking, ToolStatus, ToolStep, TurnEvent
 from bot.turns.inbound import InboundAttachment, InboundMessage
 from bot.turns.locks import SessionLocks
 from bot.turns.observed import observe_turn
@@ -62,6 +70,7 @@ from bot.turns.stops import RunningTurn, RunningTurns
 from bot.turns.tool_images import store_tool_images
 from bot.turns.tool_progress import RoundProgress
 from bot.turns.tool_rounds import ToolRounds, only_reads, progress_summary
+from bot.windows import WindowInfo
 from persona import Persona, PersonaRegistry
 from transcript import Context, StoredToolCall, TranscriptRow, count_call_tokens, count_tokens
 from transcript.kinds import MessageKind, Status
@@ -85,6 +94,11 @@ RESTARTING_MESSAGE = "Chorus is restarting, so this message was not answered. Pl
 VOICE_NOTICE_EVENT = "voice notes not understood: "
 # The result of a call a stop (or shutdown) cut short: stored, so no call is left without one.
 STOPPED_RESULT = ToolResult.error("Stopped before it finished: the turn was stopped.")
+# Shown (never stored) when the model only thought: its thinking is kept, the answer is empty.
+ONLY_THOUGHT_NOTE = (
+    "[The model only thought and gave no answer (its thinking is kept: /reasoning on shows it). "
+    "Ask again, or ask it to answer.]"
+)
 OVERFLOW_MESSAGE = (
     "This conversation has grown too large for the model, even after folding older "
     "messages. Your message is saved; try /compact, /snip some messages, or /new."
@@ -143,6 +157,9 @@ class TurnPlan:
     # Where the person asked (tools see it), and whether a restart is finishing the turn.
     chat: ChatAddress | None = None
     resumed: bool = False
+    # /reasoning on: the reply carries the turn's thinking; `thought` holds each call's.
+    shows_reasoning: bool = False
+    thought: list[str] = field(default_factory=list)
 
     def reply(self, text: str, stored: StoredMessage, status: str = "complete") -> Reply:
         """The turn's final reply, once `stored` holds what was said."""
@@ -155,6 +172,7 @@ class TurnPlan:
             user_message_id=self.user_message_id,
             spoken=self.spoken and status == "complete" and bool(stored.content.strip()),
             spoken_text=stored.content,
+            reasoning="\n\n".join(self.thought) if self.shows_reasoning and self.thought else None,
         )
 
 
@@ -163,6 +181,10 @@ class ModelAnswer:
     """One model call's answer as it streamed: its text, its tool calls, and the window it saw."""
 
     text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    # Thinking is streaming now (a `Thinking` event was sent since the last text).
+    thinking: bool = False
+    reasoning_stored: bool = False
     calls: list[ToolCall] = field(default_factory=list)
     window_from_seq: int | None = None
     # What the call's context was built from: the next round extends it with the rows
@@ -194,6 +216,14 @@ class PendingCall:
 
 class _Overflowed(Exception):
     """The context stayed too large for the model after every fold."""
+
+
+class _QuestionTooLarge(Exception):
+    """The person's message cannot fit the model's window even alone."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class TurnEngine:
@@ -506,6 +536,7 @@ class TurnEngine:
             spoken=await self.db.run(self.stores.sessions.is_spoken, session.id),
             chat=chat,
             resumed=resumed,
+            shows_reasoning=await self.db.run(self.stores.sessions.shows_reasoning, session.id),
         )
         try:
             async with aclosing(self._generate(plan)) as events:
@@ -609,6 +640,7 @@ class TurnEngine:
                 async with aclosing(self._call_model(plan, tools, answer, final=not offering)) as events:
                     async for event in events:
                         yield event
+                await self._store_reasoning(plan, answer)
                 if plan.running.stopped or not answer.calls or not offering:
                     break
                 round_rows = []
@@ -643,14 +675,23 @@ class TurnEngine:
             reply = self._reply_message(plan, text, "complete")
             jobs = await self._jobs_with_work(plan, answer.view, reply, tools)
             stored = await self.db.run(self.stores.messages.append, session.id, replace(reply, jobs=jobs))
-            yield plan.reply(stored.content, stored)
+            # A model that only thought (a think never closed): its thinking is kept, the
+            # reply stored empty, and the person told why no answer came.
+            shown = stored.content if stored.content.strip() or not answer.reasoning else ONLY_THOUGHT_NOTE
+            yield plan.reply(shown, stored)
         except _Overflowed:
             finished = True
             await self._store_event(session, "error", "context overflow")
             await self.db.run(self.deliveries.finish, plan.user_message_id, "failed")
             yield self._error(plan, OVERFLOW_MESSAGE)
+        except _QuestionTooLarge as error:
+            finished = True
+            await self._store_event(session, "error", "message too large for the model's window")
+            await self.db.run(self.deliveries.finish, plan.user_message_id, "failed")
+            yield self._error(plan, error.message)
         except StreamInterrupted as error:
             finished = True
+            await self._store_reasoning(plan, answer)
             text = answer.joined or error.partial_text
             stored = await self._store_reply(plan, text, "interrupted")
             notice = f"{text}\n\n[The reply was cut off: {error}]"
@@ -664,6 +705,7 @@ class TurnEngine:
             if not finished:
                 # The lane stopped listening mid-stream (a closed browser tab, a
                 # cancelled task): keep what arrived, marked as interrupted.
+                await self._store_reasoning(plan, answer)
                 await self._store_reply(plan, answer.joined, "interrupted")
 
     async def _call_model(
@@ -678,44 +720,82 @@ class TurnEngine:
         a rebuild after an overflow reads the context afresh.
         """
         session, persona = plan.session, plan.persona
+        model = self.model_for(persona)
         schemas = schemas_of(tools)
         for attempt in range(self.settings.context.overflow_retries + 1):
             # After an overflow the fold changed the records (here or, racing it, in another
-            # process): the context is read afresh.
+            # process), or the window was learned: the context is read afresh.
             earlier = answer.view if attempt == 0 else None
             answer.view, context = await self.assembler.assemble_view(
                 session, persona, tools=schemas, earlier=earlier, appended=answer.stored
             )
+            window = self.assembler.windows.info(model)
+            if context.stats.question_excess_tokens > 0:
+                raise _QuestionTooLarge(too_large_message(context, window))
+            note_shed(session.id, model, context)
+            # A tight window may have left some schemas out: the request offers the rest.
+            offered = tuple(schema for schema in schemas if tool_name(schema) in context.tools)
             request = ChatRequest(
                 messages=context.messages,
-                model=self.model_for(persona),
+                model=model,
                 temperature=persona.temperature,
                 top_p=persona.top_p,
-                max_tokens=self.settings.model.reply_reserve_tokens,
+                max_tokens=window.reply_reserve,
                 persona_id=persona.id,
                 persona_name=persona.name,
                 prompt_tokens=context.stats.total_tokens,
-                tools=schemas,
-                tool_choice="none" if final and schemas else None,
+                tools=offered,
+                tool_choice="none" if final and offered else None,
             )
             try:
                 async with aclosing(plan.running.pieces(self.provider.stream(request))) as events:
                     async for event in events:
                         if isinstance(event, TextDelta):
                             answer.text.append(event.text)
+                            answer.thinking = False
                             yield Delta(event.text, persona.id, persona.name, session_id=session.id)
+                        elif isinstance(event, ReasoningDelta):
+                            if not answer.thinking:
+                                answer.thinking = True
+                                yield Thinking(persona.id, persona.name, session_id=session.id)
+                            answer.reasoning.append(event.text)
                         elif isinstance(event, ToolCall):
                             answer.calls.append(event)
                 answer.window_from_seq = context.stats.kept_seqs[0] if context.stats.kept_seqs else None
                 return
             except ContextOverflowError:
-                recovered = (
-                    self.overflow_handler is not None
-                    and attempt < self.settings.context.overflow_retries
-                    and await self.overflow_handler(session, context)
+                if attempt == self.settings.context.overflow_retries:
+                    raise _Overflowed() from None
+                # The provider learned the window the error named: when the request was
+                # larger than that window's budget, a rebuild fits it without folding.
+                if context.stats.total_tokens > self.assembler.windows.info(model).budget_tokens:
+                    continue
+                recovered = self.overflow_handler is not None and await self.overflow_handler(
+                    session, context
                 )
                 if not recovered:
                     raise _Overflowed() from None
+
+    async def _store_reasoning(self, plan: TurnPlan, answer: ModelAnswer) -> None:
+        """The call's thinking, stored (once) as its own row before what the call answered.
+
+        A `reasoning` row is an event: never the reply's text, never in the model's history.
+        """
+        thinking = "".join(answer.reasoning)
+        if answer.reasoning_stored or not thinking.strip():
+            return
+        answer.reasoning_stored = True
+        plan.thought.append(thinking)
+        message = NewMessage(
+            role="system",
+            kind="reasoning",
+            content=thinking,
+            token_count=count_tokens(thinking),
+            persona_id=plan.persona.id,
+            sender_name=plan.persona.name,
+            reply_to_id=plan.user_message_id,
+        )
+        await self.db.run(self.stores.messages.append, plan.session.id, message)
 
     def _call_message(self, plan: TurnPlan, answer: ModelAnswer) -> NewMessage:
         """The model's words and calls of one round, as they are stored."""
@@ -956,6 +1036,38 @@ class TurnEngine:
         self.jobs.wake()
 
 
+def too_large_message(context: Context, window: WindowInfo) -> str:
+    """What a person is told when their message alone does not fit the model's window."""
+    room = context.stats.question_tokens - context.stats.question_excess_tokens
+    if room <= 0:
+        # Not the person's fault: the instructions alone leave no room in this window.
+        return (
+            f"This model's window ({window.window:,} tokens) is too small for this persona's "
+            "instructions and a reply, so no message can be answered. Your message is saved; "
+            "the operator can choose a larger model or a shorter system prompt."
+        )
+    return (
+        f"Your message is too long for this model: about {context.stats.question_tokens:,} tokens, "
+        f"and the model's window is {window.window:,} tokens, which leaves room for about "
+        f"{room:,} after its instructions and its reply. Your message is saved; please send "
+        "a shorter one or split it into parts."
+    )
+
+
+def note_shed(session_id: str, model: str, context: Context) -> None:
+    """Logs and counts what a tight window left out of this request (also in /context)."""
+    if not context.stats.shed:
+        return
+    log.info(
+        "The window of %s is tight: left out of session %s's request: %s",
+        model,
+        session_id,
+        "; ".join(context.stats.shed),
+    )
+    for note in context.stats.shed:
+        SHED_PARTS.labels(note.split(":", 1)[0]).inc()
+
+
 def with_note(text: str, note: str) -> str:
     """A cut reply's text and the note saying why (the note alone when nothing arrived)."""
     return f"{text}\n\n{note}" if text.strip() else note
@@ -971,6 +1083,7 @@ def assistant_reply(
     user_message_id: int | None = None,
     spoken: bool = False,
     spoken_text: str = "",
+    reasoning: str | None = None,
 ) -> Reply:
     """A turn's final reply, live or recovered; lanes show who spoke (a persona's name or webhook)."""
     return Reply(
@@ -983,6 +1096,7 @@ def assistant_reply(
         persona_name=persona.name,
         status=status,
         spoken_text=spoken_text if spoken else None,
+        reasoning=reasoning,
     )
 
 

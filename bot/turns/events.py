@@ -1,4 +1,4 @@
-"""What a turn hands back to a lane: text deltas and tool steps, then exactly one `Reply`; and
+"""What a turn hands back to a lane: text deltas, thinking and tool steps, then exactly one `Reply`; and
 what a command hands back to the turn (`CommandAnswer`)."""
 
 from __future__ import annotations
@@ -24,6 +24,22 @@ class Delta:
 
 
 @dataclass(frozen=True)
+class Thinking:
+    """The model started thinking (again) before or between pieces of its answer.
+
+    Lanes show "💭 thinking…" in the draft until text or a tool step follows; what it
+    thinks is not in the event: it comes with the `Reply` when the person asked to see it.
+    """
+
+    persona_id: str | None = None
+    persona_name: str | None = None
+    session_id: str | None = None
+
+
+THINKING_LINE = "💭 thinking…"
+
+
+@dataclass(frozen=True)
 class Reply:
     """The end of a turn.
 
@@ -45,6 +61,9 @@ class Reply:
     # Set when the conversation has spoken replies (/voice on): the words a lane also sends
     # as audio (the stored reply, without notes about the turn). None: text only.
     spoken_text: str | None = None
+    # Set when the conversation shows the model's thinking (/reasoning on) and it thought:
+    # everything it thought this turn, which lanes show folded beside the reply.
+    reasoning: str | None = None
 
     @property
     def should_send(self) -> bool:
@@ -81,7 +100,7 @@ class ToolStep:
         return f"{line} · {self.progress}" if self.progress else line
 
 
-TurnEvent = Delta | ToolStep | Reply
+TurnEvent = Delta | Thinking | ToolStep | Reply
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,18 @@ def stop_view(session_id: str) -> discord.ui.View:
     return view
 
 
+# The thinking shown above a reply: one line, so splitting at the message limit never cuts it.
+REASONING_CHARS = 900
+
+
+def spoiler_reasoning(reasoning: str) -> str:
+    """The model's thinking as one spoiler line ("💭 ||…||"), its end kept when it is long."""
+    line = " ".join(reasoning.split()).replace("||", "|\u200b|")
+    if len(line) > REASONING_CHARS:
+        line = "…" + line[-(REASONING_CHARS - 1) :]
+    return f"💭 ||{line}||"
+
+
 class DiscordReply:
     """Plays one turn's events back in the channel of the message it answers.
 
@@ -133,7 +145,11 @@ class DiscordReply:
     async def _finish(self, reply: Reply) -> None:
         if reply.kind == "assistant":
             await self._speaker(reply.persona_id, reply.session_id)
-        await self.drafts.finish(self._framed(reply.text))
+        text = reply.text
+        if reply.reasoning:
+            # /reasoning on: the thinking rides above the answer, hidden behind a spoiler.
+            text = f"{spoiler_reasoning(reply.reasoning)}\n\n{text}"
+        await self.drafts.finish(self._framed(text))
 
     async def _speaker(self, persona_id: str | None, session_id: str | None) -> None:
         if self._persona is not None or persona_id is None:

@@ -85,6 +85,20 @@ def _escape_html(markdown: str) -> str:
         markdown = source.decode()
 
 
+def folded_reasoning(reasoning: str, limit: int = MESSAGE_LIMIT) -> TelegramText:
+    """The model's thinking as one message: a title, then an expandable blockquote (folded).
+
+    Thinking longer than the message limit keeps its end, where the model reached its answer.
+    """
+    title = "💭 Thinking\n"
+    room = limit - utf16_len(title) - 1
+    body = reasoning.strip()
+    if utf16_len(body) > room:
+        body = "…" + body[-(room // 2) :]
+    quote = MessageEntity(type="expandable_blockquote", offset=utf16_len(title), length=utf16_len(body))
+    return TelegramText(title + body, [quote])
+
+
 def plain(text: str) -> TelegramText:
     return TelegramText(text)
 

@@ -36,7 +36,7 @@ from aiohttp import ClientError
 
 from bot.turns.events import Reply, TurnEvent
 from channels.progress import TurnPreview
-from channels.telegram.formatting import TelegramText, plain, render, split
+from channels.telegram.formatting import TelegramText, folded_reasoning, plain, render, split
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +155,9 @@ async def deliver_reply(
         if not any(part.text.strip() for part in parts):
             # Markdown that renders to nothing visible: show what the model wrote.
             parts = split(plain(reply.text.strip()))
+        if reply.reasoning:
+            # /reasoning on: the thinking comes first, folded, in a message of its own.
+            parts = [folded_reasoning(reply.reasoning), *parts]
         await view.finish(parts)
     return reply
 

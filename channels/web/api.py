@@ -43,6 +43,7 @@ from channels.web.schemas import (
     StartSession,
     StopResult,
     SwitchPersona,
+    ThinkingEvent,
     ToolEvent,
 )
 from channels.web.speech import WIDGET_AUDIO
@@ -63,13 +64,14 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 # The stream's events, by name; their schemas go into the OpenAPI components (see app.py).
 EVENT_MODELS: dict[str, type[BaseModel]] = {
     "delta": DeltaEvent,
+    "thinking": ThinkingEvent,
     "tool": ToolEvent,
     "done": DoneEvent,
     "error": ErrorEvent,
     "reminder": ReminderEvent,
 }
 # A turn's stream, and a session's push stream (`GET /api/sessions/{id}/events`).
-TURN_EVENT_NAMES = ("delta", "tool", "done", "error")
+TURN_EVENT_NAMES = ("delta", "thinking", "tool", "done", "error")
 PUSH_EVENT_NAMES = ("reminder",)
 
 
@@ -125,9 +127,10 @@ MESSAGE_FORM_DOC: dict[str, Any] = {
     },
     "responses": {
         "200": {
-            "description": "Server-Sent Events: `delta` events (and a `tool` event as each tool call "
-            "starts, reports progress and ends), then exactly one `done` or `error`; each event's "
-            "`data` is one JSON object (DeltaEvent, ToolEvent, DoneEvent, ErrorEvent).",
+            "description": "Server-Sent Events: `delta` events (a `thinking` event as the model starts "
+            "thinking, a `tool` event as each tool call starts, reports progress and ends), then "
+            "exactly one `done` or `error`; each event's `data` is one JSON object (DeltaEvent, "
+            "ThinkingEvent, ToolEvent, DoneEvent, ErrorEvent).",
             "content": {
                 "text/event-stream": {"schema": {"oneOf": [sse_event(name) for name in TURN_EVENT_NAMES]}}
             },

@@ -1,4 +1,4 @@
-"""A turn as Server-Sent Events: `delta` pieces and `tool` steps, then one `done` or `error`."""
+"""A turn as Server-Sent Events: `delta` pieces, `thinking` and `tool` steps, then one `done` or `error`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.history import ConversationHistory, StoredEntry
 from bot.turns.engine import TurnEngine
-from bot.turns.events import Delta, Reply, ToolStep, TurnEvent
+from bot.turns.events import Delta, Reply, Thinking, ToolStep, TurnEvent
 from bot.turns.inbound import InboundMessage
 from bot.turns.routing import Route
 from channels.web.speech import speech_paths
@@ -33,8 +33,8 @@ class Pieces:
 
     def __init__(self) -> None:
         self.text: list[str] = []
-        # Tool steps, each after the text that came before it.
-        self.steps: list[tuple[str, ToolStep]] = []
+        # Tool steps and the model starting to think, each after the text that came before it.
+        self.steps: list[tuple[str, ToolStep | Thinking]] = []
         self.final: Reply | None = None
         self.failed = False
         self.changed = asyncio.Event()
@@ -52,7 +52,7 @@ async def run_turn(events: AsyncGenerator[TurnEvent, None], pieces: Pieces, who:
             async for event in turn:
                 if isinstance(event, Delta):
                     pieces.text.append(event.text)
-                elif isinstance(event, ToolStep):
+                elif isinstance(event, ToolStep | Thinking):
                     pieces.steps.append((pieces.take_text(), event))
                 else:
                     pieces.final = event
@@ -91,7 +91,10 @@ async def turn_events(
             for before, step in pieces.steps:
                 if before:
                     chunk.append(encode_event("delta", {"text": before}))
-                chunk.append(encode_event("tool", tool_payload(step)))
+                if isinstance(step, Thinking):
+                    chunk.append(encode_event("thinking", {}))
+                else:
+                    chunk.append(encode_event("tool", tool_payload(step)))
             pieces.steps.clear()
             text = pieces.take_text()
             if text:
@@ -147,6 +150,7 @@ def final_payload(reply: Reply) -> dict[str, Any]:
         "session_id": reply.session_id,
         "persona_id": reply.persona_id,
         "persona_name": reply.persona_name,
+        "reasoning": reply.reasoning,
     }
 
 

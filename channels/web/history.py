@@ -67,7 +67,7 @@ def event_of(row: StoredEntry, personas: PersonaRegistry) -> tuple[str | None, s
             return "persona_switch", f"Now speaking: {personas.resolve(row.persona_id).name}"
         case "persona_switch":
             return "note", row.content
-        case "command" | "command_reply" | "error" | "note":
+        case "command" | "command_reply" | "error" | "note" | "reasoning":
             return row.kind, row.content
         case "tool_call":
             # The round's own words and the calls' results stay out: the progress lines only.

@@ -139,6 +139,11 @@ class DeltaEvent(BaseModel):
     text: str
 
 
+class ThinkingEvent(BaseModel):
+    """`event: thinking`: the model started thinking; show "💭 thinking…" until text or a tool
+    event follows. What it thinks comes in `done.reasoning` after `/reasoning on`."""
+
+
 class ToolEvent(BaseModel):
     """`event: tool`: a tool call of the turn started, reported progress, or ended (its result
     is never sent).
@@ -175,6 +180,10 @@ class DoneEvent(BaseModel):
     session_id: str | None = None
     persona_id: str | None = None
     persona_name: str | None = None
+    reasoning: str | None = Field(
+        default=None,
+        description="After `/reasoning on`: what the model thought this turn (never part of `text`).",
+    )
     speech: list[str] = Field(
         default_factory=list,
         description="After `/voice on`: the reply spoken, as paths of its audio parts (MP3), in order.",

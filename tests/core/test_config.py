@@ -38,8 +38,8 @@ def test_environment_overrides_every_setting_by_path_and_alias():
     assert settings.channels.discord.token.get_secret_value() == "discord-token"
     assert settings.channels.web.port == 9090
     assert settings.channels.web.cors_origins == ["https://example.org"]
-    assert settings.model.window_for("small") == 4000
-    assert settings.model.window_for("other") == 128_000
+    assert settings.model.context_windows == {"small": 4000}
+    assert settings.model.context_window is None  # other models': asked of the server, or learned
     assert "CHORUS_MEMORY_TURNS_THRESHOLD" in environment_names()
 
 

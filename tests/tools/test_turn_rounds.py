@@ -367,7 +367,7 @@ async def test_each_round_extends_the_last_view_and_sends_what_a_fresh_read_woul
     runtime = runtimes(
         tmp_path,
         model_base_url=fake_openai.base_url,
-        model_context_window=3000,
+        model_context_window=3500,  # about 2,800 tokens of budget, uncalibrated
         model_reply_reserve_tokens=200,
         memory_enabled="false",
     )

@@ -109,7 +109,13 @@ async def test_openapi_documents_statuses_security_and_events(client: httpx.Asyn
                 "$ref": "#/components/schemas/ErrorBody"
             }
     events = post["responses"]["200"]["content"]["text/event-stream"]["schema"]["oneOf"]
-    assert [event["properties"]["event"]["const"] for event in events] == ["delta", "tool", "done", "error"]
+    assert [event["properties"]["event"]["const"] for event in events] == [
+        "delta",
+        "thinking",
+        "tool",
+        "done",
+        "error",
+    ]
     for name in ("DeltaEvent", "ToolEvent", "DoneEvent", "ErrorEvent"):
         assert name in document["components"]["schemas"]
 

@@ -29,6 +29,7 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 ASSISTANT = "[data-author=assistant]"
+REASONING = "Two and two make four."
 FINISHED_ASSISTANT = "[data-author=assistant][data-message-id]"
 
 pytestmark = needs_chromium
@@ -413,3 +414,28 @@ async def test_the_offline_demo_model_uses_tools_as_a_newcomer_sees_it(
     inspect = page.locator(ASSISTANT).last
     assert await inspect.locator(".tool").inner_text() == "🔧 context_inspect"
     assert (await inspect.locator(".text").inner_text()).startswith("[demo] My context holds")
+
+
+async def test_reasoning_on_shows_the_thinking_folded_beside_the_reply(
+    runtimes, browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    runtime = runtimes(tmp_path, provider=OpenAICompatibleProvider(fake_openai.base_url))
+    async with LiveServer(create_app(runtime)) as live:
+        page = await open_demo(browser, live.base_url)
+        await page.fill("textarea", "/reasoning on")
+        await page.press("textarea", "Enter")
+        await page.get_by_text("Reasoning is on").wait_for()
+        fake_openai.script(Reply("It is 4.", reasoning=REASONING))
+        await send(page, "2+2?")
+
+        fold = page.locator("details[data-role=reasoning]")
+        assert await fold.count() == 1
+        assert await fold.get_attribute("open") is None
+        assert (await fold.inner_text()).strip().startswith("💭 Thinking")
+        await fold.locator("summary").click()
+        assert REASONING in await fold.inner_text()
+
+        await page.reload()
+        await page.wait_for_selector("#chorus-widget[data-ready]", state="attached")
+        await page.locator("details[data-role=reasoning]").first.wait_for(state="attached")
+        assert await page.locator("[data-event=reasoning]").count() == 1

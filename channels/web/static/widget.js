@@ -63,6 +63,8 @@
     ".msg .tools { font-size: 12px; color: #5b6280; margin-bottom: 4px; }",
     ".msg .tool[data-status=error] { color: #8a1c12; }",
     ".msg.streaming .text::after { content: '\\258D'; animation: blink 1s steps(2) infinite; }",
+    ".msg[data-thinking] .text:empty::before { content: '\\1F4AD  thinking\\2026'; opacity: 0.7; font-style: italic; }",
+    ".msg details.reasoning { opacity: 0.75; font-size: 0.9em; margin-bottom: 4px; white-space: pre-wrap; }",
     "@keyframes blink { 50% { opacity: 0; } }",
     ".files { display: flex; flex-wrap: wrap; gap: 6px; margin-top: 6px; }",
     ".files img { max-width: 160px; max-height: 160px; border-radius: 8px; display: block; }",
@@ -502,12 +504,25 @@
     return node;
   }
 
+  // The model's thinking (after /reasoning on), folded: a click opens it.
+  function reasoningFold(text) {
+    return el("details", { class: "reasoning", "data-role": "reasoning" }, [
+      el("summary", { text: "💭 Thinking" }),
+      el("div", { class: "reasoning-text", text: text }),
+    ]);
+  }
+
   function noticeBubble(text, isError) {
     return el("div", { class: "msg notice" + (isError ? " error" : ""), "data-role": "notice", text: text });
   }
 
   // A stored event: a command as the person typed it, or a notice (answers, persona switches, errors).
   function eventBubble(message) {
+    if (message.event === "reasoning") {
+      return el("div", { class: "msg assistant", "data-event": "reasoning", "data-message-id": message.id }, [
+        reasoningFold(message.text),
+      ]);
+    }
     if (message.event === "command") {
       return el("div", { class: "msg user command", "data-role": "command", "data-event": "command", "data-message-id": message.id, text: message.text });
     }
@@ -742,8 +757,13 @@
         hideAlert();
         return readEvents(response, function (name, data) {
           if (name === "delta") {
+            reply.removeAttribute("data-thinking");
             reply.textNode.textContent += data.text;
+          } else if (name === "thinking") {
+            // The model thinks before (or between) its words: the bubble says so instead of a blank.
+            reply.setAttribute("data-thinking", "");
           } else if (name === "tool") {
+            reply.removeAttribute("data-thinking");
             showToolStep(reply, data);
           } else {
             finished = true;
@@ -813,6 +833,8 @@
 
   function finishReply(reply, name, data) {
     reply.classList.remove("streaming");
+    reply.removeAttribute("data-thinking");
+    if (data.reasoning) reply.insertBefore(reasoningFold(data.reasoning), reply.textNode);
     if (data.status) reply.setAttribute("data-status", data.status);
     if (data.status === "stopped") reply.classList.add("stopped");
     if (data.message_id) reply.setAttribute("data-message-id", data.message_id);

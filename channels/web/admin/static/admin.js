@@ -234,7 +234,9 @@ async function contextPage(sessionId) {
       stackedBar(data, budget),
       el("div", { class: "muted", text: `Window ${data.window_tokens.toLocaleString()} tokens, ` +
         `${data.reply_reserve_tokens.toLocaleString()} kept for the reply; ${data.messages_kept} messages in the window, ` +
-        `${data.messages_dropped} left out.` })),
+        `${data.messages_dropped} left out.` }),
+      el("div", { class: "muted", text: `Window: ${data.window_note}.` }),
+      ...data.left_out.map((note) => el("div", { class: "muted", text: `Left out (tight window): ${note}` }))),
     el("div", { class: "card" },
       el("h2", { text: "Context tokens per turn" }),
       data.turns.length ? turnChart(data, budget) : el("div", { class: "empty", text: "No replies yet." }),
