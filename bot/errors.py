@@ -150,7 +150,9 @@ class ProviderError(ChorusError):
 class ProviderUnavailable(ProviderError):
     """Timeouts, connection failures, 429 or 5xx answers after all retries."""
 
-    def __init__(self, message: str, *, reason: str = "unreachable", retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, reason: str = "unreachable", retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.failover_reason = reason
         self.retry_after = retry_after

@@ -74,7 +74,8 @@ class ModelRouter:
         if not ready:
             wait = min(target.resting_until for target in targets) - now
             raise ProviderUnavailable(
-                f"The model is busy right now (every endpoint is rate limited). Try again in {wait:.0f} seconds.",
+                "The model is busy right now (every endpoint is rate limited). "
+                f"Try again in {wait:.0f} seconds.",
                 reason="rate_limited",
                 retry_after=wait,
             )
@@ -149,7 +150,9 @@ def make_router(
     fallbacks = [
         target
         for endpoint in model.fallbacks
-        for target in _targets(endpoint.provider, _url_of(endpoint), endpoint.name or None, endpoint.keys(), options)
+        for target in _targets(
+            endpoint.provider, _url_of(endpoint), endpoint.name or None, endpoint.keys(), options
+        )
     ]
     return ModelRouter(
         _targets(model.provider, model.base_url, None, model.keys(), options),

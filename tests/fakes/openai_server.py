@@ -137,7 +137,9 @@ def overloaded() -> HttpError:
 
 def payment_required() -> HttpError:
     """402: the key's account has no credit left."""
-    return HttpError(402, _error_body("Insufficient credits on this key", "payment_required", "billing_error"))
+    return HttpError(
+        402, _error_body("Insufficient credits on this key", "payment_required", "billing_error")
+    )
 
 
 def refused_url() -> str:

@@ -54,13 +54,17 @@ async def answer(router: ModelRouter, request: ChatRequest) -> tuple[str, list[S
     return "".join(text), served
 
 
-@pytest.mark.parametrize(("failure", "reason"), [(overloaded(), "server_error"), (rate_limited("0"), "rate_limited")])
+@pytest.mark.parametrize(
+    ("failure", "reason"), [(overloaded(), "server_error"), (rate_limited("0"), "rate_limited")]
+)
 async def test_a_busy_endpoint_hands_the_request_to_the_fallback_once(
     fake_openai: FakeOpenAI, backup: FakeOpenAI, failure: HttpError, reason: str
 ) -> None:
     fake_openai.script(failure)
     router = make_router(
-        settings(fake_openai.base_url, api_key="k1", fallbacks=[{"base_url": backup.base_url, "name": "spare"}])
+        settings(
+            fake_openai.base_url, api_key="k1", fallbacks=[{"base_url": backup.base_url, "name": "spare"}]
+        )
     )
     before = failovers(reason)
 
@@ -120,9 +124,7 @@ async def test_every_key_resting_is_a_clear_busy_error(fake_openai: FakeOpenAI) 
 
 
 async def test_a_refused_connection_moves_to_the_next_fallback(backup: FakeOpenAI) -> None:
-    router = make_router(
-        settings(refused_url(), fallbacks=[{"base_url": backup.base_url, "name": "spare"}])
-    )
+    router = make_router(settings(refused_url(), fallbacks=[{"base_url": backup.base_url, "name": "spare"}]))
     before = failovers("unreachable")
 
     text, served = await answer(router, chat())
@@ -160,7 +162,10 @@ async def test_the_last_endpoints_failure_is_what_the_person_reads(
 
 
 async def test_keys_never_reach_logs_or_errors(
-    fake_openai: FakeOpenAI, backup: FakeOpenAI, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    fake_openai: FakeOpenAI,
+    backup: FakeOpenAI,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     secret, spare_secret = "sk-live-very-secret-1", "sk-live-very-secret-2"
     monkeypatch.setenv("SPARE_KEY", spare_secret)
@@ -168,7 +173,11 @@ async def test_keys_never_reach_logs_or_errors(
     backup.script(HttpError(401, {"error": {"message": f"Incorrect API key provided: {spare_secret}"}}))
     caplog.set_level(logging.DEBUG)
     router = make_router(
-        settings(fake_openai.base_url, api_key=secret, fallbacks=[{"base_url": backup.base_url, "api_key": "${SPARE_KEY}"}])
+        settings(
+            fake_openai.base_url,
+            api_key=secret,
+            fallbacks=[{"base_url": backup.base_url, "api_key": "${SPARE_KEY}"}],
+        )
     )
 
     with pytest.raises(ProviderRejected) as refused:
