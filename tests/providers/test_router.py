@@ -16,6 +16,7 @@ from bot.providers.router import ModelRouter, make_router
 from tests.fakes.openai_server import (
     Drop,
     FakeOpenAI,
+    Hang,
     HttpError,
     overloaded,
     payment_required,
@@ -132,6 +133,38 @@ async def test_a_refused_connection_moves_to_the_next_fallback(backup: FakeOpenA
     assert text == "reply to: hi"
     assert served == [Served("spare", "openai")]
     assert failovers("unreachable") == before + 1
+    await router.aclose()
+
+
+async def test_a_key_out_of_credit_hands_over_to_the_next_key(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(payment_required())
+    router = make_router(settings(fake_openai.base_url, api_keys=["key-one", "key-two"]))
+    before = failovers("payment")
+
+    text, _ = await answer(router, chat())
+
+    assert text == "reply to: hi"
+    keys = [request.headers["authorization"] for request in fake_openai.requests]
+    assert keys == ["Bearer key-one", "Bearer key-two"]
+    assert failovers("payment") == before + 1
+    await router.aclose()
+
+
+async def test_silence_before_the_first_token_moves_to_the_fallback(
+    fake_openai: FakeOpenAI, backup: FakeOpenAI
+) -> None:
+    fake_openai.script(Hang(30))
+    router = make_router(
+        settings(fake_openai.base_url, read_timeout=0.3, fallbacks=[{"base_url": backup.base_url}])
+    )
+    before = failovers("timeout")
+
+    text, served = await answer(router, chat())
+
+    assert text == "reply to: hi"
+    assert served == [Served("main-model", "openai")]
+    assert len(fake_openai.requests) == 1 and len(backup.requests) == 1
+    assert failovers("timeout") == before + 1
     await router.aclose()
 
 
