@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,8 @@ import pytest
 from bot.metrics import REGISTRY
 from bot.runtime import Runtime
 from tests.fakes.openai_server import FakeOpenAI, Reply, message_text, overloaded, rate_limited
-from tests.support.runtime import RuntimeFactory, inbound
+from tests.support.files import png_image
+from tests.support.runtime import RuntimeFactory, attachment, inbound
 
 MODELS = [
     {"name": "smart", "model": "smart-model", "context_window": 64000, "thinking": True},
@@ -143,3 +145,29 @@ async def test_compaction_summarises_with_the_conversations_model(
     assert compacted.kind == "command" and "Compacted" in compacted.text
     summaries = [request.json["model"] for request in fake_openai.requests if request.is_summary]
     assert summaries and set(summaries) == {"smart-model"}
+
+
+async def test_a_models_vision_flag_decides_whether_images_reach_it(
+    runtimes: RuntimeFactory, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    models = [*MODELS, {"name": "eyes", "model": "eyes-model", "vision": True}]
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url, models=models)
+    engine = runtime.engine
+    photo = attachment("cat.png", "image/png", png_image(), kind="image")
+
+    await engine.respond(replace(inbound("what is this?"), attachments=(photo,)))
+    await engine.respond(inbound("/model eyes"))
+    await engine.respond(inbound("and now?"))
+
+    def image_parts(body: dict[str, Any]) -> int:
+        return sum(
+            1
+            for message in body["messages"]
+            if isinstance(message.get("content"), list)
+            for part in message["content"]
+            if part.get("type") == "image_url"
+        )
+
+    first, second = chat_requests(fake_openai)
+    assert image_parts(first) == 0  # model.vision is false for the persona's model
+    assert second["model"] == "eyes-model" and image_parts(second) == 1
