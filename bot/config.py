@@ -96,6 +96,9 @@ class EndpointSettings(BaseModel):
 
 
 class ModelSettings(EndpointSettings):
+    # Unknown keys under `model:` are ignored, as they always were; fallback entries are strict.
+    model_config = ConfigDict(extra="ignore")
+
     name: str = "gpt-4o-mini"
     # Tried in order when the endpoint above (every key of it) is busy, out of credit or down.
     fallbacks: list[EndpointSettings] = Field(default_factory=list)
