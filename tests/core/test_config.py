@@ -69,7 +69,8 @@ def test_keys_written_as_variables_are_read_from_the_environment(tmp_path, monke
 
     assert settings.model.keys() == ["sk-first", "sk-spare"]  # each key once, in order
     assert settings.model.fallbacks[0].keys() == ["sk-spare"]
-    assert settings.models[0].api_key is not None and settings.models[0].api_key.get_secret_value() == "sk-spare"
+    spare = settings.models[0].api_key
+    assert spare is not None and spare.get_secret_value() == "sk-spare"
     assert "sk-" not in repr(settings.model)
 
 
