@@ -125,6 +125,8 @@ class Console:
                     ],
                     "tool_call_id": message.tool_call_id,
                     "tool_name": message.tool_name,
+                    # The model that answered a reply (a fallback's, when the usual one could not).
+                    "model": message.model,
                     "attachments": [
                         {
                             "id": attachment.id,
