@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from bot.config import ModelSettings
+from bot.config import ModelChoiceSettings, ModelSettings
 from bot.errors import ProviderRejected, ProviderUnavailable, StreamInterrupted
 from bot.metrics import REGISTRY
 from bot.providers.base import ChatRequest, Served, TextDelta
@@ -223,3 +224,23 @@ async def test_keys_never_reach_logs_or_errors(
         assert key not in str(refused.value)
         assert key not in caplog.text
     await router.aclose()
+
+
+async def test_a_model_with_its_own_endpoint_is_asked_there_then_the_fallbacks(
+    fake_openai: FakeOpenAI, backup: FakeOpenAI
+) -> None:
+    async with FakeOpenAI() as local:
+        local.script(server_error(503))
+        router = make_router(
+            settings(fake_openai.base_url, fallbacks=[{"base_url": backup.base_url, "name": "spare"}]),
+            [ModelChoiceSettings(name="local", model="llama", base_url=local.base_url)],
+        )
+
+        local_text, _ = await answer(router, replace(chat(), model="llama"))
+        main_text, _ = await answer(router, chat())
+        await router.aclose()
+
+    assert [request.json["model"] for request in local.requests] == ["llama"]
+    assert [request.json["model"] for request in backup.requests] == ["spare"]
+    assert [request.json["model"] for request in fake_openai.requests] == ["main-model"]
+    assert local_text == main_text == "reply to: hi"
