@@ -173,7 +173,10 @@ def _targets(
 ) -> list[Target]:
     if kind != "openai":
         raise ConfigError(f"Model provider {kind!r} is not available in this build; use 'openai'.")
-    where = f"{urlsplit(base_url).netloc or base_url}" + (f" ({model})" if model else "")
+    # The host and port only: a URL may carry credentials (https://user:key@host/v1).
+    parts = urlsplit(base_url)
+    host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+    where = host + (f" ({model})" if model else "")
     return [
         Target(
             label=f"{where} key {index} of {len(keys)}" if len(keys) > 1 else where,

@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -219,7 +220,8 @@ async def test_keys_never_reach_logs_or_errors(
 
     assert backup.requests[0].headers["authorization"] == f"Bearer {spare_secret}"
     assert "HTTP 401" in str(refused.value)
-    assert "could not answer (rate_limited" in caplog.text
+    port = urlsplit(fake_openai.base_url).port
+    assert f"model endpoint 127.0.0.1:{port} could not answer (rate_limited" in caplog.text
     for key in (secret, spare_secret):
         assert key not in str(refused.value)
         assert key not in caplog.text
@@ -244,3 +246,12 @@ async def test_a_model_with_its_own_endpoint_is_asked_there_then_the_fallbacks(
     assert [request.json["model"] for request in backup.requests] == ["spare"]
     assert [request.json["model"] for request in fake_openai.requests] == ["main-model"]
     assert local_text == main_text == "reply to: hi"
+
+
+async def test_an_endpoint_is_named_by_host_never_by_credentials_in_its_url() -> None:
+    router = make_router(settings("https://user:sk-in-the-url@api.example.com/v1", api_keys=["sk-a", "sk-b"]))
+
+    labels = [target.label for target in router.targets_for("main-model")]
+
+    assert labels == ["api.example.com key 1 of 2", "api.example.com key 2 of 2"]
+    await router.aclose()
