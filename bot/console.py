@@ -125,6 +125,8 @@ class Console:
                     ],
                     "tool_call_id": message.tool_call_id,
                     "tool_name": message.tool_name,
+                    # The model that answered a reply (a fallback's, when the usual one could not).
+                    "model": message.model,
                     "attachments": [
                         {
                             "id": attachment.id,
@@ -172,14 +174,16 @@ class Console:
 
     def _context_report(self, session: ChatSession, built: Context) -> dict[str, Any]:
         persona = self.engine.persona_for(session)
-        model = self.engine.model_for(persona)
+        model = self.engine.conversation_model(session, persona)
         settings = self.runtime.settings
         stats = built.stats
         parts = stats.tokens
         return {
             "session": self._session_info(session),
-            "model": model,
-            "window_tokens": settings.model.window_for(model),
+            "model": model.model,
+            "model_choice": model.choice,
+            "thinking": session.thinking,
+            "window_tokens": model.window,
             "reply_reserve_tokens": settings.model.reply_reserve_tokens,
             "budget_tokens": stats.budget_tokens,
             "total_tokens": stats.total_tokens,
@@ -235,7 +239,7 @@ class Console:
                     snips=_snips_at(snips, moment),
                 )[-CONTEXT_COUNT:],
                 persona=persona,
-                budget=assembler.budget_for(persona, tools),
+                budget=assembler.budget_for(session, persona, tools),
                 capabilities=Capabilities(vision=False, tools=bool(tools)),
                 group=session.kind == "group",
                 summary=summary.text if summary is not None else None,
@@ -308,7 +312,7 @@ class Console:
             {
                 "id": persona.id,
                 "name": persona.name,
-                "model": self.engine.model_for(persona),
+                "model": self.engine.settings.model.model_for(persona.model),
                 "default": persona.id == default,
                 "replies": replies.get(persona.id, 0),
                 "active_sessions": active.get(persona.id, 0)

@@ -50,6 +50,13 @@ PROVIDER_ERRORS = Counter(
     ["kind"],
     registry=REGISTRY,
 )
+MODEL_FAILOVERS = Counter(
+    "chorus_model_failovers",
+    "Model calls moved to the next key or endpoint, by reason "
+    "(rate_limited, payment, server_error, timeout, unreachable).",
+    ["reason"],
+    registry=REGISTRY,
+)
 PROVIDER_RETRIES = Counter(
     "chorus_provider_retries",
     "Model call attempts retried, by reason (busy: 408/429/5xx, unreachable: connection).",

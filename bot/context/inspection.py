@@ -18,14 +18,15 @@ async def context_overview(maintainer: ContextMaintainer, session: ChatSession) 
     persona = maintainer.persona_for(session)
     view = await maintainer.db.run(maintainer.assembler.view, session.id)
     built = await maintainer.assembler.assemble(session, persona, view)
-    model = maintainer.model_for(persona)
+    model = maintainer.model_for(session)
     settings = maintainer.settings
     in_window = set(built.stats.kept_seqs)
     window = [row for row in view.projected if row.seq in in_window]
     return ContextOverview(
         persona=f"{persona.name} ({persona.id})",
-        model=shown_model(maintainer.provider, model),
-        window_tokens=maintainer.model_settings.window_for(model),
+        model=shown_model(maintainer.provider, model.model)
+        + (f" (/model {model.choice})" if model.choice else ""),
+        window_tokens=model.window,
         reply_reserve_tokens=maintainer.model_settings.reply_reserve_tokens,
         stats=built.stats,
         stored_messages=session.last_seq,

@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,6 +21,7 @@ from bot.memory.items import BASE_IMPORTANCE, KINDS, DistilledItem, MemoryKind, 
 from bot.memory.tags import CONSTRAINT_WORDS, DECISION_WORDS, is_process_narration
 from bot.providers.base import PURPOSE_KEY, ChatProvider, ChatRequest
 from bot.search_terms import words
+from bot.storage.models import ChatSession
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +56,18 @@ class SourceBlock:
     text: str
 
 
+# The model a session's conversation speaks with.
+ModelFor = Callable[[ChatSession], str]
+
+
 class Distiller(Protocol):
     name: str
 
-    async def distill(self, blocks: Sequence[SourceBlock], max_items: int) -> list[DistilledItem]: ...
+    async def distill(
+        self, blocks: Sequence[SourceBlock], max_items: int, session: ChatSession | None = None
+    ) -> list[DistilledItem]:
+        """Items from `blocks` of `session` (a model distiller asks the conversation's model)."""
+        ...
 
 
 class RuleDistiller:
@@ -66,7 +75,9 @@ class RuleDistiller:
 
     name = "rules"
 
-    async def distill(self, blocks: Sequence[SourceBlock], max_items: int) -> list[DistilledItem]:
+    async def distill(
+        self, blocks: Sequence[SourceBlock], max_items: int, session: ChatSession | None = None
+    ) -> list[DistilledItem]:
         # Sentence scoring is CPU work (regular expressions over the chunk): a worker thread, not the loop.
         return await asyncio.to_thread(distill_by_rules, blocks, max_items)
 
@@ -135,11 +146,15 @@ class ModelDistiller:
 
     name = "model"
 
-    def __init__(self, provider: ChatProvider, model: str) -> None:
+    def __init__(self, provider: ChatProvider, model: str, model_for: ModelFor | None = None) -> None:
         self.provider = provider
         self.model = model
+        # The conversation's model (its /model choice or persona's); None: always `model`.
+        self.model_for = model_for
 
-    async def distill(self, blocks: Sequence[SourceBlock], max_items: int) -> list[DistilledItem]:
+    async def distill(
+        self, blocks: Sequence[SourceBlock], max_items: int, session: ChatSession | None = None
+    ) -> list[DistilledItem]:
         excerpt = "\n".join(
             f"[{block.seq}] {block.speaker + ': ' if block.speaker else ''}{block.text}" for block in blocks
         )
@@ -148,7 +163,9 @@ class ModelDistiller:
                 {"role": "system", "content": MODEL_INSTRUCTIONS % max_items},
                 {"role": "user", "content": excerpt},
             ],
-            model=self.model,
+            model=self.model_for(session)
+            if self.model_for is not None and session is not None
+            else self.model,
             temperature=0.0,
             extra={PURPOSE_KEY: MEMORY_PURPOSE},
         )

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from bot.config import MemorySettings
 from bot.memory.backfill import Backfill, BackfillResult
 from bot.memory.dense import DenseIndex, Embedder, embedded_text, off_loop
-from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller
+from bot.memory.distill import Distiller, ModelDistiller, ModelFor, RuleDistiller
 from bot.memory.offload import Offloader, OffloadResult
 from bot.memory.recall import Recall, TurnMemory, turn_query, window_start
 from bot.memory.remembering import Remembered, remember
@@ -41,11 +41,12 @@ QUERY_TEXTS = 256
 TURN_MEMORIES = 1024
 
 
-def choose_distiller(provider: ChatProvider, model: str) -> Distiller:
-    """The model distils when a real one is configured; the offline rules otherwise."""
+def choose_distiller(provider: ChatProvider, model: str, model_for: ModelFor | None = None) -> Distiller:
+    """The model distils when a real one is configured (the conversation's, given `model_for`);
+    the offline rules otherwise."""
     if provider.name == "demo":
         return RuleDistiller()
-    return ModelDistiller(provider, model)
+    return ModelDistiller(provider, model, model_for)
 
 
 def count_offload(result: OffloadResult | None) -> OffloadResult | None:

@@ -34,6 +34,9 @@ class ChatRequest:
     # The tools the model may call; with `tool_choice` "none" it sees them but must answer in text.
     tools: tuple[ToolSchema, ...] = ()
     tool_choice: str | None = None
+    # How hard the model thinks before answering ("off", "low", "high"), for models that take
+    # a level (/think); None: the model's own default.
+    thinking: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -85,13 +88,25 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class Served:
+    """Which model answers, and the provider kind of the endpoint it answers from (before its text).
+
+    A router that moved past a busy key or endpoint says where the answer comes from;
+    the engine keeps it on the reply.
+    """
+
+    model: str
+    provider: str
+
+
+@dataclass(frozen=True)
 class Finish:
     """The answer is complete; `reason` as the model gave it ("stop", "tool_calls", "length" …)."""
 
     reason: str | None
 
 
-ModelEvent = TextDelta | ReasoningDelta | ToolCall | Usage | Finish
+ModelEvent = TextDelta | ReasoningDelta | ToolCall | Usage | Served | Finish
 
 
 class ChatProvider(Protocol):

@@ -74,6 +74,9 @@ _TOOLS_REFUSED_STATUSES = (400, 422, 500)
 _NAMES_TOOLS = re.compile(r"\btools?\b|tool_choice|tool choice|function call", re.IGNORECASE)
 
 _SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens")
+# /think levels as OpenAI's `reasoning_effort`: its reasoning models cannot stop thinking,
+# so "off" asks for the least they do.
+REASONING_EFFORT = {"off": "minimal", "low": "low", "high": "high"}
 _MESSAGE_LIMIT = 300
 
 
@@ -149,7 +152,9 @@ class OpenAICompatibleProvider:
                         "".join(answer.text),
                     ) from failure
                 if attempt == self._max_retries:
-                    raise ProviderUnavailable(failure.unavailable_message()) from failure
+                    raise ProviderUnavailable(
+                        failure.unavailable_message(), reason=failure.kind, retry_after=failure.retry_after
+                    ) from failure
                 PROVIDER_RETRIES.labels("busy" if failure.busy else "unreachable").inc()
                 await asyncio.sleep(self._retry_delay(attempt, failure.retry_after))
                 attempt += 1
@@ -182,7 +187,7 @@ class OpenAICompatibleProvider:
             async with self._client.stream("POST", self._url, content=body, headers=headers) as response:
                 if response.status_code >= 400:
                     await response.aread()
-                    raise _failure_for_response(response, with_tools=with_tools)
+                    raise _failure_for_response(response, with_tools=with_tools, secret=self._api_key)
                 if _is_json(response):
                     # A server that ignores `stream` answers with one whole completion.
                     await response.aread()
@@ -214,7 +219,8 @@ class OpenAICompatibleProvider:
         except httpx.TransportError as error:
             # After finish_reason the reply is complete; a lost [DONE] costs nothing.
             if not answer.finished:
-                raise _RetryableFailure(self._describe(error), busy=False) from error
+                kind = "timeout" if isinstance(error, httpx.TimeoutException) else "unreachable"
+                raise _RetryableFailure(self._describe(error), busy=False, kind=kind) from error
         if not answer.finished:
             raise _RetryableFailure("the stream ended before the reply was complete", busy=False)
 
@@ -313,6 +319,8 @@ def encode_body(request: ChatRequest) -> bytes:
         value = getattr(request, name)
         if value is not None:
             body[name] = value
+    if request.thinking is not None:
+        body["reasoning_effort"] = REASONING_EFFORT[request.thinking]
     if request.tools:
         body["tools"] = sorted(request.tools, key=tool_name)
         if request.tool_choice is not None:
@@ -326,11 +334,15 @@ def encode_body(request: ChatRequest) -> bytes:
 class _RetryableFailure(Exception):
     """A failure another attempt may fix; becomes a public error once retries run out."""
 
-    def __init__(self, reason: str, *, busy: bool, retry_after: float | None = None) -> None:
+    def __init__(
+        self, reason: str, *, busy: bool, retry_after: float | None = None, kind: str = "unreachable"
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.busy = busy
         self.retry_after = retry_after
+        # The failover reason it becomes (`ProviderError.failover_reason`).
+        self.kind = kind
 
     def unavailable_message(self) -> str:
         state = "busy" if self.busy else "unreachable"
@@ -348,12 +360,15 @@ def _protocol_error(data: str) -> ProviderProtocolError:
     )
 
 
-def _failure_for_response(response: httpx.Response, *, with_tools: bool) -> Exception:
+def _failure_for_response(response: httpx.Response, *, with_tools: bool, secret: str | None) -> Exception:
     try:
         payload: Any = response.json()
     except ValueError:
         payload = response.text
     message, code = error_details(payload)
+    # Servers echo a refused key in their message ("Incorrect API key provided: sk-…"); people never see it.
+    if secret:
+        message = message.replace(secret, "[key]")
     if with_tools and response.status_code in _TOOLS_REFUSED_STATUSES and _NAMES_TOOLS.search(message):
         return _ToolsRefused(message[:_MESSAGE_LIMIT])
     retry_after = retry_after_seconds(response.headers.get("Retry-After"))
@@ -378,7 +393,11 @@ def _failure_for_status(status: int, message: str, code: str, retry_after: float
         )
     # OpenAI answers 429 both for "slow down" and for "out of credit"; only the first passes.
     if status == 429 and "insufficient_quota" in searchable:
-        return ProviderRejected(f"The model provider refused the request: {message}")
+        return ProviderRejected(f"The model provider refused the request: {message}", reason="payment")
     if status in (408, 429) or status >= 500:
-        return _RetryableFailure(f"HTTP {status}", busy=True, retry_after=retry_after)
-    return ProviderRejected(f"The model provider refused the request (HTTP {status}): {message}")
+        kind = "server_error" if status >= 500 else "timeout" if status == 408 else "rate_limited"
+        return _RetryableFailure(f"HTTP {status}", busy=True, retry_after=retry_after, kind=kind)
+    return ProviderRejected(
+        f"The model provider refused the request (HTTP {status}): {message}",
+        reason="payment" if status == 402 else None,
+    )

@@ -111,6 +111,8 @@ class NewMessage:
     tool_calls: tuple[StoredToolCall, ...] = ()
     tool_call_id: str | None = None
     tool_name: str | None = None
+    # A reply's answering model.
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -213,6 +215,7 @@ def write_message(
         "tool_calls": stored_calls,
         "tool_call_id": message.tool_call_id,
         "tool_name": message.tool_name,
+        "model": message.model,
     }
     ((seq, owner_kind, owner_id),) = BUMP_SEQUENCE.execute(
         connection,

@@ -169,6 +169,20 @@ class MessageStore:
                 .order_by(col(Message.id).desc())
             ).first()
 
+    def last_reply_model(self, session_id: str) -> str | None:
+        """The model that answered the session's newest reply (None: none recorded)."""
+        with self._session() as db:
+            return db.exec(
+                select(Message.model)
+                .where(
+                    Message.session_id == session_id,
+                    Message.role == "assistant",
+                    col(Message.model).is_not(None),
+                )
+                .order_by(col(Message.seq).desc())
+                .limit(1)
+            ).first()
+
     def recent_rows(self, session_id: str, limit: int, after_seq: int = 0) -> list[TranscriptRow]:
         """The rows of the newest `limit` units after `after_seq` (no events), oldest first.
 

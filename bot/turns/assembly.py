@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
+from bot.conversation_model import ConversationModel, conversation_model
 from bot.providers.base import ToolSchema
 from bot.storage.boundary import boundary_for
 from bot.storage.context_records import ContextRecords, ContextView
@@ -62,12 +63,15 @@ class ContextAssembler:
         # When long-term memory is on: the snapshot and recall of each turn.
         self.memory = memory
 
-    def budget_for(self, persona: Persona, tools: Sequence[ToolSchema] = ()) -> Budget:
-        model = self.settings.model
-        window = model.window_for(persona.model or model.name)
+    def conversation_model(self, session: ChatSession, persona: Persona) -> ConversationModel:
+        """The model this conversation speaks with (its /model choice, else the persona's)."""
+        return conversation_model(self.settings, persona.model, session.model_choice)
+
+    def budget_for(self, session: ChatSession, persona: Persona, tools: Sequence[ToolSchema] = ()) -> Budget:
+        window = self.conversation_model(session, persona).window
         return Budget(
             max_messages=CONTEXT_COUNT,
-            max_tokens=max(window - model.reply_reserve_tokens, 1),
+            max_tokens=max(window - self.settings.model.reply_reserve_tokens, 1),
             max_chars=self.settings.context.max_chars,
             document_tokens=self.settings.context.document_tokens,
             documents_total_tokens=self.settings.context.documents_total_tokens,
@@ -77,10 +81,10 @@ class ContextAssembler:
 
     def offered_tools(self, session: ChatSession, persona: Persona) -> dict[str, Tool]:
         """The tools a turn of this persona in this session offers the model."""
-        if self.tools is None:
+        model = self.conversation_model(session, persona)
+        if self.tools is None or not model.tools:
             return {}
-        model = self.settings.model.model_for(persona.model)
-        return self.tools.tools_for(persona, group=session.kind == "group", model=model)
+        return self.tools.tools_for(persona, group=session.kind == "group", model=model.model)
 
     def view(
         self,
@@ -162,7 +166,7 @@ class ContextAssembler:
         if tools is None:
             tools = schemas_of(self.offered_tools(session, persona))
         view = view or self.view(session.id)
-        budget = self.budget_for(persona, tools)
+        budget = self.budget_for(session, persona, tools)
         remembered = (
             self.memory.for_turn(session, view.projected, budget.max_tokens)
             if self.memory is not None
@@ -177,7 +181,7 @@ class ContextAssembler:
         recall could have added (0 without memory). Runs off the event loop.
         """
         tools = schemas_of(self.offered_tools(session, persona))
-        budget = self.budget_for(persona, tools)
+        budget = self.budget_for(session, persona, tools)
         if self.memory is None:
             return self._build(session, persona, view, tools, budget, None), 0
         remembered = self.memory.without_recall(session)
@@ -194,7 +198,7 @@ class ContextAssembler:
         remembered: TurnMemory | None,
     ) -> Context:
         rows = view.projected
-        vision = self.settings.model.vision
+        vision = self.conversation_model(session, persona).vision
         if vision:
             rows = [self._with_image_data(row) for row in rows]
         return build_context(

@@ -18,6 +18,7 @@ from functools import partial
 from typing import Protocol
 
 from bot.config import Settings
+from bot.conversation_model import ConversationModel
 from bot.errors import (
     ChorusError,
     ContextOverflowError,
@@ -28,7 +29,7 @@ from bot.errors import (
 )
 from bot.logs import bind_session, turn_scope
 from bot.metrics import TOOL_STEPS
-from bot.providers.base import ChatProvider, ChatRequest, TextDelta, ToolCall, shown_model
+from bot.providers.base import ChatProvider, ChatRequest, Served, TextDelta, ToolCall, shown_model
 from bot.speech.hearing import Hearing, Unheard, names_spoken
 from bot.speech.speaking import Speaking
 from bot.storage.boundary import boundary_for
@@ -143,6 +144,8 @@ class TurnPlan:
     # Where the person asked (tools see it), and whether a restart is finishing the turn.
     chat: ChatAddress | None = None
     resumed: bool = False
+    # The model that answered the turn's last call (a fallback's, when the router moved on).
+    model: str | None = None
 
     def reply(self, text: str, stored: StoredMessage, status: str = "complete") -> Reply:
         """The turn's final reply, once `stored` holds what was said."""
@@ -435,12 +438,16 @@ class TurnEngine:
         """The context the model would see for this session's next turn."""
         return await self.assembler.assemble(session, self.persona_for(session))
 
-    def model_for(self, persona: Persona) -> str:
-        return self.settings.model.model_for(persona.model)
+    def conversation_model(self, session: ChatSession, persona: Persona) -> ConversationModel:
+        """The model the conversation speaks with: its /model choice, else the persona's."""
+        return self.assembler.conversation_model(session, persona)
 
-    def model_shown(self, persona: Persona) -> str:
+    def model_for(self, session: ChatSession, persona: Persona) -> str:
+        return self.conversation_model(session, persona).model
+
+    def model_shown(self, session: ChatSession, persona: Persona) -> str:
         """The model as /status and /context name it: the offline demo model names itself."""
-        return shown_model(self.provider, self.model_for(persona))
+        return shown_model(self.provider, self.model_for(session, persona))
 
     # --- one turn ----------------------------------------------------------------
 
@@ -686,9 +693,10 @@ class TurnEngine:
             answer.view, context = await self.assembler.assemble_view(
                 session, persona, tools=schemas, earlier=earlier, appended=answer.stored
             )
+            model = self.conversation_model(session, persona)
             request = ChatRequest(
                 messages=context.messages,
-                model=self.model_for(persona),
+                model=model.model,
                 temperature=persona.temperature,
                 top_p=persona.top_p,
                 max_tokens=self.settings.model.reply_reserve_tokens,
@@ -697,7 +705,10 @@ class TurnEngine:
                 prompt_tokens=context.stats.total_tokens,
                 tools=schemas,
                 tool_choice="none" if final and schemas else None,
+                thinking=session.thinking if model.thinking else None,
             )
+            # What the reply records as its model, unless the provider names another (`Served`).
+            plan.model = shown_model(self.provider, model.model)
             try:
                 async with aclosing(plan.running.pieces(self.provider.stream(request))) as events:
                     async for event in events:
@@ -706,6 +717,8 @@ class TurnEngine:
                             yield Delta(event.text, persona.id, persona.name, session_id=session.id)
                         elif isinstance(event, ToolCall):
                             answer.calls.append(event)
+                        elif isinstance(event, Served):
+                            plan.model = event.model
                 answer.window_from_seq = context.stats.kept_seqs[0] if context.stats.kept_seqs else None
                 return
             except ContextOverflowError:
@@ -847,6 +860,7 @@ class TurnEngine:
             sender_name=plan.persona.name,
             reply_to_id=plan.user_message_id,
             status=status,
+            model=plan.model,
             # The after-turn work commits with the reply: no reply, no jobs.
             jobs=self.after_turn.after_turn,
         )

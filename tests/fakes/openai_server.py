@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
@@ -127,6 +128,26 @@ Scripted = Reply | HttpError | Hang | Malformed | Drop | StreamError | ToolCalls
 def rate_limited(retry_after: str | None = "0") -> HttpError:
     headers = {"Retry-After": retry_after} if retry_after is not None else {}
     return HttpError(429, _error_body("Rate limit reached", "rate_limit_exceeded", "requests"), headers)
+
+
+def overloaded() -> HttpError:
+    """529, what Anthropic (and proxies in front of it) answer when the model is overloaded."""
+    return HttpError(529, _error_body("Overloaded", "overloaded_error", "overloaded_error"))
+
+
+def payment_required() -> HttpError:
+    """402: the key's account has no credit left."""
+    return HttpError(
+        402, _error_body("Insufficient credits on this key", "payment_required", "billing_error")
+    )
+
+
+def refused_url() -> str:
+    """A base URL on 127.0.0.1 where nothing listens: connecting to it is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
 
 
 def server_error(status: int = 500) -> HttpError:

@@ -228,7 +228,7 @@ async function contextPage(sessionId) {
   page.replaceChildren(
     el("h1", { text: "Context" }),
     el("div", { class: "toolbar" }, el("a", { href: "#/conversation/" + sessionId, text: "← transcript" }),
-      el("span", { class: "muted", text: `${data.session.persona_id} · model ${data.model}` })),
+      el("span", { class: "muted", text: `${data.session.persona_id} · model ${data.model}${data.model_choice ? ` (/model ${data.model_choice})` : ""}${data.thinking ? ` · thinking ${data.thinking}` : ""}` })),
     el("div", { class: "card" },
       el("h2", { text: `What the model sees now: ${data.total_tokens.toLocaleString()} of ${budget.toLocaleString()} tokens` }),
       stackedBar(data, budget),
