@@ -143,7 +143,8 @@ def _message_before_newest_user(messages: list[Message]) -> Message | None:
 
 def _cacheable_block(message: Message) -> Block | None:
     # Thinking blocks cannot carry cache_control; the prefix through the next block covers them.
-    for block in reversed(message["content"]):
+    blocks: list[Block] = message["content"]
+    for block in reversed(blocks):
         if block.get("type") not in ("thinking", "redacted_thinking"):
             return block
     return None

@@ -170,7 +170,8 @@ class FakeAnthropic(LocalServer):
             return ApiError(
                 400,
                 "invalid_request_error",
-                f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {breakpoints}.",
+                f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
+                f"Found {breakpoints}.",
             )
         if body.get("thinking", {}).get("type") == "enabled":
             return self._thinking_refusal(body.get("messages", []))
