@@ -100,21 +100,41 @@ class Served:
 
 
 @dataclass(frozen=True)
+class ProviderBlocks:
+    """The answer in the provider's own content blocks, to be sent back verbatim (before `Finish`).
+
+    Anthropic's thinking blocks carry a signature and must return unchanged with the
+    tool calls they led to; the engine stores these with the answer, and the transcript
+    hands them back under `PROVIDER_BLOCKS_KEY` of the built message.
+    """
+
+    provider: str
+    blocks: list[dict[str, Any]]
+
+
+# The key of a built assistant message holding its `ProviderBlocks` as stored:
+# {"provider": ..., "blocks": [...]}. Providers that do not know it leave it out of the body.
+PROVIDER_BLOCKS_KEY = "provider_blocks"
+
+
+@dataclass(frozen=True)
 class Finish:
     """The answer is complete; `reason` as the model gave it ("stop", "tool_calls", "length" …)."""
 
     reason: str | None
 
 
-ModelEvent = TextDelta | ReasoningDelta | ToolCall | Usage | Served | Finish
+ModelEvent = TextDelta | ReasoningDelta | ToolCall | Usage | Served | ProviderBlocks | Finish
 
 
 class ChatProvider(Protocol):
     """Streams an answer as typed events; raises `bot.errors.ProviderError` subclasses.
 
-    A stream yields text and reasoning deltas as they arrive, then the answer's tool calls
+    A router's stream may open with `Served`, naming the model that answers. Then text
+    and reasoning deltas as they arrive, then the answer's tool calls
     (each one whole, in the order the model numbered them), at most one `Usage` when the
-    server reports it, then one `Finish`. Consumers ignore events they have no use for.
+    server reports it, the answer's `ProviderBlocks` when the provider has its own, then
+    one `Finish`. Consumers ignore events they have no use for.
     """
 
     name: str
