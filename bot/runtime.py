@@ -141,8 +141,10 @@ def build_runtime(
     sink = job_sink(database)
     stores = Stores.open(database, jobs=sink)
     if provider is None:
-        # Every key and fallback endpoint behind one router; the offline demo without a base URL.
-        provider = make_router(settings.model, settings.models) if settings.model.base_url else DemoProvider()
+        # Every key and fallback endpoint behind one router; the offline demo without a model server
+        # (Anthropic's needs no base URL).
+        configured = settings.model.base_url or settings.model.provider == "anthropic"
+        provider = make_router(settings.model, settings.models) if configured else DemoProvider()
     # Every model call is counted, and its failures kept for the operator's health page.
     provider = ObservedProvider(provider)
     if provider.name == "demo":

@@ -90,6 +90,7 @@ class AnthropicProvider:
             max_retries=0,
             timeout=anthropic.Timeout(read_timeout, connect=connect_timeout),
         )
+        self._api_key = api_key
         self._read_timeout = read_timeout
         self._max_retries = max_retries
         self._backoff_base = backoff_base
@@ -117,7 +118,9 @@ class AnthropicProvider:
                 if attempt == self._max_retries:
                     state = "busy" if failure.busy else "unreachable"
                     raise ProviderUnavailable(
-                        f"The model is {state} right now ({failure.reason}). Try again in a minute."
+                        f"The model is {state} right now ({failure.reason}). Try again in a minute.",
+                        reason=failure.kind,
+                        retry_after=failure.retry_after,
                     ) from failure
                 PROVIDER_RETRIES.labels("busy" if failure.busy else "unreachable").inc()
                 delay = backoff_delay(
@@ -149,9 +152,11 @@ class AnthropicProvider:
                     if (delta := answer.take(event)) is not None:
                         yield delta
         except anthropic.APIStatusError as error:
-            raise _failure_for_status(error) from error
+            raise _failure_for_status(error, secret=self._api_key) from error
         except anthropic.APITimeoutError as error:
-            raise _RetryableFailure(f"no answer within {self._read_timeout:g} seconds", busy=False) from error
+            raise _RetryableFailure(
+                f"no answer within {self._read_timeout:g} seconds", busy=False, kind="timeout"
+            ) from error
         except anthropic.APIConnectionError as error:
             raise _RetryableFailure("the connection dropped", busy=False) from error
         if not answer.finished:
@@ -264,16 +269,21 @@ class _Answer:
 
 
 class _RetryableFailure(Exception):
-    def __init__(self, reason: str, *, busy: bool, retry_after: float | None = None) -> None:
+    def __init__(
+        self, reason: str, *, busy: bool, retry_after: float | None = None, kind: str = "unreachable"
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.busy = busy
         self.retry_after = retry_after
+        # The failover reason it becomes (`ProviderError.failover_reason`).
+        self.kind = kind
 
 
-def _failure_for_status(error: anthropic.APIStatusError) -> Exception:
+def _failure_for_status(error: anthropic.APIStatusError, *, secret: str) -> Exception:
     status = error.status_code
-    message = str(error.api_message or error.message)[:_MESSAGE_LIMIT]
+    # A server may echo a refused key in its message; people never see it.
+    message = str(error.api_message or error.message).replace(secret, "[key]")[:_MESSAGE_LIMIT]
     if (too_long := _TOO_LONG.search(message)) is not None or status == 413:
         numbers = (
             OverflowNumbers(window=int(too_long.group(2)), requested=int(too_long.group(1)))
@@ -287,5 +297,9 @@ def _failure_for_status(error: anthropic.APIStatusError) -> Exception:
     if status in (429, 529) or status >= 500 or error.type in _BUSY_TYPES:
         retry_after = retry_after_seconds(error.response.headers.get("retry-after"))
         label = error.type or f"HTTP {status}"
-        return _RetryableFailure(label, busy=True, retry_after=retry_after)
-    return ProviderRejected(f"The model provider refused the request (HTTP {status}): {message}")
+        kind = "rate_limited" if status == 429 or error.type == "rate_limit_error" else "server_error"
+        return _RetryableFailure(label, busy=True, retry_after=retry_after, kind=kind)
+    return ProviderRejected(
+        f"The model provider refused the request (HTTP {status}): {message}",
+        reason="payment" if status == 402 or error.type == "billing_error" else None,
+    )

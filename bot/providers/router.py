@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 
 from bot.errors import ConfigError, ProviderError, ProviderUnavailable
 from bot.metrics import MODEL_FAILOVERS
+from bot.providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL
+from bot.providers.anthropic import AnthropicProvider
 from bot.providers.base import ChatProvider, ChatRequest, ModelEvent, Served, collect_text
 from bot.providers.openai import OpenAICompatibleProvider
 
@@ -131,11 +133,12 @@ def make_router(
     their own, then `model.fallbacks`.
 
     Each provider retries on its own (`model.max_retries`) only when nothing else could
-    answer: with alternatives a failure moves on at once.
+    answer: with alternatives a failure moves on at once. Endpoints of any provider kind
+    mix: an Anthropic endpoint may fall back to an OpenAI-compatible one and back.
     """
-    if not model.base_url:
-        raise ConfigError("model.base_url is needed for a model router")
-    alone = len(model.keys()) == 1 and not model.fallbacks and not any(c.base_url for c in choices)
+    # Models (`models:` entries) served elsewhere than the main endpoint: their own URL or kind.
+    elsewhere = [c for c in choices if c.base_url or c.provider != model.provider]
+    alone = len(model.keys()) == 1 and not model.fallbacks and not elsewhere
     options = {
         "connect_timeout": model.connect_timeout,
         "read_timeout": model.read_timeout,
@@ -143,36 +146,41 @@ def make_router(
         **options,
     }
     by_model: dict[str, Sequence[Target]] = {}
-    for choice in choices:
-        if choice.base_url:
-            keys = [choice.api_key.get_secret_value() if choice.api_key else None]
-            by_model[choice.model] = _targets(choice.provider, choice.base_url, None, keys, options)
+    for choice in elsewhere:
+        keys = [choice.api_key.get_secret_value() if choice.api_key else None]
+        url = _url_of(choice, f"models ({choice.name})")
+        by_model[choice.model] = _targets(choice.provider, url, None, keys, options)
     fallbacks = [
         target
-        for endpoint in model.fallbacks
+        for position, endpoint in enumerate(model.fallbacks)
         for target in _targets(
-            endpoint.provider, _url_of(endpoint), endpoint.name or None, endpoint.keys(), options
+            endpoint.provider,
+            _url_of(endpoint, f"model.fallbacks[{position}]"),
+            endpoint.name or None,
+            endpoint.keys(),
+            options,
         )
     ]
     return ModelRouter(
-        _targets(model.provider, model.base_url, None, model.keys(), options),
+        _targets(model.provider, _url_of(model, "model"), None, model.keys(), options),
         fallbacks=fallbacks,
         by_model=by_model,
         cooldown_seconds=model.cooldown_seconds,
     )
 
 
-def _url_of(endpoint: EndpointSettings) -> str:
-    if not endpoint.base_url:
-        raise ConfigError("each entry of model.fallbacks needs a base_url")
-    return endpoint.base_url
+def _url_of(endpoint: EndpointSettings | ModelChoiceSettings, setting: str) -> str:
+    """The endpoint's URL; Anthropic's own when an `anthropic` endpoint names none."""
+    if endpoint.base_url and endpoint.base_url.strip():
+        return endpoint.base_url.strip()
+    if endpoint.provider == "anthropic":
+        return ANTHROPIC_URL
+    raise ConfigError(f"{setting}.base_url is needed for an OpenAI-compatible endpoint")
 
 
 def _targets(
     kind: str, base_url: str, model: str | None, keys: list[str | None], options: dict[str, Any]
 ) -> list[Target]:
-    if kind != "openai":
-        raise ConfigError(f"Model provider {kind!r} is not available in this build; use 'openai'.")
     # The host and port only: a URL may carry credentials (https://user:key@host/v1).
     parts = urlsplit(base_url)
     host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
@@ -181,8 +189,16 @@ def _targets(
         Target(
             label=f"{where} key {index} of {len(keys)}" if len(keys) > 1 else where,
             kind=kind,
-            provider=OpenAICompatibleProvider(base_url.strip(), key, **options),
+            provider=_provider(kind, base_url.strip(), key, options),
             model=model,
         )
         for index, key in enumerate(keys, start=1)
     ]
+
+
+def _provider(kind: str, base_url: str, key: str | None, options: dict[str, Any]) -> ChatProvider:
+    if kind == "anthropic":
+        return AnthropicProvider(key, base_url=base_url, **options)
+    if kind == "openai":
+        return OpenAICompatibleProvider(base_url, key, **options)
+    raise ConfigError(f"Model provider {kind!r} is not known; use 'openai' or 'anthropic'.")

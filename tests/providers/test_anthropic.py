@@ -22,7 +22,6 @@ from tests.fakes.anthropic_server import (
     Answer,
     ApiError,
     FakeAnthropic,
-    fake_anthropic_fixture,  # noqa: F401
     overloaded,
     prompt_too_long,
     rate_limited,

@@ -11,10 +11,13 @@ from urllib.parse import urlsplit
 import pytest
 
 from bot.config import ModelChoiceSettings, ModelSettings
-from bot.errors import ProviderRejected, ProviderUnavailable, StreamInterrupted
+from bot.errors import ConfigError, ProviderRejected, ProviderUnavailable, StreamInterrupted
 from bot.metrics import REGISTRY
 from bot.providers.base import ChatRequest, Served, TextDelta
 from bot.providers.router import ModelRouter, make_router
+from tests.fakes.anthropic_server import FakeAnthropic, RecordedRequest
+from tests.fakes.anthropic_server import overloaded as anthropic_overloaded
+from tests.fakes.anthropic_server import rate_limited as anthropic_rate_limited
 from tests.fakes.openai_server import (
     Drop,
     FakeOpenAI,
@@ -40,6 +43,11 @@ def chat(text: str = "hi") -> ChatRequest:
 
 def failovers(reason: str) -> float:
     return REGISTRY.get_sample_value("chorus_model_failovers_total", {"reason": reason}) or 0.0
+
+
+def anthropic_key(request: RecordedRequest) -> str:
+    """The key a request to the Anthropic stand-in carried (the SDK sends either header)."""
+    return request.headers.get("x-api-key") or request.headers["authorization"].removeprefix("Bearer ")
 
 
 def settings(base_url: str, **fields: Any) -> ModelSettings:
@@ -255,3 +263,93 @@ async def test_an_endpoint_is_named_by_host_never_by_credentials_in_its_url() ->
 
     assert labels == ["api.example.com key 1 of 2", "api.example.com key 2 of 2"]
     await router.aclose()
+
+
+async def test_an_overloaded_anthropic_endpoint_falls_back_to_an_openai_compatible_one(
+    fake_anthropic: FakeAnthropic, backup: FakeOpenAI
+) -> None:
+    fake_anthropic.script(anthropic_overloaded())
+    router = make_router(
+        ModelSettings(
+            provider="anthropic",
+            base_url=fake_anthropic.base_url,
+            name="claude-main",
+            api_key="sk-ant",
+            fallbacks=[{"base_url": backup.base_url, "name": "spare"}],
+        )
+    )
+    before = failovers("server_error")
+
+    text, served = await answer(router, replace(chat(), model="claude-main"))
+
+    assert text == "reply to: hi"
+    assert len(fake_anthropic.requests) == 1  # no retry of its own: the fallback answers
+    assert anthropic_key(fake_anthropic.requests[0]) == "sk-ant"
+    assert [request.json["model"] for request in backup.requests] == ["spare"]
+    assert served == [Served("spare", "openai")]
+    assert failovers("server_error") == before + 1
+    await router.aclose()
+
+
+async def test_a_rate_limited_openai_endpoint_falls_back_to_anthropic(
+    fake_openai: FakeOpenAI, fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_TEST_KEY", "sk-ant-from-env")
+    fake_openai.script(rate_limited("0"))
+    router = make_router(
+        settings(
+            fake_openai.base_url,
+            fallbacks=[
+                {
+                    "provider": "anthropic",
+                    "base_url": fake_anthropic.base_url,
+                    "name": "claude-spare",
+                    "api_key": "${ANTHROPIC_TEST_KEY}",
+                }
+            ],
+        )
+    )
+
+    text, served = await answer(router, chat())
+
+    assert text == "reply to: hi"
+    assert len(fake_openai.requests) == 1
+    assert [request.json["model"] for request in fake_anthropic.requests] == ["claude-spare"]
+    assert anthropic_key(fake_anthropic.requests[0]) == "sk-ant-from-env"
+    assert served == [Served("claude-spare", "anthropic")]
+    await router.aclose()
+
+
+async def test_a_rate_limited_anthropic_key_hands_over_to_the_next_key(fake_anthropic: FakeAnthropic) -> None:
+    fake_anthropic.script(anthropic_rate_limited("20"))
+    router = make_router(
+        ModelSettings(
+            provider="anthropic",
+            base_url=fake_anthropic.base_url,
+            name="claude-main",
+            api_keys=["sk-ant-one", "sk-ant-two"],
+        )
+    )
+    now = 10.0
+    router._clock = lambda: now
+    before = failovers("rate_limited")
+
+    text, _ = await answer(router, replace(chat(), model="claude-main"))
+    second, _ = await answer(router, replace(chat("again"), model="claude-main"))
+
+    assert (text, second) == ("reply to: hi", "reply to: again")
+    keys = [anthropic_key(request) for request in fake_anthropic.requests]
+    assert keys == ["sk-ant-one", "sk-ant-two", "sk-ant-two"]  # the first rests its retry-after
+    assert failovers("rate_limited") == before + 1
+    await router.aclose()
+
+
+def test_an_anthropic_endpoint_needs_a_key_and_no_base_url() -> None:
+    with pytest.raises(ConfigError, match="no API key is set"):
+        make_router(ModelSettings(provider="anthropic", name="claude-main"))
+    with pytest.raises(ConfigError, match=r"model.fallbacks\[0\].base_url is needed"):
+        make_router(settings("http://127.0.0.1:1/v1", fallbacks=[{"name": "spare"}]))
+
+    router = make_router(ModelSettings(provider="anthropic", name="claude-main", api_key="sk-ant"))
+
+    assert [target.label for target in router.targets_for("claude-main")] == ["api.anthropic.com"]
