@@ -38,7 +38,7 @@ from transcript.compaction import (
     summarise_with_fallback,
     summary_items,
 )
-from transcript.context import Context, ContextStats, Message, TokensByPart
+from transcript.context import PROVIDER_BLOCKS_KEY, Context, ContextStats, Message, TokensByPart
 from transcript.exchanges import exchange_spans, snap_cut, units_of, widen
 from transcript.inspect import ContextOverview, context_data, render_context_report
 from transcript.limits import CONTEXT_COUNT
@@ -51,6 +51,7 @@ from transcript.window import RowLike
 __all__ = [
     "COLLAPSE_INSTRUCTIONS",
     "CONTEXT_COUNT",
+    "PROVIDER_BLOCKS_KEY",
     "AttachmentRef",
     "Budget",
     "Capabilities",

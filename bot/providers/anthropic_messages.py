@@ -12,7 +12,9 @@ import copy
 import json
 from typing import Any
 
-from bot.providers.base import PROVIDER_BLOCKS_KEY, ChatRequest, tool_name
+from bot.providers.base import ChatRequest, tool_name
+from transcript import PROVIDER_BLOCKS_KEY
+from transcript.preamble import DOCUMENTS_HEADING, MEMORY_HEADING, RECALL_HEADING, SUMMARY_HEADING, section
 
 PROVIDER = "anthropic"
 
@@ -32,6 +34,13 @@ CONVERSATION_START = "(The conversation starts.)"
 Block = dict[str, Any]
 Message = dict[str, Any]
 
+# Where the system message's sections start (`transcript.preamble`): the persona prompt
+# comes first, then what changes now and then (the summary, the memory snapshot), then
+# what changes every turn (what recall found, documents outside the window). Each becomes
+# a block of its own, so the prefix up to the last steady one is cached.
+_STEADY_SECTIONS = tuple("\n\n" + section(heading, "") for heading in (SUMMARY_HEADING, MEMORY_HEADING))
+_CHANGING_SECTIONS = tuple("\n\n" + section(heading, "") for heading in (RECALL_HEADING, DOCUMENTS_HEADING))
+
 
 def request_params(request: ChatRequest, *, cache: bool = True) -> dict[str, Any]:
     """The keyword arguments of `messages.create` for `request` (without `stream`)."""
@@ -40,6 +49,10 @@ def request_params(request: ChatRequest, *, cache: bool = True) -> dict[str, Any
     if cache:
         add_cache_breakpoints(tools, system, messages)
     budget = THINKING_BUDGETS.get(request.thinking or "off")
+    if budget is not None and _continues_round_without_thinking(messages):
+        # The round began without thinking (another provider answered it, or /think was
+        # off then): the API refuses thinking for its rest, so the rest goes without.
+        budget = None
     reply_tokens = request.max_tokens or DEFAULT_MAX_TOKENS
     params: dict[str, Any] = {
         "model": request.model,
@@ -75,7 +88,8 @@ def convert_messages(messages: list[Message]) -> tuple[list[Block], list[Message
     for message in messages:
         role = message.get("role")
         if role == "system" and not converted:
-            system.extend(_text_blocks(message.get("content")))
+            content = message.get("content")
+            system.extend(_preamble_blocks(content) if isinstance(content, str) else _text_blocks(content))
             continue
         if role == "assistant":
             blocks = _assistant_blocks(message)
@@ -113,17 +127,18 @@ def add_cache_breakpoints(tools: list[Block], system: list[Block], messages: lis
 
     In prefix order: the last tool, the first system block when the system prompt has more
     than one (the persona, before a memory snapshot that changes more often), the last
-    system block, and the history up to the previous turn (the last message before the
-    newest user message). Every later request that starts with one of these prefixes reads
-    it from the cache at a tenth of the price.
+    system block that does not change every turn, and the history up to the previous turn
+    (the last message before the newest user message). Every later request that starts
+    with one of these prefixes reads it from the cache at a tenth of the price.
     """
     marked: list[Block] = []
     if tools:
         marked.append(tools[-1])
-    if len(system) > 1:
-        marked.append(system[0])
-    if system:
-        marked.append(system[-1])
+    steady = [block for block in system if not block["text"].startswith(_CHANGING_SECTIONS)]
+    if len(steady) > 1:
+        marked.append(steady[0])
+    if steady:
+        marked.append(steady[-1])
     previous = _message_before_newest_user(messages)
     if previous is not None and (block := _cacheable_block(previous)) is not None:
         marked.append(block)
@@ -132,6 +147,27 @@ def add_cache_breakpoints(tools: list[Block], system: list[Block], messages: lis
     for block in marked:
         block["cache_control"] = dict(CACHE_BREAKPOINT)
     return len(marked)
+
+
+def _preamble_blocks(text: str) -> list[Block]:
+    """The system message in its steady and changing parts, one text block each."""
+    cuts = [
+        min((at for mark in marks if (at := text.find(mark)) > 0), default=-1)
+        for marks in (_STEADY_SECTIONS, _CHANGING_SECTIONS)
+    ]
+    starts = sorted({0, *(cut for cut in cuts if cut > 0)})
+    pieces = [text[start:end] for start, end in zip(starts, [*starts[1:], len(text)], strict=True)]
+    # Each later block keeps its leading blank line: the blocks read as the one message did.
+    return [_text(piece) for piece in pieces if piece.strip()]
+
+
+def _continues_round_without_thinking(messages: list[Message]) -> bool:
+    """Whether the request answers tool calls of an assistant message that starts without thinking."""
+    if len(messages) < 2 or messages[-2]["role"] != "assistant":
+        return False
+    blocks: list[Block] = messages[-2]["content"]
+    calls = any(block.get("type") == "tool_use" for block in blocks)
+    return calls and blocks[0].get("type") not in ("thinking", "redacted_thinking")
 
 
 def _message_before_newest_user(messages: list[Message]) -> Message | None:

@@ -86,6 +86,16 @@ class Usage:
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
 
+    def __add__(self, other: Usage) -> Usage:
+        """Two calls' usage together, as a turn of several tool rounds is billed."""
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+        )
+
 
 @dataclass(frozen=True)
 class Served:
@@ -105,16 +115,11 @@ class ProviderBlocks:
 
     Anthropic's thinking blocks carry a signature and must return unchanged with the
     tool calls they led to; the engine stores these with the answer, and the transcript
-    hands them back under `PROVIDER_BLOCKS_KEY` of the built message.
+    hands them back under `transcript.PROVIDER_BLOCKS_KEY` of the built message.
     """
 
     provider: str
     blocks: list[dict[str, Any]]
-
-
-# The key of a built assistant message holding its `ProviderBlocks` as stored:
-# {"provider": ..., "blocks": [...]}. Providers that do not know it leave it out of the body.
-PROVIDER_BLOCKS_KEY = "provider_blocks"
 
 
 @dataclass(frozen=True)

@@ -28,12 +28,14 @@ from bot.providers.base import (
     Finish,
     ModelEvent,
     TextDelta,
+    Usage,
     collect_text,
     tool_name,
 )
 from bot.providers.http_failures import backoff_delay, error_details, retry_after_seconds
 from bot.providers.sse import iter_event_batches
 from bot.providers.tool_calls import ToolCallAssembler
+from transcript import PROVIDER_BLOCKS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +162,8 @@ class OpenAICompatibleProvider:
                 attempt += 1
         for call in answer.tool_calls.calls():
             yield call
+        if answer.usage is not None:
+            yield answer.usage
         yield Finish(answer.finish_reason)
 
     async def complete(self, request: ChatRequest) -> str:
@@ -243,6 +247,7 @@ class _Answer:
         self.tool_calls = ToolCallAssembler()
         self.finish_reason: str | None = None
         self.finished = False
+        self.usage: Usage | None = None
 
     @property
     def started(self) -> bool:
@@ -252,6 +257,7 @@ class _Answer:
         """A stream chunk: its text is returned, its tool-call fragments and finish kept."""
         payload = _payload(data)
         choices = payload.get("choices")
+        self.usage = _usage(payload.get("usage")) or self.usage
         # With stream_options.include_usage the last chunk carries usage and no choices.
         if choices == [] and "usage" in payload:
             return ""
@@ -275,6 +281,7 @@ class _Answer:
         choices = payload.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise _protocol_error(data)
+        self.usage = _usage(payload.get("usage"))
         message = choices[0].get("message") or {}
         content = message.get("content") if isinstance(message, dict) else None
         if content is not None and not isinstance(content, str):
@@ -303,6 +310,22 @@ def _payload(data: str) -> dict[str, Any]:
     return payload
 
 
+def _usage(reported: object) -> Usage | None:
+    """The server's `usage` object; `prompt_tokens_details.cached_tokens` is its prompt cache's share."""
+    if not isinstance(reported, dict) or not isinstance(reported.get("prompt_tokens"), int):
+        return None
+    prompt = reported.get("prompt_tokens_details")
+    completion = reported.get("completion_tokens_details")
+    cached = prompt.get("cached_tokens") if isinstance(prompt, dict) else None
+    reasoning = completion.get("reasoning_tokens") if isinstance(completion, dict) else None
+    return Usage(
+        prompt_tokens=reported["prompt_tokens"],
+        completion_tokens=int(reported.get("completion_tokens") or 0),
+        cached_tokens=cached if isinstance(cached, int) else 0,
+        reasoning_tokens=reasoning if isinstance(reasoning, int) else 0,
+    )
+
+
 def _is_json(response: httpx.Response) -> bool:
     content_type = str(response.headers.get("content-type", ""))
     return content_type.split(";")[0].strip() == "application/json"
@@ -314,7 +337,13 @@ def encode_body(request: ChatRequest) -> bytes:
     Tools are sorted by name, so the same tools give the same bytes whatever order they
     were gathered in. `request.extra` adds fields, but never overrides the request's own.
     """
-    body: dict[str, Any] = {"model": request.model, "messages": request.messages, "stream": True}
+    body: dict[str, Any] = {
+        "model": request.model,
+        "messages": [_without_provider_blocks(message) for message in request.messages],
+        "stream": True,
+        # The last chunk then says what the call cost, prompt cache included.
+        "stream_options": {"include_usage": True},
+    }
     for name in _SAMPLING_FIELDS:
         value = getattr(request, name)
         if value is not None:
@@ -329,6 +358,13 @@ def encode_body(request: ChatRequest) -> bytes:
         if name != PURPOSE_KEY and name not in body:
             body[name] = value
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _without_provider_blocks(message: dict[str, Any]) -> dict[str, Any]:
+    """Another provider's own blocks stay out of the body (the message's text and calls say it all)."""
+    if PROVIDER_BLOCKS_KEY not in message:
+        return message
+    return {key: value for key, value in message.items() if key != PROVIDER_BLOCKS_KEY}
 
 
 class _RetryableFailure(Exception):

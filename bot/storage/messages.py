@@ -26,6 +26,7 @@ from bot.storage.message_rows import (
     ATTACHMENT_COLUMNS,
     ATTACHMENTS,
     attachment_ref,
+    decode_blocks,
     decode_calls,
     transcript_row,
 )
@@ -51,6 +52,7 @@ ROW_COLUMNS = (
     MESSAGES.c.tool_calls,
     MESSAGES.c.tool_call_id,
     MESSAGES.c.tool_name,
+    MESSAGES.c.provider_blocks,
 )
 # The rows of the conversation (what the model sees), as opposed to stored events.
 # One bound value per kind, not an expanding list: a list is expanded into the statement
@@ -233,6 +235,7 @@ class MessageStore:
                 tool_calls=decode_calls(tool_calls),
                 tool_call_id=tool_call_id,
                 tool_name=tool_name,
+                provider_blocks=decode_blocks(provider_blocks),
             )
             for (
                 message_id,
@@ -250,6 +253,7 @@ class MessageStore:
                 tool_calls,
                 tool_call_id,
                 tool_name,
+                provider_blocks,
             ) in found
         ]
 

@@ -130,6 +130,14 @@ class Message(SQLModel, table=True):
     tool_name: str | None = Field(default=None, max_length=128)
     # For replies: the model that answered (a fallback's, when the usual one could not).
     model: str | None = Field(default=None, max_length=256)
+    # The answer in its provider's own blocks, as JSON ({"provider", "blocks"}): signed
+    # thinking that must go back unchanged with the calls it led to. None for most rows.
+    provider_blocks: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    # For replies: the prompt tokens the server billed for the turn's model calls, of them
+    # read from its prompt cache and written to it (None: the server reported none).
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 class Attachment(SQLModel, table=True):

@@ -29,7 +29,16 @@ from bot.errors import (
 )
 from bot.logs import bind_session, turn_scope
 from bot.metrics import TOOL_STEPS
-from bot.providers.base import ChatProvider, ChatRequest, Served, TextDelta, ToolCall, shown_model
+from bot.providers.base import (
+    ChatProvider,
+    ChatRequest,
+    ProviderBlocks,
+    Served,
+    TextDelta,
+    ToolCall,
+    Usage,
+    shown_model,
+)
 from bot.speech.hearing import Hearing, Unheard, names_spoken
 from bot.speech.speaking import Speaking
 from bot.storage.boundary import boundary_for
@@ -146,6 +155,8 @@ class TurnPlan:
     resumed: bool = False
     # The model that answered the turn's last call (a fallback's, when the router moved on).
     model: str | None = None
+    # What the server billed for the turn's calls so far (None: it reported nothing).
+    usage: Usage | None = None
 
     def reply(self, text: str, stored: StoredMessage, status: str = "complete") -> Reply:
         """The turn's final reply, once `stored` holds what was said."""
@@ -172,6 +183,8 @@ class ModelAnswer:
     # the round stored (`StoredMessage.row`, in the order they were stored).
     view: ContextView | None = None
     stored: list[TranscriptRow | None] = field(default_factory=list)
+    # The answer in its provider's own blocks, stored with it for the provider to replay.
+    provider_blocks: dict[str, object] | None = None
 
     @property
     def joined(self) -> str:
@@ -648,6 +661,9 @@ class TurnEngine:
             note = rounds.note()
             text = with_note(answer.joined, note) if note is not None else answer.joined
             reply = self._reply_message(plan, text, "complete")
+            if note is None:
+                # A note changes the answer's text: its provider blocks would no longer match.
+                reply = replace(reply, provider_blocks=answer.provider_blocks)
             jobs = await self._jobs_with_work(plan, answer.view, reply, tools)
             stored = await self.db.run(self.stores.messages.append, session.id, replace(reply, jobs=jobs))
             yield plan.reply(stored.content, stored)
@@ -719,6 +735,10 @@ class TurnEngine:
                             answer.calls.append(event)
                         elif isinstance(event, Served):
                             plan.model = event.model
+                        elif isinstance(event, ProviderBlocks):
+                            answer.provider_blocks = {"provider": event.provider, "blocks": event.blocks}
+                        elif isinstance(event, Usage):
+                            plan.usage = event if plan.usage is None else plan.usage + event
                 answer.window_from_seq = context.stats.kept_seqs[0] if context.stats.kept_seqs else None
                 return
             except ContextOverflowError:
@@ -743,6 +763,7 @@ class TurnEngine:
             reply_to_id=plan.user_message_id,
             kind="tool_call",
             tool_calls=calls,
+            provider_blocks=answer.provider_blocks,
         )
 
     async def _run_calls(
@@ -861,6 +882,9 @@ class TurnEngine:
             reply_to_id=plan.user_message_id,
             status=status,
             model=plan.model,
+            prompt_tokens=plan.usage.prompt_tokens if plan.usage else None,
+            cached_tokens=plan.usage.cached_tokens if plan.usage else None,
+            cache_write_tokens=plan.usage.cache_write_tokens if plan.usage else None,
             # The after-turn work commits with the reply: no reply, no jobs.
             jobs=self.after_turn.after_turn,
         )

@@ -15,10 +15,11 @@ retry-after, 529 overloaded_error, 400 "prompt is too long: N tokens > M maximum
 
 Like the API it
 - takes at most 4 `cache_control` breakpoints, and simulates the prompt cache: the prefix
-  (tools, then system, then messages, block by block) up to each breakpoint is remembered,
-  and a later request with the same prefix up to one of its breakpoints reports those
-  tokens as `cache_read_input_tokens`, the rest up to its last breakpoint as
-  `cache_creation_input_tokens`;
+  (tools, then system, then messages, block by block) up to each breakpoint is written
+  (when it is at least `min_cacheable_tokens` long), and a later request reads the longest
+  written prefix that ends at one of its breakpoints or up to 20 blocks before one (the
+  API's lookback), reporting those tokens as `cache_read_input_tokens` and the rest up to
+  its last breakpoint as `cache_creation_input_tokens`;
 - with thinking enabled, refuses (400) a tool round's continuation whose assistant message
   does not start with the thinking block this server signed for it, signature unchanged.
 
@@ -87,6 +88,8 @@ Scripted = Answer | ApiError
 Responder = Callable[[dict[str, Any]], Scripted]
 
 MAX_BREAKPOINTS = 4
+# How many blocks before a breakpoint the API looks for an earlier cached prefix.
+LOOKBACK_BLOCKS = 20
 
 
 @dataclass(frozen=True)
@@ -126,8 +129,10 @@ def echo(body: dict[str, Any]) -> Answer:
 class FakeAnthropic(LocalServer):
     """The server; `base_url` is its root, as the SDK expects (it adds /v1/messages)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, min_cacheable_tokens: int = 0) -> None:
         super().__init__()
+        # The shortest prefix the cache keeps (1,024 tokens for most Claude models).
+        self.min_cacheable_tokens = min_cacheable_tokens
         self.requests: list[RecordedRequest] = []
         self.default: Responder = echo
         self._script: deque[Scripted] = deque()
@@ -208,20 +213,21 @@ class FakeAnthropic(LocalServer):
 
     def _usage(self, body: dict[str, Any]) -> dict[str, int]:
         blocks = _blocks(body)
-        total = sum(block_tokens(block) for block in blocks)
+        tokens = [block_tokens(block) for block in blocks]
+        keys = _prefix_keys(blocks)  # keys[n]: the prefix of the first n blocks
         ends = [i + 1 for i, block in enumerate(blocks) if "cache_control" in block]
-        prefixes = {end: _prefix_key(blocks[:end]) for end in ends}
-        read_end = max((end for end in ends if prefixes[end] in self._cached_prefixes), default=0)
+        looked_at = {end - back for end in ends for back in range(LOOKBACK_BLOCKS) if end - back > 0}
+        read_end = max((end for end in looked_at if keys[end] in self._cached_prefixes), default=0)
         written_end = max(ends, default=0)
-        read = sum(block_tokens(block) for block in blocks[:read_end])
-        written = (
-            sum(block_tokens(block) for block in blocks[read_end:written_end])
-            if written_end > read_end
-            else 0
+        read = sum(tokens[:read_end])
+        written = sum(tokens[read_end:written_end]) if written_end > read_end else 0
+        self._cached_prefixes.update(
+            keys[end] for end in ends if sum(tokens[:end]) >= self.min_cacheable_tokens
         )
-        self._cached_prefixes.update(prefixes.values())
+        if written_end > read_end and sum(tokens[:written_end]) < self.min_cacheable_tokens:
+            written = 0  # too short to cache: billed as plain input
         return {
-            "input_tokens": total - read - written,
+            "input_tokens": sum(tokens) - read - written,
             "cache_read_input_tokens": read,
             "cache_creation_input_tokens": written,
             "output_tokens": 1,
@@ -340,9 +346,13 @@ def _without_cache_control(block: Any) -> Any:
     return {key: value for key, value in block.items() if key != "cache_control"}
 
 
-def _prefix_key(blocks: list[dict[str, Any]]) -> str:
-    text = json.dumps([_without_cache_control(block) for block in blocks], sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()
+def _prefix_keys(blocks: list[dict[str, Any]]) -> list[str]:
+    """A key for each prefix of `blocks` (the empty one first), chained block by block."""
+    keys = [""]
+    for block in blocks:
+        text = json.dumps(_without_cache_control(block), sort_keys=True)
+        keys.append(hashlib.sha256((keys[-1] + text).encode()).hexdigest())
+    return keys
 
 
 def _pieces(text: str) -> list[str]:

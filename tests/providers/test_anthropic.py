@@ -8,7 +8,6 @@ import pytest
 from bot.errors import ContextOverflowError, ProviderRejected, ProviderUnavailable, StreamInterrupted
 from bot.providers.anthropic import AnthropicProvider
 from bot.providers.base import (
-    PROVIDER_BLOCKS_KEY,
     ChatRequest,
     Finish,
     ModelEvent,
@@ -26,6 +25,7 @@ from tests.fakes.anthropic_server import (
     prompt_too_long,
     rate_limited,
 )
+from transcript import PROVIDER_BLOCKS_KEY
 
 Factory = Callable[..., AnthropicProvider]
 
@@ -189,26 +189,79 @@ async def test_a_tool_round_with_thinking_replays_the_signed_thinking_before_too
     assert fake_anthropic.requests[1].json["thinking"] == {"type": "enabled", "budget_tokens": 16384}
 
 
-async def test_the_stand_in_refuses_a_tool_round_without_its_thinking(
+async def test_the_stand_in_refuses_a_tool_round_whose_thinking_was_altered(
     fake_anthropic: FakeAnthropic, make_anthropic: Factory
 ) -> None:
-    """The check the replay test relies on: dropping the blocks is refused, like the API does."""
+    """The check the replay test relies on: a changed signature is refused, like the API does."""
     fake_anthropic.script(Answer(thinking="call it", tool_calls=[("weather", {"city": "Oslo"})]))
     provider = make_anthropic()
     question = {"role": "user", "content": "weather in Oslo?"}
     first = await events_of(provider, chat(question, tools=(WEATHER_TOOL,), thinking="low"))
     (call,) = [event for event in first if isinstance(event, ToolCall)]
+    (blocks,) = [event for event in first if isinstance(event, ProviderBlocks)]
+    forged = [{**blocks.blocks[0], "signature": "forged"}, *blocks.blocks[1:]]
     assistant = {
         "role": "assistant",
         "content": "",
         "tool_calls": [
             {"type": "function", "id": call.id, "function": {"name": call.name, "arguments": call.arguments}}
         ],
+        PROVIDER_BLOCKS_KEY: {"provider": "anthropic", "blocks": forged},
     }
     result = {"role": "tool", "tool_call_id": call.id, "content": "rain"}
 
-    with pytest.raises(ProviderRejected, match="Expected `thinking`"):
+    with pytest.raises(ProviderRejected, match="Invalid `signature`"):
         await events_of(provider, chat(question, assistant, result, tools=(WEATHER_TOOL,), thinking="low"))
+
+
+async def test_a_round_begun_without_thinking_goes_on_without_it(
+    fake_anthropic: FakeAnthropic, make_anthropic: Factory
+) -> None:
+    """Calls another provider made (no blocks to replay): thinking is left off for the round's rest."""
+    fake_anthropic.script(Answer(text="It rains."))
+    assistant = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"type": "function", "id": "call_0", "function": {"name": "weather", "arguments": "{}"}}
+        ],
+    }
+    result = {"role": "tool", "tool_call_id": "call_0", "content": "rain"}
+    question = {"role": "user", "content": "weather?"}
+
+    events = await events_of(
+        make_anthropic(), chat(question, assistant, result, tools=(WEATHER_TOOL,), thinking="high")
+    )
+
+    assert "".join(event.text for event in events if isinstance(event, TextDelta)) == "It rains."
+    assert "thinking" not in fake_anthropic.requests[0].json
+
+
+async def test_the_system_message_is_cut_before_the_sections_that_change_every_turn(
+    fake_anthropic: FakeAnthropic, make_anthropic: Factory
+) -> None:
+    system = (
+        "You are Ada.\n\n## Long-term memory\n- likes tea\n\n"
+        "## Recalled from earlier\n- the dentist is on Friday"
+    )
+    request = chat(
+        {"role": "system", "content": system},
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "first answer"},
+        {"role": "user", "content": "second"},
+    )
+
+    await events_of(make_anthropic(), request)
+
+    blocks = fake_anthropic.requests[0].json["system"]
+    assert "".join(block["text"] for block in blocks) == system
+    assert [block["text"].split("\n")[-1] for block in blocks] == [
+        "You are Ada.",
+        "- likes tea",
+        "- the dentist is on Friday",
+    ]
+    # Persona and memory are cached; what recall found changes every turn and is not.
+    assert ["cache_control" in block for block in blocks] == [True, True, False]
 
 
 async def test_cache_breakpoints_mark_tools_system_and_the_previous_turn(
@@ -335,3 +388,25 @@ async def test_a_stream_cut_after_text_is_interrupted_with_the_text(
 
     assert raised.value.partial_text == "Half of the answer"
     assert len(fake_anthropic.requests) == 1
+
+
+async def test_the_next_turn_reads_what_the_previous_turn_wrote(
+    fake_anthropic: FakeAnthropic, make_anthropic: Factory
+) -> None:
+    """The stand-in looks back from a breakpoint for an earlier written prefix, as the API does."""
+    system = {"role": "system", "content": "You are Ada. " * 30}
+    turn = [system, {"role": "user", "content": "first"}, {"role": "assistant", "content": "one"}]
+    provider = make_anthropic()
+    await events_of(provider, chat(*turn, {"role": "user", "content": "second"}))
+    later = [*turn, {"role": "user", "content": "second"}, {"role": "assistant", "content": "two"}]
+
+    await events_of(provider, chat(*later, {"role": "user", "content": "third"}))
+
+    first, second = (request.usage for request in fake_anthropic.requests)
+    assert first is not None and second is not None
+    # Through "one" was written by the first turn; the second reads it and writes "second", "two".
+    assert (
+        second["cache_read_input_tokens"]
+        == first["cache_read_input_tokens"] + first["cache_creation_input_tokens"]
+    )
+    assert second["cache_creation_input_tokens"] > 0
