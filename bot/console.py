@@ -10,7 +10,7 @@ rewrites a message.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -178,6 +178,7 @@ class Console:
         settings = self.runtime.settings
         stats = built.stats
         parts = stats.tokens
+        last_turn = self.stores.messages.last_turn_billed(session.id)
         return {
             "session": self._session_info(session),
             "model": model.model,
@@ -203,6 +204,8 @@ class Console:
             "collapse_share": settings.context.collapse_share,
             "turns": [point.__dict__ for point in self.turn_history(session)],
             "marks": self._marks(session),
+            # What the server billed for the last turn, its prompt cache apart (None: not reported).
+            "last_turn": {**asdict(last_turn), "uncached": last_turn.uncached} if last_turn else None,
         }
 
     def turn_history(self, session: ChatSession) -> list[TurnPoint]:

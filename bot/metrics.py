@@ -69,6 +69,13 @@ TOKENS = Counter(
     ["direction"],
     registry=REGISTRY,
 )
+MODEL_PROMPT_TOKENS = Counter(
+    "chorus_model_prompt_tokens",
+    "Prompt tokens the model servers billed, by their prompt cache: read from it, written to it, "
+    "or none (uncached), as the servers reported them.",
+    ["cache"],
+    registry=REGISTRY,
+)
 OVERFLOW_RECOVERIES = Counter(
     "chorus_overflow_recoveries",
     "Requests the model rejected as too large that were retried after folding a range.",

@@ -13,6 +13,19 @@ _PREVIEW_CHARS = 80
 
 
 @dataclass(frozen=True)
+class BilledTokens:
+    """The prompt tokens a turn's model calls were billed, as the server reported them."""
+
+    prompt: int  # all of them, cached ones included
+    cache_read: int = 0
+    cache_write: int = 0
+
+    @property
+    def uncached(self) -> int:
+        return max(self.prompt - self.cache_read - self.cache_write, 0)
+
+
+@dataclass(frozen=True)
 class ContextOverview:
     """Everything the report shows; the caller gathers it from the built context and records."""
 
@@ -33,6 +46,8 @@ class ContextOverview:
     entries: Sequence[tuple[int, str, str]] = ()
     # Voice notes and audio in the window as (seq, who, what the model reads of them).
     voice: Sequence[tuple[int, str, str]] = ()
+    # What the server billed for the last answered turn; None when it reported nothing.
+    last_turn: BilledTokens | None = None
 
 
 def context_data(overview: ContextOverview) -> dict[str, object]:
@@ -67,6 +82,7 @@ def context_data(overview: ContextOverview) -> dict[str, object]:
         "snipped": [{"from_seq": snip.first_seq, "to_seq": snip.last_seq} for snip in overview.snips],
         "compact_share": overview.compact_share,
         "collapse_share": overview.collapse_share,
+        "last_turn_prompt_tokens": _billed_data(overview.last_turn),
     }
 
 
@@ -91,6 +107,8 @@ def render_context_report(overview: ContextOverview) -> str:
         + (f" ({_ranges(kept)})" if kept else "")
         + f"; {len(waiting)} out of the window awaiting the summary.",
     ]
+    if overview.last_turn is not None:
+        lines.append(billed_line(overview.last_turn))
     if overview.summary_last_seq is not None:
         lines.append(
             f"Summary: covers messages up to #{overview.summary_last_seq} "
@@ -112,6 +130,25 @@ def render_context_report(overview: ContextOverview) -> str:
         f"background collapse above {overview.collapse_share:.0%}."
     )
     return "\n".join(lines)
+
+
+def billed_line(billed: BilledTokens) -> str:
+    """The last turn's prompt tokens as the server billed them, cached apart from uncached."""
+    return (
+        f"Last turn: {billed.prompt:,} prompt tokens billed — {billed.cache_read:,} read from the "
+        f"prompt cache, {billed.cache_write:,} written to it, {billed.uncached:,} uncached."
+    )
+
+
+def _billed_data(billed: BilledTokens | None) -> dict[str, int] | None:
+    if billed is None:
+        return None
+    return {
+        "total": billed.prompt,
+        "cache_read": billed.cache_read,
+        "cache_write": billed.cache_write,
+        "uncached": billed.uncached,
+    }
 
 
 def _ranges(seqs: Sequence[int]) -> str:

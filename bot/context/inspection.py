@@ -48,6 +48,7 @@ async def context_overview(maintainer: ContextMaintainer, session: ChatSession) 
             for attachment in row.attachments
             if is_audio(attachment)
         ],
+        last_turn=await maintainer.db.run(maintainer.messages.last_turn_billed, session.id),
     )
 
 

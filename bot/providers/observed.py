@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bot.errors import ProviderError
-from bot.metrics import PROVIDER_ERRORS, TOKENS
-from bot.providers.base import ChatProvider, ChatRequest, ModelEvent, TextDelta, ToolCall
+from bot.metrics import MODEL_PROMPT_TOKENS, PROVIDER_ERRORS, TOKENS
+from bot.providers.base import ChatProvider, ChatRequest, ModelEvent, TextDelta, ToolCall, Usage
 from transcript import count_message_tokens, count_tokens
 
 RECENT_ERRORS = 20
@@ -46,6 +46,8 @@ class ObservedProvider:
                         received.append(event.text)
                     elif isinstance(event, ToolCall):
                         received.append(event.name + event.arguments)
+                    elif isinstance(event, Usage):
+                        _count_billed(event)
                     yield event
         except ProviderError as error:
             self._failed(request, error)
@@ -83,6 +85,13 @@ def _count_in(request: ChatRequest) -> None:
         tokens = sum(count_message_tokens(message) for message in request.messages)
         tokens += sum(count_tokens(json.dumps(tool, ensure_ascii=False)) for tool in request.tools)
     TOKENS.labels("in").inc(tokens)
+
+
+def _count_billed(usage: Usage) -> None:
+    uncached = usage.prompt_tokens - usage.cached_tokens - usage.cache_write_tokens
+    MODEL_PROMPT_TOKENS.labels("read").inc(usage.cached_tokens)
+    MODEL_PROMPT_TOKENS.labels("write").inc(usage.cache_write_tokens)
+    MODEL_PROMPT_TOKENS.labels("none").inc(max(uncached, 0))
 
 
 def _count_out(text: str) -> None:

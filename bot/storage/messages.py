@@ -32,7 +32,7 @@ from bot.storage.message_rows import (
 )
 from bot.storage.models import Attachment, Message, as_utc, table_of
 from bot.storage.sanitise import clean_text
-from transcript import AttachmentRef, TranscriptRow
+from transcript import AttachmentRef, BilledTokens, TranscriptRow
 from transcript.kinds import CONVERSATION_KINDS, REPLY_KIND, TOOL_KINDS, MessageKind
 
 MESSAGES = table_of(Message)
@@ -184,6 +184,24 @@ class MessageStore:
                 .order_by(col(Message.seq).desc())
                 .limit(1)
             ).first()
+
+    def last_turn_billed(self, session_id: str) -> BilledTokens | None:
+        """The prompt tokens the server billed for the session's newest reply that reported them."""
+        with self.database.connect() as connection:
+            found = connection.execute(
+                sa_select(MESSAGES.c.prompt_tokens, MESSAGES.c.cached_tokens, MESSAGES.c.cache_write_tokens)
+                .where(
+                    MESSAGES.c.session_id == session_id,
+                    MESSAGES.c.role == "assistant",
+                    MESSAGES.c.prompt_tokens.is_not(None),
+                )
+                .order_by(MESSAGES.c.seq.desc())
+                .limit(1)
+            ).first()
+        if found is None:
+            return None
+        prompt, cached, written = found
+        return BilledTokens(prompt, cached or 0, written or 0)
 
     def recent_rows(self, session_id: str, limit: int, after_seq: int = 0) -> list[TranscriptRow]:
         """The rows of the newest `limit` units after `after_seq` (no events), oldest first.

@@ -234,7 +234,10 @@ async function contextPage(sessionId) {
       stackedBar(data, budget),
       el("div", { class: "muted", text: `Window ${data.window_tokens.toLocaleString()} tokens, ` +
         `${data.reply_reserve_tokens.toLocaleString()} kept for the reply; ${data.messages_kept} messages in the window, ` +
-        `${data.messages_dropped} left out.` })),
+        `${data.messages_dropped} left out.` }),
+      data.last_turn ? el("div", { class: "muted", text: `Last turn: ${data.last_turn.prompt.toLocaleString()} prompt ` +
+        `tokens billed — ${data.last_turn.cache_read.toLocaleString()} read from the prompt cache, ` +
+        `${data.last_turn.cache_write.toLocaleString()} written to it, ${data.last_turn.uncached.toLocaleString()} uncached.` }) : null),
     el("div", { class: "card" },
       el("h2", { text: "Context tokens per turn" }),
       data.turns.length ? turnChart(data, budget) : el("div", { class: "empty", text: "No replies yet." }),
