@@ -30,6 +30,7 @@ BENCHMARKS = {
     ),
     "startup": ("bench.startup", "Cold start: chorus serve to healthy, chorus sessions"),
     "tools": ("bench.tool_rounds", "Tool rounds: server CPU per round, excluding the tool and the model"),
+    "caching": ("bench.caching", "Prompt caching: prompt tokens billed per turn of a 50-turn conversation"),
 }
 
 
