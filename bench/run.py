@@ -34,6 +34,7 @@ BENCHMARKS = {
         "bench.real_model",
         "Real model: llama.cpp on SmolLM2-135M at n_ctx 2048, tools on/off, its window asked/hidden",
     ),
+    "caching": ("bench.caching", "Prompt caching: prompt tokens billed per turn of a 50-turn conversation"),
 }
 
 

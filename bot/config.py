@@ -47,10 +47,63 @@ def env_aliases() -> dict[str, tuple[str, ...]]:
     }
 
 
-class ModelSettings(BaseModel):
+# A key written as `${NAME}` is read from the environment variable NAME when settings load.
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _expand_key(value: Any) -> Any:
+    """A key as `${NAME}` becomes the variable's value; keys never have to live in the file."""
+    if isinstance(value, SecretStr):
+        value = value.get_secret_value()
+    if not isinstance(value, str):
+        return value
+    match = _ENV_REFERENCE.fullmatch(value.strip())
+    if match is None:
+        return value
+    name = match.group(1)
+    if name not in os.environ:
+        raise ValueError(f"the environment variable {name} named for a key is not set")
+    return os.environ[name]
+
+
+class EndpointSettings(BaseModel):
+    """One model server: where it is, the model asked there, and its keys (tried in order)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # "openai": any OpenAI-compatible chat-completions server.
+    provider: Literal["openai", "anthropic"] = "openai"
     base_url: str | None = None
+    name: str = ""
     api_key: SecretStr | None = None
+    # More keys for the same server: a key refused for rate or credit waits while the next is used.
+    api_keys: list[SecretStr] = Field(default_factory=list)
+
+    @field_validator("api_key", mode="before")
+    @classmethod
+    def _key_from_environment(cls, value: Any) -> Any:
+        return _expand_key(value)
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _keys_from_environment(cls, value: Any) -> Any:
+        return [_expand_key(item) for item in value] if isinstance(value, list) else value
+
+    def keys(self) -> list[str | None]:
+        """Every key of the endpoint in the order they are tried ([None] when it takes none)."""
+        keys = [key.get_secret_value() for key in ([self.api_key] if self.api_key else []) + self.api_keys]
+        return list(dict.fromkeys(key for key in keys if key)) or [None]
+
+
+class ModelSettings(EndpointSettings):
+    # Unknown keys under `model:` are ignored, as they always were; fallback entries are strict.
+    model_config = ConfigDict(extra="ignore")
+
     name: str = "gpt-4o-mini"
+    # Tried in order when the endpoint above (every key of it) is busy, out of credit or down.
+    fallbacks: list[EndpointSettings] = Field(default_factory=list)
+    # How long a key that was refused for rate or credit rests, unless the server said (Retry-After).
+    cooldown_seconds: float = Field(default=30.0, ge=0)
     vision: bool = False
     # The window every model is fitted to, when set; unset, each model's is asked of its
     # server or learned from its first overflow (bot/windows.py, docs/models.md).
@@ -71,6 +124,32 @@ class ModelSettings(BaseModel):
     def model_for(self, persona_model: str | None) -> str:
         """The model a persona speaks with: its own, else the deployment's."""
         return persona_model or self.name
+
+
+class ModelChoiceSettings(BaseModel):
+    """A model people may pick for their conversation with /model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # The short name /model takes ("fast", "smart").
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
+    provider: Literal["openai", "anthropic"] = "openai"
+    # The model id sent to the server.
+    model: str
+    # Empty: the main endpoint (`model.base_url` and its keys).
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    # Empty: `model.context_windows` / `model.context_window`.
+    context_window: int | None = Field(default=None, gt=0)
+    tools: bool = True
+    vision: bool = False
+    # Whether it takes a thinking level (/think off|low|high).
+    thinking: bool = False
+
+    @field_validator("api_key", mode="before")
+    @classmethod
+    def _key_from_environment(cls, value: Any) -> Any:
+        return _expand_key(value)
 
 
 class PersonaSettings(BaseModel):
@@ -315,6 +394,8 @@ class Settings(BaseSettings):
     timezone: str = "UTC"
     personas: list[PersonaSettings] = Field(default_factory=lambda: [FALLBACK_PERSONA])
     model: ModelSettings = Field(default_factory=ModelSettings)
+    # The models /model offers for a conversation; empty: only the persona's.
+    models: list[ModelChoiceSettings] = Field(default_factory=list)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
@@ -324,6 +405,11 @@ class Settings(BaseSettings):
     jobs: JobSettings = Field(default_factory=JobSettings)
     reminders: ReminderSettings = Field(default_factory=ReminderSettings)
     channels: ChannelSettingsBase = Field(default_factory=ChannelSettingsBase)
+
+    def configured_windows(self) -> dict[str, int]:
+        """The windows the operator wrote down per model: `models:` entries', then `model.context_windows`."""
+        listed = {entry.model: entry.context_window for entry in self.models if entry.context_window}
+        return {**listed, **self.model.context_windows}
 
     @classmethod
     def settings_customise_sources(

@@ -10,7 +10,7 @@ rewrites a message.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -125,6 +125,8 @@ class Console:
                     ],
                     "tool_call_id": message.tool_call_id,
                     "tool_name": message.tool_name,
+                    # The model that answered a reply (a fallback's, when the usual one could not).
+                    "model": message.model,
                     "attachments": [
                         {
                             "id": attachment.id,
@@ -172,14 +174,17 @@ class Console:
 
     def _context_report(self, session: ChatSession, built: Context) -> dict[str, Any]:
         persona = self.engine.persona_for(session)
-        model = self.engine.model_for(persona)
+        model = self.engine.conversation_model(session, persona)
         settings = self.runtime.settings
-        window = self.engine.assembler.windows.info(model)
+        window = self.engine.assembler.windows.info(model.model)
         stats = built.stats
         parts = stats.tokens
+        last_turn = self.stores.messages.last_turn_billed(session.id)
         return {
             "session": self._session_info(session),
-            "model": model,
+            "model": model.model,
+            "model_choice": model.choice,
+            "thinking": session.thinking,
             "window_tokens": window.window,
             "window_note": window.describe(),
             "left_out": list(stats.shed),
@@ -202,6 +207,8 @@ class Console:
             "collapse_share": settings.context.collapse_share,
             "turns": [point.__dict__ for point in self.turn_history(session)],
             "marks": self._marks(session),
+            # What the server billed for the last turn, its prompt cache apart (None: not reported).
+            "last_turn": {**asdict(last_turn), "uncached": last_turn.uncached} if last_turn else None,
         }
 
     def turn_history(self, session: ChatSession) -> list[TurnPoint]:
@@ -238,7 +245,7 @@ class Console:
                     snips=_snips_at(snips, moment),
                 )[-CONTEXT_COUNT:],
                 persona=persona,
-                budget=assembler.budget_for(persona, tools),
+                budget=assembler.budget_for(session, persona, tools),
                 capabilities=Capabilities(vision=False, tools=bool(tools)),
                 group=session.kind == "group",
                 summary=summary.text if summary is not None else None,
@@ -311,7 +318,7 @@ class Console:
             {
                 "id": persona.id,
                 "name": persona.name,
-                "model": self.engine.model_for(persona),
+                "model": self.engine.settings.model.model_for(persona.model),
                 "default": persona.id == default,
                 "replies": replies.get(persona.id, 0),
                 "active_sessions": active.get(persona.id, 0)

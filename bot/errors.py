@@ -136,15 +136,38 @@ class CommandUnavailable(ChorusError):
 
 
 class ProviderError(ChorusError):
-    """The model provider failed; the person's message stays stored."""
+    """The model provider failed; the person's message stays stored.
+
+    `failover_reason` says why another key or endpoint could answer instead
+    ("rate_limited", "payment", "server_error", "timeout", "unreachable"); None when
+    none could (the request itself is at fault). `retry_after` is the server's wait, if it named one.
+    """
+
+    failover_reason: str | None = None
+    retry_after: float | None = None
 
 
 class ProviderUnavailable(ProviderError):
-    """Timeouts, connection failures or 5xx answers after all retries."""
+    """Timeouts, connection failures, 429 or 5xx answers after all retries."""
+
+    def __init__(
+        self, message: str, *, reason: str = "unreachable", retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.failover_reason = reason
+        self.retry_after = retry_after
 
 
 class ProviderRejected(ProviderError):
-    """The provider refused the request (4xx other than overflow and 429)."""
+    """The provider refused the request (4xx other than overflow and 429).
+
+    Out of credit (402, a 429 for `insufficient_quota`) is the key's state, not the
+    request's: `failover_reason` "payment" lets another key or endpoint answer.
+    """
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.failover_reason = reason
 
 
 class ProviderProtocolError(ProviderError):

@@ -50,6 +50,13 @@ PROVIDER_ERRORS = Counter(
     ["kind"],
     registry=REGISTRY,
 )
+MODEL_FAILOVERS = Counter(
+    "chorus_model_failovers",
+    "Model calls moved to the next key or endpoint, by reason "
+    "(rate_limited, payment, server_error, timeout, unreachable).",
+    ["reason"],
+    registry=REGISTRY,
+)
 PROVIDER_RETRIES = Counter(
     "chorus_provider_retries",
     "Model call attempts retried, by reason (busy: 408/429/5xx, unreachable: connection).",
@@ -61,6 +68,13 @@ TOKENS = Counter(
     "Tokens sent to the model (in), received from it as the answer (out) and as its thinking "
     "(reasoning), counted with the tokenizer.",
     ["direction"],
+    registry=REGISTRY,
+)
+MODEL_PROMPT_TOKENS = Counter(
+    "chorus_model_prompt_tokens",
+    "Prompt tokens the model servers billed, by their prompt cache: read from it, written to it, "
+    "or none (uncached), as the servers reported them.",
+    ["cache"],
     registry=REGISTRY,
 )
 OVERFLOW_RECOVERIES = Counter(

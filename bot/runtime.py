@@ -6,12 +6,14 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from sqlalchemy.engine import Engine as DatabaseEngine
 
 from bot.commands import context as context_commands
 from bot.commands import general, identity, personas, sessions
 from bot.commands import memory as memory_commands
+from bot.commands import models as model_commands
 from bot.commands import reasoning as reasoning_commands
 from bot.commands import reminders as reminder_commands
 from bot.commands import voice as voice_commands
@@ -19,15 +21,17 @@ from bot.commands.registry import CommandRegistry
 from bot.config import Settings
 from bot.context.maintenance import ContextMaintainer
 from bot.context.tools import context_tools
+from bot.conversation_model import conversation_model
 from bot.health import LaneHealth
 from bot.jobs.definitions import JobDefinitions, JobQueue, build_definitions
 from bot.jobs.runner import LocalJobRunner
 from bot.memory import MemoryService, choose_distiller
 from bot.memory.dense import load_embedder
 from bot.memory.tools import memory_tools
-from bot.providers import make_provider
+from bot.providers import DemoProvider
 from bot.providers.base import ChatProvider
 from bot.providers.observed import ObservedProvider
+from bot.providers.router import make_router
 from bot.reminders.delivery import ReminderLanes
 from bot.reminders.service import ReminderService
 from bot.reminders.tools import reminder_tools
@@ -39,6 +43,7 @@ from bot.storage import migrate
 from bot.storage.boundary import boundary_for
 from bot.storage.database import create_database_engine
 from bot.storage.jobs import JobSink, SqliteJobs
+from bot.storage.models import ChatSession
 from bot.storage.reminders import FIRE_REMINDER
 from bot.storage.stores import Stores
 from bot.tools.base import Tool
@@ -120,6 +125,12 @@ def build_personas(settings: Settings) -> PersonaRegistry:
     return PersonaRegistry(personas, settings.default_persona)
 
 
+def _conversation_model_id(settings: Settings, personas: PersonaRegistry, session: ChatSession) -> str:
+    """The model a session's conversation speaks with (memory distillation asks it too)."""
+    persona = personas.resolve(session.persona_id)
+    return conversation_model(settings, persona.model, session.model_choice).model
+
+
 def build_runtime(
     settings: Settings, *, provider: ChatProvider | None = None, apply_migrations: bool = True
 ) -> Runtime:
@@ -132,16 +143,21 @@ def build_runtime(
     sink = job_sink(database)
     stores = Stores.open(database, jobs=sink)
     if provider is None:
-        provider = make_provider(
-            settings.model.base_url,
-            settings.model.api_key.get_secret_value() if settings.model.api_key else None,
-            connect_timeout=settings.model.connect_timeout,
-            read_timeout=settings.model.read_timeout,
-            max_retries=settings.model.max_retries,
-            demo_window=settings.model.demo_window,
+        # Every key and fallback endpoint behind one router; the offline demo without a model server
+        # (Anthropic's needs no base URL).
+        configured = settings.model.base_url or settings.model.provider == "anthropic"
+        provider = (
+            make_router(settings.model, settings.models)
+            if configured
+            else DemoProvider(settings.model.demo_window)
         )
     # Each model's window: asked of its server once, learned from overflows, calibrated by answers.
-    windows = ModelWindows(settings.model, stores.profiles, discover=provider.discover_window)
+    windows = ModelWindows(
+        settings.model,
+        stores.profiles,
+        discover=provider.discover_window,
+        configured=settings.configured_windows(),
+    )
     # Every model call is counted, teaches its model's window, and its failures are kept
     # for the operator's health page.
     provider = ObservedProvider(provider, windows)
@@ -150,10 +166,16 @@ def build_runtime(
             "No model configured: replies come from the offline DEMO model. "
             "Set CHORUS_MODEL_BASE_URL (and CHORUS_MODEL_API_KEY) to use a real one."
         )
+    persona_registry = build_personas(settings)
     memory = MemoryService(
         stores.memory,
         settings.memory,
-        choose_distiller(provider, settings.model.name, windows),
+        choose_distiller(
+            provider,
+            settings.model.name,
+            windows,
+            partial(_conversation_model_id, settings, persona_registry),
+        ),
         load_embedder() if settings.memory.dense else None,
     )
     attachments = AttachmentStore.from_settings(settings)
@@ -173,7 +195,6 @@ def build_runtime(
         memory=memory if settings.memory.enabled else None,
         tools=ToolOffer(tools, provider.accepts_tools),
     )
-    persona_registry = build_personas(settings)
     context = ContextMaintainer(
         settings=settings,
         messages=stores.messages,
@@ -189,7 +210,7 @@ def build_runtime(
     tools.add_source(mcp_servers)
     commands = CommandRegistry(maintainer=context, memory=memory, reminders=reminders)
     families = (general, personas, identity, sessions, context_commands, memory_commands)
-    for family in (*families, voice_commands, reasoning_commands, reminder_commands):
+    for family in (*families, model_commands, voice_commands, reasoning_commands, reminder_commands):
         commands.add_all(family.COMMANDS)
     # Names this process in the delivery state of its turns and as the owner of its job claims.
     instance_id = uuid.uuid4().hex

@@ -2,7 +2,8 @@
 
 The window a request is fitted to comes, first found first:
 
-1. configured — `model.context_windows[model]`, else `model.context_window` when set;
+1. configured — the model's `models:` entry or `model.context_windows[model]`, else
+   `model.context_window` when set;
 2. learned — the smallest window an overflow error named (stored; it survives a restart and
    holds for every process on the same database). A server that later states another
    window than it did when the lesson was learned was restarted: the lesson is dropped;
@@ -21,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 
 from bot import metrics
@@ -109,8 +110,16 @@ class _Known:
 class ModelWindows:
     """The windows of the models this process talks to, refreshed before each model call."""
 
-    def __init__(self, settings: ModelSettings, store: ModelProfileStore, discover: Discover) -> None:
+    def __init__(
+        self,
+        settings: ModelSettings,
+        store: ModelProfileStore,
+        discover: Discover,
+        configured: Mapping[str, int] | None = None,
+    ) -> None:
         self.settings = settings
+        # Per-model windows the operator wrote down (`Settings.configured_windows`).
+        self.configured = dict(configured if configured is not None else settings.context_windows)
         self.store = store
         self.db = boundary_for(store.database)
         self._discover = discover
@@ -234,7 +243,7 @@ class ModelWindows:
         return DEFAULT_WINDOW, "default"
 
     def _configured(self, model: str) -> int | None:
-        return self.settings.context_windows.get(model, self.settings.context_window)
+        return self.configured.get(model, self.settings.context_window)
 
     async def _ask_server(self, model: str, known: _Known) -> None:
         async with self._asking.setdefault(model, asyncio.Lock()):

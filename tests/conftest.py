@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 import pytest
 
 from bot.runtime import Runtime
+from tests.fakes.anthropic_server import fake_anthropic_fixture  # noqa: F401
 from tests.fakes.openai_server import fake_openai_fixture  # noqa: F401
 from tests.fakes.speech_server import fake_speech_fixture  # noqa: F401
 from tests.support.peers import MISSING, in_ci

@@ -38,9 +38,9 @@ from transcript.compaction import (
     summarise_with_fallback,
     summary_items,
 )
-from transcript.context import Context, ContextStats, Message, TokensByPart
+from transcript.context import PROVIDER_BLOCKS_KEY, Context, ContextStats, Message, TokensByPart
 from transcript.exchanges import exchange_spans, snap_cut, units_of, widen
-from transcript.inspect import ContextOverview, context_data, render_context_report
+from transcript.inspect import BilledTokens, ContextOverview, billed_line, context_data, render_context_report
 from transcript.limits import CONTEXT_COUNT
 from transcript.names import sanitise_name
 from transcript.rows import AttachmentRef, StoredToolCall, TranscriptRow
@@ -52,7 +52,9 @@ from transcript.window import RowLike
 __all__ = [
     "COLLAPSE_INSTRUCTIONS",
     "CONTEXT_COUNT",
+    "PROVIDER_BLOCKS_KEY",
     "AttachmentRef",
+    "BilledTokens",
     "Budget",
     "ToolCost",
     "Capabilities",
@@ -77,6 +79,7 @@ __all__ = [
     "build_context",
     "chunk_by_max_tokens",
     "collapsed_row",
+    "billed_line",
     "context_data",
     "count_call_tokens",
     "count_message_tokens",

@@ -16,7 +16,7 @@ from transcript.attachments import (
 )
 from transcript.audio import is_audio, render_audio
 from transcript.budget import Budget, Capabilities
-from transcript.context import Context, ContextStats, Message, TokensByPart
+from transcript.context import PROVIDER_BLOCKS_KEY, Context, ContextStats, Message, TokensByPart
 from transcript.preamble import DOCUMENTS_HEADING, Preamble, documents_section, preamble, section
 from transcript.rows import AttachmentRef
 from transcript.shedding import OptionalParts, shed
@@ -453,6 +453,8 @@ def _message(turn: Turn, rendered: _Rendered) -> Message:
             {"type": "function", "id": call.id, "function": {"name": call.name, "arguments": call.arguments}}
             for call in turn.tool_calls
         ]
+    if turn.provider_blocks is not None:
+        message[PROVIDER_BLOCKS_KEY] = turn.provider_blocks
     return message
 
 

@@ -8,6 +8,10 @@ from typing import Any
 # One OpenAI-format chat message, ready to be sent as JSON.
 Message = dict[str, Any]
 
+# The key of an assistant message that carries its row's `provider_blocks`: the provider
+# that made them replays them, every other provider leaves the key out of its request.
+PROVIDER_BLOCKS_KEY = "provider_blocks"
+
 
 @dataclass(frozen=True)
 class TokensByPart:

@@ -13,6 +13,19 @@ _PREVIEW_CHARS = 80
 
 
 @dataclass(frozen=True)
+class BilledTokens:
+    """The prompt tokens a turn's model calls were billed, as the server reported them."""
+
+    prompt: int  # all of them, cached ones included
+    cache_read: int = 0
+    cache_write: int = 0
+
+    @property
+    def uncached(self) -> int:
+        return max(self.prompt - self.cache_read - self.cache_write, 0)
+
+
+@dataclass(frozen=True)
 class ContextOverview:
     """Everything the report shows; the caller gathers it from the built context and records."""
 
@@ -37,6 +50,8 @@ class ContextOverview:
     window_note: str = ""
     # The model's thinking before the latest reply: stored beside it, never part of the context.
     reasoning_tokens: int = 0
+    # What the server billed for the last answered turn; None when it reported nothing.
+    last_turn: BilledTokens | None = None
 
 
 def context_data(overview: ContextOverview) -> dict[str, object]:
@@ -74,6 +89,7 @@ def context_data(overview: ContextOverview) -> dict[str, object]:
         "snipped": [{"from_seq": snip.first_seq, "to_seq": snip.last_seq} for snip in overview.snips],
         "compact_share": overview.compact_share,
         "collapse_share": overview.collapse_share,
+        "last_turn_prompt_tokens": _billed_data(overview.last_turn),
     }
 
 
@@ -109,6 +125,8 @@ def render_context_report(overview: ContextOverview) -> str:
             f"Thinking: {overview.reasoning_tokens:,} tokens before the last reply "
             "(kept beside it, never sent back to the model)."
         )
+    if overview.last_turn is not None:
+        lines.append(billed_line(overview.last_turn))
     if overview.summary_last_seq is not None:
         lines.append(
             f"Summary: covers messages up to #{overview.summary_last_seq} "
@@ -130,6 +148,25 @@ def render_context_report(overview: ContextOverview) -> str:
         f"background collapse above {overview.collapse_share:.0%}."
     )
     return "\n".join(lines)
+
+
+def billed_line(billed: BilledTokens) -> str:
+    """The last turn's prompt tokens as the server billed them, cached apart from uncached."""
+    return (
+        f"Last turn: {billed.prompt:,} prompt tokens billed — {billed.cache_read:,} read from the "
+        f"prompt cache, {billed.cache_write:,} written to it, {billed.uncached:,} uncached."
+    )
+
+
+def _billed_data(billed: BilledTokens | None) -> dict[str, int] | None:
+    if billed is None:
+        return None
+    return {
+        "total": billed.prompt,
+        "cache_read": billed.cache_read,
+        "cache_write": billed.cache_write,
+        "uncached": billed.uncached,
+    }
 
 
 def _ranges(seqs: Sequence[int]) -> str:

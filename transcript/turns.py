@@ -42,6 +42,8 @@ class Turn:
     failed: bool = False
     # Tokens of `text` and `tool_calls` as stored at write; None once the text was cut.
     tokens: int | None = None
+    # The row's `provider_blocks`, passed through untouched.
+    provider_blocks: object = None
 
     @property
     def model_text(self) -> str:
@@ -91,7 +93,10 @@ def turn_of(row: RowLike, group: bool) -> Turn | None:
         # Tagged with the persona that spoke then, not the current one, so a
         # switched-to persona does not claim its predecessor's words.
         persona = _name(row_field(row, "persona_id"))
-        return Turn(row, "assistant", content, persona, "", attachments, calls, tokens=tokens)
+        blocks = row_field(row, "provider_blocks")
+        return Turn(
+            row, "assistant", content, persona, "", attachments, calls, tokens=tokens, provider_blocks=blocks
+        )
     sender = row_field(row, "sender_name")
     # Many models ignore `name`; in a group the display name must be in the text.
     prefix = f"{sender}: " if group and isinstance(sender, str) and sender else ""
@@ -160,7 +165,8 @@ def as_text_exchange(unit: Unit) -> Unit:
         used = next((c for c in call.tool_calls if c.id == result.tool_call_id), None)
         if used is not None:
             lines.append(f"[{used.name} {used.arguments} → {result.model_text}]")
-    return (replace(call, text="\n".join(lines), tool_calls=(), tokens=None),)
+    # The provider's own blocks hold the calls this text replaces: they no longer apply.
+    return (replace(call, text="\n".join(lines), tool_calls=(), tokens=None, provider_blocks=None),)
 
 
 def _missing(call: Turn, used: StoredToolCall) -> Turn:

@@ -88,6 +88,7 @@ def export_json(store: MessageStore, attachments: AttachmentStore, session: Chat
                 ],
                 "tool_call_id": message.tool_call_id,
                 "tool_name": message.tool_name,
+                "model": message.model,
                 "attachments": [
                     {
                         "kind": item.kind,
@@ -190,6 +191,7 @@ def import_json(stores: Stores, attachments: AttachmentStore, document: dict[str
                 tool_calls=calls,
                 tool_call_id=item.get("tool_call_id"),
                 tool_name=item.get("tool_name"),
+                model=item.get("model"),
                 live=False,
             ),
         )

@@ -22,13 +22,27 @@ async def status_command(context: CommandContext, _args: str) -> CommandAnswer:
     persona = engine.persona_for(session)
     built = await engine.inspect(session)
     stats = built.stats
-    model_line = f"{engine.model_shown(persona)} via {engine.provider.name}"
+    model = engine.conversation_model(session, persona)
+    model_line = f"{engine.model_shown(session, persona)} via {engine.provider.name}"
+    if model.choice:
+        model_line += f" (/model {model.choice})"
     if engine.provider.name == "demo":
         model_line = "demo (offline demo model — set CHORUS_MODEL_BASE_URL for a real one)"
     share = stats.total_tokens / stats.budget_tokens if stats.budget_tokens else 0.0
     lines = [
         f"Persona: {persona.name} ({persona.id})",
         f"Model: {model_line}",
+    ]
+    if session.thinking and model.thinking:
+        lines.append(f"Thinking: {session.thinking}")
+    answered = await engine.db.run(engine.stores.messages.last_reply_model, session.id)
+    if answered:
+        fallback = answered != engine.model_shown(session, persona)
+        lines.append(
+            f"Last reply by: {answered}"
+            + (" (a fallback: the usual model could not answer)" if fallback else "")
+        )
+    lines += [
         f"Session: {session.id[:8]} ({session.kind}), {session.last_seq} stored messages",
         f"Context: {stats.total_tokens:,} of {stats.budget_tokens:,} tokens ({share:.0%}), "
         f"{stats.messages_kept} messages in the window, {stats.messages_dropped} left out",

@@ -18,14 +18,15 @@ async def context_overview(maintainer: ContextMaintainer, session: ChatSession) 
     persona = maintainer.persona_for(session)
     view = await maintainer.db.run(maintainer.assembler.view, session.id)
     built = await maintainer.assembler.assemble(session, persona, view)
-    model = maintainer.model_for(persona)
-    model_window = maintainer.assembler.windows.info(model)
+    model = maintainer.model_for(session)
+    model_window = maintainer.assembler.windows.info(model.model)
     settings = maintainer.settings
     in_window = set(built.stats.kept_seqs)
     window = [row for row in view.projected if row.seq in in_window]
     return ContextOverview(
         persona=f"{persona.name} ({persona.id})",
-        model=shown_model(maintainer.provider, model),
+        model=shown_model(maintainer.provider, model.model)
+        + (f" (/model {model.choice})" if model.choice else ""),
         window_tokens=model_window.window,
         reply_reserve_tokens=model_window.reply_reserve,
         window_note=model_window.describe(),
@@ -50,6 +51,7 @@ async def context_overview(maintainer: ContextMaintainer, session: ChatSession) 
             for attachment in row.attachments
             if is_audio(attachment)
         ],
+        last_turn=await maintainer.db.run(maintainer.messages.last_turn_billed, session.id),
     )
 
 

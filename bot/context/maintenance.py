@@ -21,6 +21,7 @@ from typing import TypeVar
 
 from bot import metrics
 from bot.config import ContextSettings, ModelSettings, Settings
+from bot.conversation_model import ConversationModel
 from bot.providers.base import PURPOSE_KEY, SUMMARY_PURPOSE, ChatProvider, ChatRequest
 from bot.storage.boundary import boundary_for
 from bot.storage.context_models import ContextRecord
@@ -111,8 +112,9 @@ class ContextMaintainer:
     def persona_for(self, session: ChatSession) -> Persona:
         return self.personas.resolve(session.persona_id)
 
-    def model_for(self, persona: Persona) -> str:
-        return self.model_settings.model_for(persona.model)
+    def model_for(self, session: ChatSession) -> ConversationModel:
+        """The conversation's model (its /model choice, else the persona's): summaries use it too."""
+        return self.assembler.conversation_model(session, self.persona_for(session))
 
     # --- the engine's hooks ------------------------------------------------------
 
@@ -130,11 +132,8 @@ class ContextMaintainer:
     async def recover_from_overflow(self, session: ChatSession, context: Context) -> bool:
         """Fold the oldest range still in the window so the retried request is smaller."""
         async with self._locks.hold(session.id):
-            persona = self.persona_for(session)
             view = await self.db.run(self.assembler.view, session.id)
-            folded = await self._timed(
-                self._collapse(session, persona, view, context.stats.kept_seqs, keep_recent=1)
-            )
+            folded = await self._timed(self._collapse(session, view, context.stats.kept_seqs, keep_recent=1))
         if folded:
             self.counters.overflow_recoveries += 1
             metrics.OVERFLOW_RECOVERIES.inc()
@@ -158,7 +157,7 @@ class ContextMaintainer:
             if _share(context) < self.settings.collapse_share:
                 break
             keep = self.settings.keep_recent_messages
-            if not await self._collapse(session, persona, view, context.stats.kept_seqs, keep_recent=keep):
+            if not await self._collapse(session, view, context.stats.kept_seqs, keep_recent=keep):
                 break
             view, context = await self._build(session, persona)
         if _share(context) >= self.settings.compact_share:
@@ -179,14 +178,13 @@ class ContextMaintainer:
     async def _compact(
         self, session: ChatSession, view: ContextView, cut: int, focus: str | None
     ) -> CompactionResult | None:
-        persona = self.persona_for(session)
-        window = await self._window(persona)
+        window = await self._window(session)
         target = min(self.settings.summary_tokens, window // SUMMARY_WINDOW_SHARE)
         work = await self.db.run(self._plan_compaction, session.id, view, cut, window, target)
         if work is None:
             return None
         plan, items, chunk_tokens = work
-        run = self._run(persona, target)
+        run = self._run(session, target)
         text = await summarise_in_stages(
             run,
             items,
@@ -237,19 +235,18 @@ class ContextMaintainer:
     async def _collapse(
         self,
         session: ChatSession,
-        persona: Persona,
         view: ContextView,
         candidates: Sequence[int],
         *,
         keep_recent: int,
     ) -> bool:
         """Fold the oldest eligible range; True when a range is folded (by us or a peer)."""
-        window = await self._window(persona)
+        window = await self._window(session)
         work = await self.db.run(self._plan_collapse, view, candidates, keep_recent, window)
         if work is None:
             return False
         rows, items, chunk_tokens, limit = work
-        run = self._run(persona, limit)
+        run = self._run(session, limit)
         text = await summarise_with_fallback(
             run,
             items,
@@ -345,21 +342,21 @@ class ContextMaintainer:
         share = (context.stats.total_tokens + extra_tokens) / budget
         return share < min(self.settings.collapse_share, self.settings.compact_share)
 
-    async def _window(self, persona: Persona) -> int:
-        """The persona's model's window in Chorus's tokens, less the margin, as known now."""
-        info = await self.assembler.windows.refresh(self.model_for(persona))
+    async def _window(self, session: ChatSession) -> int:
+        """The conversation's model's window in Chorus's tokens, less the margin, as known now."""
+        info = await self.assembler.windows.refresh(self.model_for(session).model)
         return info.fitted_window
 
-    def _run(self, persona: Persona, target_tokens: int) -> SummaryRun:
+    def _run(self, session: ChatSession, target_tokens: int) -> SummaryRun:
         return SummaryRun(
-            summarise=self._summariser(persona, target_tokens),
+            summarise=self._summariser(session, target_tokens),
             attempts=self.settings.summary_attempts,
             max_calls=self.settings.summary_max_calls,
             target_tokens=target_tokens,
         )
 
-    def _summariser(self, persona: Persona, target_tokens: int) -> Summarise:
-        model = self.model_for(persona)
+    def _summariser(self, session: ChatSession, target_tokens: int) -> Summarise:
+        model = self.model_for(session).model
 
         async def summarise(messages: list[Message]) -> str:
             # Persona-neutral: no persona on the request, the summariser's own prompt.

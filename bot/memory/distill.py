@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,6 +21,7 @@ from bot.memory.items import BASE_IMPORTANCE, KINDS, DistilledItem, MemoryKind, 
 from bot.memory.tags import CONSTRAINT_WORDS, DECISION_WORDS, is_process_narration
 from bot.providers.base import PURPOSE_KEY, ChatProvider, ChatRequest
 from bot.search_terms import words
+from bot.storage.models import ChatSession
 from bot.windows import ModelWindows
 from transcript import count_tokens, truncate_to_tokens
 
@@ -57,10 +58,18 @@ class SourceBlock:
     text: str
 
 
+# The model a session's conversation speaks with.
+ModelFor = Callable[[ChatSession], str]
+
+
 class Distiller(Protocol):
     name: str
 
-    async def distill(self, blocks: Sequence[SourceBlock], max_items: int) -> list[DistilledItem]: ...
+    async def distill(
+        self, blocks: Sequence[SourceBlock], max_items: int, session: ChatSession | None = None
+    ) -> list[DistilledItem]:
+        """Items from `blocks` of `session` (a model distiller asks the conversation's model)."""
+        ...
 
 
 class RuleDistiller:
@@ -68,7 +77,9 @@ class RuleDistiller:
 
     name = "rules"
 
-    async def distill(self, blocks: Sequence[SourceBlock], max_items: int) -> list[DistilledItem]:
+    async def distill(
+        self, blocks: Sequence[SourceBlock], max_items: int, session: ChatSession | None = None
+    ) -> list[DistilledItem]:
         # Sentence scoring is CPU work (regular expressions over the chunk): a worker thread, not the loop.
         return await asyncio.to_thread(distill_by_rules, blocks, max_items)
 
@@ -144,14 +155,21 @@ class ModelDistiller:
 
     name = "model"
 
-    def __init__(self, provider: ChatProvider, model: str, windows: ModelWindows) -> None:
+    def __init__(
+        self, provider: ChatProvider, model: str, windows: ModelWindows, model_for: ModelFor | None = None
+    ) -> None:
         self.provider = provider
         self.model = model
         self.windows = windows
+        # The conversation's model (its /model choice or persona's); None: always `model`.
+        self.model_for = model_for
 
-    async def distill(self, blocks: Sequence[SourceBlock], max_items: int) -> list[DistilledItem]:
+    async def distill(
+        self, blocks: Sequence[SourceBlock], max_items: int, session: ChatSession | None = None
+    ) -> list[DistilledItem]:
         instructions = MODEL_INSTRUCTIONS % max_items
-        window = await self.windows.refresh(self.model)
+        model = self.model_for(session) if self.model_for is not None and session is not None else self.model
+        window = await self.windows.refresh(model)
         room = (
             window.fitted_window - window.reply_reserve - count_tokens(instructions) - EXCERPT_OVERHEAD_TOKENS
         )
@@ -162,7 +180,7 @@ class ModelDistiller:
                     {"role": "system", "content": instructions},
                     {"role": "user", "content": "\n".join(chunk.lines)},
                 ],
-                model=self.model,
+                model=model,
                 temperature=0.0,
                 max_tokens=window.reply_reserve,
                 extra={PURPOSE_KEY: MEMORY_PURPOSE},

@@ -182,7 +182,7 @@ class Offloader:
     ) -> OffloadResult | None:
         distilled: list[DistilledItem] = []
         if plan.fresh_blocks:
-            distilled = await self.distiller.distill(plan.fresh_blocks, self.settings.max_items)
+            distilled = await self.distiller.distill(plan.fresh_blocks, self.settings.max_items, session)
         new_items, deduped = await self.db.run(self._keep_new, plan, distilled)
         message_vectors: list[tuple[int, bytes]] = []
         if self.embedder is not None and embed:

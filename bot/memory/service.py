@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from bot.config import MemorySettings
 from bot.memory.backfill import Backfill, BackfillResult
 from bot.memory.dense import DenseIndex, Embedder, embedded_text, off_loop
-from bot.memory.distill import Distiller, ModelDistiller, RuleDistiller
+from bot.memory.distill import Distiller, ModelDistiller, ModelFor, RuleDistiller
 from bot.memory.offload import Offloader, OffloadResult
 from bot.memory.recall import Recall, TurnMemory, turn_query, window_start
 from bot.memory.remembering import Remembered, remember
@@ -42,11 +42,14 @@ QUERY_TEXTS = 256
 TURN_MEMORIES = 1024
 
 
-def choose_distiller(provider: ChatProvider, model: str, windows: ModelWindows) -> Distiller:
-    """The model distils when a real one is configured (fitted to its window); the offline rules otherwise."""
+def choose_distiller(
+    provider: ChatProvider, model: str, windows: ModelWindows, model_for: ModelFor | None = None
+) -> Distiller:
+    """The model distils when a real one is configured (the conversation's, given `model_for`,
+    fitted to its window); the offline rules otherwise."""
     if provider.name == "demo":
         return RuleDistiller()
-    return ModelDistiller(provider, model, windows)
+    return ModelDistiller(provider, model, windows, model_for)
 
 
 def count_offload(result: OffloadResult | None) -> OffloadResult | None:

@@ -34,6 +34,9 @@ class ChatRequest:
     # The tools the model may call; with `tool_choice` "none" it sees them but must answer in text.
     tools: tuple[ToolSchema, ...] = ()
     tool_choice: str | None = None
+    # How hard the model thinks before answering ("off", "low", "high"), for models that take
+    # a level (/think); None: the model's own default.
+    thinking: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -83,6 +86,41 @@ class Usage:
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
 
+    def __add__(self, other: Usage) -> Usage:
+        """Two calls' usage together, as a turn of several tool rounds is billed."""
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class Served:
+    """Which model answers, and the provider kind of the endpoint it answers from (before its text).
+
+    A router that moved past a busy key or endpoint says where the answer comes from;
+    the engine keeps it on the reply.
+    """
+
+    model: str
+    provider: str
+
+
+@dataclass(frozen=True)
+class ProviderBlocks:
+    """The answer in the provider's own content blocks, to be sent back verbatim (before `Finish`).
+
+    Anthropic's thinking blocks carry a signature and must return unchanged with the
+    tool calls they led to; the engine stores these with the answer, and the transcript
+    hands them back under `transcript.PROVIDER_BLOCKS_KEY` of the built message.
+    """
+
+    provider: str
+    blocks: list[dict[str, Any]]
+
 
 @dataclass(frozen=True)
 class Finish:
@@ -91,15 +129,17 @@ class Finish:
     reason: str | None
 
 
-ModelEvent = TextDelta | ReasoningDelta | ToolCall | Usage | Finish
+ModelEvent = TextDelta | ReasoningDelta | ToolCall | Usage | Served | ProviderBlocks | Finish
 
 
 class ChatProvider(Protocol):
     """Streams an answer as typed events; raises `bot.errors.ProviderError` subclasses.
 
-    A stream yields text and reasoning deltas as they arrive, then the answer's tool calls
+    A router's stream may open with `Served`, naming the model that answers. Then text
+    and reasoning deltas as they arrive, then the answer's tool calls
     (each one whole, in the order the model numbered them), at most one `Usage` when the
-    server reports it, then one `Finish`. Consumers ignore events they have no use for.
+    server reports it, the answer's `ProviderBlocks` when the provider has its own, then
+    one `Finish`. Consumers ignore events they have no use for.
     """
 
     name: str

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bot.errors import ContextOverflowError, OverflowNumbers, ProviderError
-from bot.metrics import PROVIDER_ERRORS, TOKENS
+from bot.metrics import MODEL_PROMPT_TOKENS, PROVIDER_ERRORS, TOKENS
 from bot.providers.base import (
     ChatProvider,
     ChatRequest,
@@ -63,6 +63,7 @@ class ObservedProvider:
                     elif isinstance(event, ReasoningDelta):
                         thought.append(event.text)
                     elif isinstance(event, Usage):
+                        _count_billed(event)
                         await self.windows.observe(request.model, counted, event.prompt_tokens)
                     yield event
         except ContextOverflowError as error:
@@ -119,6 +120,13 @@ def _count_in(request: ChatRequest) -> int:
         tokens += sum(count_tokens(json.dumps(tool, ensure_ascii=False)) for tool in request.tools)
     TOKENS.labels("in").inc(tokens)
     return tokens
+
+
+def _count_billed(usage: Usage) -> None:
+    uncached = usage.prompt_tokens - usage.cached_tokens - usage.cache_write_tokens
+    MODEL_PROMPT_TOKENS.labels("read").inc(usage.cached_tokens)
+    MODEL_PROMPT_TOKENS.labels("write").inc(usage.cache_write_tokens)
+    MODEL_PROMPT_TOKENS.labels("none").inc(max(uncached, 0))
 
 
 def _count_out(text: str, direction: str = "out") -> None:

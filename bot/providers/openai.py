@@ -39,6 +39,7 @@ from bot.providers.overflow import overflow_numbers
 from bot.providers.reasoning import ContentDelta, ThinkSplitter
 from bot.providers.sse import iter_event_batches
 from bot.providers.tool_calls import ToolCallAssembler
+from transcript import PROVIDER_BLOCKS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,9 @@ _NAMES_STREAM_OPTIONS = re.compile(r"stream_options|include_usage", re.IGNORECAS
 _SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens")
 # Where servers with a reasoning parser put a delta's thinking, in the order they are read.
 REASONING_FIELDS = ("reasoning_content", "reasoning")
+# /think levels as OpenAI's `reasoning_effort`: its reasoning models cannot stop thinking,
+# so "off" asks for the least they do.
+REASONING_EFFORT = {"off": "minimal", "low": "low", "high": "high"}
 _MESSAGE_LIMIT = 300
 
 
@@ -167,7 +171,9 @@ class OpenAICompatibleProvider:
                         "".join(answer.text),
                     ) from failure
                 if attempt == self._max_retries:
-                    raise ProviderUnavailable(failure.unavailable_message()) from failure
+                    raise ProviderUnavailable(
+                        failure.unavailable_message(), reason=failure.kind, retry_after=failure.retry_after
+                    ) from failure
                 PROVIDER_RETRIES.labels("busy" if failure.busy else "unreachable").inc()
                 await asyncio.sleep(self._retry_delay(attempt, failure.retry_after))
                 attempt += 1
@@ -211,7 +217,7 @@ class OpenAICompatibleProvider:
                 if response.status_code >= 400:
                     await response.aread()
                     raise _failure_for_response(
-                        response, with_tools=with_tools, with_usage=_asked_usage(body)
+                        response, with_tools=with_tools, with_usage=_asked_usage(body), secret=self._api_key
                     )
                 if _is_json(response):
                     # A server that ignores `stream` answers with one whole completion.
@@ -243,7 +249,8 @@ class OpenAICompatibleProvider:
         except httpx.TransportError as error:
             # After finish_reason the reply is complete; a lost [DONE] costs nothing.
             if not answer.finished:
-                raise _RetryableFailure(self._describe(error), busy=False) from error
+                kind = "timeout" if isinstance(error, httpx.TimeoutException) else "unreachable"
+                raise _RetryableFailure(self._describe(error), busy=False, kind=kind) from error
         if not answer.finished:
             raise _RetryableFailure("the stream ended before the reply was complete", busy=False)
 
@@ -393,13 +400,20 @@ def encode_body(request: ChatRequest, *, usage: bool = True) -> bytes:
     `usage` asks the server to end the stream with its token count, which calibrates
     Chorus's own (`bot.windows`).
     """
-    body: dict[str, Any] = {"model": request.model, "messages": request.messages, "stream": True}
+    body: dict[str, Any] = {
+        "model": request.model,
+        "messages": [_without_provider_blocks(message) for message in request.messages],
+        "stream": True,
+    }
     if usage:
+        # The last chunk then says what the call cost, prompt cache included.
         body["stream_options"] = {"include_usage": True}
     for name in _SAMPLING_FIELDS:
         value = getattr(request, name)
         if value is not None:
             body[name] = value
+    if request.thinking is not None:
+        body["reasoning_effort"] = REASONING_EFFORT[request.thinking]
     if request.tools:
         body["tools"] = sorted(request.tools, key=tool_name)
         if request.tool_choice is not None:
@@ -410,14 +424,25 @@ def encode_body(request: ChatRequest, *, usage: bool = True) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+def _without_provider_blocks(message: dict[str, Any]) -> dict[str, Any]:
+    """Another provider's own blocks stay out of the body (the message's text and calls say it all)."""
+    if PROVIDER_BLOCKS_KEY not in message:
+        return message
+    return {key: value for key, value in message.items() if key != PROVIDER_BLOCKS_KEY}
+
+
 class _RetryableFailure(Exception):
     """A failure another attempt may fix; becomes a public error once retries run out."""
 
-    def __init__(self, reason: str, *, busy: bool, retry_after: float | None = None) -> None:
+    def __init__(
+        self, reason: str, *, busy: bool, retry_after: float | None = None, kind: str = "unreachable"
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.busy = busy
         self.retry_after = retry_after
+        # The failover reason it becomes (`ProviderError.failover_reason`).
+        self.kind = kind
 
     def unavailable_message(self) -> str:
         state = "busy" if self.busy else "unreachable"
@@ -443,12 +468,17 @@ def _protocol_error(data: str) -> ProviderProtocolError:
     )
 
 
-def _failure_for_response(response: httpx.Response, *, with_tools: bool, with_usage: bool) -> Exception:
+def _failure_for_response(
+    response: httpx.Response, *, with_tools: bool, with_usage: bool, secret: str | None
+) -> Exception:
     try:
         payload: Any = response.json()
     except ValueError:
         payload = response.text
     message, code = error_details(payload)
+    # Servers echo a refused key in their message ("Incorrect API key provided: sk-…"); people never see it.
+    if secret:
+        message = message.replace(secret, "[key]")
     refusable = response.status_code in _TOOLS_REFUSED_STATUSES
     if with_usage and refusable and _NAMES_STREAM_OPTIONS.search(message):
         return _UsageRefused(message[:_MESSAGE_LIMIT])
@@ -486,7 +516,11 @@ def _failure_for_status(
     message = message[:_MESSAGE_LIMIT]
     # OpenAI answers 429 both for "slow down" and for "out of credit"; only the first passes.
     if status == 429 and "insufficient_quota" in searchable:
-        return ProviderRejected(f"The model provider refused the request: {message}")
+        return ProviderRejected(f"The model provider refused the request: {message}", reason="payment")
     if status in (408, 429) or status >= 500:
-        return _RetryableFailure(f"HTTP {status}", busy=True, retry_after=retry_after)
-    return ProviderRejected(f"The model provider refused the request (HTTP {status}): {message}")
+        kind = "server_error" if status >= 500 else "timeout" if status == 408 else "rate_limited"
+        return _RetryableFailure(f"HTTP {status}", busy=True, retry_after=retry_after, kind=kind)
+    return ProviderRejected(
+        f"The model provider refused the request (HTTP {status}): {message}",
+        reason="payment" if status == 402 else None,
+    )

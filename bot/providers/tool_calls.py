@@ -3,8 +3,8 @@
 The Chat Completions API streams each tool call in fragments keyed by `index`: the first
 carries `id`, `type` and `function.name`, later ones pieces of `function.arguments`, and
 the fragments of parallel calls may interleave. Servers that imitate the API differ at
-the edges (no `index`, the `id` repeated on every fragment, arguments sent whole as an
-object), so the rules below follow what those servers send.
+the edges (no `index`, one `index` for every parallel call, the `id` repeated on every
+fragment, arguments sent whole as an object), so the rules below follow what those servers send.
 """
 
 from __future__ import annotations
@@ -82,11 +82,16 @@ class ToolCallAssembler:
 
     def _index_of(self, fragment: dict[str, Any]) -> int:
         index = fragment.get("index")
-        if isinstance(index, int) and not isinstance(index, bool):
-            return index
-        # No index: a fragment with an id not seen yet starts a call, anything else continues one.
         call_id = fragment.get("id")
         known = {partial.id: key for key, partial in self._partial.items()}
+        if isinstance(index, int) and not isinstance(index, bool):
+            taken = self._partial.get(index)
+            # Gemini's OpenAI-compatible stream numbers parallel calls all 0, each whole with
+            # its own id: an id other than the one at that index is another call.
+            if taken is None or not taken.id or not isinstance(call_id, str) or call_id in ("", taken.id):
+                return index
+            return known.get(call_id, max(self._partial) + 1)
+        # No index: a fragment with an id not seen yet starts a call, anything else continues one.
         if isinstance(call_id, str) and call_id:
             if call_id in known:
                 return known[call_id]

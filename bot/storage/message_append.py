@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from bot.storage.delivery_models import Delivery
 from bot.storage.index_text import INDEX_MESSAGE, INDEX_MESSAGE_POSTGRES, message_index_text, owner_token
 from bot.storage.jobs import JobRequest, JobSink, JobSpec
-from bot.storage.message_rows import ATTACHMENTS, decode_calls, encode_calls
+from bot.storage.message_rows import ATTACHMENTS, decode_blocks, decode_calls, encode_blocks, encode_calls
 from bot.storage.models import ChatSession, Message, as_utc, table_of, utcnow
 from bot.storage.prepared import Prepared
 from bot.storage.sanitise import clean_optional, clean_text
@@ -111,6 +111,14 @@ class NewMessage:
     tool_calls: tuple[StoredToolCall, ...] = ()
     tool_call_id: str | None = None
     tool_name: str | None = None
+    # A reply's answering model.
+    model: str | None = None
+    # A `tool_call` row's or reply's answer in its provider's own blocks (signed thinking).
+    provider_blocks: object = None
+    # A reply: the prompt tokens the server billed for its turn, read from and written to its cache.
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,7 @@ def row_once_stored(message: NewMessage, seq: int, created_at: datetime) -> Tran
         clean_text(message.content),
         clean_optional(message.sender_name),
         encode_calls(message.tool_calls),
+        encode_blocks(message.provider_blocks),
     )
 
 
@@ -149,6 +158,7 @@ def _row(
     content: str,
     sender_name: str | None,
     stored_calls: str | None,
+    stored_blocks: str | None,
 ) -> TranscriptRow:
     return TranscriptRow(
         seq=seq,
@@ -164,6 +174,7 @@ def _row(
         tool_calls=decode_calls(stored_calls),
         tool_call_id=message.tool_call_id,
         tool_name=message.tool_name,
+        provider_blocks=decode_blocks(stored_blocks),
     )
 
 
@@ -193,6 +204,7 @@ def write_message(
     content = clean_text(message.content)
     sender_name = clean_optional(message.sender_name)
     stored_calls = encode_calls(message.tool_calls)
+    stored_blocks = encode_blocks(message.provider_blocks)
     values = {
         "session_id": session_id,
         "role": message.role,
@@ -213,6 +225,11 @@ def write_message(
         "tool_calls": stored_calls,
         "tool_call_id": message.tool_call_id,
         "tool_name": message.tool_name,
+        "model": message.model,
+        "provider_blocks": stored_blocks,
+        "prompt_tokens": message.prompt_tokens,
+        "cached_tokens": message.cached_tokens,
+        "cache_write_tokens": message.cache_write_tokens,
     }
     ((seq, owner_kind, owner_id),) = BUMP_SEQUENCE.execute(
         connection,
@@ -288,7 +305,7 @@ def write_message(
         )
     row = None
     if not message.attachments and message.kind in CONVERSATION_KINDS:
-        row = _row(message, seq, created_at, content, sender_name, stored_calls)
+        row = _row(message, seq, created_at, content, sender_name, stored_calls, stored_blocks)
     return StoredMessage(
         id=message_id,
         seq=seq,

@@ -51,6 +51,7 @@ def transcript_row(message: Message, attachments: Sequence[Attachment | Row[Any]
         tool_calls=decode_calls(message.tool_calls),
         tool_call_id=message.tool_call_id,
         tool_name=message.tool_name,
+        provider_blocks=decode_blocks(message.provider_blocks),
     )
 
 
@@ -68,6 +69,15 @@ def decode_calls(stored: str | None) -> tuple[StoredToolCall, ...]:
     if not stored:
         return ()
     return tuple(StoredToolCall(call["id"], call["name"], call["arguments"]) for call in json.loads(stored))
+
+
+def encode_blocks(blocks: object) -> str | None:
+    """A row's provider blocks as stored: JSON, exactly as the provider gave them."""
+    return None if blocks is None else json.dumps(blocks, ensure_ascii=False)
+
+
+def decode_blocks(stored: str | None) -> object:
+    return json.loads(stored) if stored else None
 
 
 def attachment_ref(attachment: Attachment | Row[Any]) -> AttachmentRef:

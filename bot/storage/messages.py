@@ -26,12 +26,13 @@ from bot.storage.message_rows import (
     ATTACHMENT_COLUMNS,
     ATTACHMENTS,
     attachment_ref,
+    decode_blocks,
     decode_calls,
     transcript_row,
 )
 from bot.storage.models import Attachment, Message, as_utc, table_of
 from bot.storage.sanitise import clean_text
-from transcript import AttachmentRef, TranscriptRow
+from transcript import AttachmentRef, BilledTokens, TranscriptRow
 from transcript.kinds import CONVERSATION_KINDS, REPLY_KIND, TOOL_KINDS, MessageKind
 
 MESSAGES = table_of(Message)
@@ -51,6 +52,7 @@ ROW_COLUMNS = (
     MESSAGES.c.tool_calls,
     MESSAGES.c.tool_call_id,
     MESSAGES.c.tool_name,
+    MESSAGES.c.provider_blocks,
 )
 # The rows of the conversation (what the model sees), as opposed to stored events.
 # One bound value per kind, not an expanding list: a list is expanded into the statement
@@ -192,6 +194,38 @@ class MessageStore:
             ).one()
             return int(total or 0)
 
+    def last_reply_model(self, session_id: str) -> str | None:
+        """The model that answered the session's newest reply (None: none recorded)."""
+        with self._session() as db:
+            return db.exec(
+                select(Message.model)
+                .where(
+                    Message.session_id == session_id,
+                    Message.role == "assistant",
+                    col(Message.model).is_not(None),
+                )
+                .order_by(col(Message.seq).desc())
+                .limit(1)
+            ).first()
+
+    def last_turn_billed(self, session_id: str) -> BilledTokens | None:
+        """The prompt tokens the server billed for the session's newest reply that reported them."""
+        with self.database.connect() as connection:
+            found = connection.execute(
+                sa_select(MESSAGES.c.prompt_tokens, MESSAGES.c.cached_tokens, MESSAGES.c.cache_write_tokens)
+                .where(
+                    MESSAGES.c.session_id == session_id,
+                    MESSAGES.c.role == "assistant",
+                    MESSAGES.c.prompt_tokens.is_not(None),
+                )
+                .order_by(MESSAGES.c.seq.desc())
+                .limit(1)
+            ).first()
+        if found is None:
+            return None
+        prompt, cached, written = found
+        return BilledTokens(prompt, cached or 0, written or 0)
+
     def recent_rows(self, session_id: str, limit: int, after_seq: int = 0) -> list[TranscriptRow]:
         """The rows of the newest `limit` units after `after_seq` (no events), oldest first.
 
@@ -242,6 +276,7 @@ class MessageStore:
                 tool_calls=decode_calls(tool_calls),
                 tool_call_id=tool_call_id,
                 tool_name=tool_name,
+                provider_blocks=decode_blocks(provider_blocks),
             )
             for (
                 message_id,
@@ -259,6 +294,7 @@ class MessageStore:
                 tool_calls,
                 tool_call_id,
                 tool_name,
+                provider_blocks,
             ) in found
         ]
 

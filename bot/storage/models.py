@@ -84,6 +84,9 @@ class ChatSession(SQLModel, table=True):
     last_seq: int = Field(default=0)
     # Lets a turn skip the documents query for the many sessions that have none.
     document_count: int = Field(default=0)
+    # The `models:` entry picked with /model (None: the persona's model) and the /think level.
+    model_choice: str | None = Field(default=None, max_length=64)
+    thinking: str | None = Field(default=None, max_length=8)
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 
@@ -125,6 +128,16 @@ class Message(SQLModel, table=True):
     tool_calls: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     tool_call_id: str | None = Field(default=None, max_length=128)
     tool_name: str | None = Field(default=None, max_length=128)
+    # For replies: the model that answered (a fallback's, when the usual one could not).
+    model: str | None = Field(default=None, max_length=256)
+    # The answer in its provider's own blocks, as JSON ({"provider", "blocks"}): signed
+    # thinking that must go back unchanged with the calls it led to. None for most rows.
+    provider_blocks: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    # For replies: the prompt tokens the server billed for the turn's model calls, of them
+    # read from its prompt cache and written to it (None: the server reported none).
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 class Attachment(SQLModel, table=True):

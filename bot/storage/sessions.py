@@ -228,6 +228,23 @@ class SessionStore:
             )
             db.commit()
 
+    def set_model_choice(self, session_id: str, choice: str | None) -> None:
+        """/model: the `models:` entry this conversation speaks with; None goes back to the persona's."""
+        self._update(session_id, model_choice=choice)
+
+    def set_thinking(self, session_id: str, level: str | None) -> None:
+        """/think: how hard the conversation's model thinks ("off", "low", "high")."""
+        self._update(session_id, thinking=level)
+
+    def _update(self, session_id: str, **values: object) -> None:
+        with self._session() as db:
+            db.execute(
+                update(ChatSession)
+                .where(col(ChatSession.id) == session_id)
+                .values(**values, updated_at=utcnow())
+            )
+            db.commit()
+
     def is_spoken(self, session_id: str) -> bool:
         """Whether the session's replies are also spoken (`/voice on`)."""
         return self._has_flag(SPOKEN, session_id)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
+from bot.conversation_model import ConversationModel, conversation_model
 from bot.providers.base import ToolSchema, tool_name
 from bot.storage.boundary import boundary_for
 from bot.storage.context_records import ContextRecords, ContextView
@@ -73,19 +74,27 @@ class ContextAssembler:
         # When long-term memory is on: the snapshot and recall of each turn.
         self.memory = memory
 
-    def window_for(self, persona: Persona) -> WindowInfo:
-        """The window of the persona's model as known now (refreshed before each model call)."""
-        return self.windows.info(self.settings.model.model_for(persona.model))
+    def conversation_model(self, session: ChatSession, persona: Persona) -> ConversationModel:
+        """The model this conversation speaks with (its /model choice, else the persona's)."""
+        return conversation_model(self.settings, persona.model, session.model_choice)
+
+    def window_for(self, session: ChatSession, persona: Persona) -> WindowInfo:
+        """The window of the conversation's model as known now (refreshed before each model call)."""
+        return self.windows.info(self.conversation_model(session, persona).model)
 
     def budget_for(
-        self, persona: Persona, tools: Sequence[ToolSchema] = (), view: ContextView | None = None
+        self,
+        session: ChatSession,
+        persona: Persona,
+        tools: Sequence[ToolSchema] = (),
+        view: ContextView | None = None,
     ) -> Budget:
-        """The caps of one request: the prompt's room in the model's window, less nothing else.
+        """The caps of one request: the prompt's room in the model's window.
 
         The tools are listed most wanted first — those the persona called most recently in
         `view`, then the rest as offered — so a tight window sheds the least wanted first.
         """
-        room = self.window_for(persona).budget_tokens
+        room = self.window_for(session, persona).budget_tokens
         context = self.settings.context
         return Budget(
             max_messages=CONTEXT_COUNT,
@@ -100,10 +109,10 @@ class ContextAssembler:
 
     def offered_tools(self, session: ChatSession, persona: Persona) -> dict[str, Tool]:
         """The tools a turn of this persona in this session offers the model."""
-        if self.tools is None:
+        model = self.conversation_model(session, persona)
+        if self.tools is None or not model.tools:
             return {}
-        model = self.settings.model.model_for(persona.model)
-        return self.tools.tools_for(persona, group=session.kind == "group", model=model)
+        return self.tools.tools_for(persona, group=session.kind == "group", model=model.model)
 
     def view(
         self,
@@ -147,7 +156,7 @@ class ContextAssembler:
         if tools is None:
             tools = schemas_of(self.offered_tools(session, persona))
         # What every process learned of the model's window since, before the budget is made.
-        await self.windows.refresh(self.settings.model.model_for(persona.model))
+        await self.windows.refresh(self.conversation_model(session, persona).model)
         # Reads, recall, image data and the build itself are blocking work: one call on a
         # database thread. When recall needs the query's embedding (CPU work, on a thread
         # of its own), the build is a second call that starts meanwhile: its dense search
@@ -187,7 +196,7 @@ class ContextAssembler:
         if tools is None:
             tools = schemas_of(self.offered_tools(session, persona))
         view = view or self.view(session.id)
-        budget = self.budget_for(persona, tools, view)
+        budget = self.budget_for(session, persona, tools, view)
         remembered = (
             self.memory.for_turn(session, view.projected, budget.max_tokens)
             if self.memory is not None
@@ -202,7 +211,7 @@ class ContextAssembler:
         recall could have added (0 without memory). Runs off the event loop.
         """
         tools = schemas_of(self.offered_tools(session, persona))
-        budget = self.budget_for(persona, tools, view)
+        budget = self.budget_for(session, persona, tools, view)
         if self.memory is None:
             return self._build(session, persona, view, tools, budget, None), 0
         remembered = self.memory.without_recall(session)
@@ -219,7 +228,7 @@ class ContextAssembler:
         remembered: TurnMemory | None,
     ) -> Context:
         rows = view.projected
-        vision = self.settings.model.vision
+        vision = self.conversation_model(session, persona).vision
         if vision:
             rows = [self._with_image_data(row) for row in rows]
         return build_context(

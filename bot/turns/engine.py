@@ -18,6 +18,7 @@ from functools import partial
 from typing import Protocol
 
 from bot.config import Settings
+from bot.conversation_model import ConversationModel
 from bot.errors import (
     ChorusError,
     ContextOverflowError,
@@ -31,9 +32,12 @@ from bot.metrics import SHED_PARTS, TOOL_STEPS
 from bot.providers.base import (
     ChatProvider,
     ChatRequest,
+    ProviderBlocks,
     ReasoningDelta,
+    Served,
     TextDelta,
     ToolCall,
+    Usage,
     shown_model,
     tool_name,
 )
@@ -160,6 +164,10 @@ class TurnPlan:
     # /reasoning on: the reply carries the turn's thinking; `thought` holds each call's.
     shows_reasoning: bool = False
     thought: list[str] = field(default_factory=list)
+    # The model that answered the turn's last call (a fallback's, when the router moved on).
+    model: str | None = None
+    # What the server billed for the turn's calls so far (None: it reported nothing).
+    usage: Usage | None = None
 
     def reply(self, text: str, stored: StoredMessage, status: str = "complete") -> Reply:
         """The turn's final reply, once `stored` holds what was said."""
@@ -191,6 +199,8 @@ class ModelAnswer:
     # the round stored (`StoredMessage.row`, in the order they were stored).
     view: ContextView | None = None
     stored: list[TranscriptRow | None] = field(default_factory=list)
+    # The answer in its provider's own blocks, stored with it for the provider to replay.
+    provider_blocks: dict[str, object] | None = None
 
     @property
     def joined(self) -> str:
@@ -465,12 +475,16 @@ class TurnEngine:
         """The context the model would see for this session's next turn."""
         return await self.assembler.assemble(session, self.persona_for(session))
 
-    def model_for(self, persona: Persona) -> str:
-        return self.settings.model.model_for(persona.model)
+    def conversation_model(self, session: ChatSession, persona: Persona) -> ConversationModel:
+        """The model the conversation speaks with: its /model choice, else the persona's."""
+        return self.assembler.conversation_model(session, persona)
 
-    def model_shown(self, persona: Persona) -> str:
+    def model_for(self, session: ChatSession, persona: Persona) -> str:
+        return self.conversation_model(session, persona).model
+
+    def model_shown(self, session: ChatSession, persona: Persona) -> str:
         """The model as /status and /context name it: the offline demo model names itself."""
-        return shown_model(self.provider, self.model_for(persona))
+        return shown_model(self.provider, self.model_for(session, persona))
 
     # --- one turn ----------------------------------------------------------------
 
@@ -673,6 +687,9 @@ class TurnEngine:
             note = rounds.note()
             text = with_note(answer.joined, note) if note is not None else answer.joined
             reply = self._reply_message(plan, text, "complete")
+            if note is None:
+                # A note changes the answer's text: its provider blocks would no longer match.
+                reply = replace(reply, provider_blocks=answer.provider_blocks)
             jobs = await self._jobs_with_work(plan, answer.view, reply, tools)
             stored = await self.db.run(self.stores.messages.append, session.id, replace(reply, jobs=jobs))
             # A model that only thought (a think never closed): its thinking is kept, the
@@ -720,7 +737,7 @@ class TurnEngine:
         a rebuild after an overflow reads the context afresh.
         """
         session, persona = plan.session, plan.persona
-        model = self.model_for(persona)
+        model = self.conversation_model(session, persona)
         schemas = schemas_of(tools)
         for attempt in range(self.settings.context.overflow_retries + 1):
             # After an overflow the fold changed the records (here or, racing it, in another
@@ -729,15 +746,15 @@ class TurnEngine:
             answer.view, context = await self.assembler.assemble_view(
                 session, persona, tools=schemas, earlier=earlier, appended=answer.stored
             )
-            window = self.assembler.windows.info(model)
+            window = self.assembler.windows.info(model.model)
             if context.stats.question_excess_tokens > 0:
                 raise _QuestionTooLarge(too_large_message(context, window))
-            note_shed(session.id, model, context)
+            note_shed(session.id, model.model, context)
             # A tight window may have left some schemas out: the request offers the rest.
             offered = tuple(schema for schema in schemas if tool_name(schema) in context.tools)
             request = ChatRequest(
                 messages=context.messages,
-                model=model,
+                model=model.model,
                 temperature=persona.temperature,
                 top_p=persona.top_p,
                 max_tokens=window.reply_reserve,
@@ -746,7 +763,10 @@ class TurnEngine:
                 prompt_tokens=context.stats.total_tokens,
                 tools=offered,
                 tool_choice="none" if final and offered else None,
+                thinking=session.thinking if model.thinking else None,
             )
+            # What the reply records as its model, unless the provider names another (`Served`).
+            plan.model = shown_model(self.provider, model.model)
             try:
                 async with aclosing(plan.running.pieces(self.provider.stream(request))) as events:
                     async for event in events:
@@ -761,6 +781,12 @@ class TurnEngine:
                             answer.reasoning.append(event.text)
                         elif isinstance(event, ToolCall):
                             answer.calls.append(event)
+                        elif isinstance(event, Served):
+                            plan.model = event.model
+                        elif isinstance(event, ProviderBlocks):
+                            answer.provider_blocks = {"provider": event.provider, "blocks": event.blocks}
+                        elif isinstance(event, Usage):
+                            plan.usage = event if plan.usage is None else plan.usage + event
                 answer.window_from_seq = context.stats.kept_seqs[0] if context.stats.kept_seqs else None
                 return
             except ContextOverflowError:
@@ -768,7 +794,7 @@ class TurnEngine:
                     raise _Overflowed() from None
                 # The provider learned the window the error named: when the request was
                 # larger than that window's budget, a rebuild fits it without folding.
-                if context.stats.total_tokens > self.assembler.windows.info(model).budget_tokens:
+                if context.stats.total_tokens > self.assembler.windows.info(model.model).budget_tokens:
                     continue
                 recovered = self.overflow_handler is not None and await self.overflow_handler(
                     session, context
@@ -810,6 +836,7 @@ class TurnEngine:
             reply_to_id=plan.user_message_id,
             kind="tool_call",
             tool_calls=calls,
+            provider_blocks=answer.provider_blocks,
         )
 
     async def _run_calls(
@@ -927,6 +954,10 @@ class TurnEngine:
             sender_name=plan.persona.name,
             reply_to_id=plan.user_message_id,
             status=status,
+            model=plan.model,
+            prompt_tokens=plan.usage.prompt_tokens if plan.usage else None,
+            cached_tokens=plan.usage.cached_tokens if plan.usage else None,
+            cache_write_tokens=plan.usage.cache_write_tokens if plan.usage else None,
             # The after-turn work commits with the reply: no reply, no jobs.
             jobs=self.after_turn.after_turn,
         )

@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bot.config import ModelChoiceSettings
 from bot.console import Console
 from bot.providers.base import ChatRequest, ModelEvent
 from bot.providers.openai import OpenAICompatibleProvider
@@ -224,6 +225,23 @@ async def test_context_shows_parts_against_the_window(runtime: Runtime, client: 
     assert sum(data["parts"].values()) == built.stats.total_tokens
     assert data["budget_tokens"] == built.stats.budget_tokens
     assert data["window_tokens"] == 128_000 and data["parts"]["system prompt"] > 0
+    assert data["model_choice"] is None and data["thinking"] is None
+
+
+async def test_context_names_the_conversations_model_choice(
+    runtime: Runtime, client: httpx.AsyncClient
+) -> None:
+    seeded = await seed(runtime)
+    runtime.settings.models = [
+        ModelChoiceSettings(name="deep", model="deep-model", context_window=32_000, thinking=True)
+    ]
+    runtime.stores.sessions.set_model_choice(seeded.private_id, "deep")
+    runtime.stores.sessions.set_thinking(seeded.private_id, "low")
+
+    data = (await client.get(f"/admin/api/conversations/{seeded.private_id}/context", headers=BEARER)).json()
+
+    assert (data["model"], data["model_choice"], data["thinking"]) == ("deep-model", "deep", "low")
+    assert data["window_tokens"] == 32_000
 
 
 @pytest.mark.parametrize(

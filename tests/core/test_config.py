@@ -50,3 +50,34 @@ def test_invalid_values_name_the_setting(tmp_path):
     broken.write_text("model: [unclosed")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_settings(broken, {})
+
+
+def test_keys_written_as_variables_are_read_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("FIRST_KEY", "sk-first")
+    monkeypatch.setenv("SPARE_KEY", "sk-spare")
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "model:\n"
+        "  api_key: ${FIRST_KEY}\n"
+        "  api_keys: ['${SPARE_KEY}', '${FIRST_KEY}']\n"
+        "  fallbacks: [{base_url: 'http://127.0.0.1:9/v1', api_key: '${SPARE_KEY}'}]\n"
+        "models: [{name: deep, model: o4-mini, api_key: '${SPARE_KEY}'}]\n",
+        encoding="utf-8",
+    )
+
+    settings = load_settings(config, {})
+
+    assert settings.model.keys() == ["sk-first", "sk-spare"]  # each key once, in order
+    assert settings.model.fallbacks[0].keys() == ["sk-spare"]
+    spare = settings.models[0].api_key
+    assert spare is not None and spare.get_secret_value() == "sk-spare"
+    assert "sk-" not in repr(settings.model)
+
+
+def test_a_key_naming_a_missing_variable_is_a_config_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("NO_SUCH_KEY", raising=False)
+    config = tmp_path / "config.yaml"
+    config.write_text("model:\n  api_key: ${NO_SUCH_KEY}\n", encoding="utf-8")
+
+    with pytest.raises(ConfigError, match="model.api_key: .*NO_SUCH_KEY named for a key is not set"):
+        load_settings(config, {})

@@ -34,8 +34,8 @@ def nested_model(annotation: Any) -> tuple[type[BaseModel], bool] | None:
 
 
 def comment_under(key: str) -> str:
-    """The comment lines right under `key:` in the file."""
-    match = re.search(rf"^\s*{re.escape(key)}:\s*\n((?:\s*#.*\n)+)", SHIPPED_TEXT, re.MULTILINE)
+    """The comment lines right under `key:` (or `key: []`, a list empty by default) in the file."""
+    match = re.search(rf"^\s*{re.escape(key)}:(?: \[\])?\s*\n((?:\s*#.*\n)+)", SHIPPED_TEXT, re.MULTILINE)
     return match.group(1) if match else ""
 
 

@@ -49,6 +49,7 @@ MESSAGE_FIELDS = (
     "tool_calls",
     "tool_call_id",
     "tool_name",
+    "model",
 )
 ATTACHMENT_FIELDS = ("kind", "filename", "mime_type", "size", "sha256", "text")
 

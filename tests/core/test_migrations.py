@@ -21,7 +21,7 @@ from bot.storage.database import create_database_engine
 from bot.storage.index_text import INDEX_MESSAGE, message_index_text, owner_token
 from bot.storage.memory_store import MemoryStore
 from bot.storage.message_append import NewMessage
-from bot.storage.models import ChatSession
+from bot.storage.models import ChatSession, new_id
 from bot.storage.owners import Owner
 from bot.storage.stores import Stores
 
@@ -105,10 +105,35 @@ _OLD_MESSAGE = text(
 )
 
 
+# A session as the store wrote it before `sessions.model_choice` (0021).
+_OLD_SESSION = text(
+    "INSERT INTO sessions (id, kind, owner_kind, owner_id, persona_id, title, last_seq, document_count, "
+    "created_at, updated_at) VALUES (:id, :kind, :owner_kind, :owner_id, :persona_id, '', 0, 0, :at, :at)"
+)
+
+
+def _old_session(
+    engine: DatabaseEngine, kind: str, owner_kind: str, owner_id: str, persona_id: str
+) -> ChatSession:
+    """A session stored the way stores before 0021 did, for databases not migrated that far."""
+    session = ChatSession(
+        id=new_id(), kind=kind, owner_kind=owner_kind, owner_id=owner_id, persona_id=persona_id
+    )
+    with engine.begin() as connection:
+        connection.execute(
+            _OLD_SESSION,
+            {
+                **session.model_dump(include={"id", "kind", "owner_kind", "owner_id", "persona_id"}),
+                "at": datetime.now(UTC),
+            },
+        )
+    return session
+
+
 def _said_before_kinds(stores: Stores, text_: str) -> ChatSession:
     account = stores.identities.account("web", "visitor-1", "Visitor", None)
-    session = stores.sessions.private_session(account.person_id, "assistant")
     said = datetime.now(UTC)
+    session = _old_session(stores.database, "private", "person", account.person_id, "assistant")
     with stores.database.begin() as connection:
         seq = connection.execute(
             text("UPDATE sessions SET last_seq = last_seq + 1 WHERE id = :id RETURNING last_seq"),
@@ -236,7 +261,7 @@ def test_the_recall_migration_dates_old_items_and_reindexes_old_messages(tmp_pat
     migrate.upgrade(engine, "0003_memory")
     said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
     stores = Stores.open(engine)
-    chat = stores.sessions.create_session("group", "group", "web:g1", "ada")
+    chat = _old_session(engine, "group", "group", "web:g1", "ada")
     with engine.begin() as connection:
         # A message and an item as the release before this migration wrote them.
         connection.execute(
@@ -284,8 +309,7 @@ def test_the_compact_storage_migration_keeps_each_vectors_direction_and_drops_de
 
     engine = create_database_engine(f"sqlite:///{tmp_path / 'compact.db'}")
     migrate.upgrade(engine, "0009_message_kind")
-    stores = Stores.open(engine)
-    session = stores.sessions.create_session("private", "person", "p1", "ada")
+    session = _old_session(engine, "private", "person", "p1", "ada")
     # Written as SQL: the stores write the head revision's columns, which 0009 does not have.
     with engine.begin() as connection:
         said = [
@@ -363,7 +387,7 @@ def test_the_kind_migration_names_every_old_row_and_strips_only_the_tags(
     )
     engine = create_database_engine(url)
     migrate.upgrade(engine, "0008_message_search")
-    chat = Stores.open(engine).sessions.create_session("private", "person", "p1", "ada")
+    chat = _old_session(engine, "private", "person", "p1", "ada")
     with engine.begin() as connection:
         for seq, (role, content, _, _) in enumerate(ROWS_BEFORE_KINDS, 1):
             connection.execute(

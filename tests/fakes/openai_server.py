@@ -6,6 +6,11 @@
         ...
         assert server.requests[1].json["messages"][-1]["content"] == "hi"
 
+Asked for usage (`stream_options.include_usage`), it ends a stream with a chunk of no
+choices and `usage` as OpenAI does: `prompt_tokens` a token per four characters of the
+tools and messages, `prompt_tokens_details.cached_tokens` the part of that prefix an
+earlier request already sent (automatic prefix caching, without OpenAI's 1,024-token floor).
+
 Each chat request takes the next scripted response; with the script empty, `server.default`
 (or `server.summary` for summary calls) turns the parsed request body into reply text. Every
 chat request is recorded in order, raw body bytes included (other requests, such as a
@@ -18,7 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import socket
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
@@ -137,6 +144,26 @@ def rate_limited(retry_after: str | None = "0") -> HttpError:
     return HttpError(429, _error_body("Rate limit reached", "rate_limit_exceeded", "requests"), headers)
 
 
+def overloaded() -> HttpError:
+    """529, what Anthropic (and proxies in front of it) answer when the model is overloaded."""
+    return HttpError(529, _error_body("Overloaded", "overloaded_error", "overloaded_error"))
+
+
+def payment_required() -> HttpError:
+    """402: the key's account has no credit left."""
+    return HttpError(
+        402, _error_body("Insufficient credits on this key", "payment_required", "billing_error")
+    )
+
+
+def refused_url() -> str:
+    """A base URL on 127.0.0.1 where nothing listens: connecting to it is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
 def server_error(status: int = 500) -> HttpError:
     return HttpError(status, _error_body("The server had an error", "server_error", "server_error"))
 
@@ -210,6 +237,8 @@ class FakeOpenAI(LocalServer):
         self._stopping = asyncio.Event()
         # Some servers answer with one whole completion even when asked to stream.
         self.ignores_stream = False
+        # The prompts seen so far, for the simulated prefix cache.
+        self._prompts: list[str] = []
 
     def script(self, *responses: Scripted | str) -> None:
         """Queues responses for the next requests, in order; a str is a `Reply`."""
@@ -267,10 +296,25 @@ class FakeOpenAI(LocalServer):
         if isinstance(scripted, HttpError):
             return _error_response(scripted)
         if recorded.json.get("stream") and not self.ignores_stream:
-            return await self._stream(request, scripted)
+            options = recorded.json.get("stream_options") or {}
+            usage = self._usage(recorded.json) if options.get("include_usage") else None
+            return await self._stream(request, scripted, usage)
         return await self._answer_whole(request, scripted)
 
-    async def _stream(self, request: web.Request, scripted: Scripted) -> web.StreamResponse:
+    def _usage(self, body: dict[str, Any]) -> dict[str, Any]:
+        prompt = json.dumps([body.get("tools", []), body.get("messages", [])], sort_keys=True)
+        shared = max((len(os.path.commonprefix([prompt, earlier])) for earlier in self._prompts), default=0)
+        self._prompts.append(prompt)
+        return {
+            "prompt_tokens": len(prompt) // 4,
+            "completion_tokens": 1,
+            "total_tokens": len(prompt) // 4 + 1,
+            "prompt_tokens_details": {"cached_tokens": shared // 4},
+        }
+
+    async def _stream(
+        self, request: web.Request, scripted: Scripted, usage: dict[str, Any] | None = None
+    ) -> web.StreamResponse:
         if isinstance(scripted, Writes):
             return await self._write_as_scripted(request, scripted)
         if isinstance(scripted, Hang) and not scripted.after_text:
@@ -290,6 +334,7 @@ class FakeOpenAI(LocalServer):
                         await asyncio.sleep(delay)
                     await _send(response, self._chunk({"content": piece}))
                 await _send(response, self._chunk({}, finish_reason))
+                await self._send_usage(response, usage)
                 await _send(response, "[DONE]")
             case Hang(seconds=seconds, after_text=text):
                 await self._send_text(response, text)
@@ -310,6 +355,7 @@ class FakeOpenAI(LocalServer):
                 if not await self._send_tool_calls(response, scripted):
                     return _drop_connection(request)
                 await _send(response, self._chunk({}, scripted.finish_reason))
+                await self._send_usage(response, usage)
                 await _send(response, "[DONE]")
         await response.write_eof()
         return response
@@ -402,6 +448,10 @@ class FakeOpenAI(LocalServer):
         message["content"] = answer.text or None
         message["tool_calls"] = calls
         return completion
+
+    async def _send_usage(self, response: web.StreamResponse, usage: dict[str, Any] | None) -> None:
+        if usage is not None:
+            await _send(response, {**self._chunk({}), "choices": [], "usage": usage})
 
     async def _send_text(self, response: web.StreamResponse, text: str) -> None:
         for piece in split_words(text):

@@ -40,7 +40,9 @@ class FlakyDistiller:
         self.failures = failures
         self.calls: list[list[int]] = []
 
-    async def distill(self, blocks: Sequence[SourceBlock], max_items: int) -> list[DistilledItem]:
+    async def distill(
+        self, blocks: Sequence[SourceBlock], max_items: int, session: object = None
+    ) -> list[DistilledItem]:
         self.calls.append([block.seq for block in blocks])
         if self.failures > 0:
             self.failures -= 1

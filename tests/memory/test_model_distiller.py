@@ -131,3 +131,29 @@ async def test_an_excerpt_larger_than_the_models_window_goes_in_calls_that_fit_i
         assert [seq for seqs in sent for seq in seqs] == [str(seq) for seq in range(1, 9)]
     finally:
         await runtime.aclose()
+
+
+async def test_memory_is_distilled_by_the_conversations_model(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    def respond(body: dict[str, Any]) -> str:
+        return distilled_json(body) if is_memory_call(body) else echo_reply(body)
+
+    fake_openai.default = respond
+    runtime = make_runtime(
+        tmp_path,
+        model_base_url=fake_openai.base_url,
+        models=[{"name": "deep", "model": "deep-model"}],
+        memory_turns_threshold=2,
+        memory_idle_seconds=0,
+    )
+    try:
+        await runtime.engine.respond(inbound("/model deep"))
+        for n in range(1, 4):
+            await runtime.engine.respond(inbound(f"turn {n}"))
+        await runtime.engine.drain()
+    finally:
+        await runtime.aclose()
+
+    memory_calls = [request.json for request in fake_openai.requests if is_memory_call(request.json)]
+    assert {body["model"] for body in memory_calls} == {"deep-model"}

@@ -16,7 +16,7 @@ from bot.errors import (
     ProviderUnavailable,
     StreamInterrupted,
 )
-from bot.providers.base import ChatRequest, TextDelta
+from bot.providers.base import ChatRequest, Finish, TextDelta, Usage
 from bot.providers.openai import OpenAICompatibleProvider
 from tests.fakes.openai_server import (
     Drop,
@@ -33,6 +33,7 @@ from tests.fakes.openai_server import (
     server_error,
 )
 from tests.providers.conftest import ProviderFactory
+from transcript import PROVIDER_BLOCKS_KEY
 
 
 def chat(text: str = "hi", **fields: Any) -> ChatRequest:
@@ -392,3 +393,35 @@ async def test_in_stream_error_after_text_is_interrupted(
         await make_provider().complete(chat())
 
     assert caught.value.partial_text == "The answer is"
+
+
+async def test_usage_reports_the_prompt_tokens_the_server_read_from_its_cache(
+    fake_openai: FakeOpenAI, make_provider: ProviderFactory
+) -> None:
+    provider = make_provider()
+    first = [event async for event in provider.stream(chat("hi"))]
+    second = [event async for event in provider.stream(chat("hi again"))]
+
+    assert fake_openai.requests[0].json["stream_options"] == {"include_usage": True}
+    first_usage = next(event for event in first if isinstance(event, Usage))
+    second_usage = next(event for event in second if isinstance(event, Usage))
+    assert first_usage.cached_tokens == 0 and first_usage.prompt_tokens > 0
+    # The second request repeats the system message: that prefix was cached.
+    assert 0 < second_usage.cached_tokens < second_usage.prompt_tokens
+    assert isinstance(second[-1], Finish)
+
+
+async def test_another_providers_blocks_stay_out_of_the_body(
+    fake_openai: FakeOpenAI, make_provider: ProviderFactory
+) -> None:
+    blocks = {"provider": "anthropic", "blocks": [{"type": "thinking", "thinking": "t", "signature": "s"}]}
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello", PROVIDER_BLOCKS_KEY: blocks},
+        {"role": "user", "content": "and?"},
+    ]
+    request = ChatRequest(messages=messages, model="test-model")
+
+    await make_provider().complete(request)
+
+    assert fake_openai.requests[0].json["messages"][1] == {"role": "assistant", "content": "hello"}

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from bot.errors import StreamInterrupted
-from bot.providers.base import ChatRequest, Finish, ModelEvent, TextDelta, ToolCall
+from bot.providers.base import ChatRequest, Finish, ModelEvent, TextDelta, ToolCall, Usage
 from bot.providers.openai import OpenAICompatibleProvider
 from bot.providers.tool_calls import ToolCallAssembler
 from tests.fakes.openai_server import FakeOpenAI, HttpError, ToolCalls
@@ -62,8 +62,8 @@ async def test_fragments_by_index_become_whole_calls_after_the_text(
         ToolCall("call_1_context_inspect", "context_inspect", "{}"),
     ]
     assert answer[-1] == Finish("tool_calls")
-    # Text, then the calls, then the finish: nothing after the finish.
-    assert [type(event) for event in answer[-3:]] == [ToolCall, ToolCall, Finish]
+    # Text, then the calls, then what the call cost, then the finish: nothing after the finish.
+    assert [type(event) for event in answer[-4:]] == [ToolCall, ToolCall, Usage, Finish]
 
 
 async def test_interleaved_and_sequential_parallel_calls_give_the_same_calls(

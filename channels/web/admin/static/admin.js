@@ -228,7 +228,7 @@ async function contextPage(sessionId) {
   page.replaceChildren(
     el("h1", { text: "Context" }),
     el("div", { class: "toolbar" }, el("a", { href: "#/conversation/" + sessionId, text: "← transcript" }),
-      el("span", { class: "muted", text: `${data.session.persona_id} · model ${data.model}` })),
+      el("span", { class: "muted", text: `${data.session.persona_id} · model ${data.model}${data.model_choice ? ` (/model ${data.model_choice})` : ""}${data.thinking ? ` · thinking ${data.thinking}` : ""}` })),
     el("div", { class: "card" },
       el("h2", { text: `What the model sees now: ${data.total_tokens.toLocaleString()} of ${budget.toLocaleString()} tokens` }),
       stackedBar(data, budget),
@@ -236,7 +236,10 @@ async function contextPage(sessionId) {
         `${data.reply_reserve_tokens.toLocaleString()} kept for the reply; ${data.messages_kept} messages in the window, ` +
         `${data.messages_dropped} left out.` }),
       el("div", { class: "muted", text: `Window: ${data.window_note}.` }),
-      ...data.left_out.map((note) => el("div", { class: "muted", text: `Left out (tight window): ${note}` }))),
+      ...data.left_out.map((note) => el("div", { class: "muted", text: `Left out (tight window): ${note}` })),
+      data.last_turn ? el("div", { class: "muted", text: `Last turn: ${data.last_turn.prompt.toLocaleString()} prompt ` +
+        `tokens billed — ${data.last_turn.cache_read.toLocaleString()} read from the prompt cache, ` +
+        `${data.last_turn.cache_write.toLocaleString()} written to it, ${data.last_turn.uncached.toLocaleString()} uncached.` }) : null),
     el("div", { class: "card" },
       el("h2", { text: "Context tokens per turn" }),
       data.turns.length ? turnChart(data, budget) : el("div", { class: "empty", text: "No replies yet." }),

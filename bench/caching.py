@@ -1,0 +1,177 @@
+"""Prompt caching: prompt tokens billed per turn of a 50-turn conversation with tools.
+
+    .venv/bin/python bench/caching.py [turns]
+
+Each turn goes through the engine to the Anthropic provider, against the Messages API
+stand-in (tests/fakes/anthropic_server.py) on 127.0.0.1: the model calls a tool once, then
+answers, so a turn is two model calls. The stand-in bills as the API does: the prefix up to
+a `cache_control` breakpoint is written once it is 1,024 tokens or longer (the floor of
+most Claude models), and a later request reads the longest written prefix that ends at
+one of its breakpoints or up to 20 blocks before one. The same conversation runs twice,
+with Chorus's breakpoints and without any. "Billed as input" weighs each token as Anthropic
+prices it: a cache read 0.1, a cache write 1.25, an uncached token 1. Long-term memory is
+off, so the system prompt is the persona's, the same each turn (with memory on, what
+recall finds changes every turn and is sent after the cached part).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pydantic import BaseModel  # noqa: E402
+
+from bench.common import markdown_table  # noqa: E402
+from bot.config import load_settings  # noqa: E402
+from bot.providers.anthropic import AnthropicProvider  # noqa: E402
+from bot.runtime import build_runtime  # noqa: E402
+from bot.tools.base import FunctionTool, ToolContext  # noqa: E402
+from bot.tools.registry import StaticTools  # noqa: E402
+from bot.turns.inbound import Actor, InboundMessage  # noqa: E402
+from tests.fakes.anthropic_server import Answer, FakeAnthropic  # noqa: E402
+
+TURNS = 50
+MIN_CACHEABLE_TOKENS = 1024
+READ_PRICE, WRITE_PRICE = 0.1, 1.25
+QUESTIONS = (
+    "What did we decide about the release date for the mobile app?",
+    "Who is reviewing the payment changes this week?",
+    "Can you check the weather for the team offsite in Bergen?",
+    "Remind me what the customer said about the export feature.",
+)
+
+
+class Topic(BaseModel):
+    topic: str
+
+
+async def _notes(context: ToolContext, arguments: Topic) -> object:
+    return {"topic": arguments.topic, "notes": f"Notes on {arguments.topic}: " + "agreed, see ticket. " * 12}
+
+
+NOTES = FunctionTool("notes", "Look up the team's notes on a topic.", Topic, _notes, read_only=True)
+
+
+def _answer(body: dict[str, Any]) -> Answer:
+    """A tool call for a new question, then an answer once its result is in; summaries in text."""
+    if not body.get("tools"):
+        return Answer(text="Earlier the team looked up notes on several questions; all were agreed.")
+    last = body["messages"][-1]["content"]
+    if any(block.get("type") == "tool_result" for block in last):
+        return Answer(text="From the notes: it was agreed, and the ticket has the details. " * 3)
+    return Answer(tool_calls=[("notes", {"topic": "the question"})])
+
+
+async def _conversation(cache: bool, turns: int) -> list[dict[str, int]]:
+    """Per turn: input, cache-read and cache-write tokens, summed over the turn's calls."""
+    with tempfile.TemporaryDirectory() as directory:
+        settings = load_settings(
+            Path(__file__).resolve().parents[1] / "config.yaml",
+            {
+                "CHORUS_DATABASE_URL": f"sqlite:///{Path(directory) / 'bench.db'}",
+                "CHORUS_DATA_DIR": str(Path(directory) / "data"),
+                "CHORUS_MEMORY_ENABLED": "false",
+                "CHORUS_MODEL_NAME": "claude-bench",
+            },
+        )
+        async with FakeAnthropic(min_cacheable_tokens=MIN_CACHEABLE_TOKENS) as server:
+            server.default = _answer
+            provider = AnthropicProvider("bench-key", base_url=server.base_url, cache=cache)
+            runtime = build_runtime(settings, provider=provider)
+            runtime.tools.add_source(StaticTools([NOTES]))
+            billed: list[dict[str, int]] = []
+            for turn in range(turns):
+                before = len(server.requests)
+                reply = await runtime.engine.respond(_inbound(turn))
+                assert reply.kind == "assistant", reply
+                await runtime.engine.drain()
+                # The turn's own calls (they offer tools); compaction's summaries are not counted.
+                usage = [r.usage for r in server.requests[before:] if r.usage and r.json.get("tools")]
+                billed.append(
+                    {
+                        key: sum(call[key] for call in usage)
+                        for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+                    }
+                )
+            await runtime.aclose()
+    return billed
+
+
+def _inbound(turn: int) -> InboundMessage:
+    return InboundMessage(
+        lane="web",
+        platform_message_id=f"t{turn}",
+        chat_id="bench",
+        chat_kind="private",
+        actor=Actor(user_id="bench", display_name="Bench"),
+        text=f"{QUESTIONS[turn % len(QUESTIONS)]} ({turn + 1})",
+    )
+
+
+def _weighed(turn: dict[str, int]) -> float:
+    return (
+        turn["input_tokens"]
+        + READ_PRICE * turn["cache_read_input_tokens"]
+        + WRITE_PRICE * turn["cache_creation_input_tokens"]
+    )
+
+
+def _prompt(turn: dict[str, int]) -> int:
+    return sum(turn.values())
+
+
+async def _bench(turns: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    cached = await _conversation(True, turns)
+    plain = await _conversation(False, turns)
+    rows = [
+        {
+            "turn": index + 1,
+            "prompt tokens": _prompt(with_cache),
+            "cache read": with_cache["cache_read_input_tokens"],
+            "cache write": with_cache["cache_creation_input_tokens"],
+            "uncached": with_cache["input_tokens"],
+            "billed as input, cached": round(_weighed(with_cache)),
+            "billed as input, no caching": round(_weighed(without)),
+        }
+        for index, (with_cache, without) in enumerate(zip(cached, plain, strict=True))
+    ]
+    cached_total = sum(_weighed(turn) for turn in cached)
+    plain_total = sum(_weighed(turn) for turn in plain)
+    totals = [
+        {
+            "run": "with breakpoints",
+            "prompt tokens": sum(_prompt(turn) for turn in cached),
+            "cache read": sum(turn["cache_read_input_tokens"] for turn in cached),
+            "cache write": sum(turn["cache_creation_input_tokens"] for turn in cached),
+            "uncached": sum(turn["input_tokens"] for turn in cached),
+            "billed as input": round(cached_total),
+            "share of no caching": f"{cached_total / plain_total:.0%}",
+        },
+        {
+            "run": "no caching",
+            "prompt tokens": sum(_prompt(turn) for turn in plain),
+            "cache read": 0,
+            "cache write": 0,
+            "uncached": sum(turn["input_tokens"] for turn in plain),
+            "billed as input": round(plain_total),
+            "share of no caching": "100%",
+        },
+    ]
+    return rows, totals
+
+
+def main(turns: int = TURNS) -> None:
+    rows, totals = asyncio.run(_bench(turns))
+    print(f"Prompt tokens per turn ({turns} turns, a tool round each; tokens as the stand-in counts them)\n")
+    print(markdown_table(rows))
+    print("\nTotals\n")
+    print(markdown_table(totals))
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else TURNS)

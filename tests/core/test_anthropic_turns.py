@@ -1,0 +1,161 @@
+"""Anthropic through the turn engine: signed thinking replayed across tool rounds and turns,
+cache breakpoints and billed tokens in /context, failover to an OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from bot.runtime import Runtime
+from bot.tools.base import FunctionTool, ToolContext
+from bot.tools.registry import StaticTools
+from tests.fakes.anthropic_server import Answer, FakeAnthropic, overloaded
+from tests.fakes.openai_server import FakeOpenAI
+from tests.support.runtime import RuntimeFactory, inbound
+from transcript import PROVIDER_BLOCKS_KEY
+
+CLAUDE = [{"name": "claude", "provider": "anthropic", "model": "claude-test", "thinking": True}]
+
+
+class City(BaseModel):
+    city: str
+
+
+async def _weather(context: ToolContext, arguments: City) -> object:
+    return {"city": arguments.city, "sky": "rain"}
+
+
+WEATHER = FunctionTool("weather", "The weather in a city.", City, _weather, read_only=True)
+
+
+def anthropic_runtime(
+    runtimes: RuntimeFactory, tmp_path: Path, server: FakeAnthropic, **overrides: Any
+) -> Runtime:
+    runtime = runtimes(
+        tmp_path,
+        model_provider="anthropic",
+        model_base_url=server.base_url,
+        model_api_key="sk-ant-test",
+        model_name="claude-test",
+        models=CLAUDE,
+        memory_enabled=False,
+        **overrides,
+    )
+    runtime.tools.add_source(StaticTools([WEATHER]))
+    return runtime
+
+
+def turn_bodies(server: FakeAnthropic) -> list[dict[str, Any]]:
+    """The bodies of the turns' requests (those that offer tools), in order."""
+    return [request.json for request in server.requests if request.json.get("tools")]
+
+
+def tool_round(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The content blocks of the assistant message that called a tool."""
+    return next(
+        message["content"]
+        for message in body["messages"]
+        if message["role"] == "assistant" and any(block["type"] == "tool_use" for block in message["content"])
+    )
+
+
+@pytest.mark.parametrize("lane", ["web", "telegram"])
+async def test_a_tool_round_replays_its_signed_thinking_in_this_turn_and_the_next(
+    runtimes: RuntimeFactory, tmp_path: Path, fake_anthropic: FakeAnthropic, lane: str
+) -> None:
+    runtime = anthropic_runtime(runtimes, tmp_path, fake_anthropic)
+    engine = runtime.engine
+    await engine.respond(inbound("/think high", lane=lane))
+    fake_anthropic.script(
+        Answer(thinking="The weather tool knows Oslo.", tool_calls=[("weather", {"city": "Oslo"})]),
+        Answer(text="It rains in Oslo."),
+        Answer(text="Take an umbrella."),
+    )
+
+    first = await engine.respond(inbound("weather in Oslo?", lane=lane))
+    second = await engine.respond(inbound("what should I take?", lane=lane))
+
+    # The stand-in refuses a round without the thinking it signed: these replies prove the replay.
+    assert (first.text, second.text) == ("It rains in Oslo.", "Take an umbrella.")
+    asked, answered, later = turn_bodies(fake_anthropic)
+    assert asked["thinking"] == answered["thinking"] == {"type": "enabled", "budget_tokens": 16384}
+    for body in (answered, later):  # within the round, then read back from storage a turn later
+        blocks = tool_round(body)
+        assert [block["type"] for block in blocks] == ["thinking", "tool_use"]
+        assert blocks[0]["thinking"] == "The weather tool knows Oslo."
+        assert blocks[0]["signature"]
+    stored = runtime.stores.messages.rows_after(first.session_id or "", 0)
+    (call_row,) = [row for row in stored if row.tool_calls]
+    assert isinstance(call_row.provider_blocks, dict)
+    assert call_row.provider_blocks["provider"] == "anthropic"
+
+
+async def test_breakpoints_and_the_billed_cache_show_in_context(
+    runtimes: RuntimeFactory, tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    runtime = anthropic_runtime(runtimes, tmp_path, fake_anthropic)
+    engine = runtime.engine
+    fake_anthropic.script(Answer(tool_calls=[("weather", {"city": "Oslo"})]), "It rains.", "Yes.")
+
+    await engine.respond(inbound("weather in Oslo?"))
+    await engine.respond(inbound("really?"))
+    context = await engine.respond(inbound("/context"))
+
+    later = turn_bodies(fake_anthropic)[-1]
+    marked = [
+        block
+        for block in [
+            *later["tools"],
+            *later["system"],
+            *(b for m in later["messages"] for b in m["content"]),
+        ]
+        if "cache_control" in block
+    ]
+    assert 2 <= len(marked) <= 4
+    assert "cache_control" in later["tools"][-1] and "cache_control" in later["system"][0]
+    usage = [request.usage for request in fake_anthropic.requests if request.json.get("tools")][-1]
+    assert usage is not None and usage["cache_read_input_tokens"] > 0
+    billed = usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]
+    assert (
+        f"Last turn: {billed:,} prompt tokens billed — {usage['cache_read_input_tokens']:,} read from the "
+        f"prompt cache, {usage['cache_creation_input_tokens']:,} written to it, "
+        f"{usage['input_tokens']:,} uncached." in context.text
+    )
+
+
+async def test_an_overloaded_anthropic_round_is_answered_by_the_openai_fallback_once(
+    runtimes: RuntimeFactory, tmp_path: Path, fake_anthropic: FakeAnthropic, fake_openai: FakeOpenAI
+) -> None:
+    runtime = anthropic_runtime(
+        runtimes,
+        tmp_path,
+        fake_anthropic,
+        model_fallbacks=[{"base_url": fake_openai.base_url, "name": "spare-model"}],
+    )
+    engine = runtime.engine
+    await engine.respond(inbound("/think low"))
+    fake_anthropic.script(
+        Answer(thinking="Ask the tool.", tool_calls=[("weather", {"city": "Oslo"})]),
+        overloaded(),
+        Answer(thinking="Nothing to look up.", text="You are welcome."),
+    )
+    fake_openai.script("It rains in Oslo.")
+
+    answered = await engine.respond(inbound("weather in Oslo?"))
+    thanked = await engine.respond(inbound("thanks"))
+
+    assert (answered.text, thanked.text) == ("It rains in Oslo.", "You are welcome.")
+    (spare,) = [request.json for request in fake_openai.requests]
+    assert spare["model"] == "spare-model"
+    # The fallback reads the round as calls and results; Anthropic's own blocks stay out.
+    assert all(PROVIDER_BLOCKS_KEY not in message for message in spare["messages"])
+    assert any(message.get("tool_calls") for message in spare["messages"])
+    models = [runtime.stores.messages.get_message(reply.message_id or 0) for reply in (answered, thanked)]
+    assert [message.model for message in models if message is not None] == ["spare-model", "claude-test"]
+    # Back on Anthropic the next turn sends the signed round again, thinking on.
+    later = turn_bodies(fake_anthropic)[-1]
+    assert later["thinking"]["type"] == "enabled"
+    assert tool_round(later)[0]["type"] == "thinking"
