@@ -220,7 +220,7 @@ class Console:
                 continue
             moment = _parse(before[-1].created_at)
             persona = self.engine.personas.resolve(reply.persona_id)
-            tools = schemas_of(assembler.offered_tools(session, persona))
+            tools = schemas_of(assembler.offered_tools(session, persona).tools)
             summary = _summary_at(records, moment)
             after = summary.last_seq if summary is not None else 0
             collapses = [

@@ -43,6 +43,7 @@ from bot.storage.stores import Stores
 from bot.tools.base import Tool
 from bot.tools.mcp import McpServers
 from bot.tools.offer import ToolOffer
+from bot.turns.access import Access
 from bot.tools.policy import ToolPolicy
 from bot.tools.registry import StaticTools, ToolRegistry
 from bot.turns.assembly import ContextAssembler
@@ -206,6 +207,7 @@ def build_runtime(
         instance_id=instance_id,
         hearing=Hearing(speech, settings.data_dir, settings.limits.audio_max_seconds),
         speaking=Speaking(speech),
+        access=Access(settings, stores),
     )
     return Runtime(
         settings=settings,
