@@ -16,9 +16,9 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.engine import Engine as DatabaseEngine
 
+from bot.storage.identities import LINK_CODE_ALPHABET
 from bot.storage.models import as_utc, table_of, utcnow
 from bot.storage.pairing_models import Pairing
-from bot.storage.identities import LINK_CODE_ALPHABET
 from bot.storage.sanitise import clean_text
 
 PAIRINGS = table_of(Pairing)

@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bot.config import Audience
-
 from bot.providers.base import ToolSchema
 from bot.tools.base import Tool, function_schema
 from bot.tools.registry import ToolRegistry
