@@ -1,8 +1,8 @@
 """Pairing codes strangers get in a DM, and the strangers an admin approved (docs/access.md).
 
 A stranger has one row per lane: a pending code until it expires or an admin approves it,
-then a member for good. Pending rows are bounded per lane (the oldest go) and so is the
-rate new codes are handed out, so a flood of strangers cannot grow the table without bound.
+then a member for good. Pending rows are bounded per lane (the oldest go), so a flood of
+strangers cannot grow the table without bound (`bot.turns.access` also bounds the rate).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.engine import Engine as DatabaseEngine
 
@@ -32,13 +32,6 @@ class PendingPairing:
     display_name: str
     code: str
     expires_at: datetime
-
-
-@dataclass(frozen=True)
-class PairingLimits:
-    ttl: timedelta
-    pending_max: int
-    per_minute: int
 
 
 class PairingStore:
@@ -62,31 +55,35 @@ class PairingStore:
                     return True
         return False
 
-    def code_for(
-        self, lane: str, user_id: str, display_name: str, limits: PairingLimits
-    ) -> tuple[PendingPairing, bool] | None:
-        """The stranger's pending code and whether it is new; None past the lane's rate.
-
-        A stranger who already has a valid code keeps it (and is told nothing new).
-        """
-        now = utcnow()
-        with self.database.begin() as connection:
+    def waiting_code(self, lane: str, user_id: str) -> PendingPairing | None:
+        """The stranger's pending code while it is valid."""
+        with self.database.connect() as connection:
             row = connection.execute(
-                select(PAIRINGS).where(PAIRINGS.c.lane == lane, PAIRINGS.c.platform_user_id == user_id)
+                select(PAIRINGS).where(
+                    PAIRINGS.c.lane == lane,
+                    PAIRINGS.c.platform_user_id == user_id,
+                    PAIRINGS.c.approved_at.is_(None),
+                    PAIRINGS.c.expires_at > utcnow(),
+                )
             ).first()
-            if row is not None and row.approved_at is None and as_utc(row.expires_at) > now:
-                return _pending(row), False
-            recent = connection.execute(
-                select(func.count())
-                .select_from(PAIRINGS)
-                .where(PAIRINGS.c.lane == lane, PAIRINGS.c.created_at > now - timedelta(minutes=1))
-            ).scalar_one()
-            if recent >= limits.per_minute:
-                return None
-            if row is not None:
-                connection.execute(delete(PAIRINGS).where(PAIRINGS.c.id == row.id))
-            code = "".join(secrets.choice(LINK_CODE_ALPHABET) for _ in range(PAIRING_CODE_LENGTH))
-            pending = PendingPairing(lane, user_id, clean_text(display_name)[:256], code, now + limits.ttl)
+        return _pending(row) if row is not None else None
+
+    def issue(
+        self, lane: str, user_id: str, display_name: str, ttl: timedelta, pending_max: int
+    ) -> PendingPairing:
+        """A new code for the stranger (replacing an expired one); past `pending_max` waiting
+        on the lane, the oldest are dropped."""
+        now = utcnow()
+        code = "".join(secrets.choice(LINK_CODE_ALPHABET) for _ in range(PAIRING_CODE_LENGTH))
+        pending = PendingPairing(lane, user_id, clean_text(display_name)[:256], code, now + ttl)
+        with self.database.begin() as connection:
+            connection.execute(
+                delete(PAIRINGS).where(
+                    PAIRINGS.c.lane == lane,
+                    PAIRINGS.c.platform_user_id == user_id,
+                    PAIRINGS.c.approved_at.is_(None),
+                )
+            )
             connection.execute(
                 PAIRINGS.insert().values(
                     lane=lane,
@@ -97,8 +94,8 @@ class PairingStore:
                     expires_at=pending.expires_at,
                 )
             )
-            self._drop_beyond(connection, lane, limits.pending_max)
-        return pending, True
+            self._drop_beyond(connection, lane, pending_max)
+        return pending
 
     def _drop_beyond(self, connection: Connection, lane: str, keep: int) -> None:
         pending = (

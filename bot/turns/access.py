@@ -10,12 +10,14 @@ a message, so a stranger who is not let in leaves no account, session or message
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
 
 from bot.config import Audience, Settings
 from bot.lanes import LaneSettings
-from bot.storage.pairings import PairingLimits
 from bot.storage.stores import Stores
 from bot.turns.inbound import InboundMessage
 
@@ -37,12 +39,11 @@ class Access:
     def __init__(self, settings: Settings, stores: Stores) -> None:
         self.settings = settings
         self.stores = stores
-        limits = settings.limits
-        self.limits = PairingLimits(
-            ttl=_seconds(limits.pairing_code_ttl_seconds),
-            pending_max=limits.pairing_pending_max,
-            per_minute=limits.pairing_codes_per_minute,
-        )
+        # When each lane handed out its latest codes (this process): at most
+        # `limits.pairing_codes_per_minute` a minute, so a flood costs a bounded number of writes.
+        self._issued: dict[str, deque[float]] = {}
+        # admit runs on the database threads, several of them on PostgreSQL.
+        self._issued_lock = threading.Lock()
 
     def lane(self, name: str) -> LaneSettings | None:
         """The lane's settings; None for one that is not registered (the operator's terminal)."""
@@ -74,11 +75,32 @@ class Access:
             return Admission(lane.stranger_audience())
         if mode == "allowlist":
             return Admission(None)
-        issued = self.stores.pairings.code_for(inbound.lane, actor.user_id, actor.display_name, self.limits)
-        if issued is None or not issued[1]:
-            # Past the lane's rate, or told already: nothing more, so a flood costs nothing.
+        pairings = self.stores.pairings
+        # Told already, or past the lane's rate: nothing more, so a flood costs nothing.
+        if pairings.waiting_code(inbound.lane, actor.user_id) is not None or not self._may_issue(
+            inbound.lane
+        ):
             return Admission(None)
-        return Admission(None, PAIRING_MESSAGE.format(code=issued[0].code))
+        limits = self.settings.limits
+        issued = pairings.issue(
+            inbound.lane,
+            actor.user_id,
+            actor.display_name,
+            timedelta(seconds=limits.pairing_code_ttl_seconds),
+            limits.pairing_pending_max,
+        )
+        return Admission(None, PAIRING_MESSAGE.format(code=issued.code))
+
+    def _may_issue(self, lane: str) -> bool:
+        now = time.monotonic()
+        with self._issued_lock:
+            issued = self._issued.setdefault(lane, deque())
+            while issued and issued[0] <= now - 60:
+                issued.popleft()
+            if len(issued) >= self.settings.limits.pairing_codes_per_minute:
+                return False
+            issued.append(now)
+            return True
 
     def audience_of_person(self, person_id: str, lane_name: str) -> Audience:
         """The audience of a person's private turn a restart finishes (store calls)."""
@@ -114,7 +136,3 @@ class Access:
             for linked in self.stores.identities.accounts_of(person_id)
         ]
         return self._known(accounts) == "admins"
-
-
-def _seconds(value: float) -> timedelta:
-    return timedelta(seconds=value)
