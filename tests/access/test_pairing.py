@@ -15,6 +15,7 @@ from sqlalchemy import func, select, update
 from bot.runtime import Runtime
 from bot.storage.models import Account, table_of, utcnow
 from bot.storage.pairings import PAIRINGS
+from tests.support.peers import needs_postgres
 from tests.support.runtime import REPO_CONFIG, inbound
 
 ADMIN = "777"
@@ -93,9 +94,25 @@ async def test_an_expired_code_cannot_be_approved_and_the_stranger_gets_a_new_on
 async def test_a_flood_of_strangers_keeps_the_pending_codes_bounded_and_the_rate_per_lane(
     runtimes: Any, tmp_path: Path
 ) -> None:
-    runtime = paired_runtime(
-        runtimes, tmp_path, limits_pairing_pending_max=3, limits_pairing_codes_per_minute=5
+    await flood(
+        paired_runtime(runtimes, tmp_path, limits_pairing_pending_max=3, limits_pairing_codes_per_minute=5)
     )
+
+
+@needs_postgres
+async def test_a_flood_stays_bounded_on_postgres(postgres_url: str, runtimes: Any, tmp_path: Path) -> None:
+    await flood(
+        paired_runtime(
+            runtimes,
+            tmp_path,
+            database_url=postgres_url,
+            limits_pairing_pending_max=3,
+            limits_pairing_codes_per_minute=5,
+        )
+    )
+
+
+async def flood(runtime: Runtime) -> None:
     replies = [await runtime.engine.respond(stranger("let me in", user_id=str(9000 + n))) for n in range(40)]
 
     # Five codes a minute on the lane; the rest are told nothing and leave nothing behind.

@@ -23,9 +23,9 @@ def upgrade() -> None:
         sa.Column("platform_user_id", sa.String(length=128), nullable=False),
         sa.Column("display_name", sa.String(length=256), nullable=False),
         sa.Column("code", sa.String(length=16), nullable=False),
-        sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.Column("expires_at", sa.DateTime(), nullable=False),
-        sa.Column("approved_at", sa.DateTime(), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("approved_at", sa.DateTime(timezone=True), nullable=True),
         sa.UniqueConstraint("lane", "platform_user_id"),
     )
     op.create_index("ix_pairings_code", "pairings", ["code"])
