@@ -146,3 +146,20 @@ async def test_chorus_pair_approve_lets_the_stranger_in(runtimes: Any, tmp_path:
     assert wrong.returncode == 1
 
     assert (await runtime.engine.respond(stranger("hi again"))).kind == "assistant"
+
+
+async def test_a_web_visitor_who_linked_an_admins_account_is_an_admin(runtimes: Any, tmp_path: Path) -> None:
+    runtime = paired_runtime(runtimes, tmp_path, channels_web_access_strangers="public")
+    engine = runtime.engine
+    visitor = inbound("hi", lane="web", user_id="visitor-1")
+    assert (await engine.db.run(engine.access.admit, visitor)).audience == "public"
+    await engine.respond(visitor)
+
+    shown = await engine.respond(inbound("/link", lane="telegram", user_id=ADMIN, display_name="Olga"))
+    code = shown.text.split("`")[1]
+    linked = await engine.respond(inbound(f"/link {code}", lane="web", user_id="visitor-1"))
+    assert linked.kind == "command", linked.text
+
+    assert (
+        await engine.db.run(engine.access.admit, inbound("hi", lane="web", user_id="visitor-1"))
+    ).audience == ("admins")
