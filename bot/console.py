@@ -220,7 +220,7 @@ class Console:
                 continue
             moment = _parse(before[-1].created_at)
             persona = self.engine.personas.resolve(reply.persona_id)
-            tools = schemas_of(assembler.offered_tools(session, persona))
+            tools = schemas_of(assembler.offered_tools(session, persona).tools)
             summary = _summary_at(records, moment)
             after = summary.last_seq if summary is not None else 0
             collapses = [
@@ -297,6 +297,28 @@ class Console:
                 sender_name=OPERATOR,
             ),
         )
+
+    # --- access --------------------------------------------------------------------
+
+    def pairings(self) -> list[dict[str, Any]]:
+        """Strangers waiting with a pairing code, oldest first (docs/access.md)."""
+        return [
+            {
+                "code": pending.code,
+                "lane": pending.lane,
+                "user_id": pending.platform_user_id,
+                "name": pending.display_name,
+                "expires_at": _iso(pending.expires_at),
+            }
+            for pending in self.stores.pairings.pending()
+        ]
+
+    def approve_pairing(self, code: str) -> dict[str, str]:
+        """Approve a waiting code: its stranger becomes a member."""
+        approved = self.stores.pairings.approve(code)
+        if approved is None:
+            raise NotFound(f"no pairing code {code} is waiting")
+        return {"lane": approved.lane, "user_id": approved.platform_user_id, "name": approved.display_name}
 
     # --- personas ------------------------------------------------------------------
 

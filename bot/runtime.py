@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine as DatabaseEngine
 
+from bot.commands import access as access_commands
 from bot.commands import context as context_commands
 from bot.commands import general, identity, personas, sessions
 from bot.commands import memory as memory_commands
@@ -45,6 +46,7 @@ from bot.tools.mcp import McpServers
 from bot.tools.offer import ToolOffer
 from bot.tools.policy import ToolPolicy
 from bot.tools.registry import StaticTools, ToolRegistry
+from bot.turns.access import Access
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
 from bot.turns.engine import TurnEngine
@@ -182,7 +184,7 @@ def build_runtime(
     tools.add_source(mcp_servers)
     commands = CommandRegistry(maintainer=context, memory=memory, reminders=reminders)
     families = (general, personas, identity, sessions, context_commands, memory_commands)
-    for family in (*families, voice_commands, reminder_commands):
+    for family in (*families, voice_commands, reminder_commands, access_commands):
         commands.add_all(family.COMMANDS)
     # Names this process in the delivery state of its turns and as the owner of its job claims.
     instance_id = uuid.uuid4().hex
@@ -206,6 +208,7 @@ def build_runtime(
         instance_id=instance_id,
         hearing=Hearing(speech, settings.data_dir, settings.limits.audio_max_seconds),
         speaking=Speaking(speech),
+        access=Access(settings, stores),
     )
     return Runtime(
         settings=settings,

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from bot.storage.boundary import DatabaseBoundary
     from bot.storage.models import ChatSession
     from bot.storage.stores import Stores
+    from bot.turns.access import Access
     from persona import Persona, PersonaRegistry
     from transcript import Context
 
@@ -62,6 +63,11 @@ class CommandEngine(Protocol):
 
     @property
     def personas(self) -> PersonaRegistry: ...
+
+    @property
+    def access(self) -> Access:
+        """Who is asking: /pair answers admins only."""
+        ...
 
     @property
     def provider(self) -> ChatProvider: ...

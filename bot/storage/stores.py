@@ -17,6 +17,7 @@ from bot.storage.identities import IdentityStore
 from bot.storage.jobs import JobSink
 from bot.storage.memory_store import MemoryStore
 from bot.storage.messages import MessageStore
+from bot.storage.pairings import PairingStore
 from bot.storage.reminders import ReminderStore
 from bot.storage.sessions import SessionStore
 from bot.storage.visitors import VisitorStore
@@ -33,6 +34,7 @@ class Stores:
     memory: MemoryStore
     deliveries: DeliveryStore
     reminders: ReminderStore
+    pairings: PairingStore
 
     @classmethod
     def open(cls, database: DatabaseEngine, jobs: JobSink | None = None) -> Stores:
@@ -47,4 +49,5 @@ class Stores:
             memory=MemoryStore(database),
             deliveries=DeliveryStore(database),
             reminders=ReminderStore(database, jobs),
+            pairings=PairingStore(database),
         )

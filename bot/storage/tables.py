@@ -10,5 +10,6 @@ from bot.storage import (  # noqa: F401
     job_models,
     memory_models,
     models,
+    pairing_models,
     reminder_models,
 )

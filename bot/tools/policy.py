@@ -1,8 +1,12 @@
-"""Which tools are offered: the deployment's allow and deny lists, a persona's own list, groups.
+"""What each audience may do with each tool: allow, ask or deny (docs/access.md).
 
-Only the tools this allows are offered to the model (their schemas sent) and run: a
-call of any other tool is answered as unknown. Names match with `*` wildcards
-(`mcp_time__*`), and deny wins over every allow.
+The one place that answers it. The deployment's allow and deny lists and a persona's own
+list come first (a tool they exclude is denied to everyone); then `tools.approve` (the
+first name matching decides, per audience); then the defaults: admins and members every
+tool, the public read-only tools only (built-in ones and MCP tools marked `readOnlyHint`),
+groups as `tools.in_groups` says. Denied tools are not offered to the model (a call of one
+is answered as unknown); `ask` tools are offered, and a call of one waits for approval.
+Names match with `*` wildcards (`mcp_time__*`), and deny wins over every allow.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from bot.config import ToolSettings
+from bot.config import Audience, Decision, ToolSettings
 from bot.tools.base import Tool
 
 
@@ -23,15 +27,22 @@ def matches(patterns: Iterable[str], name: str) -> bool:
 class ToolPolicy:
     settings: ToolSettings
 
-    def allows(self, tool: Tool, *, persona_tools: Sequence[str] | None, group: bool) -> bool:
-        """Whether `tool` may be offered to a persona (with its own list, or None) in this chat."""
+    def decide(self, tool: Tool, *, persona_tools: Sequence[str] | None, audience: Audience) -> Decision:
+        """What `audience` may do with `tool` when a persona (with its own list, or None) speaks."""
         settings = self.settings
         name = tool.name
         if not settings.enabled or matches(settings.deny, name) or not matches(settings.allow, name):
-            return False
+            return "deny"
         if persona_tools is not None and not matches(persona_tools, name):
-            return False
-        return not group or self.allowed_in_groups(tool)
+            return "deny"
+        for pattern, decisions in settings.approve.items():
+            if fnmatchcase(name, pattern) and audience in decisions:
+                return decisions[audience]
+        if audience == "public":
+            return "allow" if tool.read_only else "deny"
+        if audience == "groups":
+            return "allow" if self.allowed_in_groups(tool) else "deny"
+        return "allow"
 
     def allowed_in_groups(self, tool: Tool) -> bool:
         if tool.in_groups is not None:

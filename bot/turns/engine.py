@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol
 
-from bot.config import Settings
+from bot.config import Audience, Settings
 from bot.errors import (
     ChorusError,
     ContextOverflowError,
@@ -50,6 +50,7 @@ from bot.storage.stores import Stores
 from bot.tools.base import ChatAddress, Tool, ToolContext, ToolResult
 from bot.tools.offer import schemas_of
 from bot.tools.runner import run_call
+from bot.turns.access import Access
 from bot.turns.after_turn import AfterTurn, AfterTurnWork
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
@@ -143,6 +144,9 @@ class TurnPlan:
     # Where the person asked (tools see it), and whether a restart is finishing the turn.
     chat: ChatAddress | None = None
     resumed: bool = False
+    # Who asks (bot.turns.access), and the offered tools whose calls need approval.
+    audience: Audience = "members"
+    asking: frozenset[str] = frozenset()
 
     def reply(self, text: str, stored: StoredMessage, status: str = "complete") -> Reply:
         """The turn's final reply, once `stored` holds what was said."""
@@ -214,8 +218,11 @@ class TurnEngine:
         instance_id: str,
         hearing: Hearing,
         speaking: Speaking,
+        access: Access,
     ) -> None:
         self.settings = settings
+        # Who asks: the audience of each turn, and the door strangers knock at.
+        self.access = access
         self.stores = stores
         self.personas = personas
         self.provider = provider
@@ -268,6 +275,11 @@ class TurnEngine:
 
     async def _stream(self, inbound: InboundMessage, route: Route | None) -> AsyncGenerator[TurnEvent, None]:
         text = clean_text(inbound.text)
+        admission = await self.db.run(self.access.admit, inbound)
+        if admission.audience is None:
+            # A stranger not let in: at most a pairing code, and nothing is stored.
+            yield Reply(kind="command" if admission.answer else "refused", text=admission.answer or "")
+            return
         try:
             if route is None:
                 route = await self.db.run(
@@ -316,7 +328,11 @@ class TurnEngine:
         # the partial reply is stored now rather than whenever the GC finalises it.
         async with (
             self.locks.hold(route.session.id),
-            aclosing(observe_turn(self._turn(inbound, route, text, reread=waited), inbound.lane)) as turn,
+            aclosing(
+                observe_turn(
+                    self._turn(inbound, route, text, admission.audience, reread=waited), inbound.lane
+                )
+            ) as turn,
         ):
             async for event in turn:
                 yield event
@@ -392,8 +408,18 @@ class TurnEngine:
                 return
             session = await self.db.run(self.stores.sessions.get_session, session.id) or session
             chat = ChatAddress(delivery.lane, delivery.chat_id, delivery.chat_kind, delivery.thread_id)
+            audience: Audience = (
+                "groups"
+                if session.kind == "group"
+                else await self.db.run(self.access.audience_of_person, session.owner_id, delivery.lane)
+            )
             answer = self._answer(
-                session, self.persona_for(session), delivery.user_message_id, chat=chat, resumed=True
+                session,
+                self.persona_for(session),
+                delivery.user_message_id,
+                audience,
+                chat=chat,
+                resumed=True,
             )
             async with aclosing(answer) as events:
                 async for event in events:
@@ -445,7 +471,7 @@ class TurnEngine:
     # --- one turn ----------------------------------------------------------------
 
     async def _turn(
-        self, inbound: InboundMessage, route: Route, text: str, *, reread: bool
+        self, inbound: InboundMessage, route: Route, text: str, audience: Audience, *, reread: bool
     ) -> AsyncGenerator[TurnEvent, None]:
         session = await self.db.run(self.stores.sessions.refresh, route.session) if reread else route.session
         persona = self.persona_for(session)
@@ -481,7 +507,9 @@ class TurnEngine:
             yield Reply(kind="error", text=str(error), session_id=session.id)
             return
         chat = ChatAddress(inbound.lane, inbound.chat_id, inbound.chat_kind, inbound.thread_id)
-        answer = self._answer(session, persona, user_message_id, chat=chat, resumed=retried, notice=notice)
+        answer = self._answer(
+            session, persona, user_message_id, audience, chat=chat, resumed=retried, notice=notice
+        )
         async with aclosing(answer) as events:
             async for event in events:
                 yield event
@@ -491,6 +519,7 @@ class TurnEngine:
         session: ChatSession,
         persona: Persona,
         user_message_id: int,
+        audience: Audience,
         *,
         chat: ChatAddress | None,
         resumed: bool,
@@ -506,6 +535,7 @@ class TurnEngine:
             spoken=await self.db.run(self.stores.sessions.is_spoken, session.id),
             chat=chat,
             resumed=resumed,
+            audience=audience,
         )
         try:
             async with aclosing(self._generate(plan)) as events:
@@ -591,7 +621,8 @@ class TurnEngine:
         answer = ModelAnswer()
         finished = False
         try:
-            tools = self.assembler.offered_tools(session, plan.persona)
+            offered = self.assembler.offered_tools(session, plan.persona, plan.audience)
+            tools, plan.asking = offered.tools, offered.asking
             rounds = ToolRounds(self.settings.tools.max_steps)
             unanswered = await self._unanswered_calls(plan) if plan.resumed else None
             if unanswered is not None:
@@ -763,7 +794,9 @@ class TurnEngine:
                 window_from_seq=window_from_seq,
                 on_progress=progress.reporter(call.id),
             )
-            task = asyncio.create_task(run_call(call, tools, context, self.settings.tools.timeout_seconds))
+            task = asyncio.create_task(
+                run_call(call, tools, context, self.settings.tools.timeout_seconds, plan.asking)
+            )
             plan.running.track(task)
             running[task] = call
         stored: set[str] = set()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-ReplyKind = Literal["assistant", "command", "error", "duplicate", "recorded"]
+ReplyKind = Literal["assistant", "command", "error", "duplicate", "recorded", "refused"]
 ToolStatus = Literal["started", "progress", "done", "error"]
 
 
@@ -31,7 +31,8 @@ class Reply:
     `error`: a clear message about what went wrong (the user's message, if any,
     stays stored). `duplicate`: the platform re-delivered a message that was
     already answered — lanes send nothing. `recorded`: stored as context
-    without a reply (a group message not addressed to the bot).
+    without a reply (a group message not addressed to the bot). `refused`: a stranger the lane's
+    access does not let in, who is told nothing (docs/access.md) — lanes send nothing.
     """
 
     kind: ReplyKind

@@ -66,11 +66,11 @@ def test_deny_wins_wildcards_match_and_personas_narrow() -> None:
     settings = ToolSettings(allow=["*"], deny=["time__conv*"])
     registry = ToolRegistry([StaticTools(tools)], ToolPolicy(settings))
 
-    assert names(registry, persona_tools=None, group=False) == ["recall", "remember", "time__now"]
-    assert names(registry, persona_tools=["time__*"], group=False) == ["time__now"]
-    assert names(registry, persona_tools=None, group=True) == ["recall", "time__now"]
+    assert names(registry, persona_tools=None, audience="members") == ["recall", "remember", "time__now"]
+    assert names(registry, persona_tools=["time__*"], audience="members") == ["time__now"]
+    assert names(registry, persona_tools=None, audience="groups") == ["recall", "time__now"]
     off = ToolRegistry([StaticTools(tools)], ToolPolicy(ToolSettings(enabled=False)))
-    assert names(off, persona_tools=None, group=False) == []
+    assert names(off, persona_tools=None, audience="members") == []
 
 
 def test_group_rule_read_only_all_none_or_a_list() -> None:
@@ -82,7 +82,7 @@ def test_group_rule_read_only_all_none_or_a_list() -> None:
         (["rem*"], ["remember"]),
     ]:
         registry = ToolRegistry([StaticTools(tools)], ToolPolicy(ToolSettings(in_groups=rule)))
-        assert names(registry, persona_tools=None, group=True) == offered, rule
+        assert names(registry, persona_tools=None, audience="groups") == offered, rule
 
 
 def test_the_first_source_keeps_a_shared_name() -> None:

@@ -156,6 +156,14 @@ def protected_routes(console: Console, auth: AdminAuth) -> APIRouter:
         await _found(console, lambda: console.forget(item_id))
         return {"forgotten": item_id}
 
+    @router.get("/api/pairings")
+    async def pairings() -> list[dict[str, Any]]:
+        return await console.engine.db.run(console.pairings)
+
+    @router.post("/api/pairings/{code}/approve")
+    async def approve_pairing(code: str) -> dict[str, str]:
+        return await _found(console, lambda: console.approve_pairing(code))
+
     @router.get("/api/personas")
     async def personas() -> list[dict[str, Any]]:
         return await console.engine.db.run(console.personas)
