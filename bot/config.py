@@ -210,6 +210,13 @@ class ToolSettings(BaseModel):
     deny: list[str] = Field(default_factory=list)
     # Group chats: "read_only" tools only, "all", "none", or a list of names/wildcards.
     in_groups: Literal["read_only", "all", "none"] | list[str] = "read_only"
+    # Tool names (`*` wildcards) and whether a call runs at once, waits for a yes (`ask`) or is
+    # refused; an MCP tool the server marks destructive asks unless named here (docs/access.md).
+    approve: dict[str, Literal["allow", "ask", "deny"]] = Field(default_factory=dict)
+    # How long a call waits for its yes or no; no answer in time denies it.
+    approval_seconds: float = Field(default=300.0, gt=0)
+    # Who may decide any call besides the person who asked: `<lane>:<platform user id>`.
+    approvers: list[str] = Field(default_factory=list)
     # MCP servers by name; their tools are offered as `<name>__<tool>` (docs/mcp.md).
     mcp_servers: dict[str, McpServerSettings] = Field(default_factory=dict)
 

@@ -40,11 +40,13 @@ from bot.storage.database import create_database_engine
 from bot.storage.jobs import JobSink, SqliteJobs
 from bot.storage.reminders import FIRE_REMINDER
 from bot.storage.stores import Stores
+from bot.tools.approval_policy import ApprovalPolicy
 from bot.tools.base import Tool
 from bot.tools.mcp import McpServers
 from bot.tools.offer import ToolOffer
 from bot.tools.policy import ToolPolicy
 from bot.tools.registry import StaticTools, ToolRegistry
+from bot.turns.approvals import Approvals
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
 from bot.turns.engine import TurnEngine
@@ -206,6 +208,12 @@ def build_runtime(
         instance_id=instance_id,
         hearing=Hearing(speech, settings.data_dir, settings.limits.audio_max_seconds),
         speaking=Speaking(speech),
+        approvals=Approvals(
+            stores.approvals,
+            ApprovalPolicy(settings.tools),
+            boundary_for(database),
+            settings.tools.approval_seconds,
+        ),
     )
     return Runtime(
         settings=settings,

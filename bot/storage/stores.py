@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Engine as DatabaseEngine
 
+from bot.storage.approvals import ApprovalStore
 from bot.storage.context_records import ContextRecords
 from bot.storage.deliveries import DeliveryStore
 from bot.storage.identities import IdentityStore
@@ -33,6 +34,7 @@ class Stores:
     memory: MemoryStore
     deliveries: DeliveryStore
     reminders: ReminderStore
+    approvals: ApprovalStore
 
     @classmethod
     def open(cls, database: DatabaseEngine, jobs: JobSink | None = None) -> Stores:
@@ -47,4 +49,5 @@ class Stores:
             memory=MemoryStore(database),
             deliveries=DeliveryStore(database),
             reminders=ReminderStore(database, jobs),
+            approvals=ApprovalStore(database),
         )

@@ -31,6 +31,7 @@ from bot.metrics import TOOL_STEPS
 from bot.providers.base import ChatProvider, ChatRequest, TextDelta, ToolCall, shown_model
 from bot.speech.hearing import Hearing, Unheard, names_spoken
 from bot.speech.speaking import Speaking
+from bot.storage.approvals import NewApproval
 from bot.storage.boundary import boundary_for
 from bot.storage.context_records import ContextView
 from bot.storage.delivery_models import Delivery
@@ -51,6 +52,7 @@ from bot.tools.base import ChatAddress, Tool, ToolContext, ToolResult
 from bot.tools.offer import schemas_of
 from bot.tools.runner import run_call
 from bot.turns.after_turn import AfterTurn, AfterTurnWork
+from bot.turns.approvals import RUN_ELSEWHERE_RESULT, Approvals, refused_result
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
 from bot.turns.events import CommandAnswer, Delta, Reply, ToolStatus, ToolStep, TurnEvent
@@ -85,6 +87,8 @@ RESTARTING_MESSAGE = "Chorus is restarting, so this message was not answered. Pl
 VOICE_NOTICE_EVENT = "voice notes not understood: "
 # The result of a call a stop (or shutdown) cut short: stored, so no call is left without one.
 STOPPED_RESULT = ToolResult.error("Stopped before it finished: the turn was stopped.")
+# The result of a call of a tool the policy refuses (`tools.approve: {name: deny}`).
+REFUSED_RESULT = ToolResult.error("Denied: this tool may not be used here, so the call was not run.")
 OVERFLOW_MESSAGE = (
     "This conversation has grown too large for the model, even after folding older "
     "messages. Your message is saved; try /compact, /snip some messages, or /new."
@@ -143,6 +147,10 @@ class TurnPlan:
     # Where the person asked (tools see it), and whether a restart is finishing the turn.
     chat: ChatAddress | None = None
     resumed: bool = False
+    # Who asked (`<lane>:<platform user id>`, None for a turn a restart resumes): they may
+    # approve the turn's calls that wait for a yes.
+    asker: str | None = None
+    asker_name: str | None = None
 
     def reply(self, text: str, stored: StoredMessage, status: str = "complete") -> Reply:
         """The turn's final reply, once `stored` holds what was said."""
@@ -214,6 +222,7 @@ class TurnEngine:
         instance_id: str,
         hearing: Hearing,
         speaking: Speaking,
+        approvals: Approvals,
     ) -> None:
         self.settings = settings
         self.stores = stores
@@ -239,6 +248,8 @@ class TurnEngine:
         self.jobs = jobs
         # Frees room when the model rejects a context as too large; None: the turn fails at once.
         self.overflow_handler = overflow_handler
+        # Calls that wait for a person's yes or no (`tools.approve`), stored so a restart keeps them.
+        self.approvals = approvals
 
     # --- the public API lanes call ---------------------------------------------
 
@@ -419,6 +430,10 @@ class TurnEngine:
         """
         return self.running.stop(session_id)
 
+    async def cancel_approvals(self, session_id: str) -> int:
+        """Cancel the session's calls waiting for a yes, in any process: they will not run."""
+        return await self.approvals.cancel_session(session_id)
+
     async def drain(self) -> None:
         """Wait until no after-turn job is due or running (tests, benchmarks)."""
         await self.jobs.drain()
@@ -481,7 +496,15 @@ class TurnEngine:
             yield Reply(kind="error", text=str(error), session_id=session.id)
             return
         chat = ChatAddress(inbound.lane, inbound.chat_id, inbound.chat_kind, inbound.thread_id)
-        answer = self._answer(session, persona, user_message_id, chat=chat, resumed=retried, notice=notice)
+        answer = self._answer(
+            session,
+            persona,
+            user_message_id,
+            chat=chat,
+            resumed=retried,
+            notice=notice,
+            asker=(f"{inbound.lane}:{inbound.actor.user_id}", inbound.actor.display_name),
+        )
         async with aclosing(answer) as events:
             async for event in events:
                 yield event
@@ -495,6 +518,7 @@ class TurnEngine:
         chat: ChatAddress | None,
         resumed: bool,
         notice: str | None = None,
+        asker: tuple[str, str] | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
         """Answer a stored user message: a live turn, or one a restart (or a retry) finishes."""
         plan = TurnPlan(
@@ -506,6 +530,8 @@ class TurnEngine:
             spoken=await self.db.run(self.stores.sessions.is_spoken, session.id),
             chat=chat,
             resumed=resumed,
+            asker=asker[0] if asker else None,
+            asker_name=asker[1] if asker else None,
         )
         try:
             async with aclosing(self._generate(plan)) as events:
@@ -613,7 +639,7 @@ class TurnEngine:
                     break
                 round_rows = []
                 call_message = self._call_message(plan, answer)
-                if only_reads(answer.calls, offering):
+                if only_reads(answer.calls, offering) and not self._any_asks(answer.calls, offering):
                     # Nothing a read changes outlives a crash, so its call may be stored
                     # together with its first result (one write fewer a round): recovery
                     # from a crash in between asks the model again, as before the call.
@@ -752,6 +778,8 @@ class TurnEngine:
         session = plan.session
         running: dict[asyncio.Task[ToolResult], ToolCall] = {}
         progress = RoundProgress()
+        # Calls that did not run because no one (allowed to) said yes.
+        refused: set[str] = set()
         for call in calls:
             context = ToolContext(
                 session=session,
@@ -763,7 +791,7 @@ class TurnEngine:
                 window_from_seq=window_from_seq,
                 on_progress=progress.reporter(call.id),
             )
-            task = asyncio.create_task(run_call(call, tools, context, self.settings.tools.timeout_seconds))
+            task = asyncio.create_task(self._run_call(plan, call, tools, context, progress, refused))
             plan.running.track(task)
             running[task] = call
         stored: set[str] = set()
@@ -774,6 +802,8 @@ class TurnEngine:
             while waiting:
                 done, waiting = await progress.wait(waiting)
                 still = [call for task, call in running.items() if task in waiting]
+                for call, approval_id in progress.take_asked(still):
+                    yield replace(_step(plan, call, "asked"), approval_id=approval_id)
                 for call, reported in progress.take(still):
                     yield _step(plan, call, "progress", reported)
                 for task in done:
@@ -781,14 +811,63 @@ class TurnEngine:
                     result = STOPPED_RESULT if task.cancelled() else task.result()
                     stored_rows += await self._store_result(plan, pending, call, result)
                     stored.add(call.id)
-                    status: ToolStatus = "error" if result.is_error else "done"
-                    yield _step(plan, call, status)
+                    yield _step(plan, call, _ended(result, refused=call.id in refused))
         finally:
             for task in running:
                 task.cancel()
             for call in calls:
                 if call.id not in stored:
                     stored_rows += await self._store_result(plan, pending, call, STOPPED_RESULT)
+
+    async def _run_call(
+        self,
+        plan: TurnPlan,
+        call: ToolCall,
+        tools: dict[str, Tool],
+        context: ToolContext,
+        progress: RoundProgress,
+        refused: set[str],
+    ) -> ToolResult:
+        """One call run, once the policy allows it or a person said yes; else refused, never run.
+
+        The question is stored beside the call (its row is stored before the round runs),
+        so a turn a restart resumes finds it again and waits on, and a yes given meanwhile
+        — in any process — runs the call once: the run is claimed in the approval's row.
+        """
+        decision = self.approvals.policy.decision(tools.get(call.name))
+        timeout = self.settings.tools.timeout_seconds
+        if decision == "allow":
+            return await run_call(call, tools, context, timeout)
+        if decision == "deny":
+            refused.add(call.id)
+            return REFUSED_RESULT
+        approval = await self.approvals.request(
+            NewApproval(
+                call_id=call.id,
+                session_id=plan.session.id,
+                user_message_id=plan.user_message_id,
+                tool_name=call.name,
+                summary=progress_summary(call),
+                asker=plan.asker,
+                asker_name=plan.asker_name,
+                expires_at=utcnow() + self.approvals.expiry(),
+            )
+        )
+        assert approval.id is not None
+        progress.ask(call.id, approval.id)
+        approval = await self.approvals.wait(approval)
+        if approval.state != "approved":
+            refused.add(call.id)
+            return ToolResult.error(refused_result(approval))
+        if not await self.approvals.claim_run(approval, self.instance_id):
+            return ToolResult.error(RUN_ELSEWHERE_RESULT)
+        result = await run_call(call, tools, context, timeout)
+        await self.approvals.note_outcome(approval, "error" if result.is_error else "ok")
+        return result
+
+    def _any_asks(self, calls: Sequence[ToolCall], tools: dict[str, Tool]) -> bool:
+        """Whether a call of the round waits for a yes: its call row must be stored before it waits."""
+        return any(self.approvals.policy.decision(tools.get(call.name)) != "allow" for call in calls)
 
     async def _store_result(
         self, plan: TurnPlan, pending: PendingCall, call: ToolCall, result: ToolResult
@@ -1008,6 +1087,13 @@ def with_quote(text: str, inbound: InboundMessage) -> str:
         snippet = snippet[: QUOTE_CHARS - 1] + "…"
     who = f"{quoted.sender_name}: " if quoted.sender_name else ""
     return f"> {who}{snippet}\n{text}"
+
+
+def _ended(result: ToolResult, *, refused: bool) -> ToolStatus:
+    """How a call's line ends: not run (no yes), failed, or done."""
+    if refused:
+        return "denied"
+    return "error" if result.is_error else "done"
 
 
 def _step(plan: TurnPlan, call: ToolCall, status: ToolStatus, progress: str = "") -> ToolStep:
