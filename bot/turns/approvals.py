@@ -104,6 +104,9 @@ class Approvals:
         decided = await self._fresh(approval)
         return Decided(True, "Approved." if approved else "Denied.", decided)
 
+    async def get(self, approval_id: int) -> Approval | None:
+        return await self.db.run(self.store.get, approval_id)
+
     async def _fresh(self, approval: Approval) -> Approval:
         """The approval as stored now."""
         assert approval.id is not None

@@ -86,9 +86,7 @@ async def turn(runtime: Runtime, text: str, **overrides: Any) -> AsyncIterator[T
 
 
 def approving_runtime(runtimes, tmp_path: Path, model: FakeOpenAI, **overrides: Any) -> Runtime:
-    return runtimes(
-        tmp_path, model_base_url=model.base_url, tools_approve={"write_note": "ask"}, **overrides
-    )
+    return runtimes(tmp_path, model_base_url=model.base_url, tools_approve={"write_note": "ask"}, **overrides)
 
 
 def results_sent(model: FakeOpenAI) -> list[str]:
