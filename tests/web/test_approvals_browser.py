@@ -23,9 +23,9 @@ def writes(folder: Path, text: str) -> ToolCalls:
 
 async def test_a_visitor_runs_a_destructive_call_with_the_widgets_run_button(
     runtimes,
-    browser: Browser,
+    browser: Browser,  # noqa: F811
     tmp_path: Path,
-    fake_openai: FakeOpenAI,  # noqa: F811
+    fake_openai: FakeOpenAI,
 ) -> None:
     folder = tmp_path / "files"
     folder.mkdir()
@@ -54,9 +54,9 @@ async def test_a_visitor_runs_a_destructive_call_with_the_widgets_run_button(
 
 async def test_a_visitor_denies_a_call_and_the_file_is_never_written(
     runtimes,
-    browser: Browser,
+    browser: Browser,  # noqa: F811
     tmp_path: Path,
-    fake_openai: FakeOpenAI,  # noqa: F811
+    fake_openai: FakeOpenAI,
 ) -> None:
     folder = tmp_path / "files"
     folder.mkdir()
