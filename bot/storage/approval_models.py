@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Column, Text
+from sqlalchemy import Column, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from bot.storage.models import utcnow
@@ -21,11 +21,16 @@ class Approval(SQLModel, table=True):
     """
 
     __tablename__ = "approvals"
+    # One approval per stored call: the call's id alone is not enough, since some servers
+    # number each answer's calls afresh (`call_0`).
+    __table_args__ = (UniqueConstraint("session_id", "call_seq", "call_id", name="uq_approvals_call"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    # The stored call it holds (`tool_call_id` of its result): one approval per call.
-    call_id: str = Field(unique=True, max_length=128)
     session_id: str = Field(index=True, max_length=32)
+    # The stored call it holds: the seq of the row that made the call, and the call's id
+    # (`tool_call_id` of its result).
+    call_seq: int
+    call_id: str = Field(max_length=128)
     user_message_id: int
     tool_name: str = Field(max_length=160)
     # The arguments in short, as people are shown them.

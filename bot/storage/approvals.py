@@ -24,8 +24,9 @@ DECIDED = ("approved", "denied", "expired", "cancelled")
 
 @dataclass(frozen=True)
 class NewApproval:
-    call_id: str
     session_id: str
+    call_seq: int
+    call_id: str
     user_message_id: int
     tool_name: str
     summary: str
@@ -47,7 +48,7 @@ class ApprovalStore:
                 connection.execute(insert(APPROVALS).values(**row))
         except IntegrityError:
             created = False
-        found = self.by_call(new.call_id)
+        found = self.by_call(new.session_id, new.call_seq, new.call_id)
         if found is None:
             raise RuntimeError(f"the approval of call {new.call_id} was neither stored nor found")
         return found, created
@@ -55,8 +56,12 @@ class ApprovalStore:
     def get(self, approval_id: int) -> Approval | None:
         return self._one(APPROVALS.c.id == approval_id)
 
-    def by_call(self, call_id: str) -> Approval | None:
-        return self._one(APPROVALS.c.call_id == call_id)
+    def by_call(self, session_id: str, call_seq: int, call_id: str) -> Approval | None:
+        return self._one(
+            (APPROVALS.c.session_id == session_id)
+            & (APPROVALS.c.call_seq == call_seq)
+            & (APPROVALS.c.call_id == call_id)
+        )
 
     def decide(self, approval_id: int, approved: bool, decider: str) -> bool:
         """Approve or deny a pending, unexpired approval; False when it was decided (or expired) already."""

@@ -841,10 +841,13 @@ class TurnEngine:
         if decision == "deny":
             refused.add(call.id)
             return REFUSED_RESULT
+        if context.seq is None:
+            raise RuntimeError("a call that asks for approval must be stored before it waits")
         approval = await self.approvals.request(
             NewApproval(
-                call_id=call.id,
                 session_id=plan.session.id,
+                call_seq=context.seq,
+                call_id=call.id,
                 user_message_id=plan.user_message_id,
                 tool_name=call.name,
                 summary=progress_summary(call),

@@ -4,6 +4,8 @@ server on 127.0.0.1: approved, denied, expired, clicked twice, stopped, and on P
 from __future__ import annotations
 
 import asyncio
+import io
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -12,13 +14,18 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from bot.providers.base import ToolCall
 from bot.runtime import Runtime
 from bot.tools.base import FunctionTool, ToolContext
 from bot.tools.registry import StaticTools
 from bot.turns.approvals import DENIED_RESULT, EXPIRED_RESULT
 from bot.turns.events import Reply, ToolStep, TurnEvent
+from bot.turns.tool_rounds import progress_summary
+from channels.terminal import chat_loop
 from tests.fakes.openai_server import FakeOpenAI, ToolCalls
 from tests.support.runtime import inbound
+from tests.tools.mcp_support import npm_server
+from tests.tools.test_mcp_turns import started_runtime
 
 DEADLINE = 60.0
 ASKER = "web:u1"
@@ -125,10 +132,15 @@ async def test_an_approved_call_runs_once_and_the_decision_is_stored_beside_it(
     assert reply.text == "Noted."
     assert notebook.written == ["buy milk"]
     assert steps(running.events) == ["started", "asked", "done"]
-    stored = runtime.stores.approvals.by_call(asked.call_id)
+    stored = runtime.stores.approvals.get(approval_id(asked))
     assert stored is not None
     assert (stored.state, stored.decided_by, stored.outcome) == ("approved", ASKER, "ok")
     assert stored.decided_at is not None and stored.ran_by == runtime.engine.instance_id
+
+
+def short(path: Path) -> str:
+    """A path as a progress line shows it, shortened."""
+    return progress_summary(ToolCall("c", "fs__write_file", json.dumps({"path": str(path)})))
 
 
 def approval_id(step: ToolStep) -> int:
@@ -152,7 +164,7 @@ async def test_a_denied_call_never_runs_and_the_model_reads_that_the_user_denied
     assert notebook.written == []
     assert results_sent(fake_openai) == [f"Error: {DENIED_RESULT}"]
     assert steps(running.events) == ["started", "asked", "denied"]
-    stored = runtime.stores.approvals.by_call(asked.call_id)
+    stored = runtime.stores.approvals.get(approval_id(asked))
     assert stored is not None and (stored.state, stored.decided_by) == ("denied", ASKER)
 
 
@@ -190,7 +202,7 @@ async def test_stop_cancels_the_pending_approval_so_a_later_click_runs_nothing(
     assert stop.text == "Stopped."
     assert reply.status == "stopped"
     assert not late.ok and late.text == "Already cancelled (the turn stopped)."
-    stored = runtime.stores.approvals.by_call(asked.call_id)
+    stored = runtime.stores.approvals.get(approval_id(asked))
     assert stored is not None and stored.state == "cancelled"
     assert notebook.written == []
 
@@ -231,3 +243,30 @@ async def test_an_approver_decides_anyones_call_and_deny_refuses_without_asking(
     assert notebook.written == ["from bob"]
     assert reply.text == "Refused."
     assert erased == [] and steps(running.events) == ["started", "denied"]
+
+
+async def test_in_the_terminal_y_runs_the_filesystem_servers_write_and_n_does_not(
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    folder = tmp_path / "files"
+    folder.mkdir()
+    kept, refused = folder / "kept.txt", folder / "refused.txt"
+    fake_openai.script(
+        ToolCalls([("fs__write_file", {"path": str(kept), "content": "yes"})]),
+        "Written.",
+        ToolCalls([("fs__write_file", {"path": str(refused), "content": "no"})]),
+        "Not written.",
+    )
+    runtime = await started_runtime(runtimes, tmp_path, fake_openai, fs=npm_server("filesystem", str(folder)))
+    screen = io.StringIO()
+
+    typed = io.StringIO("write kept\ny\nwrite refused\nn\n")
+    await chat_loop(runtime.engine, user="ada", stdin=typed, stdout=screen)
+
+    shown = screen.getvalue()
+    question = "  ❓ fs__write_file: {path} · run it? (yes/no)\n  run it? [y/N]   {answer}\n"
+    assert question.format(path=short(kept), answer="Approved.") in shown
+    not_run = f"  🚫 fs__write_file: {short(refused)} · not run\n"
+    assert question.format(path=short(refused), answer="Denied.") + not_run in shown
+    assert "bot › Written." in shown and "bot › Not written." in shown
+    assert kept.read_text() == "yes" and not refused.exists()

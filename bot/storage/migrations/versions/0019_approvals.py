@@ -24,8 +24,9 @@ def upgrade() -> None:
     op.create_table(
         "approvals",
         sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("call_id", _text(128), nullable=False),
         sa.Column("session_id", _text(32), nullable=False),
+        sa.Column("call_seq", sa.Integer(), nullable=False),
+        sa.Column("call_id", _text(128), nullable=False),
         sa.Column("user_message_id", sa.Integer(), nullable=False),
         sa.Column("tool_name", _text(160), nullable=False),
         sa.Column("summary", sa.Text(), nullable=False),
@@ -39,7 +40,7 @@ def upgrade() -> None:
         sa.Column("outcome", _text(16), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id"),
-        sa.UniqueConstraint("call_id"),
+        sa.UniqueConstraint("session_id", "call_seq", "call_id", name="uq_approvals_call"),
     )
     with op.batch_alter_table("approvals") as batch:
         batch.create_index(batch.f("ix_approvals_session_id"), ["session_id"], unique=False)
