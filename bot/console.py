@@ -69,6 +69,35 @@ class Console:
         self.stores = runtime.stores
         self.overview = Overview(runtime.database)
 
+    # --- tool calls that waited for approval ---------------------------------------
+
+    def approvals(self, limit: int = 200) -> list[dict[str, Any]]:
+        """The newest calls that asked for a yes: who asked, who decided, and how the run ended."""
+        return [
+            {
+                "id": approval.id,
+                "session_id": approval.session_id,
+                "tool": approval.tool_name,
+                "summary": approval.summary,
+                "asked_by": approval.asker_name or approval.asker,
+                "asker": approval.asker,
+                "asked_at": _iso(approval.created_at),
+                "state": approval.state,
+                "decided_by": approval.decided_by,
+                "decided_at": _iso(approval.decided_at),
+                "expires_at": _iso(approval.expires_at),
+                "result": approval.outcome,
+            }
+            for approval in self.stores.approvals.recent(limit)
+        ]
+
+    async def decide(self, approval_id: int, approved: bool) -> dict[str, Any]:
+        """The operator's yes or no to a call waiting for one; it counts once, like a click."""
+        decided = await self.engine.approvals.decide(approval_id, approved, OPERATOR, operator=True)
+        if decided.approval is None:
+            raise NotFound(decided.text)
+        return {"decided": decided.ok, "state": decided.approval.state, "text": decided.text}
+
     # --- conversations -----------------------------------------------------------
 
     def conversations(self, search: str = "") -> list[dict[str, Any]]:

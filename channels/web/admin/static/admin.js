@@ -379,6 +379,39 @@ async function personasPage() {
     conversations.length ? form : el("div", { class: "card empty", text: "No conversations yet." }));
 }
 
+// --- Tool calls that waited for approval ----------------------------------------------
+
+async function approvalsPage() {
+  const approvals = await api("/approvals");
+  const body = el("tbody");
+  for (const item of approvals) {
+    const answer = (approve) => async () => {
+      try {
+        await api(`/approvals/${item.id}`, { method: "POST", json: { approve } });
+        await approvalsPage();
+      } catch (error) { showError(error); }
+    };
+    const pending = item.state === "pending";
+    const good = item.state === "approved", bad = !pending && !good;
+    body.append(el("tr", { "data-approval": item.id },
+      el("td", { text: when(item.asked_at) }),
+      el("td", {}, el("strong", { text: item.tool }), el("div", { class: "muted", text: item.summary })),
+      el("td", { text: item.asked_by || "" }),
+      el("td", {}, el("span", { class: "pill" + (good ? " good" : bad ? " bad" : ""), "data-role": "state", text: item.state })),
+      el("td", { "data-role": "decided-by", text: item.decided_by ? `${item.decided_by}, ${when(item.decided_at)}` : "" }),
+      el("td", { "data-role": "result", text: item.result || "" }),
+      el("td", {}, el("a", { href: "#/conversation/" + item.session_id, text: "conversation" })),
+      el("td", {}, pending ? el("button", { class: "action", type: "button", "data-role": "approve", text: "Run", onclick: answer(true) }) : null,
+        pending ? el("button", { class: "quiet danger", type: "button", "data-role": "deny", text: "Deny", onclick: answer(false) }) : null)));
+  }
+  page.replaceChildren(el("h1", { text: "Tool calls" }),
+    el("div", { class: "muted", text: "Calls that waited for a yes or no (tools.approve), newest first." }),
+    approvals.length
+      ? el("table", { "data-testid": "approvals" }, el("thead", {}, el("tr", {},
+        ...["Asked", "Call", "Asked by", "State", "Decided by", "Result", "", ""].map((t) => el("th", { text: t })))), body)
+      : el("div", { class: "card empty", text: "No tool call has asked for approval yet." }));
+}
+
 // --- Health -----------------------------------------------------------------------------
 
 async function healthPage() {
@@ -434,6 +467,7 @@ const ROUTES = [
   [/^#\/context\/([\w-]+)/, (m) => contextPage(m[1]), "conversations"],
   [/^#\/memory/, () => memoryPage(), "memory"],
   [/^#\/personas/, () => personasPage(), "personas"],
+  [/^#\/approvals/, () => approvalsPage(), "approvals"],
   [/^#\/health/, () => healthPage(), "health"],
   [/^/, () => conversationsPage(), "conversations"],
 ];
