@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -60,8 +61,12 @@ class Approvals:
             TOOL_APPROVALS.labels("asked").inc()
         return stored
 
-    async def wait(self, approval: Approval) -> Approval:
-        """The approval once decided; no decision by its `expires_at` expires it (denied)."""
+    async def wait(self, approval: Approval, keep: Callable[[], bool] = lambda: False) -> Approval:
+        """The approval once decided; no decision by its `expires_at` expires it (denied).
+
+        Cancelled (the turn stopped), it is cancelled too, unless `keep()` says the turn is
+        left for another process (a shutdown), which waits on it again.
+        """
         approval_id = approval.id
         assert approval_id is not None
         woken = self._waiting.setdefault(approval_id, asyncio.Event())
@@ -81,7 +86,7 @@ class Approvals:
             return approval
         except asyncio.CancelledError:
             # The turn was stopped: a click that comes later must not run the call.
-            if await asyncio.shield(self.db.run(self.store.cancel, approval_id)):
+            if not keep() and await asyncio.shield(self.db.run(self.store.cancel, approval_id)):
                 TOOL_APPROVALS.labels("cancelled").inc()
             raise
         finally:

@@ -82,6 +82,11 @@ RECOVERABLE_LANES = frozenset({"telegram", "discord", "web"})
 STOPPED_NOTE = "[Stopped.]"
 # Ends the text of a reply cut because the process was shutting down.
 SHUTDOWN_NOTE = "[Cut off: the server was restarting. Send your message again to get a full answer.]"
+# A turn a shutdown cut while a call waited for approval: the next process asks again.
+WAITING_AT_SHUTDOWN = (
+    "Chorus is restarting. The tool call waiting for your answer still waits: answer it once "
+    "Chorus is back, and the reply goes on."
+)
 RESTARTING_MESSAGE = "Chorus is restarting, so this message was not answered. Please send it again soon."
 # A stored event: the person was told why their voice notes are not understood (once a conversation).
 VOICE_NOTICE_EVENT = "voice notes not understood: "
@@ -151,6 +156,8 @@ class TurnPlan:
     # approve the turn's calls that wait for a yes.
     asker: str | None = None
     asker_name: str | None = None
+    # Calls a shutdown cut while they waited for a yes: left, with the turn, to the next process.
+    left_waiting: set[str] = field(default_factory=set)
 
     def reply(self, text: str, stored: StoredMessage, status: str = "complete") -> Reply:
         """The turn's final reply, once `stored` holds what was said."""
@@ -661,6 +668,10 @@ class TurnEngine:
                     break
             TOOL_STEPS.observe(rounds.steps)
             finished = True
+            if plan.left_waiting:
+                # Nothing is stored: recovery in the next process takes the turn up at its call.
+                yield self._error(plan, WAITING_AT_SHUTDOWN)
+                return
             if plan.running.stopped:
                 yield await self._stopped_reply(plan, answer.joined)
                 return
@@ -808,6 +819,8 @@ class TurnEngine:
                     yield _step(plan, call, "progress", reported)
                 for task in done:
                     call = running[task]
+                    if call.id in plan.left_waiting:
+                        continue
                     result = STOPPED_RESULT if task.cancelled() else task.result()
                     stored_rows += await self._store_result(plan, pending, call, result)
                     stored.add(call.id)
@@ -816,8 +829,11 @@ class TurnEngine:
             for task in running:
                 task.cancel()
             for call in calls:
-                if call.id not in stored:
-                    stored_rows += await self._store_result(plan, pending, call, STOPPED_RESULT)
+                if call.id in stored or call.id in plan.left_waiting:
+                    # Left waiting: its question stays pending and the call without a result,
+                    # so the restarted process resumes the turn there and waits for the answer.
+                    continue
+                stored_rows += await self._store_result(plan, pending, call, STOPPED_RESULT)
 
     async def _run_call(
         self,
@@ -858,7 +874,12 @@ class TurnEngine:
         )
         assert approval.id is not None
         progress.ask(call.id, approval.id)
-        approval = await self.approvals.wait(approval)
+        try:
+            approval = await self.approvals.wait(approval, keep=lambda: plan.running.reason == "shutdown")
+        except asyncio.CancelledError:
+            if plan.running.reason == "shutdown":
+                plan.left_waiting.add(call.id)
+            raise
         if approval.state != "approved":
             refused.add(call.id)
             return ToolResult.error(refused_result(approval))

@@ -346,7 +346,11 @@ async def stop_reply(session_id: str, visitor: CurrentVisitor, lane: CurrentLane
     responses=error_responses(401, 403, 404, 422),
 )
 async def answer_approval(
-    session_id: str, approval_id: int, body: ApprovalAnswer, visitor: CurrentVisitor, lane: CurrentLane
+    session_id: str,
+    approval_id: Annotated[int, Path(ge=1, le=MAX_ID)],
+    body: ApprovalAnswer,
+    visitor: CurrentVisitor,
+    lane: CurrentLane,
 ) -> ApprovalResult:
     """Approve or deny a tool call that waits for it (the widget's Run and Deny buttons).
 

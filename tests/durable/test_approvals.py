@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
+from bot.turns.engine import WAITING_AT_SHUTDOWN
 from tests.durable.serve_process import ServeProcess, wait_until
 from tests.durable.test_recovery import environment, sqlite_rows
 from tests.durable.test_shutdown import read_events
@@ -82,8 +85,9 @@ async def click(client: httpx.AsyncClient, base: str, turn: WebTurn) -> dict[str
     return result
 
 
+@pytest.mark.parametrize("restart", ["kill -9", "SIGTERM"])
 async def test_a_click_after_a_restart_runs_the_call_and_the_turn_goes_on(
-    tmp_path: Path, fake_openai: FakeOpenAI
+    tmp_path: Path, fake_openai: FakeOpenAI, restart: str
 ) -> None:
     folder = tmp_path / "files"
     folder.mkdir()
@@ -91,14 +95,21 @@ async def test_a_click_after_a_restart_runs_the_call_and_the_turn_goes_on(
     database = tmp_path / "chorus.db"
     fake_openai.script(ToolCalls([(WRITE, {"path": str(note), "content": "buy milk"})]), "Written down.")
     environ = settings(f"sqlite:///{database}", fake_openai, folder)
+    environ["CHORUS_SHUTDOWN_GRACE_SECONDS"] = "1"
     first = ServeProcess(tmp_path, environ, name="first")
     try:
         await started(first)
         async with httpx.AsyncClient(timeout=60) as client:
             turn = await ask_in_the_web(client, first.url, "Write down: buy milk")
-            first.kill()
+            if restart == "kill -9":
+                first.kill()
+            else:
+                first.signal(signal.SIGTERM)
+                # The visitor is told the call still waits; nothing about it is stored.
+                assert await turn.answer() == WAITING_AT_SHUTDOWN
             await first.wait()
             assert sqlite_rows(database, "SELECT state FROM approvals") == [("pending",)]
+            assert sqlite_rows(database, "SELECT count(*) FROM messages WHERE role != 'user'") == [(1,)]
 
             second = await started(ServeProcess(tmp_path, environ, name="second"))
             try:
@@ -116,7 +127,7 @@ async def test_a_click_after_a_restart_runs_the_call_and_the_turn_goes_on(
                 )
                 again = await click(client, second.url, turn)
             finally:
-                second.signal(15)
+                second.signal(signal.SIGTERM)
                 assert await second.wait() == 0, second.log()
     finally:
         first.kill()
@@ -149,7 +160,7 @@ async def test_two_processes_on_postgresql_both_take_the_click_and_the_call_runs
                 answer = await turn.answer()
         finally:
             for serve in (one, two):
-                serve.signal(15)
+                serve.signal(signal.SIGTERM)
             for serve in (one, two):
                 assert await serve.wait() == 0, serve.log()
 
