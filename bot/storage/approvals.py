@@ -113,6 +113,12 @@ class ApprovalStore:
         with self.database.connect() as connection:
             return [_approval(row._mapping) for row in connection.execute(query)]
 
+    def of_session(self, session_id: str) -> list[Approval]:
+        """A conversation's approvals, in the order they were asked (the console's transcript)."""
+        query = select(APPROVALS).where(APPROVALS.c.session_id == session_id).order_by(APPROVALS.c.id)
+        with self.database.connect() as connection:
+            return [_approval(row._mapping) for row in connection.execute(query)]
+
     def _move(
         self, approval_id: int, states: tuple[str, ...], values: dict[str, object], *more: object
     ) -> bool:

@@ -51,6 +51,13 @@ async def test_the_operator_sees_who_asked_and_runs_the_call_from_the_console(
             )
             assert await row.locator("[data-role=state]").inner_text() == "approved"
             assert (await row.locator("[data-role=decided-by]").inner_text()).startswith("operator, ")
+
+            # The conversation's transcript shows the decision beside the call.
+            await row.locator("a").click()
+            beside = page.locator(f"[data-call-id='{asked.call_id}'] [data-role=approval]")
+            await beside.wait_for()
+            shown = await beside.inner_text()
+            assert shown.startswith("asked by Maya ") and " · approved by operator " in shown
     finally:
         await runtime.aclose()
     assert reply.text == "Ordered."

@@ -170,12 +170,21 @@ function renderEntry(entry) {
   for (const call of entry.tool_calls) {
     bubble.append(el("div", { class: "call", "data-call-id": call.id },
       el("div", { class: "call-name", text: `🔧 ${call.name}` }),
-      el("pre", { class: "arguments", text: call.arguments })));
+      el("pre", { class: "arguments", text: call.arguments }),
+      call.approval ? el("div", { class: "muted", "data-role": "approval", text: approvalLine(call.approval) }) : null));
   }
   if (entry.attachments.length) bubble.append(renderFiles(entry.attachments));
   if (entry.status === "interrupted") bubble.append(el("span", { class: "cut", text: "interrupted" }));
   bubble.append(el("div", { class: "meta", text: [`#${entry.seq}`, entry.lane, when(entry.created_at)].filter(Boolean).join(" · ") }));
   return bubble;
+}
+
+// Who asked for a call to run and who decided, beside the call.
+function approvalLine(approval) {
+  const asked = `asked by ${approval.asked_by || "someone"} ${when(approval.asked_at)}`;
+  if (approval.state === "pending") return `${asked} · waiting for a yes`;
+  const decided = approval.decided_by ? ` by ${approval.decided_by} ${when(approval.decided_at)}` : ` ${when(approval.decided_at)}`;
+  return `${asked} · ${approval.state}${decided}`;
 }
 
 // A tool's result, as the model read it, under the call it answers.
