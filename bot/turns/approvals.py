@@ -1,7 +1,7 @@
 """Approvals: a call the policy says `ask` about waits for a person's yes or no, durably.
 
 The engine asks (`request`: one stored row per call, found again by a turn a restart
-resumes), shows the question as an `ApprovalAsked` step, and waits (`wait`) until the
+resumes), shows the question as a `ToolStep` with status `asked`, and waits (`wait`) until the
 row is decided — in this process (woken at once) or another one sharing the database
 (seen within `POLL_SECONDS`) — or until it expires, which denies it. Lanes pass a
 click to `decide`. The approved call's run is claimed in the row (`claim_run`), so it
@@ -11,7 +11,6 @@ runs once however often it is approved or waited on.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,10 +22,9 @@ from bot.storage.boundary import DatabaseBoundary
 from bot.storage.models import utcnow
 from bot.tools.approval_policy import ApprovalPolicy
 
-log = logging.getLogger(__name__)
-
-# How often a waiting call looks for a decision made in another process.
-POLL_SECONDS = 0.25
+# How often a waiting call looks for a decision made in another process (one made in this
+# process wakes it at once).
+POLL_SECONDS = 1.0
 # What the model reads as the result of a call that did not run.
 DENIED_RESULT = "Denied by the user: the call was not run."
 EXPIRED_RESULT = "Denied: nobody approved the call in time, so it was not run."
@@ -150,6 +148,6 @@ def refused_result(approval: Approval) -> str:
 
 
 def _shown_state(approval: Approval) -> str:
-    return {"expired": "expired (denied)", "cancelled": "cancelled (the turn stopped)"}.get(
-        approval.state, approval.state
-    )
+    # Still pending past its time: no process waits on it any more (its turn was given up).
+    state = "expired" if approval.state == "pending" and approval.expires_at <= utcnow() else approval.state
+    return {"expired": "expired (denied)", "cancelled": "cancelled (the turn stopped)"}.get(state, state)
