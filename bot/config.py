@@ -220,9 +220,12 @@ class ToolSettings(BaseModel):
     deny: list[str] = Field(default_factory=list)
     # Group chats: "read_only" tools only, "all", "none", or a list of names/wildcards.
     in_groups: Literal["read_only", "all", "none"] | list[str] = "read_only"
-    # Per tool name (`*` wildcards), what each audience gets: allow, ask or deny; the first
-    # matching name decides. Unlisted: public read-only tools, members and admins every tool.
+    # Per tool name (`*` wildcards), what each audience (admins, members, public, groups) gets:
+    # allow, ask (the call waits for a yes) or deny; of the names that match and list the
+    # audience, the most specific decides. Unlisted: the defaults in docs/access.md.
     approve: dict[str, dict[Audience, Decision]] = Field(default_factory=dict)
+    # How long a call waits for its yes or no; no answer in time denies it.
+    approval_seconds: float = Field(default=300.0, gt=0)
     # MCP servers by name; their tools are offered as `<name>__<tool>` (docs/mcp.md).
     mcp_servers: dict[str, McpServerSettings] = Field(default_factory=dict)
 

@@ -47,6 +47,7 @@ from bot.tools.offer import ToolOffer
 from bot.tools.policy import ToolPolicy
 from bot.tools.registry import StaticTools, ToolRegistry
 from bot.turns.access import Access
+from bot.turns.approvals import Approvals
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
 from bot.turns.engine import TurnEngine
@@ -193,6 +194,8 @@ def build_runtime(
     definitions.add(FIRE_REMINDER, reminders.fire)
     jobs = job_queue(stores, sink, settings, definitions, instance_id, lanes.names)
     reminders.wake = jobs.wake
+    # Who asks each turn, and who may decide a call that waits for a yes.
+    access = Access(settings, stores)
     engine = TurnEngine(
         settings=settings,
         stores=stores,
@@ -208,7 +211,10 @@ def build_runtime(
         instance_id=instance_id,
         hearing=Hearing(speech, settings.data_dir, settings.limits.audio_max_seconds),
         speaking=Speaking(speech),
-        access=Access(settings, stores),
+        access=access,
+        approvals=Approvals(
+            stores.approvals, access, boundary_for(database), settings.tools.approval_seconds
+        ),
     )
     return Runtime(
         settings=settings,

@@ -87,6 +87,8 @@ class CommandEngine(Protocol):
 
     def stop_turn(self, session_id: str) -> bool: ...
 
+    async def cancel_approvals(self, session_id: str) -> int: ...
+
 
 @dataclass(frozen=True)
 class CommandContext:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Engine as DatabaseEngine
 
+from bot.storage.approvals import ApprovalStore
 from bot.storage.context_records import ContextRecords
 from bot.storage.deliveries import DeliveryStore
 from bot.storage.identities import IdentityStore
@@ -35,6 +36,7 @@ class Stores:
     deliveries: DeliveryStore
     reminders: ReminderStore
     pairings: PairingStore
+    approvals: ApprovalStore
 
     @classmethod
     def open(cls, database: DatabaseEngine, jobs: JobSink | None = None) -> Stores:
@@ -50,4 +52,5 @@ class Stores:
             deliveries=DeliveryStore(database),
             reminders=ReminderStore(database, jobs),
             pairings=PairingStore(database),
+            approvals=ApprovalStore(database),
         )

@@ -5,6 +5,7 @@ that adds tables (context records, memory) adds its module here.
 """
 
 from bot.storage import (  # noqa: F401
+    approval_models,
     context_models,
     delivery_models,
     job_models,

@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 
 from bot.errors import ChorusError
 from bot.metrics import TOOL_CALLS, TOOL_SECONDS
@@ -15,15 +15,9 @@ from bot.tools.base import Tool, ToolArgumentsError, ToolContext, ToolResult
 
 log = logging.getLogger(__name__)
 
-NEEDS_APPROVAL = "{name} needs approval, which this chat cannot give yet; it was not run."
-
 
 async def run_call(
-    call: ToolCall,
-    tools: Mapping[str, Tool],
-    context: ToolContext,
-    default_timeout: float,
-    asking: Collection[str] = frozenset(),
+    call: ToolCall, tools: Mapping[str, Tool], context: ToolContext, default_timeout: float
 ) -> ToolResult:
     """`call` run with the tool of its name among `tools` (those offered this turn).
 
@@ -33,7 +27,7 @@ async def run_call(
     """
     started = time.perf_counter()
     tool = tools.get(call.name)
-    result = await _run(call, tool, tools, context, default_timeout, asking)
+    result = await _run(call, tool, tools, context, default_timeout)
     elapsed = time.perf_counter() - started
     outcome = "error" if result.is_error else "ok"
     TOOL_CALLS.labels(call.name if tool is not None else "unknown", outcome).inc()
@@ -53,19 +47,11 @@ async def run_call(
 
 
 async def _run(
-    call: ToolCall,
-    tool: Tool | None,
-    tools: Mapping[str, Tool],
-    context: ToolContext,
-    default_timeout: float,
-    asking: Collection[str],
+    call: ToolCall, tool: Tool | None, tools: Mapping[str, Tool], context: ToolContext, default_timeout: float
 ) -> ToolResult:
     if tool is None:
         offered = ", ".join(sorted(tools)) or "none"
         return ToolResult.error(f"There is no tool named {call.name!r}. Tools you can call: {offered}.")
-    if call.name in asking:
-        # The policy says `ask` (bot.tools.policy): until approvals exist, such a call is refused.
-        return ToolResult.error(NEEDS_APPROVAL.format(name=call.name))
     try:
         raw = json.loads(call.arguments) if call.arguments.strip() else {}
     except json.JSONDecodeError as error:

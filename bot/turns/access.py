@@ -58,16 +58,7 @@ class Access:
         if lane is None:
             return Admission("admins")
         actor = inbound.actor
-        account = self.stores.identities.find_account(inbound.lane, actor.user_id)
-        accounts = (
-            [
-                (linked.lane, linked.platform_user_id, linked.username)
-                for linked in self.stores.identities.accounts_of(account.person_id)
-            ]
-            if account is not None
-            else [(inbound.lane, actor.user_id, actor.username)]
-        )
-        known = self._known(accounts)
+        known = self._known(self._accounts(inbound.lane, actor.user_id, actor.username))
         if known is not None:
             return Admission(known)
         mode = lane.dm_mode()
@@ -114,6 +105,16 @@ class Access:
         lane = self.lane(lane_name)
         return "admins" if lane is None else lane.stranger_audience()
 
+    def _accounts(self, lane: str, user_id: str, username: str | None) -> list[tuple[str, str, str | None]]:
+        """This platform user's accounts: every one linked to theirs, or just this one."""
+        account = self.stores.identities.find_account(lane, user_id)
+        if account is None:
+            return [(lane, user_id, username)]
+        return [
+            (linked.lane, linked.platform_user_id, linked.username)
+            for linked in self.stores.identities.accounts_of(account.person_id)
+        ]
+
     def _known(self, accounts: list[tuple[str, str, str | None]]) -> Audience | None:
         """admins or members when one of these accounts is; None for a stranger."""
         lanes = [(self.lane(name), user_id, username) for name, user_id, username in accounts]
@@ -126,6 +127,32 @@ class Access:
         if self.stores.pairings.is_approved([(name, user_id) for name, user_id, _ in accounts]):
             return "members"
         return None
+
+    def asker_on(self, person_id: str, lane_name: str) -> tuple[str, str] | None:
+        """`<lane>:<platform user id>` and name of the person's account on this lane, for a
+        turn a restart finishes (store calls); None when they have none there."""
+        for account in self.stores.identities.accounts_of(person_id):
+            if account.lane == lane_name:
+                return f"{lane_name}:{account.platform_user_id}", account.display_name
+        return None
+
+    def may_decide(self, decider: str, asker: str | None) -> bool:
+        """Whether `decider` may answer a call `asker` made (`<lane>:<platform user id>` both,
+        store calls): the asker when a member, else an admin (docs/access.md)."""
+        standing = self.standing(decider)
+        return standing == "admins" or (decider == asker and standing == "members")
+
+    def standing(self, who: str) -> Audience | None:
+        """The audience `<lane>:<platform user id>` has in a private chat now, without
+        handing out a code; None for a stranger the lane does not let in (store calls)."""
+        lane_name, _, user_id = who.partition(":")
+        lane = self.lane(lane_name)
+        if lane is None:
+            return "admins"
+        known = self._known(self._accounts(lane_name, user_id, None))
+        if known is not None:
+            return known
+        return lane.stranger_audience() if lane.dm_mode() == "open" else None
 
     def is_admin(self, lane_name: str, person_id: str) -> bool:
         """Whether this person (on this lane) is an admin (store calls): /pair answers only them."""

@@ -31,6 +31,7 @@ from bot.metrics import TOOL_STEPS
 from bot.providers.base import ChatProvider, ChatRequest, TextDelta, ToolCall, shown_model
 from bot.speech.hearing import Hearing, Unheard, names_spoken
 from bot.speech.speaking import Speaking
+from bot.storage.approvals import NewApproval
 from bot.storage.boundary import boundary_for
 from bot.storage.context_records import ContextView
 from bot.storage.delivery_models import Delivery
@@ -52,6 +53,7 @@ from bot.tools.offer import schemas_of
 from bot.tools.runner import run_call
 from bot.turns.access import Access
 from bot.turns.after_turn import AfterTurn, AfterTurnWork
+from bot.turns.approvals import RUN_ELSEWHERE_RESULT, Approvals, refused_result
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
 from bot.turns.events import CommandAnswer, Delta, Reply, ToolStatus, ToolStep, TurnEvent
@@ -81,6 +83,11 @@ RECOVERABLE_LANES = frozenset({"telegram", "discord", "web"})
 STOPPED_NOTE = "[Stopped.]"
 # Ends the text of a reply cut because the process was shutting down.
 SHUTDOWN_NOTE = "[Cut off: the server was restarting. Send your message again to get a full answer.]"
+# A turn a shutdown cut while a call waited for approval: the next process asks again.
+WAITING_AT_SHUTDOWN = (
+    "Chorus is restarting. The tool call waiting for your answer still waits: answer it once "
+    "Chorus is back, and the reply goes on."
+)
 RESTARTING_MESSAGE = "Chorus is restarting, so this message was not answered. Please send it again soon."
 # A stored event: the person was told why their voice notes are not understood (once a conversation).
 VOICE_NOTICE_EVENT = "voice notes not understood: "
@@ -144,9 +151,15 @@ class TurnPlan:
     # Where the person asked (tools see it), and whether a restart is finishing the turn.
     chat: ChatAddress | None = None
     resumed: bool = False
-    # Who asks (bot.turns.access), and the offered tools whose calls need approval.
+    # Who asks (bot.turns.access), and the offered tools whose calls wait for a yes.
     audience: Audience = "members"
     asking: frozenset[str] = frozenset()
+    # Who asked (`<lane>:<platform user id>`, None when unknown): they may approve the turn's
+    # calls that wait for a yes when they are a member (`Access.may_decide`).
+    asker: str | None = None
+    asker_name: str | None = None
+    # Calls a shutdown cut while they waited for a yes: left, with the turn, to the next process.
+    left_waiting: set[str] = field(default_factory=set)
 
     def reply(self, text: str, stored: StoredMessage, status: str = "complete") -> Reply:
         """The turn's final reply, once `stored` holds what was said."""
@@ -219,6 +232,7 @@ class TurnEngine:
         hearing: Hearing,
         speaking: Speaking,
         access: Access,
+        approvals: Approvals,
     ) -> None:
         self.settings = settings
         # Who asks: the audience of each turn, and the door strangers knock at.
@@ -246,6 +260,8 @@ class TurnEngine:
         self.jobs = jobs
         # Frees room when the model rejects a context as too large; None: the turn fails at once.
         self.overflow_handler = overflow_handler
+        # Calls that wait for a person's yes or no (`tools.approve`), stored so a restart keeps them.
+        self.approvals = approvals
 
     # --- the public API lanes call ---------------------------------------------
 
@@ -408,11 +424,11 @@ class TurnEngine:
                 return
             session = await self.db.run(self.stores.sessions.get_session, session.id) or session
             chat = ChatAddress(delivery.lane, delivery.chat_id, delivery.chat_kind, delivery.thread_id)
-            audience: Audience = (
-                "groups"
-                if session.kind == "group"
-                else await self.db.run(self.access.audience_of_person, session.owner_id, delivery.lane)
-            )
+            audience: Audience = "groups"
+            asker = None
+            if session.kind != "group":
+                audience = await self.db.run(self.access.audience_of_person, session.owner_id, delivery.lane)
+                asker = await self.db.run(self.access.asker_on, session.owner_id, delivery.lane)
             answer = self._answer(
                 session,
                 self.persona_for(session),
@@ -420,6 +436,7 @@ class TurnEngine:
                 audience,
                 chat=chat,
                 resumed=True,
+                asker=asker,
             )
             async with aclosing(answer) as events:
                 async for event in events:
@@ -444,6 +461,10 @@ class TurnEngine:
         has status `stopped`.
         """
         return self.running.stop(session_id)
+
+    async def cancel_approvals(self, session_id: str) -> int:
+        """Cancel the session's calls waiting for a yes, in any process: they will not run."""
+        return await self.approvals.cancel_session(session_id)
 
     async def drain(self) -> None:
         """Wait until no after-turn job is due or running (tests, benchmarks)."""
@@ -508,7 +529,14 @@ class TurnEngine:
             return
         chat = ChatAddress(inbound.lane, inbound.chat_id, inbound.chat_kind, inbound.thread_id)
         answer = self._answer(
-            session, persona, user_message_id, audience, chat=chat, resumed=retried, notice=notice
+            session,
+            persona,
+            user_message_id,
+            audience,
+            chat=chat,
+            resumed=retried,
+            notice=notice,
+            asker=(f"{inbound.lane}:{inbound.actor.user_id}", inbound.actor.display_name),
         )
         async with aclosing(answer) as events:
             async for event in events:
@@ -524,6 +552,7 @@ class TurnEngine:
         chat: ChatAddress | None,
         resumed: bool,
         notice: str | None = None,
+        asker: tuple[str, str] | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
         """Answer a stored user message: a live turn, or one a restart (or a retry) finishes."""
         plan = TurnPlan(
@@ -536,6 +565,8 @@ class TurnEngine:
             chat=chat,
             resumed=resumed,
             audience=audience,
+            asker=asker[0] if asker else None,
+            asker_name=asker[1] if asker else None,
         )
         try:
             async with aclosing(self._generate(plan)) as events:
@@ -644,7 +675,9 @@ class TurnEngine:
                     break
                 round_rows = []
                 call_message = self._call_message(plan, answer)
-                if only_reads(answer.calls, offering):
+                if only_reads(answer.calls, offering) and plan.asking.isdisjoint(
+                    call.name for call in answer.calls
+                ):
                     # Nothing a read changes outlives a crash, so its call may be stored
                     # together with its first result (one write fewer a round): recovery
                     # from a crash in between asks the model again, as before the call.
@@ -666,6 +699,10 @@ class TurnEngine:
                     break
             TOOL_STEPS.observe(rounds.steps)
             finished = True
+            if plan.left_waiting:
+                # Nothing is stored: recovery in the next process takes the turn up at its call.
+                yield self._error(plan, WAITING_AT_SHUTDOWN)
+                return
             if plan.running.stopped:
                 yield await self._stopped_reply(plan, answer.joined)
                 return
@@ -783,6 +820,8 @@ class TurnEngine:
         session = plan.session
         running: dict[asyncio.Task[ToolResult], ToolCall] = {}
         progress = RoundProgress()
+        # Calls that did not run because no one (allowed to) said yes.
+        refused: set[str] = set()
         for call in calls:
             context = ToolContext(
                 session=session,
@@ -794,9 +833,7 @@ class TurnEngine:
                 window_from_seq=window_from_seq,
                 on_progress=progress.reporter(call.id),
             )
-            task = asyncio.create_task(
-                run_call(call, tools, context, self.settings.tools.timeout_seconds, plan.asking)
-            )
+            task = asyncio.create_task(self._run_call(plan, call, tools, context, progress, refused))
             plan.running.track(task)
             running[task] = call
         stored: set[str] = set()
@@ -807,21 +844,78 @@ class TurnEngine:
             while waiting:
                 done, waiting = await progress.wait(waiting)
                 still = [call for task, call in running.items() if task in waiting]
+                for call, approval_id in progress.take_asked(still):
+                    yield replace(_step(plan, call, "asked"), approval_id=approval_id)
                 for call, reported in progress.take(still):
                     yield _step(plan, call, "progress", reported)
                 for task in done:
                     call = running[task]
+                    if call.id in plan.left_waiting:
+                        continue
                     result = STOPPED_RESULT if task.cancelled() else task.result()
                     stored_rows += await self._store_result(plan, pending, call, result)
                     stored.add(call.id)
-                    status: ToolStatus = "error" if result.is_error else "done"
-                    yield _step(plan, call, status)
+                    yield _step(plan, call, _ended(result, refused=call.id in refused))
         finally:
             for task in running:
                 task.cancel()
             for call in calls:
-                if call.id not in stored:
-                    stored_rows += await self._store_result(plan, pending, call, STOPPED_RESULT)
+                if call.id in stored or call.id in plan.left_waiting:
+                    # Left waiting: its question stays pending and the call without a result,
+                    # so the restarted process resumes the turn there and waits for the answer.
+                    continue
+                stored_rows += await self._store_result(plan, pending, call, STOPPED_RESULT)
+
+    async def _run_call(
+        self,
+        plan: TurnPlan,
+        call: ToolCall,
+        tools: dict[str, Tool],
+        context: ToolContext,
+        progress: RoundProgress,
+        refused: set[str],
+    ) -> ToolResult:
+        """One call run, once the policy allows it or a person said yes; else refused, never run.
+
+        The question is stored beside the call (its row is stored before the round runs),
+        so a turn a restart resumes finds it again and waits on, and a yes given meanwhile
+        — in any process — runs the call once: the run is claimed in the approval's row.
+        """
+        timeout = self.settings.tools.timeout_seconds
+        if call.name not in plan.asking:
+            # Allowed, or not offered (denied tools are not): unknown, it fails as unknown.
+            return await run_call(call, tools, context, timeout)
+        if context.seq is None:
+            raise RuntimeError("a call that asks for approval must be stored before it waits")
+        approval = await self.approvals.request(
+            NewApproval(
+                session_id=plan.session.id,
+                call_seq=context.seq,
+                call_id=call.id,
+                user_message_id=plan.user_message_id,
+                tool_name=call.name,
+                summary=progress_summary(call),
+                asker=plan.asker,
+                asker_name=plan.asker_name,
+                expires_at=utcnow() + self.approvals.expiry(),
+            )
+        )
+        assert approval.id is not None
+        progress.ask(call.id, approval.id)
+        try:
+            approval = await self.approvals.wait(approval, keep=lambda: plan.running.reason == "shutdown")
+        except asyncio.CancelledError:
+            if plan.running.reason == "shutdown":
+                plan.left_waiting.add(call.id)
+            raise
+        if approval.state != "approved":
+            refused.add(call.id)
+            return ToolResult.error(refused_result(approval))
+        if not await self.approvals.claim_run(approval, self.instance_id):
+            return ToolResult.error(RUN_ELSEWHERE_RESULT)
+        result = await run_call(call, tools, context, timeout)
+        await self.approvals.note_outcome(approval, "error" if result.is_error else "ok")
+        return result
 
     async def _store_result(
         self, plan: TurnPlan, pending: PendingCall, call: ToolCall, result: ToolResult
@@ -1041,6 +1135,13 @@ def with_quote(text: str, inbound: InboundMessage) -> str:
         snippet = snippet[: QUOTE_CHARS - 1] + "…"
     who = f"{quoted.sender_name}: " if quoted.sender_name else ""
     return f"> {who}{snippet}\n{text}"
+
+
+def _ended(result: ToolResult, *, refused: bool) -> ToolStatus:
+    """How a call's line ends: not run (no yes), failed, or done."""
+    if refused:
+        return "denied"
+    return "error" if result.is_error else "done"
 
 
 def _step(plan: TurnPlan, call: ToolCall, status: ToolStatus, progress: str = "") -> ToolStep:

@@ -7,7 +7,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 ReplyKind = Literal["assistant", "command", "error", "duplicate", "recorded", "refused"]
-ToolStatus = Literal["started", "progress", "done", "error"]
+# `asked`: the call waits for a person's yes or no (`approval_id` names the question);
+# `denied`: it was refused, expired or cancelled, and did not run.
+ToolStatus = Literal["started", "progress", "asked", "done", "error", "denied"]
+# What each status's line starts with.
+STATUS_MARKS = {"asked": "❓", "error": "⚠️", "denied": "🚫"}
 
 
 @dataclass(frozen=True)
@@ -73,12 +77,18 @@ class ToolStep:
     persona_id: str | None = None
     persona_name: str | None = None
     progress: str = ""
+    # Set on `asked` steps: the approval a lane's yes/no buttons answer (`Approvals.decide`).
+    approval_id: int | None = None
 
     @property
     def progress_line(self) -> str:
-        """One line for a draft: the tool, what it was asked, and how far it is."""
-        mark = "⚠️" if self.status == "error" else "🔧"
+        """One line for a draft: the tool, what it was asked, and how far it is (or its approval)."""
+        mark = STATUS_MARKS.get(self.status, "🔧")
         line = f"{mark} {self.name}: {self.summary}" if self.summary else f"{mark} {self.name}"
+        if self.status == "asked":
+            return f"{line} · run it? (yes/no)"
+        if self.status == "denied":
+            return f"{line} · not run"
         return f"{line} · {self.progress}" if self.progress else line
 
 

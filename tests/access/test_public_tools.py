@@ -1,13 +1,16 @@
 """A web visitor is the public: read-only tools only, so the filesystem server's write tool is
-refused and nothing is written; members may write; an `ask` tool is refused as needing approval."""
+refused and nothing is written; a member's write waits for a yes (none in time: not written);
+a public visitor's call the operator lets `ask` waits for an admin's yes, not the visitor's."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from bot.turns.approvals import EXPIRED_RESULT
 from tests.fakes.openai_server import FakeOpenAI, ToolCalls
 from tests.tools.mcp_support import npm_server
+from tests.tools.test_approvals import approval_id, turn
 from tests.tools.test_mcp_turns import answer, last_result_sent, started_runtime, tool_steps, web_visitor
 
 
@@ -49,27 +52,44 @@ async def test_a_web_visitor_is_refused_the_write_tool_and_the_file_is_not_writt
     assert answer(events)["text"] == "Done what I could."
 
 
-async def test_a_member_writes_the_file(fake_openai: FakeOpenAI, runtimes: Any, tmp_path: Path) -> None:
-    folder, events = await visitor_asks_to_write(
-        runtimes, tmp_path, fake_openai, channels_web_access_strangers="members"
-    )
-
-    assert (folder / "note.txt").read_text() == "hello"
-    assert tool_steps(events) == [("fs__write_file", "started"), ("fs__write_file", "done")]
-
-
-async def test_a_tool_the_policy_asks_about_is_offered_but_not_run_until_approvals_exist(
+async def test_a_members_write_waits_for_a_yes_and_none_in_time_writes_nothing(
     fake_openai: FakeOpenAI, runtimes: Any, tmp_path: Path
 ) -> None:
     folder, events = await visitor_asks_to_write(
-        runtimes,
-        tmp_path,
-        fake_openai,
-        channels_web_access_strangers="public",
-        tools_approve={"fs__write_*": {"public": "ask"}},
+        runtimes, tmp_path, fake_openai, channels_web_access_strangers="members", tools_approval_seconds=0.5
     )
 
     assert not (folder / "note.txt").exists()
+    assert tool_steps(events) == [
+        ("fs__write_file", "started"),
+        ("fs__write_file", "asked"),
+        ("fs__write_file", "denied"),
+    ]
+    assert EXPIRED_RESULT in last_result_sent(fake_openai)
+
+
+async def test_a_public_visitors_ask_waits_for_an_admins_yes_not_the_visitors(
+    fake_openai: FakeOpenAI, runtimes: Any, tmp_path: Path
+) -> None:
+    folder = tmp_path / "files"
+    folder.mkdir()
+    fake_openai.script(write_note(folder), "Written.")
+    settings = {
+        "channels_web_access_strangers": "public",
+        "channels_telegram_access_admins": ["42"],
+        "tools_approve": {"fs__write_*": {"public": "ask"}},
+    }
+    runtime = await started_runtime(
+        runtimes, tmp_path, fake_openai, settings, fs=npm_server("filesystem", str(folder))
+    )
+
+    async with turn(runtime, "Write hello into note.txt.") as running:
+        asked = await running.asked()
+        own = await runtime.engine.approvals.decide(approval_id(asked), True, "web:u1")
+        assert not own.ok and not (folder / "note.txt").exists()
+        assert (await runtime.engine.approvals.decide(approval_id(asked), True, "telegram:42")).ok
+        reply = await running.reply()
+
     assert "fs__write_file" in offered_names(fake_openai)
-    assert "needs approval" in last_result_sent(fake_openai)
-    assert tool_steps(events)[-1] == ("fs__write_file", "error")
+    assert reply.text == "Written."
+    assert (folder / "note.txt").read_text() == "hello"
