@@ -421,6 +421,33 @@ async function approvalsPage() {
       : el("div", { class: "card empty", text: "No tool call has asked for approval yet." }));
 }
 
+// --- Strangers waiting with a pairing code ----------------------------------------------
+
+async function pairingsPage() {
+  const pairings = await api("/pairings");
+  const body = el("tbody");
+  for (const item of pairings) {
+    const approve = async () => {
+      try {
+        await api(`/pairings/${encodeURIComponent(item.code)}/approve`, { method: "POST" });
+        await pairingsPage();
+      } catch (error) { showError(error); }
+    };
+    body.append(el("tr", { "data-pairing": item.code },
+      el("td", {}, laneBadge(item.lane), " ", item.lane),
+      el("td", {}, el("strong", { text: item.name }), el("div", { class: "muted", text: item.user_id })),
+      el("td", {}, el("code", { text: item.code })),
+      el("td", { text: when(item.expires_at) }),
+      el("td", {}, el("button", { class: "action", type: "button", "data-role": "approve", text: "Approve", onclick: approve }))));
+  }
+  page.replaceChildren(el("h1", { text: "Strangers" }),
+    el("div", { class: "muted", text: "People who messaged the bot privately and got a pairing code (access.dm: pairing). Approved, they are members." }),
+    pairings.length
+      ? el("table", { "data-testid": "pairings" }, el("thead", {}, el("tr", {},
+        ...["Lane", "Who", "Code", "Expires", ""].map((t) => el("th", { text: t })))), body)
+      : el("div", { class: "card empty", text: "No stranger is waiting for a pairing code's approval." }));
+}
+
 // --- Health -----------------------------------------------------------------------------
 
 async function healthPage() {
@@ -477,6 +504,7 @@ const ROUTES = [
   [/^#\/memory/, () => memoryPage(), "memory"],
   [/^#\/personas/, () => personasPage(), "personas"],
   [/^#\/approvals/, () => approvalsPage(), "approvals"],
+  [/^#\/pairings/, () => pairingsPage(), "pairings"],
   [/^#\/health/, () => healthPage(), "health"],
   [/^/, () => conversationsPage(), "conversations"],
 ];
