@@ -18,7 +18,7 @@ from bot.providers.base import ToolCall
 from bot.runtime import Runtime
 from bot.tools.base import FunctionTool, ToolContext
 from bot.tools.registry import StaticTools
-from bot.turns.approvals import DENIED_RESULT, EXPIRED_RESULT
+from bot.turns.approvals import CANCELLED_RESULT, DENIED_RESULT, EXPIRED_RESULT
 from bot.turns.events import Reply, ToolStep, TurnEvent
 from bot.turns.tool_rounds import progress_summary
 from channels.terminal import chat_loop
@@ -207,6 +207,27 @@ async def test_stop_cancels_the_pending_approval_so_a_later_click_runs_nothing(
     stored = runtime.stores.approvals.get(approval_id(asked))
     assert stored is not None and stored.state == "cancelled"
     assert notebook.written == []
+
+
+async def test_stop_sent_to_another_process_cancels_the_waiting_call_there(
+    database: dict[str, str], runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script(ToolCalls([("write_note", {"text": "never"})]), "It was not written.")
+    waiting = approving_runtime(runtimes, tmp_path, fake_openai, **database)
+    other = approving_runtime(runtimes, tmp_path, fake_openai, **database)
+    notebook = Notebook().install(waiting)
+
+    async with turn(waiting, "Note: never") as running:
+        asked = await running.asked()
+        # The other process runs no turn of this conversation: only the stored question stops.
+        stop = await other.engine.respond(inbound("/stop"))
+        reply = await running.reply()
+    late = await waiting.engine.approvals.decide(approval_id(asked), True, ASKER)
+
+    assert stop.text == "Stopped."
+    assert reply.text == "It was not written."
+    assert results_sent(fake_openai) == [f"Error: {CANCELLED_RESULT}"]
+    assert not late.ok and notebook.written == []
 
 
 async def test_an_admin_decides_anyones_call_and_deny_offers_nothing_to_run(
