@@ -60,7 +60,7 @@ def render(described: dict[str, Any], as_json: bool) -> str:
     source_width = max((len(tool["source"]) for tool in tools), default=0)
     if tools:
         heading = "  ".join(f"{audience:<7}" for audience in AUDIENCES)
-        lines.append(f"  {'':<{width}}  {'':<{source_width}}  {heading}")
+        lines.append(f"  {'':<{width}}  {'':<{source_width}}  {heading}".rstrip())
     for tool in tools:
         columns = "  ".join(f"{tool['audiences'][audience]:<7}" for audience in AUDIENCES)
         lines.append(f"  {tool['name']:<{width}}  {tool['source']:<{source_width}}  {columns}".rstrip())
