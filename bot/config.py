@@ -35,6 +35,11 @@ from bot import lanes
 from bot.errors import ConfigError
 
 ENV_PREFIX = "CHORUS_"
+# Who asks in a turn (docs/access.md): the tool policy answers per audience.
+Audience = Literal["admins", "members", "public", "groups"]
+AUDIENCES: tuple[Audience, ...] = ("admins", "members", "public", "groups")
+# The tool policy's answer for one tool and one audience.
+Decision = Literal["allow", "ask", "deny"]
 CONFIG_PATH_ENV = "CHORUS_CONFIG"
 
 
@@ -179,6 +184,11 @@ class LimitSettings(BaseModel):
     # Larger images are refused from their header, before any pixel is decoded.
     image_max_pixels: int = 40_000_000
     link_code_ttl_seconds: int = 600
+    # Pairing codes strangers get in a DM (`access.dm: pairing`): how long one is valid, how
+    # many wait per lane at most (the oldest is dropped), and how many a lane hands out a minute.
+    pairing_code_ttl_seconds: int = Field(default=3600, gt=0)
+    pairing_pending_max: int = Field(default=50, ge=1)
+    pairing_codes_per_minute: int = Field(default=10, ge=1)
     # Voice notes and audio files: longer ones are refused (measured by decoding, not from
     # the file's own claim), and so are larger files, before they are downloaded when the
     # platform says the size. Telegram lets bots download files of up to 20 MB.
@@ -297,6 +307,12 @@ class ToolSettings(BaseModel):
     deny: list[str] = Field(default_factory=list)
     # Group chats: "read_only" tools only, "all", "none", or a list of names/wildcards.
     in_groups: Literal["read_only", "all", "none"] | list[str] = "read_only"
+    # Per tool name (`*` wildcards), what each audience (admins, members, public, groups) gets:
+    # allow, ask (the call waits for a yes) or deny; of the names that match and list the
+    # audience, the most specific decides. Unlisted: the defaults in docs/access.md.
+    approve: dict[str, dict[Audience, Decision]] = Field(default_factory=dict)
+    # How long a call waits for its yes or no; no answer in time denies it.
+    approval_seconds: float = Field(default=300.0, gt=0)
     # MCP servers by name; their tools are offered as `<name>__<tool>` (docs/mcp.md).
     mcp_servers: dict[str, McpServerSettings] = Field(default_factory=dict)
 

@@ -19,6 +19,7 @@ from bot.commands.personas import switch_persona
 from bot.errors import UnknownPersona
 from bot.providers.observed import ObservedProvider
 from bot.reminders.service import view as reminder_view
+from bot.storage.approval_models import Approval
 from bot.storage.context_models import SUMMARY, ContextRecord, ContextSnip
 from bot.storage.message_append import NewMessage
 from bot.storage.message_rows import attachment_ref, decode_calls
@@ -69,6 +70,19 @@ class Console:
         self.stores = runtime.stores
         self.overview = Overview(runtime.database)
 
+    # --- tool calls that waited for approval ---------------------------------------
+
+    def approvals(self, limit: int = 200) -> list[dict[str, Any]]:
+        """The newest calls that asked for a yes: who asked, who decided, and how the run ended."""
+        return [_approval_entry(approval) for approval in self.stores.approvals.recent(limit)]
+
+    async def decide(self, approval_id: int, approved: bool) -> dict[str, Any]:
+        """The operator's yes or no to a call waiting for one; it counts once, like a click."""
+        decided = await self.engine.approvals.decide(approval_id, approved, OPERATOR, operator=True)
+        if decided.approval is None:
+            raise NotFound(decided.text)
+        return {"decided": decided.ok, "state": decided.approval.state, "text": decided.text}
+
     # --- conversations -----------------------------------------------------------
 
     def conversations(self, search: str = "") -> list[dict[str, Any]]:
@@ -104,6 +118,11 @@ class Console:
             placed.setdefault(record.last_seq, []).append(_record_entry(record))
         for snip in self.overview.snips(session.id):
             placed.setdefault(snip.last_seq, []).append(_snip_entry(snip))
+        # Each decision shows beside the call it decided.
+        decisions = {
+            (approval.call_seq, approval.call_id): _approval_entry(approval)
+            for approval in self.stores.approvals.of_session(session.id)
+        }
         entries: list[dict[str, Any]] = []
         for message in messages:
             entries.append(
@@ -120,7 +139,12 @@ class Console:
                     "created_at": _iso(message.created_at),
                     # The operator sees what the model did: each call with its arguments, each result.
                     "tool_calls": [
-                        {"id": call.id, "name": call.name, "arguments": call.arguments}
+                        {
+                            "id": call.id,
+                            "name": call.name,
+                            "arguments": call.arguments,
+                            "approval": decisions.get((message.seq, call.id)),
+                        }
                         for call in decode_calls(message.tool_calls)
                     ],
                     "tool_call_id": message.tool_call_id,
@@ -230,7 +254,7 @@ class Console:
                 continue
             moment = _parse(before[-1].created_at)
             persona = self.engine.personas.resolve(reply.persona_id)
-            tools = schemas_of(assembler.offered_tools(session, persona))
+            tools = schemas_of(assembler.offered_tools(session, persona).tools)
             summary = _summary_at(records, moment)
             after = summary.last_seq if summary is not None else 0
             collapses = [
@@ -307,6 +331,28 @@ class Console:
                 sender_name=OPERATOR,
             ),
         )
+
+    # --- access --------------------------------------------------------------------
+
+    def pairings(self) -> list[dict[str, Any]]:
+        """Strangers waiting with a pairing code, oldest first (docs/access.md)."""
+        return [
+            {
+                "code": pending.code,
+                "lane": pending.lane,
+                "user_id": pending.platform_user_id,
+                "name": pending.display_name,
+                "expires_at": _iso(pending.expires_at),
+            }
+            for pending in self.stores.pairings.pending()
+        ]
+
+    def approve_pairing(self, code: str) -> dict[str, str]:
+        """Approve a waiting code: its stranger becomes a member."""
+        approved = self.stores.pairings.approve(code)
+        if approved is None:
+            raise NotFound(f"no pairing code {code} is waiting")
+        return {"lane": approved.lane, "user_id": approved.platform_user_id, "name": approved.display_name}
 
     # --- personas ------------------------------------------------------------------
 
@@ -411,6 +457,23 @@ class Console:
 def job_queue_depth(runtime: Runtime) -> int:
     """After-turn jobs due or running (on PostgreSQL, those of every process)."""
     return runtime.engine.pending_jobs
+
+
+def _approval_entry(approval: Approval) -> dict[str, Any]:
+    return {
+        "id": approval.id,
+        "session_id": approval.session_id,
+        "tool": approval.tool_name,
+        "summary": approval.summary,
+        "asked_by": approval.asker_name or approval.asker,
+        "asker": approval.asker,
+        "asked_at": _iso(approval.created_at),
+        "state": approval.state,
+        "decided_by": approval.decided_by,
+        "decided_at": _iso(approval.decided_at),
+        "expires_at": _iso(approval.expires_at),
+        "result": approval.outcome,
+    }
 
 
 def _record_entry(record: ContextRecord) -> dict[str, Any]:

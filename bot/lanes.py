@@ -13,17 +13,52 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+
+DmMode = Literal["open", "pairing", "allowlist"]
+StrangerAudience = Literal["public", "members"]
+
+
+class LaneAccess(BaseModel):
+    """Who a lane's people are (`channels.<lane>.access`, docs/access.md)."""
+
+    # Platform user ids of the owner and admins on this lane.
+    admins: list[str] = Field(default_factory=list)
+    # Private chats from strangers: open, pairing (a code an admin approves) or allowlist
+    # (strangers are ignored). Empty: the lane's default.
+    dm: DmMode | None = None
+    # What a stranger the lane lets in may do. Empty: public when an admin is configured
+    # (or on the web), members otherwise, as before audiences existed.
+    strangers: StrangerAudience | None = None
 
 
 class LaneSettings(BaseModel):
     """Base of every lane's settings model."""
 
+    # False for a lane whose strangers are visitors of a public page (the web widget).
+    pairs_strangers: ClassVar[bool] = True
+
+    access: LaneAccess = Field(default_factory=LaneAccess)
+
     def is_active(self) -> bool:
         """Whether `chorus serve` runs this lane with these settings."""
         raise NotImplementedError
+
+    def allow_listed(self, user_id: str, username: str | None) -> bool:
+        """Whether the lane's own allow-list names this user (they are members)."""
+        return False
+
+    def dm_mode(self) -> DmMode:
+        if self.access.dm is not None:
+            return self.access.dm
+        return "pairing" if self.pairs_strangers and self.access.admins else "open"
+
+    def stranger_audience(self) -> StrangerAudience:
+        if self.access.strangers is not None:
+            return self.access.strangers
+        return "public" if not self.pairs_strangers or self.access.admins else "members"
 
 
 class LaneRunner(Protocol):

@@ -131,6 +131,13 @@ TOOL_SECONDS = Histogram(
     buckets=_LATENCY_BUCKETS,
     registry=REGISTRY,
 )
+TOOL_APPROVALS = Counter(
+    "chorus_tool_approvals",
+    "Tool calls that waited for a person's yes or no, by what became of them: "
+    "asked, approved, denied, expired (no answer in time) or cancelled (the turn stopped).",
+    ["outcome"],
+    registry=REGISTRY,
+)
 TOOL_STEPS = Histogram(
     "chorus_tool_steps",
     "Model calls of one turn that ended in tool calls (0 for a plain answer).",

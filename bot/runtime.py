@@ -10,6 +10,7 @@ from functools import partial
 
 from sqlalchemy.engine import Engine as DatabaseEngine
 
+from bot.commands import access as access_commands
 from bot.commands import context as context_commands
 from bot.commands import general, identity, personas, sessions
 from bot.commands import memory as memory_commands
@@ -51,6 +52,8 @@ from bot.tools.mcp import McpServers
 from bot.tools.offer import ToolOffer
 from bot.tools.policy import ToolPolicy
 from bot.tools.registry import StaticTools, ToolRegistry
+from bot.turns.access import Access
+from bot.turns.approvals import Approvals
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
 from bot.turns.engine import TurnEngine
@@ -210,7 +213,14 @@ def build_runtime(
     tools.add_source(mcp_servers)
     commands = CommandRegistry(maintainer=context, memory=memory, reminders=reminders)
     families = (general, personas, identity, sessions, context_commands, memory_commands)
-    for family in (*families, model_commands, voice_commands, reasoning_commands, reminder_commands):
+    for family in (
+        *families,
+        model_commands,
+        voice_commands,
+        reasoning_commands,
+        reminder_commands,
+        access_commands,
+    ):
         commands.add_all(family.COMMANDS)
     # Names this process in the delivery state of its turns and as the owner of its job claims.
     instance_id = uuid.uuid4().hex
@@ -219,6 +229,8 @@ def build_runtime(
     definitions.add(FIRE_REMINDER, reminders.fire)
     jobs = job_queue(stores, sink, settings, definitions, instance_id, lanes.names)
     reminders.wake = jobs.wake
+    # Who asks each turn, and who may decide a call that waits for a yes.
+    access = Access(settings, stores)
     engine = TurnEngine(
         settings=settings,
         stores=stores,
@@ -234,6 +246,10 @@ def build_runtime(
         instance_id=instance_id,
         hearing=Hearing(speech, settings.data_dir, settings.limits.audio_max_seconds),
         speaking=Speaking(speech),
+        access=access,
+        approvals=Approvals(
+            stores.approvals, access, boundary_for(database), settings.tools.approval_seconds
+        ),
     )
     return Runtime(
         settings=settings,

@@ -82,12 +82,26 @@ async def _talk(engine: TurnEngine, user: str | None, stdin: TextIO, stdout: Tex
                 stdout.flush()
             elif isinstance(event, ToolStep):
                 streamed = _write_step(stdout, event, streamed)
+                if event.status == "asked" and event.approval_id is not None:
+                    await _answer_approval(engine, event.approval_id, f"{LANE}:{user_id}", stdin, stdout)
             elif isinstance(event, Thinking):
                 stdout.write(f"\n  {THINKING_LINE}\n" if streamed else f"  {THINKING_LINE}\n")
                 stdout.flush()
                 streamed = False
             else:
                 _write_reply(stdout, event, streamed)
+
+
+async def _answer_approval(
+    engine: TurnEngine, approval_id: int, decider: str, stdin: TextIO, stdout: TextIO
+) -> None:
+    """The call waits for the person's y/n, asked on the next line; anything but y denies it."""
+    stdout.write("  run it? [y/N] ")
+    stdout.flush()
+    line = await asyncio.to_thread(stdin.readline)
+    decided = await engine.approvals.decide(approval_id, line.strip().lower() in ("y", "yes"), decider)
+    stdout.write(f"  {decided.text}\n")
+    stdout.flush()
 
 
 # ANSI dim and reset: the thinking reads as an aside.

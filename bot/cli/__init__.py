@@ -67,6 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
     tools.add_argument("--json", action="store_true", help="print JSON")
     tools.set_defaults(handler=cmd_tools)
 
+    pair = commands.add_parser("pair", help="strangers waiting with a pairing code: list, approve")
+    pair_commands = pair.add_subparsers(dest="pair_command", required=True)
+    pair_commands.add_parser("list", help="list the codes waiting").set_defaults(handler=cmd_pair_list)
+    approve = pair_commands.add_parser("approve", help="approve a code: its stranger becomes a member")
+    approve.add_argument("code")
+    approve.set_defaults(handler=cmd_pair_approve)
+
     sessions = commands.add_parser("sessions", help="list stored sessions")
     sessions.set_defaults(handler=cmd_sessions)
 
@@ -174,6 +181,29 @@ def cmd_tools(args: argparse.Namespace) -> int:
             await runtime.aclose()
 
     print(asyncio.run(run()))
+    return 0
+
+
+def cmd_pair_list(args: argparse.Namespace) -> int:
+    with opened_stores(args.settings) as stores:
+        waiting = stores.pairings.pending()
+    if not waiting:
+        print("No pairing codes are waiting.")
+    for pending in waiting:
+        print(
+            f"{pending.code}  {pending.lane:<9} {pending.platform_user_id:<20} {pending.display_name}  "
+            f"expires {pending.expires_at:%Y-%m-%d %H:%M} UTC"
+        )
+    return 0
+
+
+def cmd_pair_approve(args: argparse.Namespace) -> int:
+    with opened_stores(args.settings) as stores:
+        approved = stores.pairings.approve(args.code)
+    if approved is None:
+        print(f"chorus: no pairing code {args.code} is waiting (see `chorus pair list`)", file=sys.stderr)
+        return 1
+    print(f"Approved {approved.display_name or approved.platform_user_id} on {approved.lane}.")
     return 0
 
 

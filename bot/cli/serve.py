@@ -25,7 +25,7 @@ from bot.heap import freeze_startup_objects
 from bot.lanes import LaneRunner, active_lanes
 from bot.liveness import Liveness
 from bot.loop_lag import LoopLagProbe
-from bot.recovery import Recovery, ResumableLane
+from bot.recovery import Delivery, Recovery, ResumableLane
 from bot.runtime import Runtime, build_runtime
 from channels.web.app import create_host_app
 
@@ -70,6 +70,12 @@ class Service:
             log.info("shutting down: %d turns running", len(self.runtime.engine.running))
         self._stop.set()
 
+    async def _recover(self, claimed: list[Delivery]) -> None:
+        # A recovered turn goes on with the tools the dead process had: a call it left
+        # (one waiting for approval, say) would otherwise find its MCP tool unknown.
+        await self.runtime.mcp_servers.settled()
+        await self.recovery.run(claimed)
+
     async def run(self) -> None:
         started: list[LaneRunner] = []
         # A second process on one SQLite file is refused here, before it touches anything.
@@ -94,7 +100,7 @@ class Service:
                 log.info("%s lane started", lane.name)
             web = self.runtime.settings.channels.web
             log.info("web lane at http://%s:%d/", web.host, web.port)
-            recovering = asyncio.create_task(self.recovery.run(claimed), name="recovery")
+            recovering = asyncio.create_task(self._recover(claimed), name="recovery")
             if self.runtime.memory is not None:
                 # Rows stored before dense recall was installed get their vectors meanwhile.
                 self.runtime.memory.start_backfill()

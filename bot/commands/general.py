@@ -51,7 +51,10 @@ async def status_command(context: CommandContext, _args: str) -> CommandAnswer:
 
 
 async def stop_command(context: CommandContext, _args: str) -> CommandAnswer:
-    if context.engine.stop_turn(context.route.session.id):
+    session_id = context.route.session.id
+    # A call waiting for a yes, in this process or another, will not run whatever is clicked later.
+    cancelled = await context.engine.cancel_approvals(session_id)
+    if context.engine.stop_turn(session_id) or cancelled:
         return CommandAnswer("Stopped.")
     return CommandAnswer("Nothing to stop.")
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from bot.storage.boundary import DatabaseBoundary
     from bot.storage.models import ChatSession
     from bot.storage.stores import Stores
+    from bot.turns.access import Access
     from persona import Persona, PersonaRegistry
     from transcript import Context
 
@@ -65,6 +66,11 @@ class CommandEngine(Protocol):
     def personas(self) -> PersonaRegistry: ...
 
     @property
+    def access(self) -> Access:
+        """Who is asking: /pair answers admins only."""
+        ...
+
+    @property
     def provider(self) -> ChatProvider: ...
 
     @property
@@ -83,6 +89,8 @@ class CommandEngine(Protocol):
     async def inspect(self, session: ChatSession) -> Context: ...
 
     def stop_turn(self, session_id: str) -> bool: ...
+
+    async def cancel_approvals(self, session_id: str) -> int: ...
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Engine as DatabaseEngine
 
+from bot.storage.approvals import ApprovalStore
 from bot.storage.context_records import ContextRecords
 from bot.storage.deliveries import DeliveryStore
 from bot.storage.identities import IdentityStore
@@ -18,6 +19,7 @@ from bot.storage.jobs import JobSink
 from bot.storage.memory_store import MemoryStore
 from bot.storage.messages import MessageStore
 from bot.storage.model_profiles import ModelProfileStore
+from bot.storage.pairings import PairingStore
 from bot.storage.reminders import ReminderStore
 from bot.storage.sessions import SessionStore
 from bot.storage.visitors import VisitorStore
@@ -35,6 +37,8 @@ class Stores:
     deliveries: DeliveryStore
     reminders: ReminderStore
     profiles: ModelProfileStore
+    pairings: PairingStore
+    approvals: ApprovalStore
 
     @classmethod
     def open(cls, database: DatabaseEngine, jobs: JobSink | None = None) -> Stores:
@@ -50,4 +54,6 @@ class Stores:
             deliveries=DeliveryStore(database),
             reminders=ReminderStore(database, jobs),
             profiles=ModelProfileStore(database),
+            pairings=PairingStore(database),
+            approvals=ApprovalStore(database),
         )

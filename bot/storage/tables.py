@@ -5,11 +5,13 @@ that adds tables (context records, memory) adds its module here.
 """
 
 from bot.storage import (  # noqa: F401
+    approval_models,
     context_models,
     delivery_models,
     job_models,
     memory_models,
     models,
+    pairing_models,
     profile_models,
     reminder_models,
 )

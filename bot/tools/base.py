@@ -121,6 +121,11 @@ class Tool(Protocol):
         ...
 
     @property
+    def destructive(self) -> bool:
+        """True for a tool whose calls change what cannot be changed back: they wait for a yes."""
+        ...
+
+    @property
     def source(self) -> str:
         """`builtin`, or `mcp:<server>`."""
         ...
@@ -166,6 +171,7 @@ class FunctionTool(Generic[Arguments]):
     source: str = BUILTIN_SOURCE
     timeout_seconds: float | None = None
     in_groups: bool | None = None
+    destructive: bool = False
 
     def parameters(self) -> dict[str, Any]:
         return arguments_schema(self.arguments)

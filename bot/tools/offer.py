@@ -6,12 +6,22 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+from bot.config import Audience
 from bot.providers.base import ToolSchema
 from bot.tools.base import Tool, function_schema
 from bot.tools.registry import ToolRegistry
 from persona import Persona
 from transcript import count_tokens
+
+
+@dataclass(frozen=True)
+class OfferedTools:
+    """The tools a turn offers, by name, sorted by name; `asking`: those whose calls need approval."""
+
+    tools: dict[str, Tool]
+    asking: frozenset[str] = frozenset()
 
 
 class ToolOffer:
@@ -20,12 +30,15 @@ class ToolOffer:
         # False for a model whose server refused tools: it is offered none.
         self.accepts_tools = accepts_tools
 
-    def tools_for(self, persona: Persona, *, group: bool, model: str) -> dict[str, Tool]:
-        """The tools offered, by name, sorted by name."""
+    def tools_for(self, persona: Persona, *, audience: Audience, model: str) -> OfferedTools:
         if not self.accepts_tools(model):
-            return {}
-        offered = self.registry.offered(persona_tools=persona.tools, group=group)
-        return {tool.name: tool for tool in offered}
+            return OfferedTools({})
+        tools = {tool.name: tool for tool in self.registry.all()}
+        decisions = self.registry.decisions(persona_tools=persona.tools, audience=audience)
+        return OfferedTools(
+            {name: tools[name] for name, decision in decisions.items() if decision != "deny"},
+            frozenset(name for name, decision in decisions.items() if decision == "ask"),
+        )
 
 
 def schemas_of(tools: dict[str, Tool]) -> tuple[ToolSchema, ...]:

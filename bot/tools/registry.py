@@ -6,6 +6,7 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
+from bot.config import Audience, Decision
 from bot.tools.base import Tool
 from bot.tools.policy import ToolPolicy
 
@@ -54,8 +55,17 @@ class ToolRegistry:
                     )
         return [found[name] for name in sorted(found)]
 
-    def offered(self, *, persona_tools: Sequence[str] | None, group: bool) -> list[Tool]:
-        """The tools the policy allows this persona in this chat, sorted by name."""
+    def decisions(self, *, persona_tools: Sequence[str] | None, audience: Audience) -> dict[str, Decision]:
+        """What the policy answers for every tool, by name, sorted by name."""
+        return {
+            tool.name: self.policy.decide(tool, persona_tools=persona_tools, audience=audience)
+            for tool in self.all()
+        }
+
+    def offered(self, *, persona_tools: Sequence[str] | None, audience: Audience) -> list[Tool]:
+        """The tools this persona offers this audience (allowed or asking), sorted by name."""
         return [
-            tool for tool in self.all() if self.policy.allows(tool, persona_tools=persona_tools, group=group)
+            tool
+            for tool in self.all()
+            if self.policy.decide(tool, persona_tools=persona_tools, audience=audience) != "deny"
         ]

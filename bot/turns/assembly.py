@@ -10,15 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from bot.config import Settings
+from bot.config import Audience, Settings
 from bot.conversation_model import ConversationModel, conversation_model
 from bot.providers.base import ToolSchema, tool_name
 from bot.storage.boundary import boundary_for
 from bot.storage.context_records import ContextRecords, ContextView
 from bot.storage.messages import MessageStore
 from bot.storage.models import ChatSession
-from bot.tools.base import Tool
-from bot.tools.offer import ToolOffer, schema_tokens, schemas_of
+from bot.tools.offer import OfferedTools, ToolOffer, schema_tokens, schemas_of
 from bot.turns.attachments import AttachmentStore
 from bot.windows import ModelWindows, WindowInfo
 from persona import Persona
@@ -107,12 +106,20 @@ class ContextAssembler:
             history_share=context.history_share,
         )
 
-    def offered_tools(self, session: ChatSession, persona: Persona) -> dict[str, Tool]:
-        """The tools a turn of this persona in this session offers the model."""
+    def offered_tools(
+        self, session: ChatSession, persona: Persona, audience: Audience | None = None
+    ) -> OfferedTools:
+        """The tools a turn of this persona in this session offers the model.
+
+        `audience`: who asks (the engine knows); None, for a context shown rather than sent
+        (/context, the console): a group's, or a member's in a private chat.
+        """
         model = self.conversation_model(session, persona)
         if self.tools is None or not model.tools:
-            return {}
-        return self.tools.tools_for(persona, group=session.kind == "group", model=model.model)
+            return OfferedTools({})
+        if audience is None:
+            audience = "groups" if session.kind == "group" else "members"
+        return self.tools.tools_for(persona, audience=audience, model=model.model)
 
     def view(
         self,
@@ -154,7 +161,7 @@ class ContextAssembler:
         rows the turn stored since (see `view`).
         """
         if tools is None:
-            tools = schemas_of(self.offered_tools(session, persona))
+            tools = schemas_of(self.offered_tools(session, persona).tools)
         # What every process learned of the model's window since, before the budget is made.
         await self.windows.refresh(self.conversation_model(session, persona).model)
         # Reads, recall, image data and the build itself are blocking work: one call on a
@@ -194,7 +201,7 @@ class ContextAssembler:
     ) -> Context:
         """`assemble`, for code that already runs off the event loop."""
         if tools is None:
-            tools = schemas_of(self.offered_tools(session, persona))
+            tools = schemas_of(self.offered_tools(session, persona).tools)
         view = view or self.view(session.id)
         budget = self.budget_for(session, persona, tools, view)
         remembered = (
@@ -210,7 +217,7 @@ class ContextAssembler:
         """The context of `view` with memory's snapshot but nothing recalled, and the tokens
         recall could have added (0 without memory). Runs off the event loop.
         """
-        tools = schemas_of(self.offered_tools(session, persona))
+        tools = schemas_of(self.offered_tools(session, persona).tools)
         budget = self.budget_for(session, persona, tools, view)
         if self.memory is None:
             return self._build(session, persona, view, tools, budget, None), 0

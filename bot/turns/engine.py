@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol
 
-from bot.config import Settings
+from bot.config import Audience, Settings
 from bot.conversation_model import ConversationModel
 from bot.errors import (
     ChorusError,
@@ -43,6 +43,7 @@ from bot.providers.base import (
 )
 from bot.speech.hearing import Hearing, Unheard, names_spoken
 from bot.speech.speaking import Speaking
+from bot.storage.approvals import NewApproval
 from bot.storage.boundary import boundary_for
 from bot.storage.context_records import ContextView
 from bot.storage.delivery_models import Delivery
@@ -62,7 +63,9 @@ from bot.storage.stores import Stores
 from bot.tools.base import ChatAddress, Tool, ToolContext, ToolResult
 from bot.tools.offer import schemas_of
 from bot.tools.runner import run_call
+from bot.turns.access import Access
 from bot.turns.after_turn import AfterTurn, AfterTurnWork
+from bot.turns.approvals import RUN_ELSEWHERE_RESULT, Approvals, refused_result
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
 from bot.turns.events import CommandAnswer, Delta, Reply, Thinking, ToolStatus, ToolStep, TurnEvent
@@ -93,6 +96,11 @@ RECOVERABLE_LANES = frozenset({"telegram", "discord", "web"})
 STOPPED_NOTE = "[Stopped.]"
 # Ends the text of a reply cut because the process was shutting down.
 SHUTDOWN_NOTE = "[Cut off: the server was restarting. Send your message again to get a full answer.]"
+# A turn a shutdown cut while a call waited for approval: the next process asks again.
+WAITING_AT_SHUTDOWN = (
+    "Chorus is restarting. The tool call waiting for your answer still waits: answer it once "
+    "Chorus is back, and the reply goes on."
+)
 RESTARTING_MESSAGE = "Chorus is restarting, so this message was not answered. Please send it again soon."
 # A stored event: the person was told why their voice notes are not understood (once a conversation).
 VOICE_NOTICE_EVENT = "voice notes not understood: "
@@ -168,6 +176,15 @@ class TurnPlan:
     model: str | None = None
     # What the server billed for the turn's calls so far (None: it reported nothing).
     usage: Usage | None = None
+    # Who asks (bot.turns.access), and the offered tools whose calls wait for a yes.
+    audience: Audience = "members"
+    asking: frozenset[str] = frozenset()
+    # Who asked (`<lane>:<platform user id>`, None when unknown): they may approve the turn's
+    # calls that wait for a yes when they are a member (`Access.may_decide`).
+    asker: str | None = None
+    asker_name: str | None = None
+    # Calls a shutdown cut while they waited for a yes: left, with the turn, to the next process.
+    left_waiting: set[str] = field(default_factory=set)
 
     def reply(self, text: str, stored: StoredMessage, status: str = "complete") -> Reply:
         """The turn's final reply, once `stored` holds what was said."""
@@ -254,8 +271,12 @@ class TurnEngine:
         instance_id: str,
         hearing: Hearing,
         speaking: Speaking,
+        access: Access,
+        approvals: Approvals,
     ) -> None:
         self.settings = settings
+        # Who asks: the audience of each turn, and the door strangers knock at.
+        self.access = access
         self.stores = stores
         self.personas = personas
         self.provider = provider
@@ -279,6 +300,8 @@ class TurnEngine:
         self.jobs = jobs
         # Frees room when the model rejects a context as too large; None: the turn fails at once.
         self.overflow_handler = overflow_handler
+        # Calls that wait for a person's yes or no (`tools.approve`), stored so a restart keeps them.
+        self.approvals = approvals
 
     # --- the public API lanes call ---------------------------------------------
 
@@ -308,6 +331,11 @@ class TurnEngine:
 
     async def _stream(self, inbound: InboundMessage, route: Route | None) -> AsyncGenerator[TurnEvent, None]:
         text = clean_text(inbound.text)
+        admission = await self.db.run(self.access.admit, inbound)
+        if admission.audience is None:
+            # A stranger not let in: at most a pairing code, and nothing is stored.
+            yield Reply(kind="command" if admission.answer else "refused", text=admission.answer or "")
+            return
         try:
             if route is None:
                 route = await self.db.run(
@@ -356,7 +384,11 @@ class TurnEngine:
         # the partial reply is stored now rather than whenever the GC finalises it.
         async with (
             self.locks.hold(route.session.id),
-            aclosing(observe_turn(self._turn(inbound, route, text, reread=waited), inbound.lane)) as turn,
+            aclosing(
+                observe_turn(
+                    self._turn(inbound, route, text, admission.audience, reread=waited), inbound.lane
+                )
+            ) as turn,
         ):
             async for event in turn:
                 yield event
@@ -432,8 +464,19 @@ class TurnEngine:
                 return
             session = await self.db.run(self.stores.sessions.get_session, session.id) or session
             chat = ChatAddress(delivery.lane, delivery.chat_id, delivery.chat_kind, delivery.thread_id)
+            audience: Audience = "groups"
+            asker = None
+            if session.kind != "group":
+                audience = await self.db.run(self.access.audience_of_person, session.owner_id, delivery.lane)
+                asker = await self.db.run(self.access.asker_on, session.owner_id, delivery.lane)
             answer = self._answer(
-                session, self.persona_for(session), delivery.user_message_id, chat=chat, resumed=True
+                session,
+                self.persona_for(session),
+                delivery.user_message_id,
+                audience,
+                chat=chat,
+                resumed=True,
+                asker=asker,
             )
             async with aclosing(answer) as events:
                 async for event in events:
@@ -458,6 +501,10 @@ class TurnEngine:
         has status `stopped`.
         """
         return self.running.stop(session_id)
+
+    async def cancel_approvals(self, session_id: str) -> int:
+        """Cancel the session's calls waiting for a yes, in any process: they will not run."""
+        return await self.approvals.cancel_session(session_id)
 
     async def drain(self) -> None:
         """Wait until no after-turn job is due or running (tests, benchmarks)."""
@@ -489,7 +536,7 @@ class TurnEngine:
     # --- one turn ----------------------------------------------------------------
 
     async def _turn(
-        self, inbound: InboundMessage, route: Route, text: str, *, reread: bool
+        self, inbound: InboundMessage, route: Route, text: str, audience: Audience, *, reread: bool
     ) -> AsyncGenerator[TurnEvent, None]:
         session = await self.db.run(self.stores.sessions.refresh, route.session) if reread else route.session
         persona = self.persona_for(session)
@@ -525,7 +572,16 @@ class TurnEngine:
             yield Reply(kind="error", text=str(error), session_id=session.id)
             return
         chat = ChatAddress(inbound.lane, inbound.chat_id, inbound.chat_kind, inbound.thread_id)
-        answer = self._answer(session, persona, user_message_id, chat=chat, resumed=retried, notice=notice)
+        answer = self._answer(
+            session,
+            persona,
+            user_message_id,
+            audience,
+            chat=chat,
+            resumed=retried,
+            notice=notice,
+            asker=(f"{inbound.lane}:{inbound.actor.user_id}", inbound.actor.display_name),
+        )
         async with aclosing(answer) as events:
             async for event in events:
                 yield event
@@ -535,10 +591,12 @@ class TurnEngine:
         session: ChatSession,
         persona: Persona,
         user_message_id: int,
+        audience: Audience,
         *,
         chat: ChatAddress | None,
         resumed: bool,
         notice: str | None = None,
+        asker: tuple[str, str] | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
         """Answer a stored user message: a live turn, or one a restart (or a retry) finishes."""
         plan = TurnPlan(
@@ -551,6 +609,9 @@ class TurnEngine:
             chat=chat,
             resumed=resumed,
             shows_reasoning=await self.db.run(self.stores.sessions.shows_reasoning, session.id),
+            audience=audience,
+            asker=asker[0] if asker else None,
+            asker_name=asker[1] if asker else None,
         )
         try:
             async with aclosing(self._generate(plan)) as events:
@@ -636,7 +697,8 @@ class TurnEngine:
         answer = ModelAnswer()
         finished = False
         try:
-            tools = self.assembler.offered_tools(session, plan.persona)
+            offered = self.assembler.offered_tools(session, plan.persona, plan.audience)
+            tools, plan.asking = offered.tools, offered.asking
             rounds = ToolRounds(self.settings.tools.max_steps)
             unanswered = await self._unanswered_calls(plan) if plan.resumed else None
             if unanswered is not None:
@@ -659,7 +721,9 @@ class TurnEngine:
                     break
                 round_rows = []
                 call_message = self._call_message(plan, answer)
-                if only_reads(answer.calls, offering):
+                if only_reads(answer.calls, offering) and plan.asking.isdisjoint(
+                    call.name for call in answer.calls
+                ):
                     # Nothing a read changes outlives a crash, so its call may be stored
                     # together with its first result (one write fewer a round): recovery
                     # from a crash in between asks the model again, as before the call.
@@ -681,6 +745,10 @@ class TurnEngine:
                     break
             TOOL_STEPS.observe(rounds.steps)
             finished = True
+            if plan.left_waiting:
+                # Nothing is stored: recovery in the next process takes the turn up at its call.
+                yield self._error(plan, WAITING_AT_SHUTDOWN)
+                return
             if plan.running.stopped:
                 yield await self._stopped_reply(plan, answer.joined)
                 return
@@ -859,6 +927,8 @@ class TurnEngine:
         session = plan.session
         running: dict[asyncio.Task[ToolResult], ToolCall] = {}
         progress = RoundProgress()
+        # Calls that did not run because no one (allowed to) said yes.
+        refused: set[str] = set()
         for call in calls:
             context = ToolContext(
                 session=session,
@@ -870,7 +940,7 @@ class TurnEngine:
                 window_from_seq=window_from_seq,
                 on_progress=progress.reporter(call.id),
             )
-            task = asyncio.create_task(run_call(call, tools, context, self.settings.tools.timeout_seconds))
+            task = asyncio.create_task(self._run_call(plan, call, tools, context, progress, refused))
             plan.running.track(task)
             running[task] = call
         stored: set[str] = set()
@@ -881,21 +951,78 @@ class TurnEngine:
             while waiting:
                 done, waiting = await progress.wait(waiting)
                 still = [call for task, call in running.items() if task in waiting]
+                for call, approval_id in progress.take_asked(still):
+                    yield replace(_step(plan, call, "asked"), approval_id=approval_id)
                 for call, reported in progress.take(still):
                     yield _step(plan, call, "progress", reported)
                 for task in done:
                     call = running[task]
+                    if call.id in plan.left_waiting:
+                        continue
                     result = STOPPED_RESULT if task.cancelled() else task.result()
                     stored_rows += await self._store_result(plan, pending, call, result)
                     stored.add(call.id)
-                    status: ToolStatus = "error" if result.is_error else "done"
-                    yield _step(plan, call, status)
+                    yield _step(plan, call, _ended(result, refused=call.id in refused))
         finally:
             for task in running:
                 task.cancel()
             for call in calls:
-                if call.id not in stored:
-                    stored_rows += await self._store_result(plan, pending, call, STOPPED_RESULT)
+                if call.id in stored or call.id in plan.left_waiting:
+                    # Left waiting: its question stays pending and the call without a result,
+                    # so the restarted process resumes the turn there and waits for the answer.
+                    continue
+                stored_rows += await self._store_result(plan, pending, call, STOPPED_RESULT)
+
+    async def _run_call(
+        self,
+        plan: TurnPlan,
+        call: ToolCall,
+        tools: dict[str, Tool],
+        context: ToolContext,
+        progress: RoundProgress,
+        refused: set[str],
+    ) -> ToolResult:
+        """One call run, once the policy allows it or a person said yes; else refused, never run.
+
+        The question is stored beside the call (its row is stored before the round runs),
+        so a turn a restart resumes finds it again and waits on, and a yes given meanwhile
+        — in any process — runs the call once: the run is claimed in the approval's row.
+        """
+        timeout = self.settings.tools.timeout_seconds
+        if call.name not in plan.asking:
+            # Allowed, or not offered (denied tools are not): unknown, it fails as unknown.
+            return await run_call(call, tools, context, timeout)
+        if context.seq is None:
+            raise RuntimeError("a call that asks for approval must be stored before it waits")
+        approval = await self.approvals.request(
+            NewApproval(
+                session_id=plan.session.id,
+                call_seq=context.seq,
+                call_id=call.id,
+                user_message_id=plan.user_message_id,
+                tool_name=call.name,
+                summary=progress_summary(call),
+                asker=plan.asker,
+                asker_name=plan.asker_name,
+                expires_at=utcnow() + self.approvals.expiry(),
+            )
+        )
+        assert approval.id is not None
+        progress.ask(call.id, approval.id)
+        try:
+            approval = await self.approvals.wait(approval, keep=lambda: plan.running.reason == "shutdown")
+        except asyncio.CancelledError:
+            if plan.running.reason == "shutdown":
+                plan.left_waiting.add(call.id)
+            raise
+        if approval.state != "approved":
+            refused.add(call.id)
+            return ToolResult.error(refused_result(approval))
+        if not await self.approvals.claim_run(approval, self.instance_id):
+            return ToolResult.error(RUN_ELSEWHERE_RESULT)
+        result = await run_call(call, tools, context, timeout)
+        await self.approvals.note_outcome(approval, "error" if result.is_error else "ok")
+        return result
 
     async def _store_result(
         self, plan: TurnPlan, pending: PendingCall, call: ToolCall, result: ToolResult
@@ -1153,6 +1280,13 @@ def with_quote(text: str, inbound: InboundMessage) -> str:
         snippet = snippet[: QUOTE_CHARS - 1] + "…"
     who = f"{quoted.sender_name}: " if quoted.sender_name else ""
     return f"> {who}{snippet}\n{text}"
+
+
+def _ended(result: ToolResult, *, refused: bool) -> ToolStatus:
+    """How a call's line ends: not run (no yes), failed, or done."""
+    if refused:
+        return "denied"
+    return "error" if result.is_error else "done"
 
 
 def _step(plan: TurnPlan, call: ToolCall, status: ToolStatus, progress: str = "") -> ToolStep:

@@ -6,8 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-ReplyKind = Literal["assistant", "command", "error", "duplicate", "recorded"]
-ToolStatus = Literal["started", "progress", "done", "error"]
+ReplyKind = Literal["assistant", "command", "error", "duplicate", "recorded", "refused"]
+# `asked`: the call waits for a person's yes or no (`approval_id` names the question);
+# `denied`: it was refused, expired or cancelled, and did not run.
+ToolStatus = Literal["started", "progress", "asked", "done", "error", "denied"]
+# What each status's line starts with.
+STATUS_MARKS = {"asked": "❓", "error": "⚠️", "denied": "🚫"}
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,8 @@ class Reply:
     `error`: a clear message about what went wrong (the user's message, if any,
     stays stored). `duplicate`: the platform re-delivered a message that was
     already answered — lanes send nothing. `recorded`: stored as context
-    without a reply (a group message not addressed to the bot).
+    without a reply (a group message not addressed to the bot). `refused`: a stranger the lane's
+    access does not let in, who is told nothing (docs/access.md) — lanes send nothing.
     """
 
     kind: ReplyKind
@@ -91,12 +96,18 @@ class ToolStep:
     persona_id: str | None = None
     persona_name: str | None = None
     progress: str = ""
+    # Set on `asked` steps: the approval a lane's yes/no buttons answer (`Approvals.decide`).
+    approval_id: int | None = None
 
     @property
     def progress_line(self) -> str:
-        """One line for a draft: the tool, what it was asked, and how far it is."""
-        mark = "⚠️" if self.status == "error" else "🔧"
+        """One line for a draft: the tool, what it was asked, and how far it is (or its approval)."""
+        mark = STATUS_MARKS.get(self.status, "🔧")
         line = f"{mark} {self.name}: {self.summary}" if self.summary else f"{mark} {self.name}"
+        if self.status == "asked":
+            return f"{line} · run it? (yes/no)"
+        if self.status == "denied":
+            return f"{line} · not run"
         return f"{line} · {self.progress}" if self.progress else line
 
 

@@ -25,6 +25,8 @@ class RoundProgress:
         self._newest: dict[str, str] = {}
         # What each call's line shows already: a report that says the same again changes nothing.
         self._shown: dict[str, str] = {}
+        # Calls that now wait for a person's yes or no, with the approval that asks it.
+        self._asked: dict[str, int] = {}
         self._reported = asyncio.Event()
 
     def reporter(self, call_id: str) -> ReportProgress:
@@ -35,6 +37,16 @@ class RoundProgress:
             self._reported.set()
 
         return report
+
+    def ask(self, call_id: str, approval_id: int) -> None:
+        """The call `call_id` waits for an answer to approval `approval_id`: the lane shows the question."""
+        self._asked[call_id] = approval_id
+        self._reported.set()
+
+    def take_asked(self, running: Iterable[ToolCall]) -> list[tuple[ToolCall, int]]:
+        """Those of the `running` calls that began waiting for approval since the last take."""
+        asked, self._asked = self._asked, {}
+        return [(call, asked[call.id]) for call in running if call.id in asked]
 
     def take(self, running: Iterable[ToolCall]) -> list[tuple[ToolCall, str]]:
         """Those of the `running` calls whose progress changed since the last take, with their

@@ -16,6 +16,8 @@ from bot.recovery import Delivery
 from bot.turns.engine import TurnEngine
 from bot.turns.events import TurnEvent
 from channels.discord.access import AccessPolicy
+from channels.discord.approvals import answer as answer_approval
+from channels.discord.approvals import is_approval
 from channels.discord.endpoints import Endpoints, RoutedHTTPClient
 from channels.discord.replies import (
     MESSAGE_LIMIT,
@@ -189,14 +191,18 @@ class ChorusClient(discord.Client):
             return None
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
-        """A Stop button: the custom id names the session whose running turn it stops."""
+        """A Stop button (its custom id names the session whose running turn it stops), or a
+        tool call's Run or Deny button (it names the approval it answers)."""
         if interaction.type is not discord.InteractionType.component or interaction.data is None:
             return
         custom_id = str(interaction.data.get("custom_id", ""))
-        if not custom_id.startswith(STOP_PREFIX):
+        if not custom_id.startswith(STOP_PREFIX) and not is_approval(custom_id):
             return
         if not self.access.allows(interaction.user, interaction.guild, interaction.channel):
             await interaction.response.send_message(NOT_ALLOWED, ephemeral=True)
+            return
+        if is_approval(custom_id):
+            await answer_approval(self.engine.approvals, interaction, custom_id)
             return
         if self.engine.stop_turn(custom_id.removeprefix(STOP_PREFIX)):
             # The reply ends itself and its last edit takes the button away.

@@ -15,7 +15,8 @@ from typing import Any
 import discord
 from discord.utils import MISSING, escape_markdown
 
-from bot.turns.events import Reply, TurnEvent
+from bot.turns.events import Reply, ToolStep, TurnEvent
+from channels.discord.approvals import ask
 from channels.discord.webhooks import PersonaWebhooks
 from channels.drafts import DraftGone, DraftStream
 from channels.progress import TurnPreview
@@ -138,6 +139,9 @@ class DiscordReply:
                             await self._finish(event)
                         continue
                     await self._speaker(event.persona_id, event.session_id)
+                    if isinstance(event, ToolStep) and event.status == "asked":
+                        # The question needs buttons of its own: a message apart from the draft.
+                        await ask(self._channel, event)
                     shown = preview.add(event)
                     with suppress(discord.HTTPException):
                         await self.drafts.update(self._framed(shown), whole=preview.shows_progress)

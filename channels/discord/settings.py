@@ -28,6 +28,9 @@ class DiscordSettings(LaneSettings):
     def is_active(self) -> bool:
         return bool(self.token)
 
+    def allow_listed(self, user_id: str, username: str | None) -> bool:
+        return user_id in self.allowed_users
+
     @model_validator(mode="after")
     def _shards_fit(self) -> Self:
         if self.shard_ids and self.shard_count is None:

@@ -25,6 +25,7 @@ from bot.runtime import Runtime
 from bot.turns.events import TurnEvent
 from bot.turns.inbound import Actor, InboundMessage
 from channels.telegram.albums import AlbumCollector
+from channels.telegram.approvals import answer as answer_approval
 from channels.telegram.middlewares import AllowList, SkipSeenUpdates
 from channels.telegram.polling import UpdatePoller
 from channels.telegram.reminders import TelegramReminders
@@ -109,6 +110,7 @@ class TelegramLane:
                 AllowList(settings.allowed_users, settings.allowed_chats),
                 on_unsupported=self._refuse_unsupported,
                 on_stop=self._stop_generation,
+                on_approval=partial(answer_approval, self.engine.approvals),
             )
         )
         self._me: User | None = None

@@ -34,8 +34,9 @@ from aiogram.types import ReplyParameters
 from aiogram.utils.chat_action import ChatActionSender
 from aiohttp import ClientError
 
-from bot.turns.events import Reply, TurnEvent
+from bot.turns.events import Reply, ToolStep, TurnEvent
 from channels.progress import TurnPreview
+from channels.telegram.approvals import ask
 from channels.telegram.formatting import TelegramText, folded_reasoning, plain, render, split
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,10 @@ async def deliver_reply(
             async for event in events:
                 if isinstance(event, Reply):
                     reply = event
+                elif isinstance(event, ToolStep) and event.status == "asked":
+                    # The question needs buttons: a message of its own, never the draft.
+                    await ask(bot, target.chat_id, target.thread_id, event)
+                    streamer.update(preview.add(event), event.persona_name, whole=preview.shows_progress)
                 else:
                     shown = preview.add(event)
                     streamer.update(shown, event.persona_name, whole=preview.shows_progress)

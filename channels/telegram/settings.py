@@ -21,3 +21,7 @@ class TelegramSettings(LaneSettings):
 
     def is_active(self) -> bool:
         return bool(self.token)
+
+    def allow_listed(self, user_id: str, username: str | None) -> bool:
+        listed = {entry.strip().lstrip("@").lower() for entry in self.allowed_users}
+        return bool({user_id, (username or "").lower()} & listed)

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from starlette.background import BackgroundTask
 
 from bot.errors import SpeechError
-from bot.visitors import visitor_message
+from bot.visitors import WEB_LANE, visitor_message
 from channels.web.clients import StreamSlot
 from channels.web.errors import error_responses
 from channels.web.events import turn_events
@@ -32,6 +32,8 @@ from channels.web.history import message_views
 from channels.web.lane import WebLane, lane_of, persona_view
 from channels.web.pushes import pushed_events
 from channels.web.schemas import (
+    ApprovalAnswer,
+    ApprovalResult,
     CommandResult,
     DeltaEvent,
     DoneEvent,
@@ -336,7 +338,35 @@ async def stop_reply(session_id: str, visitor: CurrentVisitor, lane: CurrentLane
     `stopped` is false when no reply was streaming in this server process.
     """
     session = await lane.visitors.owned_session(visitor, session_id)
-    return StopResult(stopped=lane.engine.stop_turn(session.id))
+    # A call waiting for the visitor's yes will not run, whichever process runs the turn.
+    cancelled = await lane.engine.cancel_approvals(session.id)
+    return StopResult(stopped=lane.engine.stop_turn(session.id) or cancelled > 0)
+
+
+@router.post(
+    "/sessions/{session_id}/approvals/{approval_id}",
+    response_model=ApprovalResult,
+    responses=error_responses(401, 403, 404, 422),
+)
+async def answer_approval(
+    session_id: str,
+    approval_id: Annotated[int, Path(ge=1, le=MAX_ID)],
+    body: ApprovalAnswer,
+    visitor: CurrentVisitor,
+    lane: CurrentLane,
+) -> ApprovalResult:
+    """Approve or deny a tool call that waits for it (the widget's Run and Deny buttons).
+
+    It counts once: a second answer, or one after the call expired or its turn stopped,
+    decides nothing (`decided` false) and says why.
+    """
+    session = await lane.visitors.owned_session(visitor, session_id)
+    approval = await lane.engine.approvals.get(approval_id)
+    if approval is None or approval.session_id != session.id:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "There is no such approval in this conversation.")
+    decided = await lane.engine.approvals.decide(approval_id, body.approve, f"{WEB_LANE}:{visitor.id}")
+    state = decided.approval.state if decided.approval is not None else approval.state
+    return ApprovalResult(decided=decided.ok, state=state, text=decided.text)
 
 
 @router.get(

@@ -133,6 +133,18 @@ class StopResult(BaseModel):
     stopped: bool = Field(description="True when a reply was streaming and has been asked to stop.")
 
 
+class ApprovalAnswer(BaseModel):
+    """The visitor's yes or no to a tool call that waits for it (a `tool` event with status `asked`)."""
+
+    approve: bool = Field(description="True runs the call; false denies it (the call never runs).")
+
+
+class ApprovalResult(BaseModel):
+    decided: bool = Field(description="False when it was decided already, expired or cancelled.")
+    state: str = Field(description="`pending`, `approved`, `denied`, `expired` or `cancelled`.")
+    text: str = Field(description="What to show the visitor, such as `Approved.` or `Already denied.`")
+
+
 class DeltaEvent(BaseModel):
     """`event: delta`: the next piece of the reply's text."""
 
@@ -156,7 +168,11 @@ class ToolEvent(BaseModel):
         description="Pairs a call's `started` event with its `progress` events and its `done` or `error`."
     )
     name: str = Field(description="The tool, such as `recall`.")
-    status: Literal["started", "progress", "done", "error"]
+    status: Literal["started", "progress", "asked", "done", "error", "denied"] = Field(
+        description="`asked`: the call waits for the visitor's yes or no (answer it at "
+        "`POST /api/sessions/{id}/approvals/{approval_id}`); `denied`: it was refused, expired or "
+        "cancelled, and did not run."
+    )
     summary: str = Field(description="The call's main argument, shortened.")
     progress: str | None = Field(
         default=None,
@@ -167,6 +183,7 @@ class ToolEvent(BaseModel):
         description='The progress line people are shown, such as "🔧 recall: dentist" or '
         '"🔧 files__copy: report.pdf · 2/4".'
     )
+    approval_id: int | None = Field(default=None, description="For `asked` events: the question to answer.")
 
 
 class DoneEvent(BaseModel):

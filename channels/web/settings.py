@@ -8,6 +8,9 @@ from bot.lanes import LaneSettings
 
 
 class WebSettings(LaneSettings):
+    # Visitors of the widget are the public: open chat with public-audience tools.
+    pairs_strangers = False
+
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = 8080

@@ -30,11 +30,15 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
     `model.base_url`), the same path an operator uses. Dense recall is off unless a
     test turns it on (`memory_dense=True`): embedding every offloaded message would
     cost the whole suite minutes on two cores, and tests/memory/test_dense.py covers it.
+    Web strangers are members unless a test says otherwise (docs/access.md).
     """
     environ = {
         "CHORUS_DATABASE_URL": f"sqlite:///{tmp_path / 'chorus.db'}",
         "CHORUS_DATA_DIR": str(tmp_path / "data"),
         "CHORUS_MEMORY_DENSE": "false",
+        # Web turns of tests about other things run as members (every tool, as before audiences);
+        # tests of access set `channels_web_access_strangers="public"` (tests/access).
+        "CHORUS_CHANNELS_WEB_ACCESS_STRANGERS": "members",
     }
     for key, value in overrides.items():
         environ["CHORUS_" + key.upper()] = value if isinstance(value, str) else _json(value)

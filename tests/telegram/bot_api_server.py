@@ -101,6 +101,19 @@ class ChatMessage:
     message_id: int
     shown: FormattedText
     deleted: bool = False
+    # Its inline keyboard (`reply_markup`), as the last send or edit left it.
+    reply_markup: dict[str, Any] | None = None
+    # What `answerCallbackQuery` told the people who pressed its buttons.
+    answers: list[str] = field(default_factory=list)
+
+    def button_data(self, text: str) -> str:
+        """The callback data of the inline button labelled `text`."""
+        rows = (self.reply_markup or {}).get("inline_keyboard", [])
+        for button in (button for row in rows for button in row):
+            if button["text"] == text:
+                data: str = button["callback_data"]
+                return data
+        raise AssertionError(f"no button {text!r} on message {self.message_id}: {self.reply_markup}")
 
 
 @dataclass
@@ -137,6 +150,8 @@ class FakeBotAPI(LocalServer):
         self._files: dict[str, StoredFile] = {}
         self._messages: dict[tuple[str, int], ChatMessage] = {}
         self._drafts: dict[tuple[str, int], Draft] = {}
+        # Callback queries not yet answered, by id, and the message whose button was pressed.
+        self._callback_queries: dict[str, ChatMessage] = {}
         self._group_sends: dict[str, deque[float]] = {}
         self._sent_ids = itertools.count(5000)
         self.voices: list[SentVoice] = []
@@ -178,6 +193,29 @@ class FakeBotAPI(LocalServer):
                 "stopped_message_generation": {
                     "chat": private_chat(chat_id, first_name),
                     "draft_id": draft_id,
+                },
+            }
+        )
+
+    def press_button(
+        self, chat_id: int, message_id: int, text: str, user_id: int, first_name: str = "Alice"
+    ) -> None:
+        """Someone presses the inline button labelled `text` under a message the bot sent."""
+        sent = self._messages[(str(chat_id), message_id)]
+        query_id = str(next(_update_ids))
+        self._callback_queries[query_id] = sent
+        self.push(
+            {
+                "update_id": next(_update_ids),
+                "callback_query": {
+                    "id": query_id,
+                    "from": user(user_id, first_name),
+                    "message": {
+                        **_bot_message({"chat_id": chat_id}, message_id, sent.shown),
+                        **({"reply_markup": sent.reply_markup} if sent.reply_markup else {}),
+                    },
+                    "chat_instance": f"instance-{chat_id}",
+                    "data": sent.button_data(text),
                 },
             }
         )
@@ -296,7 +334,9 @@ class FakeBotAPI(LocalServer):
         if limited is not None:
             return limited
         message_id = next(self._sent_ids)
-        self._messages[(chat_id, message_id)] = ChatMessage(chat_id, message_id, shown)
+        self._messages[(chat_id, message_id)] = ChatMessage(
+            chat_id, message_id, shown, reply_markup=params.get("reply_markup")
+        )
         # A message from the bot replaces its draft in that chat.
         for draft in self.drafts(int(chat_id)):
             draft.visible = False
@@ -319,7 +359,18 @@ class FakeBotAPI(LocalServer):
         if limited is not None:
             return limited
         stored.shown = shown
+        # An edit without a keyboard removes the one the message had.
+        stored.reply_markup = params.get("reply_markup")
         return _ok(_bot_message(params, key[1], shown))
+
+    async def _api_answerCallbackQuery(self, _request: web.Request, params: dict[str, Any]) -> web.Response:
+        pressed = self._callback_queries.pop(str(params["callback_query_id"]), None)
+        if pressed is None:
+            return _error(
+                400, "Bad Request: query is too old and response timeout expired or query ID is invalid"
+            )
+        pressed.answers.append(str(params.get("text", "")))
+        return _ok(True)
 
     async def _api_sendMessageDraft(self, _request: web.Request, params: dict[str, Any]) -> web.Response:
         chat_id = str(params["chat_id"])

@@ -35,7 +35,8 @@ async def test_webhook_is_registered_with_the_secret(webhook: httpx.AsyncClient,
     registered = bot_api.calls_to("setWebhook")[0].params
     assert registered["url"] == WEBHOOK_URL
     assert registered["secret_token"] == SECRET
-    assert registered["allowed_updates"] == ["message", "stopped_message_generation"]
+    # Callback queries are the presses of a tool call's Run and Deny buttons.
+    assert registered["allowed_updates"] == ["callback_query", "message", "stopped_message_generation"]
     assert not bot_api.calls_to("getUpdates")
     assert (await webhook.get("/healthz")).status_code == 200  # the same app serves the web lane
 

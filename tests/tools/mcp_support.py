@@ -116,7 +116,7 @@ async def call(
     registry: ToolRegistry, tool_name: str, /, on_progress: ReportProgress | None = None, **arguments: Any
 ) -> ToolResult:
     """One call the way a turn runs it: among the offered tools, through `run_call`."""
-    offered = {tool.name: tool for tool in registry.offered(persona_tools=None, group=False)}
+    offered = {tool.name: tool for tool in registry.offered(persona_tools=None, audience="members")}
     request = ToolCall(id="call-1", name=tool_name, arguments=json.dumps(arguments))
     return await run_call(request, offered, context(on_progress), CALL_SECONDS)
 

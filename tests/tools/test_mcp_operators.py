@@ -111,6 +111,7 @@ def test_chorus_tools_lists_every_tool_with_its_source_and_policy(tmp_path: Path
         CHORUS_DATA_DIR=str(tmp_path / "data"),
         CHORUS_MEMORY_DENSE="false",
         CHORUS_TOOLS_DENY='["time__convert_time"]',
+        CHORUS_TOOLS_APPROVE='{"test__echo": {"members": "ask"}}',
         CHORUS_TOOLS_MCP_SERVERS=json.dumps(
             {"time": time_server(), "test": stdio_test_server(), "broken": BROKEN}
         ),
@@ -120,24 +121,32 @@ def test_chorus_tools_lists_every_tool_with_its_source_and_policy(tmp_path: Path
         command, env=environment, capture_output=True, text=True, timeout=READY_SECONDS, check=True
     )
     lines = text.stdout.splitlines()
+    assert lines[1].split() == ["admins", "members", "public", "groups"]
     row = next(line for line in lines if line.strip().startswith("time__get_current_time "))
-    # Read-only by the server's hint: offered in groups by the default rule.
-    assert "mcp:time" in row and row.endswith("allowed / allowed")
-    assert next(line for line in lines if "time__convert_time" in line).endswith("denied  / denied ")
-    assert next(line for line in lines if "test__echo " in line).endswith("allowed / denied ")
+    # Read-only by the server's hint: offered to the public and in groups by the default rules.
+    assert "mcp:time" in row and row.split()[-4:] == ["allow", "allow", "allow", "allow"]
+    assert next(line for line in lines if "time__convert_time" in line).split()[-4:] == ["deny"] * 4
+    echo = next(line for line in lines if "test__echo " in line)
+    assert echo.split()[-4:] == ["allow", "ask", "deny", "deny"]
     assert any(line.startswith("  broken (stdio): down") and "No such file" in line for line in lines)
     # The built-ins are listed beside the servers' tools; one that changes memory stays out of groups.
-    assert next(line for line in lines if line.strip().startswith("recall ")).endswith("allowed / allowed")
+    recall = next(line for line in lines if line.strip().startswith("recall "))
+    assert recall.split()[-4:] == ["allow"] * 4
     remember = next(line for line in lines if line.strip().startswith("remember "))
-    assert "builtin" in remember and remember.endswith("allowed / denied ")
+    assert "builtin" in remember and remember.split()[-4:] == ["allow", "allow", "deny", "deny"]
 
     described = json.loads(
         subprocess.run([*command, "--json"], env=environment, capture_output=True, text=True,
                        timeout=READY_SECONDS, check=True).stdout
     )  # fmt: skip
     by_name = {tool["name"]: tool for tool in described["tools"]}
-    assert (by_name["test__echo"]["private"], by_name["test__echo"]["group"]) == (True, False)
-    assert by_name["time__convert_time"]["private"] is False
+    assert by_name["test__echo"]["audiences"] == {
+        "admins": "allow",
+        "members": "ask",
+        "public": "deny",
+        "groups": "deny",
+    }
+    assert by_name["time__convert_time"]["audiences"]["admins"] == "deny"
 
 
 def children_of(pid: int) -> set[int]:

@@ -22,6 +22,7 @@ from tests.fakes.openai_server import FakeOpenAI, ToolCalls
 from tests.telegram.bot_api_server import private_text
 from tests.tools.mcp_support import READY_SECONDS, npm_server
 from tests.tools.test_mcp_turns import (
+    MEMBERS_RUN_ALL,
     answer,
     chat_requests,
     started_runtime,
@@ -123,7 +124,11 @@ async def test_an_image_that_does_not_decode_and_binary_resources_are_placeholde
         "I could not see the logo.",
     )
     runtime = await started_runtime(
-        runtimes, tmp_path, fake_openai, {"model_vision": True}, everything=npm_server("everything")
+        runtimes,
+        tmp_path,
+        fake_openai,
+        {"model_vision": True, **MEMBERS_RUN_ALL},
+        everything=npm_server("everything"),
     )
 
     async with web_visitor(runtime) as visitor:

@@ -84,18 +84,18 @@ def test_the_deployments_policy_and_the_servers_group_rule_apply_to_its_tools():
 
     policy = ToolPolicy(ToolSettings(deny=["files__write"]))
     registry = ToolRegistry([server_tools("files"), server_tools("team", in_groups=True)], policy)
-    assert [tool.name for tool in registry.offered(persona_tools=None, group=False)] == [
+    assert [tool.name for tool in registry.offered(persona_tools=None, audience="members")] == [
         "files__search", "team__search", "team__write",
     ]  # fmt: skip
     # Groups: read-only tools by default (the server's readOnlyHint); `in_groups: true` offers all.
-    assert [tool.name for tool in registry.offered(persona_tools=None, group=True)] == [
+    assert [tool.name for tool in registry.offered(persona_tools=None, audience="groups")] == [
         "files__search", "team__search", "team__write",
     ]  # fmt: skip
-    assert [tool.name for tool in registry.offered(persona_tools=["team__*"], group=False)] == [
+    assert [tool.name for tool in registry.offered(persona_tools=["team__*"], audience="members")] == [
         "team__search", "team__write",
     ]  # fmt: skip
     silent = ToolRegistry([server_tools("quiet", in_groups=False)], ToolPolicy(ToolSettings()))
-    assert silent.offered(persona_tools=None, group=True) == []
+    assert silent.offered(persona_tools=None, audience="groups") == []
 
 
 def test_every_kind_of_content_becomes_text_an_image_or_a_placeholder():

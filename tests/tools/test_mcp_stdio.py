@@ -34,7 +34,7 @@ async def test_time_server_from_pypi_is_offered_with_a_sendable_schema_and_answe
     servers = await start_servers(settings)
     registry = registry_of(servers, settings)
 
-    offered = {tool.name: tool for tool in registry.offered(persona_tools=None, group=False)}
+    offered = {tool.name: tool for tool in registry.offered(persona_tools=None, audience="members")}
     assert sorted(offered) == ["time__convert_time", "time__get_current_time"]
     current = offered["time__get_current_time"]
     assert current.source == "mcp:time"

@@ -42,6 +42,10 @@ from tests.tools.mcp_support import READY_SECONDS, HttpMcpServer, serve, stdio_t
 from tests.web.conftest import Event
 from tests.web.helpers import WebVisitor
 
+# Tests of what MCP servers do, not of who may make them act: a member's call of a tool that
+# writes runs without asking (by default it asks, docs/access.md).
+MEMBERS_RUN_ALL = {"tools_approve": {"*": {"members": "allow"}}}
+
 
 async def started_runtime(
     runtimes: RuntimeFactory,
@@ -223,7 +227,9 @@ async def test_a_tool_a_server_adds_during_a_turn_is_offered_in_the_next_one(
         ToolCalls([("test__late_arrival", {})]),
         "It ran.",
     )
-    runtime = await started_runtime(runtimes, tmp_path, fake_openai, test=stdio_test_server())
+    runtime = await started_runtime(
+        runtimes, tmp_path, fake_openai, MEMBERS_RUN_ALL, test=stdio_test_server()
+    )
 
     async with web_visitor(runtime) as visitor:
         await visitor.say("Add a tool.")
@@ -246,7 +252,7 @@ async def test_an_image_a_tool_returns_is_shown_to_a_vision_model_or_named_to_an
 ) -> None:
     fake_openai.script(ToolCalls([("test__picture", {})]), "A red pixel.")
     runtime = await started_runtime(
-        runtimes, tmp_path, fake_openai, {"model_vision": vision}, test=stdio_test_server()
+        runtimes, tmp_path, fake_openai, {"model_vision": vision, **MEMBERS_RUN_ALL}, test=stdio_test_server()
     )
 
     async with web_visitor(runtime) as visitor:
@@ -284,7 +290,7 @@ async def test_an_mcp_server_killed_mid_conversation_fails_one_call_and_serves_a
         ToolCalls([("web__echo", {"text": "back again"})]),
         "It is back.",
     )
-    runtime = await started_runtime(runtimes, tmp_path, fake_openai, web={"url": server.url})
+    runtime = await started_runtime(runtimes, tmp_path, fake_openai, MEMBERS_RUN_ALL, web={"url": server.url})
 
     async with web_visitor(runtime) as visitor:
         first = await visitor.say("Which process serves you?")

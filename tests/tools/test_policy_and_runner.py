@@ -66,11 +66,50 @@ def test_deny_wins_wildcards_match_and_personas_narrow() -> None:
     settings = ToolSettings(allow=["*"], deny=["time__conv*"])
     registry = ToolRegistry([StaticTools(tools)], ToolPolicy(settings))
 
-    assert names(registry, persona_tools=None, group=False) == ["recall", "remember", "time__now"]
-    assert names(registry, persona_tools=["time__*"], group=False) == ["time__now"]
-    assert names(registry, persona_tools=None, group=True) == ["recall", "time__now"]
+    assert names(registry, persona_tools=None, audience="members") == ["recall", "remember", "time__now"]
+    assert names(registry, persona_tools=["time__*"], audience="members") == ["time__now"]
+    assert names(registry, persona_tools=None, audience="groups") == ["recall", "time__now"]
     off = ToolRegistry([StaticTools(tools)], ToolPolicy(ToolSettings(enabled=False)))
-    assert names(off, persona_tools=None, group=False) == []
+    assert names(off, persona_tools=None, audience="members") == []
+
+
+def test_the_defaults_per_audience_and_the_most_specific_approve_entry() -> None:
+    def mcp(name: str, *, read_only: bool = False, destructive: bool = False) -> FunctionTool[Any]:
+        return FunctionTool(
+            name, "", Query, echo, read_only=read_only, source="mcp:fs", destructive=destructive
+        )
+
+    tools = [
+        tool("recall"),
+        tool("remember", read_only=False),
+        mcp("fs__read", read_only=True),
+        mcp("fs__write"),
+        mcp("fs__delete", destructive=True),
+    ]
+    audiences = ("admins", "members", "public", "groups")
+
+    def table(settings: ToolSettings) -> dict[str, list[str]]:
+        policy = ToolPolicy(settings)
+        return {
+            each.name: [policy.decide(each, persona_tools=None, audience=audience) for audience in audiences]
+            for each in tools
+        }
+
+    assert table(ToolSettings()) == {
+        "recall": ["allow", "allow", "allow", "allow"],
+        "remember": ["allow", "allow", "deny", "deny"],
+        "fs__read": ["allow", "allow", "allow", "allow"],
+        "fs__write": ["allow", "ask", "deny", "deny"],
+        "fs__delete": ["ask", "ask", "deny", "deny"],
+    }
+    # Groups let in by `in_groups` get what members get.
+    assert table(ToolSettings(in_groups="all"))["fs__write"] == ["allow", "ask", "deny", "ask"]
+    # The most specific name that lists the audience decides, whatever the order.
+    approve = {"fs__*": {"members": "allow", "public": "ask"}, "fs__delete": {"members": "deny"}}
+    assert table(ToolSettings(approve=approve))["fs__delete"] == ["ask", "deny", "ask", "deny"]
+    assert table(ToolSettings(approve=approve))["fs__write"] == ["allow", "allow", "ask", "deny"]
+    # tools.deny wins over any entry.
+    assert table(ToolSettings(approve=approve, deny=["fs__write"]))["fs__write"] == ["deny"] * 4
 
 
 def test_group_rule_read_only_all_none_or_a_list() -> None:
@@ -82,7 +121,7 @@ def test_group_rule_read_only_all_none_or_a_list() -> None:
         (["rem*"], ["remember"]),
     ]:
         registry = ToolRegistry([StaticTools(tools)], ToolPolicy(ToolSettings(in_groups=rule)))
-        assert names(registry, persona_tools=None, group=True) == offered, rule
+        assert names(registry, persona_tools=None, audience="groups") == offered, rule
 
 
 def test_the_first_source_keeps_a_shared_name() -> None:

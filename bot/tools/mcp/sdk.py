@@ -180,6 +180,8 @@ def _listed(tool: types.Tool) -> ListedTool:
         description=tool.description or tool.title or (annotations.title if annotations else None) or "",
         input_schema=dict(tool.input_schema),
         read_only=bool(annotations and annotations.read_only_hint),
+        # Only a server's own word: a tool without annotations runs as before.
+        destructive=bool(annotations and annotations.destructive_hint and not annotations.read_only_hint),
     )
 
 

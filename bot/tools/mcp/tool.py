@@ -37,6 +37,8 @@ class ListedTool:
     input_schema: dict[str, Any]
     # The server's `readOnlyHint`: such tools are offered in group chats by default.
     read_only: bool
+    # The server's `destructiveHint`: a call waits for a person's yes (docs/access.md#approvals).
+    destructive: bool = False
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ class McpTool:
     schema: dict[str, Any]
     validator: Validator | None = field(compare=False, repr=False)
     call: Call = field(compare=False, repr=False)
+    destructive: bool = False
 
     def parameters(self) -> dict[str, Any]:
         return self.schema
@@ -121,6 +124,7 @@ def offered_tools(
             name=name,
             description=item.description,
             read_only=item.read_only,
+            destructive=item.destructive,
             source=f"mcp:{server}",
             timeout_seconds=settings.timeout_seconds,
             in_groups=settings.in_groups,

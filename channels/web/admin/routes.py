@@ -46,6 +46,10 @@ class PersonaChoice(BaseModel):
     persona_id: str
 
 
+class ApprovalChoice(BaseModel):
+    approve: bool
+
+
 def public_routes(auth: AdminAuth) -> APIRouter:
     """The login form, and the page shell that sends strangers to it."""
     router = APIRouter(prefix="/admin", include_in_schema=False)
@@ -156,9 +160,28 @@ def protected_routes(console: Console, auth: AdminAuth) -> APIRouter:
         await _found(console, lambda: console.forget(item_id))
         return {"forgotten": item_id}
 
+    @router.get("/api/pairings")
+    async def pairings() -> list[dict[str, Any]]:
+        return await console.engine.db.run(console.pairings)
+
+    @router.post("/api/pairings/{code}/approve")
+    async def approve_pairing(code: str) -> dict[str, str]:
+        return await _found(console, lambda: console.approve_pairing(code))
+
     @router.get("/api/personas")
     async def personas() -> list[dict[str, Any]]:
         return await console.engine.db.run(console.personas)
+
+    @router.get("/api/approvals")
+    async def approvals() -> list[dict[str, Any]]:
+        return await console.engine.db.run(console.approvals)
+
+    @router.post("/api/approvals/{approval_id}")
+    async def decide(approval_id: int, choice: ApprovalChoice) -> dict[str, Any]:
+        try:
+            return await console.decide(approval_id, choice.approve)
+        except NotFound as error:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, str(error)) from error
 
     @router.get("/api/health")
     async def health() -> dict[str, Any]:

@@ -62,6 +62,7 @@
     "  letter-spacing: .04em; white-space: normal; }",
     ".msg .tools { font-size: 12px; color: #5b6280; margin-bottom: 4px; }",
     ".msg .tool[data-status=error] { color: #8a1c12; }",
+    ".msg .approval button { margin-left: 6px; font-size: 12px; }",
     ".msg.streaming .text::after { content: '\\258D'; animation: blink 1s steps(2) infinite; }",
     ".msg[data-thinking] .text:empty::before { content: '\\1F4AD  thinking\\2026'; opacity: 0.7; font-style: italic; }",
     ".msg details.reasoning { opacity: 0.75; font-size: 0.9em; margin-bottom: 4px; white-space: pre-wrap; }",
@@ -818,6 +819,36 @@
     }
     line.setAttribute("data-status", step.status);
     line.textContent = step.line;
+    if (step.status === "asked" && step.approval_id) line.appendChild(approvalButtons(step.approval_id));
+  }
+
+  // A call waiting for the visitor's yes or no: Run and Deny, answered once.
+  function approvalButtons(approvalId) {
+    var answered = el("span", { class: "answered", "data-role": "approval-answer" });
+    var buttons = el("span", { class: "approval", "data-role": "approval" });
+    function answer(approve) {
+      Array.prototype.forEach.call(buttons.querySelectorAll("button"), function (button) {
+        button.disabled = true;
+      });
+      request("/api/sessions/" + state.sessionId + "/approvals/" + approvalId, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ approve: approve }),
+      })
+        .then(function (response) {
+          return response.json();
+        })
+        .then(function (result) {
+          answered.textContent = " " + result.text;
+        })
+        .catch(function (error) {
+          showAlert(error.message);
+        });
+    }
+    buttons.appendChild(el("button", { type: "button", class: "approve", "data-role": "approve", text: "Run", onclick: function () { answer(true); } }));
+    buttons.appendChild(el("button", { type: "button", class: "deny", "data-role": "deny", text: "Deny", onclick: function () { answer(false); } }));
+    buttons.appendChild(answered);
+    return buttons;
   }
 
   function retryable(status) {

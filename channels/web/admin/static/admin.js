@@ -170,12 +170,21 @@ function renderEntry(entry) {
   for (const call of entry.tool_calls) {
     bubble.append(el("div", { class: "call", "data-call-id": call.id },
       el("div", { class: "call-name", text: `🔧 ${call.name}` }),
-      el("pre", { class: "arguments", text: call.arguments })));
+      el("pre", { class: "arguments", text: call.arguments }),
+      call.approval ? el("div", { class: "muted", "data-role": "approval", text: approvalLine(call.approval) }) : null));
   }
   if (entry.attachments.length) bubble.append(renderFiles(entry.attachments));
   if (entry.status === "interrupted") bubble.append(el("span", { class: "cut", text: "interrupted" }));
   bubble.append(el("div", { class: "meta", text: [`#${entry.seq}`, entry.lane, when(entry.created_at)].filter(Boolean).join(" · ") }));
   return bubble;
+}
+
+// Who asked for a call to run and who decided, beside the call.
+function approvalLine(approval) {
+  const asked = `asked by ${approval.asked_by || "someone"} ${when(approval.asked_at)}`;
+  if (approval.state === "pending") return `${asked} · waiting for a yes`;
+  const decided = approval.decided_by ? ` by ${approval.decided_by} ${when(approval.decided_at)}` : ` ${when(approval.decided_at)}`;
+  return `${asked} · ${approval.state}${decided}`;
 }
 
 // A tool's result, as the model read it, under the call it answers.
@@ -384,6 +393,66 @@ async function personasPage() {
     conversations.length ? form : el("div", { class: "card empty", text: "No conversations yet." }));
 }
 
+// --- Tool calls that waited for approval ----------------------------------------------
+
+async function approvalsPage() {
+  const approvals = await api("/approvals");
+  const body = el("tbody");
+  for (const item of approvals) {
+    const answer = (approve) => async () => {
+      try {
+        await api(`/approvals/${item.id}`, { method: "POST", json: { approve } });
+        await approvalsPage();
+      } catch (error) { showError(error); }
+    };
+    const pending = item.state === "pending";
+    const good = item.state === "approved", bad = !pending && !good;
+    body.append(el("tr", { "data-approval": item.id },
+      el("td", { text: when(item.asked_at) }),
+      el("td", {}, el("strong", { text: item.tool }), el("div", { class: "muted", text: item.summary })),
+      el("td", { text: item.asked_by || "" }),
+      el("td", {}, el("span", { class: "pill" + (good ? " good" : bad ? " bad" : ""), "data-role": "state", text: item.state })),
+      el("td", { "data-role": "decided-by", text: item.decided_by ? `${item.decided_by}, ${when(item.decided_at)}` : "" }),
+      el("td", { "data-role": "result", text: item.result || "" }),
+      el("td", {}, el("a", { href: "#/conversation/" + item.session_id, text: "conversation" })),
+      el("td", {}, pending ? el("button", { class: "action", type: "button", "data-role": "approve", text: "Run", onclick: answer(true) }) : null,
+        pending ? el("button", { class: "quiet danger", type: "button", "data-role": "deny", text: "Deny", onclick: answer(false) }) : null)));
+  }
+  page.replaceChildren(el("h1", { text: "Tool calls" }),
+    el("div", { class: "muted", text: "Calls that waited for a yes or no (tools.approve), newest first." }),
+    approvals.length
+      ? el("table", { "data-testid": "approvals" }, el("thead", {}, el("tr", {},
+        ...["Asked", "Call", "Asked by", "State", "Decided by", "Result", "", ""].map((t) => el("th", { text: t })))), body)
+      : el("div", { class: "card empty", text: "No tool call has asked for approval yet." }));
+}
+
+// --- Strangers waiting with a pairing code ----------------------------------------------
+
+async function pairingsPage() {
+  const pairings = await api("/pairings");
+  const body = el("tbody");
+  for (const item of pairings) {
+    const approve = async () => {
+      try {
+        await api(`/pairings/${encodeURIComponent(item.code)}/approve`, { method: "POST" });
+        await pairingsPage();
+      } catch (error) { showError(error); }
+    };
+    body.append(el("tr", { "data-pairing": item.code },
+      el("td", {}, laneBadge(item.lane), " ", item.lane),
+      el("td", {}, el("strong", { text: item.name }), el("div", { class: "muted", text: item.user_id })),
+      el("td", {}, el("code", { text: item.code })),
+      el("td", { text: when(item.expires_at) }),
+      el("td", {}, el("button", { class: "action", type: "button", "data-role": "approve", text: "Approve", onclick: approve }))));
+  }
+  page.replaceChildren(el("h1", { text: "Strangers" }),
+    el("div", { class: "muted", text: "People who messaged the bot privately and got a pairing code (access.dm: pairing). Approved, they are members." }),
+    pairings.length
+      ? el("table", { "data-testid": "pairings" }, el("thead", {}, el("tr", {},
+        ...["Lane", "Who", "Code", "Expires", ""].map((t) => el("th", { text: t })))), body)
+      : el("div", { class: "card empty", text: "No stranger is waiting for a pairing code's approval." }));
+}
+
 // --- Health -----------------------------------------------------------------------------
 
 async function healthPage() {
@@ -439,6 +508,8 @@ const ROUTES = [
   [/^#\/context\/([\w-]+)/, (m) => contextPage(m[1]), "conversations"],
   [/^#\/memory/, () => memoryPage(), "memory"],
   [/^#\/personas/, () => personasPage(), "personas"],
+  [/^#\/approvals/, () => approvalsPage(), "approvals"],
+  [/^#\/pairings/, () => pairingsPage(), "pairings"],
   [/^#\/health/, () => healthPage(), "health"],
   [/^/, () => conversationsPage(), "conversations"],
 ];
