@@ -155,12 +155,7 @@ def build_runtime(
             else DemoProvider(settings.model.demo_window)
         )
     # Each model's window: asked of its server once, learned from overflows, calibrated by answers.
-    windows = ModelWindows(
-        settings.model,
-        stores.profiles,
-        discover=provider.discover_window,
-        configured=settings.configured_windows(),
-    )
+    windows = ModelWindows(settings, stores.profiles, discover=provider.discover_window)
     # Every model call is counted, teaches its model's window, and its failures are kept
     # for the operator's health page.
     provider = ObservedProvider(provider, windows)

@@ -22,11 +22,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from bot import metrics
-from bot.config import ModelSettings
+from bot.config import Settings
 from bot.errors import OverflowNumbers
 from bot.storage.boundary import boundary_for
 from bot.storage.model_profiles import ModelProfileStore, StoredProfile
@@ -110,16 +110,9 @@ class _Known:
 class ModelWindows:
     """The windows of the models this process talks to, refreshed before each model call."""
 
-    def __init__(
-        self,
-        settings: ModelSettings,
-        store: ModelProfileStore,
-        discover: Discover,
-        configured: Mapping[str, int] | None = None,
-    ) -> None:
+    def __init__(self, settings: Settings, store: ModelProfileStore, discover: Discover) -> None:
+        # Read on every call: the windows written down (`Settings.configured_windows`), the margin.
         self.settings = settings
-        # Per-model windows the operator wrote down (`Settings.configured_windows`).
-        self.configured = dict(configured if configured is not None else settings.context_windows)
         self.store = store
         self.db = boundary_for(store.database)
         self._discover = discover
@@ -132,7 +125,7 @@ class ModelWindows:
         stored = known.stored if known is not None else StoredProfile()
         window, source = self._window(model, stored)
         calibrated = stored.samples > 0 and stored.ratio is not None
-        margin = self.settings.token_margin * (1 if calibrated else UNCALIBRATED_MARGIN_FACTOR)
+        margin = self.settings.model.token_margin * (1 if calibrated else UNCALIBRATED_MARGIN_FACTOR)
         return WindowInfo(
             model=model,
             window=window,
@@ -140,7 +133,7 @@ class ModelWindows:
             ratio=stored.ratio if calibrated and stored.ratio is not None else 1.0,
             samples=stored.samples if calibrated else 0,
             margin=min(margin, 0.5),
-            reply_reserve=min(self.settings.reply_reserve_tokens, window // REPLY_SHARE),
+            reply_reserve=min(self.settings.model.reply_reserve_tokens, window // REPLY_SHARE),
         )
 
     async def refresh(self, model: str) -> WindowInfo:
@@ -243,7 +236,7 @@ class ModelWindows:
         return DEFAULT_WINDOW, "default"
 
     def _configured(self, model: str) -> int | None:
-        return self.configured.get(model, self.settings.context_window)
+        return self.settings.configured_windows().get(model, self.settings.model.context_window)
 
     async def _ask_server(self, model: str, known: _Known) -> None:
         async with self._asking.setdefault(model, asyncio.Lock()):

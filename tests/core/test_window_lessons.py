@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ModelSettings
+from bot.config import ModelSettings, Settings
 from bot.errors import OverflowNumbers
 from bot.storage import migrate
 from bot.storage.database import create_database_engine
@@ -36,7 +36,7 @@ def store(tmp_path: Path) -> Iterator[ModelProfileStore]:
 
 
 def windows(store: ModelProfileStore, server: Server, **settings: object) -> ModelWindows:
-    return ModelWindows(ModelSettings(**settings), store, server.discover)
+    return ModelWindows(Settings(model=ModelSettings(**settings)), store, server.discover)
 
 
 async def test_a_server_that_says_nothing_keeps_the_default_and_is_asked_once(

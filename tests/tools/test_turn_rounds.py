@@ -370,6 +370,10 @@ async def test_each_round_extends_the_last_view_and_sends_what_a_fresh_read_woul
         model_context_window=3500,  # about 2,800 tokens of budget, uncalibrated
         model_reply_reserve_tokens=200,
         memory_enabled="false",
+        # No summaries: the scripted answers are the turns' alone, whatever the budget.
+        context_compact_dropped_messages=1000,
+        context_compact_share=0.99,
+        context_collapse_share=0.99,
     )
     session_ids: list[str] = []
 
