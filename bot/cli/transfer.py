@@ -2,10 +2,12 @@
 
 JSON export → import → export gives the same document apart from the session
 id: every message with its sequence, kind, persona, sender, lane, status, time and
-attachments (files included, base64), and a tool call's calls and a tool result's
-call id and tool name, survives the round trip. Files of earlier versions still
-import: version 2 had no tool rows, and in version 1 (before rows had a kind) events
-are told apart by the tags their text began with then.
+attachments (files included, base64), a tool call's calls and a tool result's call id
+and tool name, a row's provider blocks (the signed thinking an Anthropic tool round
+replays) and a reply's billed prompt tokens survive the round trip. The last two are
+optional in version 3: a file written before them imports with none. Files of earlier
+versions still import: version 2 had no tool rows, and in version 1 (before rows had a
+kind) events are told apart by the tags their text began with then.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from bot.errors import TranscriptFileError
 from bot.storage.message_append import NewAttachment, NewMessage
-from bot.storage.message_rows import decode_calls
+from bot.storage.message_rows import decode_blocks, decode_calls
 from bot.storage.messages import MessageStore
 from bot.storage.models import ChatSession, Message
 from bot.storage.stores import Stores
@@ -89,6 +91,10 @@ def export_json(store: MessageStore, attachments: AttachmentStore, session: Chat
                 "tool_call_id": message.tool_call_id,
                 "tool_name": message.tool_name,
                 "model": message.model,
+                "provider_blocks": decode_blocks(message.provider_blocks),
+                "prompt_tokens": message.prompt_tokens,
+                "cached_tokens": message.cached_tokens,
+                "cache_write_tokens": message.cache_write_tokens,
                 "attachments": [
                     {
                         "kind": item.kind,
@@ -192,6 +198,10 @@ def import_json(stores: Stores, attachments: AttachmentStore, document: dict[str
                 tool_call_id=item.get("tool_call_id"),
                 tool_name=item.get("tool_name"),
                 model=item.get("model"),
+                provider_blocks=item.get("provider_blocks"),
+                prompt_tokens=_optional_count(item.get("prompt_tokens")),
+                cached_tokens=_optional_count(item.get("cached_tokens")),
+                cache_write_tokens=_optional_count(item.get("cache_write_tokens")),
                 live=False,
             ),
         )
@@ -268,6 +278,10 @@ def _restore_file(attachments: AttachmentStore, entry: dict[str, Any]) -> NewAtt
         path=f"attachments/{entry['sha256'][:2]}/{entry['sha256']}",
         text=entry.get("text"),
     )
+
+
+def _optional_count(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _file_base64(path: Path) -> str | None:

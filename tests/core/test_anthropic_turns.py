@@ -93,6 +93,32 @@ async def test_a_tool_round_replays_its_signed_thinking_in_this_turn_and_the_nex
     assert call_row.provider_blocks["provider"] == "anthropic"
 
 
+async def test_a_redacted_thinking_block_is_stored_and_sent_back_unchanged(
+    runtimes: RuntimeFactory, tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    runtime = anthropic_runtime(runtimes, tmp_path, fake_anthropic)
+    engine = runtime.engine
+    await engine.respond(inbound("/think high"))
+    redacted = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIw"}
+    fake_anthropic.script(
+        Answer(redacted_thinking=redacted["data"], tool_calls=[("weather", {"city": "Oslo"})]),
+        Answer(text="It rains in Oslo."),
+    )
+
+    reply = await engine.respond(inbound("weather in Oslo?"))
+
+    # The stand-in refuses a round whose thinking blocks changed: the answer proves the replay.
+    assert reply.text == "It rains in Oslo."
+    (call_row,) = [
+        row for row in runtime.stores.messages.rows_after(reply.session_id or "", 0) if row.tool_calls
+    ]
+    assert isinstance(call_row.provider_blocks, dict)
+    assert call_row.provider_blocks["blocks"][0] == redacted
+    answered = turn_bodies(fake_anthropic)[-1]
+    assert [block["type"] for block in tool_round(answered)] == ["redacted_thinking", "tool_use"]
+    assert tool_round(answered)[0] == redacted
+
+
 async def test_breakpoints_and_the_billed_cache_show_in_context(
     runtimes: RuntimeFactory, tmp_path: Path, fake_anthropic: FakeAnthropic
 ) -> None:

@@ -9,6 +9,8 @@ from typing import Any
 
 from bot.cli import main
 from bot.runtime import Runtime
+from bot.storage.message_rows import decode_blocks
+from tests.fakes.anthropic_server import Answer, FakeAnthropic
 from tests.support.files import png_image
 from tests.support.runtime import attachment, inbound, make_runtime, make_settings
 
@@ -50,6 +52,9 @@ MESSAGE_FIELDS = (
     "tool_call_id",
     "tool_name",
     "model",
+    "prompt_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
 )
 ATTACHMENT_FIELDS = ("kind", "filename", "mime_type", "size", "sha256", "text")
 
@@ -67,6 +72,7 @@ def stored_transcript(runtime: Runtime, session_id: str) -> dict[str, Any]:
         "messages": [
             {
                 **{name: getattr(m, name) for name in MESSAGE_FIELDS},
+                "provider_blocks": decode_blocks(m.provider_blocks),
                 "reply_to_seq": seq_of.get(m.reply_to_id),
                 "attachments": [
                     {
@@ -290,3 +296,54 @@ def test_a_tool_result_without_its_call_is_refused_and_nothing_is_stored(tmp_pat
         assert [chat.id for chat, _ in runtime.stores.sessions.list_sessions()] == [session_id]
     finally:
         asyncio.run(runtime.aclose())
+
+
+async def make_anthropic_conversation(tmp_path) -> str:
+    """A tool round on Anthropic with thinking on: its signed thinking and billed tokens are stored."""
+    async with FakeAnthropic() as server:
+        runtime = make_runtime(
+            tmp_path,
+            model_provider="anthropic",
+            model_base_url=server.base_url,
+            model_api_key="sk-ant-test",
+            model_name="claude-test",
+            models=[{"name": "claude", "provider": "anthropic", "model": "claude-test", "thinking": True}],
+            memory_enabled=False,
+        )
+        await runtime.engine.respond(inbound("/think high"))
+        server.script(
+            Answer(thinking="Look at the context first.", tool_calls=[("context_inspect", {})]),
+            Answer(thinking="Now I can answer.", text="All clear."),
+        )
+        reply = await runtime.engine.respond(inbound("how full is the context?"))
+        assert reply.text == "All clear."
+        await runtime.aclose()
+    return reply.session_id
+
+
+def test_provider_blocks_and_billed_tokens_survive_export_and_import(tmp_path, monkeypatch, capsys):
+    session_id = asyncio.run(make_anthropic_conversation(tmp_path))
+    original = make_runtime(tmp_path)
+    expected = stored_transcript(original, session_id)
+    original_rows = original.stores.messages.rows_after(session_id, 0)
+    asyncio.run(original.aclose())
+    (call_row,) = [m for m in expected["messages"] if m["kind"] == "tool_call"]
+    assert [block["type"] for block in call_row["provider_blocks"]["blocks"]] == ["thinking", "tool_use"]
+    assert call_row["provider_blocks"]["blocks"][0]["signature"]
+    assert any(m["prompt_tokens"] for m in expected["messages"])
+
+    exported, imported_id = export_and_import(tmp_path, monkeypatch, capsys, session_id)
+
+    assert_imported_as(tmp_path, imported_id, expected)
+    imported = make_runtime(tmp_path / "elsewhere")
+    try:
+        # The rows a next turn builds its history from: the tool round replays its signed thinking.
+        assert imported.stores.messages.rows_after(imported_id, 0) == original_rows
+    finally:
+        asyncio.run(imported.aclose())
+    again = tmp_path / "again.json"
+    assert main(["export", imported_id, "--format", "json", "-o", str(again)]) == 0
+    first, second = json.loads(exported.read_text()), json.loads(again.read_text())
+    # A new session (its own id and start); every message exactly as exported.
+    assert first.pop("session")["id"] != second.pop("session")["id"]
+    assert first == second

@@ -8,8 +8,9 @@
 
 Written from the Messages API reference: POST /v1/messages streams server-sent events
 (message_start with usage, content_block_start / content_block_delta / content_block_stop
-for text, thinking with thinking_delta and signature_delta, tool_use with input_json_delta,
-then message_delta with stop_reason and usage, message_stop; pings anywhere), and errors as
+for text, thinking with thinking_delta and signature_delta, redacted_thinking whole in its
+content_block_start (encrypted `data`, no deltas), tool_use with input_json_delta, then
+message_delta with stop_reason and usage, message_stop; pings anywhere), and errors as
 {"type": "error", "error": {"type": ..., "message": ...}} (429 rate_limit_error with
 retry-after, 529 overloaded_error, 400 "prompt is too long: N tokens > M maximum").
 
@@ -21,7 +22,8 @@ Like the API it
   API's lookback), reporting those tokens as `cache_read_input_tokens` and the rest up to
   its last breakpoint as `cache_creation_input_tokens`;
 - with thinking enabled, refuses (400) a tool round's continuation whose assistant message
-  does not start with the thinking block this server signed for it, signature unchanged.
+  does not start with the thinking block this server signed for it, signature unchanged,
+  followed by every other thinking or redacted_thinking block it sent, each unchanged.
 
 Tokens are counted as one per four characters of each block's JSON, enough to compare.
 Each request takes the next scripted answer; with the script empty, `server.default` turns
@@ -45,13 +47,15 @@ from tests.support.local_server import LocalServer
 
 @dataclass(frozen=True)
 class Answer:
-    """An answer: `thinking` (signed) first if set, then `text`, then the tool calls.
+    """An answer: `thinking` (signed) first if set, then `redacted_thinking` (its encrypted
+    data) if set, then `text`, then the tool calls.
 
     `drop_after_text` cuts the connection once the text is sent, before the answer ends.
     """
 
     text: str = ""
     thinking: str | None = None
+    redacted_thinking: str | None = None
     tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     drop_after_text: bool = False
 
@@ -139,6 +143,8 @@ class FakeAnthropic(LocalServer):
         self._cached_prefixes: set[str] = set()
         # The signature this server gave each thinking block, by the thinking's text.
         self._signatures: dict[str, str] = {}
+        # The thinking blocks of each answer that called tools, by its first tool_use id.
+        self._round_thinking: dict[str, list[dict[str, Any]]] = {}
         self._tool_ids = 0
 
     def script(self, *answers: Scripted | str) -> None:
@@ -209,6 +215,16 @@ class FakeAnthropic(LocalServer):
                 "invalid_request_error",
                 f"messages.{index}.content.0: Invalid `signature` in `thinking` block",
             )
+        first_call = next(block.get("id") for block in blocks if block.get("type") == "tool_use")
+        sent = self._round_thinking.get(first_call)
+        if sent is not None and _thinking_blocks(blocks) != sent:
+            return ApiError(
+                400,
+                "invalid_request_error",
+                f"messages.{index}.content: `thinking` or `redacted_thinking` blocks in the latest "
+                "assistant message cannot be modified. These blocks must remain as they were in the "
+                "original response.",
+            )
         return None
 
     def _usage(self, body: dict[str, Any]) -> dict[str, int]:
@@ -254,6 +270,7 @@ class FakeAnthropic(LocalServer):
         await _send(response, "ping", {})
         index = 0
         output_tokens = 0
+        thinking: list[dict[str, Any]] = []
         if answer.thinking is not None:
             signature = hashlib.sha256(answer.thinking.encode()).hexdigest()
             self._signatures[answer.thinking] = signature
@@ -264,8 +281,14 @@ class FakeAnthropic(LocalServer):
                 [{"type": "thinking_delta", "thinking": piece} for piece in _pieces(answer.thinking)]
                 + [{"type": "signature_delta", "signature": signature}],
             )
+            thinking.append({"type": "thinking", "thinking": answer.thinking, "signature": signature})
             index += 1
             output_tokens += len(answer.thinking) // 4
+        if answer.redacted_thinking is not None:
+            redacted = {"type": "redacted_thinking", "data": answer.redacted_thinking}
+            await self._block(response, index, redacted, [])
+            thinking.append(redacted)
+            index += 1
         if answer.text:
             await self._block(
                 response,
@@ -280,6 +303,8 @@ class FakeAnthropic(LocalServer):
                 if request.transport is not None:
                     request.transport.close()
                 return response
+        if answer.tool_calls:
+            self._round_thinking[f"toolu_{self._tool_ids + 1:04d}"] = thinking
         for name, arguments in answer.tool_calls:
             self._tool_ids += 1
             text = json.dumps(arguments)
@@ -340,6 +365,10 @@ def _blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
         else:
             blocks += [{"role": message["role"], **block} for block in content]
     return blocks
+
+
+def _thinking_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [block for block in blocks if block.get("type") in ("thinking", "redacted_thinking")]
 
 
 def _without_cache_control(block: Any) -> Any:

@@ -38,6 +38,8 @@ WEATHER_TOOL = {
     },
 }
 CLOCK_TOOL = {"type": "function", "function": {"name": "clock", "parameters": {"type": "object"}}}
+# A redacted_thinking block's `data`: thinking the API encrypted, opaque to the client.
+REDACTED = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"
 
 
 @pytest.fixture
@@ -61,6 +63,20 @@ def chat(*messages: dict[str, Any], **options: Any) -> ChatRequest:
 
 async def events_of(provider: AnthropicProvider, request: ChatRequest) -> list[ModelEvent]:
     return [event async for event in provider.stream(request)]
+
+
+def tool_round(events: list[ModelEvent], blocks: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """The assistant message that made `events`' calls, with `blocks` as its own, and the call's result."""
+    (call,) = [event for event in events if isinstance(event, ToolCall)]
+    assistant = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"type": "function", "id": call.id, "function": {"name": call.name, "arguments": call.arguments}}
+        ],
+        PROVIDER_BLOCKS_KEY: {"provider": "anthropic", "blocks": blocks},
+    }
+    return assistant, {"role": "tool", "tool_call_id": call.id, "content": "rain"}
 
 
 async def test_text_streams_in_pieces_and_ends_with_usage_and_stop(
@@ -168,18 +184,8 @@ async def test_a_tool_round_with_thinking_replays_the_signed_thinking_before_too
     reasoning = "".join(event.text for event in first if isinstance(event, ReasoningDelta))
     assert reasoning == "The user wants Oslo's weather; call the tool."
     (blocks,) = [event for event in first if isinstance(event, ProviderBlocks)]
-    (call,) = [event for event in first if isinstance(event, ToolCall)]
-    assistant = {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [
-            {"type": "function", "id": call.id, "function": {"name": call.name, "arguments": call.arguments}}
-        ],
-        PROVIDER_BLOCKS_KEY: {"provider": blocks.provider, "blocks": blocks.blocks},
-    }
-    result = {"role": "tool", "tool_call_id": call.id, "content": "rain"}
     second = await events_of(
-        provider, chat(question, assistant, result, tools=(WEATHER_TOOL,), thinking="high")
+        provider, chat(question, *tool_round(first, blocks.blocks), tools=(WEATHER_TOOL,), thinking="high")
     )
 
     assert "".join(event.text for event in second if isinstance(event, TextDelta)) == "It rains in Oslo."
@@ -197,21 +203,62 @@ async def test_the_stand_in_refuses_a_tool_round_whose_thinking_was_altered(
     provider = make_anthropic()
     question = {"role": "user", "content": "weather in Oslo?"}
     first = await events_of(provider, chat(question, tools=(WEATHER_TOOL,), thinking="low"))
-    (call,) = [event for event in first if isinstance(event, ToolCall)]
     (blocks,) = [event for event in first if isinstance(event, ProviderBlocks)]
     forged = [{**blocks.blocks[0], "signature": "forged"}, *blocks.blocks[1:]]
-    assistant = {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [
-            {"type": "function", "id": call.id, "function": {"name": call.name, "arguments": call.arguments}}
-        ],
-        PROVIDER_BLOCKS_KEY: {"provider": "anthropic", "blocks": forged},
-    }
-    result = {"role": "tool", "tool_call_id": call.id, "content": "rain"}
 
     with pytest.raises(ProviderRejected, match="Invalid `signature`"):
-        await events_of(provider, chat(question, assistant, result, tools=(WEATHER_TOOL,), thinking="low"))
+        await events_of(
+            provider, chat(question, *tool_round(first, forged), tools=(WEATHER_TOOL,), thinking="low")
+        )
+
+
+async def test_a_redacted_thinking_block_is_kept_and_replayed_unchanged(
+    fake_anthropic: FakeAnthropic, make_anthropic: Factory
+) -> None:
+    fake_anthropic.script(
+        Answer(
+            thinking="Ask the tool.", redacted_thinking=REDACTED, tool_calls=[("weather", {"city": "Oslo"})]
+        ),
+        Answer(text="It rains in Oslo."),
+    )
+    provider = make_anthropic()
+    question = {"role": "user", "content": "weather in Oslo?"}
+    first = await events_of(provider, chat(question, tools=(WEATHER_TOOL,), thinking="high"))
+    (blocks,) = [event for event in first if isinstance(event, ProviderBlocks)]
+    assert blocks.blocks[1] == {"type": "redacted_thinking", "data": REDACTED}
+    # Nothing of the encrypted block reaches the person as reasoning.
+    reasoning = "".join(event.text for event in first if isinstance(event, ReasoningDelta))
+    assert reasoning == "Ask the tool."
+
+    second = await events_of(
+        provider, chat(question, *tool_round(first, blocks.blocks), tools=(WEATHER_TOOL,), thinking="high")
+    )
+
+    assert "".join(event.text for event in second if isinstance(event, TextDelta)) == "It rains in Oslo."
+    replayed = fake_anthropic.requests[1].json["messages"][1]["content"]
+    assert [block["type"] for block in replayed] == ["thinking", "redacted_thinking", "tool_use"]
+    assert replayed[1] == {"type": "redacted_thinking", "data": REDACTED}
+
+
+async def test_the_stand_in_refuses_a_tool_round_without_its_redacted_thinking(
+    fake_anthropic: FakeAnthropic, make_anthropic: Factory
+) -> None:
+    """The check the redacted replay test relies on: a dropped block is refused, like the API does."""
+    fake_anthropic.script(
+        Answer(
+            thinking="Ask the tool.", redacted_thinking=REDACTED, tool_calls=[("weather", {"city": "Oslo"})]
+        )
+    )
+    provider = make_anthropic()
+    question = {"role": "user", "content": "weather in Oslo?"}
+    first = await events_of(provider, chat(question, tools=(WEATHER_TOOL,), thinking="high"))
+    (blocks,) = [event for event in first if isinstance(event, ProviderBlocks)]
+    without = [block for block in blocks.blocks if block["type"] != "redacted_thinking"]
+
+    with pytest.raises(ProviderRejected, match="cannot be modified"):
+        await events_of(
+            provider, chat(question, *tool_round(first, without), tools=(WEATHER_TOOL,), thinking="high")
+        )
 
 
 async def test_a_round_begun_without_thinking_goes_on_without_it(
