@@ -24,10 +24,11 @@ from bot.storage.context_models import SUMMARY, ContextRecord, ContextSnip
 from bot.storage.message_append import NewMessage
 from bot.storage.message_rows import attachment_ref, decode_calls
 from bot.storage.models import ChatSession
-from bot.storage.overview import Overview
+from bot.storage.overview import TOOL_CALL_ROWS, Overview, ToolCallRow
 from bot.storage.owners import Owner
 from bot.storage.reminders import ACTIVE_STATES
 from bot.tools.offer import schemas_of
+from bot.turns.tool_rounds import progress_summary
 from transcript import (
     CONTEXT_COUNT,
     AttachmentRef,
@@ -70,11 +71,23 @@ class Console:
         self.stores = runtime.stores
         self.overview = Overview(runtime.database)
 
-    # --- tool calls that waited for approval ---------------------------------------
+    # --- tool calls ---------------------------------------------------------------
 
-    def approvals(self, limit: int = 200) -> list[dict[str, Any]]:
-        """The newest calls that asked for a yes: who asked, who decided, and how the run ended."""
-        return [_approval_entry(approval) for approval in self.stores.approvals.recent(limit)]
+    def tool_calls(self, before: int | None = None, limit: int = TOOL_CALL_ROWS) -> dict[str, Any]:
+        """Every call the model made, newest first, `limit` call rows at a time: who asked, and
+        for a call that waited for a yes, who decided and when. `next` pages on to older calls."""
+        rows = self.overview.tool_calls(limit, before)
+        approvals = {
+            (approval.session_id, approval.call_seq, approval.call_id): approval
+            for approval in self.stores.approvals.of_calls((row.session_id, row.seq) for row in rows)
+        }
+        older = min((row.row_id for row in rows), default=None)
+        return {
+            "calls": [
+                _tool_call_entry(row, approvals.get((row.session_id, row.seq, row.call.id))) for row in rows
+            ],
+            "next": older if len({row.row_id for row in rows}) == limit else None,
+        }
 
     async def decide(self, approval_id: int, approved: bool) -> dict[str, Any]:
         """The operator's yes or no to a call waiting for one; it counts once, like a click."""
@@ -474,6 +487,39 @@ def _approval_entry(approval: Approval) -> dict[str, Any]:
         "expires_at": _iso(approval.expires_at),
         "result": approval.outcome,
     }
+
+
+def _tool_call_entry(row: ToolCallRow, approval: Approval | None) -> dict[str, Any]:
+    entry = {
+        "session_id": row.session_id,
+        "seq": row.seq,
+        "call_id": row.call.id,
+        "tool": row.call.name,
+        "summary": progress_summary(row.call),
+        "asked_by": row.asker_name or row.asker_id,
+        "lane": row.lane,
+        "called_at": _iso(row.created_at),
+        "result": _call_result(row, approval),
+        "result_at": _iso(row.result_at),
+        "approval": None,
+    }
+    if approval is not None:
+        entry["approval"] = {
+            "id": approval.id,
+            "state": approval.state,
+            "decided_by": approval.decided_by,
+            "decided_at": _iso(approval.decided_at),
+        }
+    return entry
+
+
+def _call_result(row: ToolCallRow, approval: Approval | None) -> str | None:
+    """How the call ended: ok, error, not run (no yes came), or None while it has no result."""
+    if row.result_status is None:
+        return None
+    if approval is not None and approval.state != "approved":
+        return "not run"
+    return "error" if row.result_status == "failed" else "ok"
 
 
 def _record_entry(record: ContextRecord) -> dict[str, Any]:

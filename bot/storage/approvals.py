@@ -7,6 +7,7 @@ decides and the others change nothing. An approved call's run is claimed the sam
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -118,6 +119,19 @@ class ApprovalStore:
         query = select(APPROVALS).where(APPROVALS.c.session_id == session_id).order_by(APPROVALS.c.id)
         with self.database.connect() as connection:
             return [_approval(row._mapping) for row in connection.execute(query)]
+
+    def of_calls(self, calls: Iterable[tuple[str, int]]) -> list[Approval]:
+        """The approvals of the calls in these (session id, call row seq) pairs (the console's Tool calls)."""
+        wanted = set(calls)
+        if not wanted:
+            return []
+        query = select(APPROVALS).where(
+            APPROVALS.c.session_id.in_({session_id for session_id, _ in wanted}),
+            APPROVALS.c.call_seq.in_({seq for _, seq in wanted}),
+        )
+        with self.database.connect() as connection:
+            found = [_approval(row._mapping) for row in connection.execute(query)]
+        return [approval for approval in found if (approval.session_id, approval.call_seq) in wanted]
 
     def _move(
         self, approval_id: int, states: tuple[str, ...], values: dict[str, object], *more: object

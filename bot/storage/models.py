@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
-from sqlalchemy import Column, Table, Text, UniqueConstraint
+from sqlalchemy import Column, Index, Table, Text, UniqueConstraint
 from sqlalchemy import inspect as inspect_mapping
 from sqlmodel import Field, SQLModel
 
@@ -99,7 +99,8 @@ class Message(SQLModel, table=True):
     """
 
     __tablename__ = "messages"
-    __table_args__ = (UniqueConstraint("session_id", "seq"),)
+    # `ix_messages_kind_id`: the console's newest tool calls of every conversation, without a scan.
+    __table_args__ = (UniqueConstraint("session_id", "seq"), Index("ix_messages_kind_id", "kind", "id"))
 
     id: int | None = Field(default=None, primary_key=True)
     session_id: str = Field(index=True, max_length=32)

@@ -9,10 +9,12 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+from sqlalchemy import text
 
 from bot.providers.base import ToolCall
 from bot.runtime import Runtime
@@ -320,3 +322,47 @@ async def test_in_the_terminal_y_runs_the_filesystem_servers_write_and_n_does_no
     assert question.format(path=short(refused), answer="Denied.") + not_run in shown
     assert "bot › Written." in shown and "bot › Not written." in shown
     assert kept.read_text() == "yes" and not refused.exists()
+
+
+async def test_two_processes_waiting_on_one_approval_run_the_approved_call_once(
+    postgres_url: str, runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    # The second process answers the first's turn only once the first's session lock is gone
+    # (its connection dropped); then both wait on the one stored question.
+    fake_openai.script(ToolCalls([("write_note", {"text": "once"})]), "Noted.", "Noted.")
+    first = approving_runtime(runtimes, tmp_path, fake_openai, database_url=postgres_url)
+    second = approving_runtime(runtimes, tmp_path, fake_openai, database_url=postgres_url)
+    notebook = Notebook().install(first)
+    Notebook(notebook.written).install(second)
+
+    async with turn(first, "Note: once") as running:
+        asked = await running.asked()
+        [delivery] = second.stores.deliveries.unfinished(
+            datetime.now(UTC) - timedelta(minutes=5), ["web"], second.engine.instance_id
+        )
+        with second.database.begin() as connection:
+            connection.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_locks"
+                    " WHERE locktype = 'advisory' AND pid != pg_backend_pid()"
+                    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                )
+            )
+        events: list[TurnEvent] = []
+        resumed = Turn(events, asyncio.create_task(_collect(second.engine.resume(delivery), events)))
+        # The second process waits on the same question, not a new one.
+        assert approval_id(await resumed.asked()) == approval_id(asked)
+        decided = await second.engine.approvals.decide(approval_id(asked), True, ASKER)
+        reply = await running.reply()
+        async with asyncio.timeout(DEADLINE):
+            await resumed.task
+
+    assert decided.ok and reply.text == "Noted."
+    assert notebook.written == ["once"]
+    stored = first.stores.approvals.get(approval_id(asked))
+    assert stored is not None and stored.state == "approved" and stored.outcome == "ok"
+
+
+async def _collect(stream: AsyncIterator[TurnEvent], events: list[TurnEvent]) -> None:
+    async for event in stream:
+        events.append(event)

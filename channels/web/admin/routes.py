@@ -172,9 +172,9 @@ def protected_routes(console: Console, auth: AdminAuth) -> APIRouter:
     async def personas() -> list[dict[str, Any]]:
         return await console.engine.db.run(console.personas)
 
-    @router.get("/api/approvals")
-    async def approvals() -> list[dict[str, Any]]:
-        return await console.engine.db.run(console.approvals)
+    @router.get("/api/tool-calls")
+    async def tool_calls(before: int | None = None) -> dict[str, Any]:
+        return await console.engine.db.run(console.tool_calls, before)
 
     @router.post("/api/approvals/{approval_id}")
     async def decide(approval_id: int, choice: ApprovalChoice) -> dict[str, Any]:

@@ -393,37 +393,43 @@ async function personasPage() {
     conversations.length ? form : el("div", { class: "card empty", text: "No conversations yet." }));
 }
 
-// --- Tool calls that waited for approval ----------------------------------------------
+// --- Tool calls: every call the model made, and the approvals among them ------------------
 
-async function approvalsPage() {
-  const approvals = await api("/approvals");
+async function toolCallsPage(before) {
+  const { calls, next } = await api("/tool-calls" + (before ? `?before=${before}` : ""));
   const body = el("tbody");
-  for (const item of approvals) {
+  for (const item of calls) {
+    const approval = item.approval;
     const answer = (approve) => async () => {
       try {
-        await api(`/approvals/${item.id}`, { method: "POST", json: { approve } });
-        await approvalsPage();
+        await api(`/approvals/${approval.id}`, { method: "POST", json: { approve } });
+        await toolCallsPage(before);
       } catch (error) { showError(error); }
     };
-    const pending = item.state === "pending";
-    const good = item.state === "approved", bad = !pending && !good;
-    body.append(el("tr", { "data-approval": item.id },
-      el("td", { text: when(item.asked_at) }),
+    const state = approval ? approval.state : "allowed";
+    const pending = state === "pending";
+    const good = state === "approved" || state === "allowed", bad = !pending && !good;
+    body.append(el("tr", { "data-call": `${item.session_id}:${item.seq}:${item.call_id}`, ...(approval ? { "data-approval": approval.id } : {}) },
+      el("td", { text: when(item.called_at) }),
       el("td", {}, el("strong", { text: item.tool }), el("div", { class: "muted", text: item.summary })),
-      el("td", { text: item.asked_by || "" }),
-      el("td", {}, el("span", { class: "pill" + (good ? " good" : bad ? " bad" : ""), "data-role": "state", text: item.state })),
-      el("td", { "data-role": "decided-by", text: item.decided_by ? `${item.decided_by}, ${when(item.decided_at)}` : "" }),
+      el("td", { "data-role": "asked-by", text: item.asked_by || "" }),
+      el("td", {}, el("span", { class: "pill" + (good ? " good" : bad ? " bad" : ""), "data-role": "state", text: state })),
+      el("td", { "data-role": "decided-by", text: approval && approval.decided_at ? `${approval.decided_by || "nobody"}, ${when(approval.decided_at)}` : "" }),
       el("td", { "data-role": "result", text: item.result || "" }),
       el("td", {}, el("a", { href: "#/conversation/" + item.session_id, text: "conversation" })),
       el("td", {}, pending ? el("button", { class: "action", type: "button", "data-role": "approve", text: "Run", onclick: answer(true) }) : null,
         pending ? el("button", { class: "quiet danger", type: "button", "data-role": "deny", text: "Deny", onclick: answer(false) }) : null)));
   }
+  const older = next
+    ? el("button", { class: "quiet", type: "button", "data-role": "older", text: "Older calls", onclick: () => toolCallsPage(next).catch(showError) })
+    : null;
   page.replaceChildren(el("h1", { text: "Tool calls" }),
-    el("div", { class: "muted", text: "Calls that waited for a yes or no (tools.approve), newest first." }),
-    approvals.length
-      ? el("table", { "data-testid": "approvals" }, el("thead", {}, el("tr", {},
-        ...["Asked", "Call", "Asked by", "State", "Decided by", "Result", "", ""].map((t) => el("th", { text: t })))), body)
-      : el("div", { class: "card empty", text: "No tool call has asked for approval yet." }));
+    el("div", { class: "muted", text: "Every call the model made, newest first; those that asked (tools.approve) show who decided." }),
+    calls.length
+      ? el("table", { "data-testid": "tool-calls" }, el("thead", {}, el("tr", {},
+        ...["Called", "Call", "Asked by", "State", "Decided by", "Result", "", ""].map((t) => el("th", { text: t })))), body)
+      : el("div", { class: "card empty", text: before ? "No older tool calls." : "The model has not called a tool yet." }),
+    older);
 }
 
 // --- Strangers waiting with a pairing code ----------------------------------------------
@@ -508,7 +514,7 @@ const ROUTES = [
   [/^#\/context\/([\w-]+)/, (m) => contextPage(m[1]), "conversations"],
   [/^#\/memory/, () => memoryPage(), "memory"],
   [/^#\/personas/, () => personasPage(), "personas"],
-  [/^#\/approvals/, () => approvalsPage(), "approvals"],
+  [/^#\/approvals/, () => toolCallsPage(), "approvals"],
   [/^#\/pairings/, () => pairingsPage(), "pairings"],
   [/^#\/health/, () => healthPage(), "health"],
   [/^/, () => conversationsPage(), "conversations"],
