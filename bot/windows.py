@@ -212,12 +212,7 @@ class ModelWindows:
         known.stored = updated
         moved = stored.ratio is None or abs(ratio - stored.ratio) / stored.ratio >= RATIO_SAVE_STEP
         if updated.samples <= SAVED_SAMPLES or moved:
-            await self.db.run(self._save_ratio, model, updated)
-
-    def _save_ratio(self, model: str, updated: StoredProfile) -> None:
-        # The window fields as stored now: another process may have learned one meanwhile.
-        current = self.store.read(model)
-        self.store.write(model, replace(current, ratio=updated.ratio, samples=updated.samples))
+            await self.db.run(self.store.save_ratio, model, ratio, updated.samples)
 
     def _window(self, model: str, stored: StoredProfile) -> tuple[int, str]:
         configured = self._configured(model)
@@ -252,9 +247,5 @@ class ModelWindows:
                 return
             log.info("The model server states a window of %s tokens for %s.", f"{stated:,}", model)
             metrics.MODEL_WINDOW_LESSONS.labels("stated").inc()
-            await self.db.run(self._save_stated, model, stated)
+            await self.db.run(self.store.save_stated, model, stated)
             known.stored = await self.db.run(self.store.read, model)
-
-    def _save_stated(self, model: str, stated: int) -> None:
-        current = self.store.read(model)
-        self.store.write(model, replace(current, stated_window=stated))

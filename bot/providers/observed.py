@@ -11,6 +11,7 @@ message the person chatting was given.
 from __future__ import annotations
 
 import json
+import logging
 from collections import deque
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
@@ -30,6 +31,8 @@ from bot.providers.base import (
 )
 from bot.windows import ModelWindows
 from transcript import count_message_tokens, count_tokens
+
+log = logging.getLogger(__name__)
 
 RECENT_ERRORS = 20
 
@@ -64,7 +67,7 @@ class ObservedProvider:
                         thought.append(event.text)
                     elif isinstance(event, Usage):
                         _count_billed(event)
-                        await self.windows.observe(request.model, counted, event.prompt_tokens)
+                        await self._calibrate(request.model, counted, event.prompt_tokens)
                     yield event
         except ContextOverflowError as error:
             await self._overflowed(request, error, counted)
@@ -98,11 +101,22 @@ class ObservedProvider:
     async def aclose(self) -> None:
         await self.inner.aclose()
 
+    async def _calibrate(self, model: str, counted: int, served: int) -> None:
+        # A lesson that cannot be stored now is learned from a later answer; the turn goes on.
+        try:
+            await self.windows.observe(model, counted, served)
+        except Exception:
+            log.warning("Could not store the token count of %s's answer.", model, exc_info=True)
+
     async def _overflowed(self, request: ChatRequest, error: ContextOverflowError, counted: int) -> None:
         # Summaries and distillation learn as turns do: their next call is fitted too.
         self._failed(request, error)
         numbers = error.numbers or OverflowNumbers(window=None, requested=None)
-        await self.windows.learn_overflow(request.model, numbers, counted)
+        try:
+            await self.windows.learn_overflow(request.model, numbers, counted)
+        except Exception:
+            # The overflow itself is what the caller must hear of; the lesson waits for the next.
+            log.warning("Could not store the window %s's overflow named.", request.model, exc_info=True)
 
     def _failed(self, request: ChatRequest, error: ProviderError) -> None:
         kind = type(error).__name__

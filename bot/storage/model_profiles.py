@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.engine import Engine as DatabaseEngine
+from sqlalchemy.exc import IntegrityError
 
 from bot.storage.models import table_of, utcnow
 from bot.storage.profile_models import ModelProfile
@@ -45,47 +46,51 @@ class ModelProfileStore:
             samples=row["samples"],
         )
 
-    def write(self, model: str, profile: StoredProfile) -> None:
-        """Stores `profile` as the model's row (inserted the first time)."""
-        values = {
-            "stated_window": profile.stated_window,
-            "learned_window": profile.learned_window,
-            "learned_under": profile.learned_under,
-            "ratio": profile.ratio,
-            "samples": profile.samples,
-            "updated_at": utcnow(),
-        }
-        with self.database.begin() as connection:
-            updated = connection.execute(PROFILES.update().where(PROFILES.c.model == model).values(**values))
-            if updated.rowcount == 0:
-                connection.execute(PROFILES.insert().values(model=model, **values))
+    def save_ratio(self, model: str, ratio: float, samples: int) -> None:
+        """Stores the model's calibration; its window fields stay as whoever stored them."""
+        self._update(model, ratio=ratio, samples=samples)
+
+    def save_stated(self, model: str, stated: int) -> None:
+        """Stores the window the model's server states."""
+        self._update(model, stated_window=stated)
 
     def learn_window(self, model: str, window: int, under: int | None) -> int:
         """Lowers the model's learned window to `window` (never raises it); the window now stored.
 
         One conditional UPDATE, so two processes learning at once keep the smaller lesson.
         """
+        self._ensure_row(model)
         with self.database.begin() as connection:
-            current = connection.execute(
-                select(PROFILES.c.learned_window).where(PROFILES.c.model == model)
-            ).first()
-            if current is None:
-                connection.execute(
-                    PROFILES.insert().values(
-                        model=model,
-                        learned_window=window,
-                        learned_under=under,
-                        samples=0,
-                        updated_at=utcnow(),
-                    )
-                )
-                return window
-            stored = current[0]
-            if stored is not None and stored <= window:
-                return int(stored)
             connection.execute(
                 PROFILES.update()
-                .where(PROFILES.c.model == model)
+                .where(
+                    PROFILES.c.model == model,
+                    or_(PROFILES.c.learned_window.is_(None), PROFILES.c.learned_window > window),
+                )
                 .values(learned_window=window, learned_under=under, updated_at=utcnow())
             )
-            return window
+            stored = connection.execute(
+                select(PROFILES.c.learned_window).where(PROFILES.c.model == model)
+            ).scalar_one()
+        return int(stored)
+
+    def _update(self, model: str, **values: object) -> None:
+        # Only the columns given: a process storing a ratio never undoes another's lesson.
+        self._ensure_row(model)
+        with self.database.begin() as connection:
+            connection.execute(
+                PROFILES.update().where(PROFILES.c.model == model).values(**values, updated_at=utcnow())
+            )
+
+    def _ensure_row(self, model: str) -> None:
+        """The model's row exists: inserted when missing, even as another process inserts it too."""
+        with self.database.connect() as connection:
+            found = connection.execute(select(PROFILES.c.model).where(PROFILES.c.model == model)).first()
+        if found is not None:
+            return
+        try:
+            with self.database.begin() as connection:
+                connection.execute(PROFILES.insert().values(model=model, samples=0, updated_at=utcnow()))
+        except IntegrityError:
+            # Another process inserted it between the read and the insert: it exists.
+            return

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,3 +106,27 @@ async def test_an_overflow_without_numbers_narrows_only_a_request_near_the_windo
     assert known.info("m").window == 8192  # a small request refused without numbers teaches nothing
     await known.learn_overflow("m", OverflowNumbers(), counted=7800)
     assert known.info("m").window == int(8192 * 0.75)
+
+
+def test_processes_storing_a_new_models_profile_at_once_all_succeed(
+    database: dict[str, str], tmp_path: Path
+) -> None:
+    url = database.get("database_url", f"sqlite:///{tmp_path / 'race.db'}")
+    engines = [create_database_engine(url) for _ in range(6)]
+    migrate.upgrade(engines[0])
+    for round_number in range(5):
+        model = f"model-{round_number}"
+        barrier = threading.Barrier(len(engines))
+
+        def store(engine: Any, ratio: float, model: str = model, barrier: Any = barrier) -> None:
+            barrier.wait()
+            ModelProfileStore(engine).save_ratio(model, ratio, 1)
+            ModelProfileStore(engine).learn_window(model, int(ratio * 1000), None)
+
+        with ThreadPoolExecutor(len(engines)) as pool:
+            list(pool.map(store, engines, [1.0 + n / 10 for n in range(len(engines))]))
+        stored = ModelProfileStore(engines[0]).read(model)
+        # The smallest lesson stays, whatever ratio was stored after it.
+        assert stored.learned_window == 1000 and stored.samples == 1
+    for engine in engines:
+        engine.dispose()
