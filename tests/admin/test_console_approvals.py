@@ -38,7 +38,7 @@ async def test_the_operator_sees_who_asked_and_runs_the_call_from_the_console(
     fake_openai.script(ToolCalls([("write_note", {"text": "order paper"})]), "Ordered.")
     asking = {"write_note": {"members": "ask"}}
     runtime = admin_runtime(tmp_path, model_base_url=fake_openai.base_url, tools_approve=asking)
-    notebook = Notebook().install(runtime)
+    notebook = Notebook(gate=asyncio.Event()).install(runtime)
     try:
         async with (
             LiveServer(create_app(runtime)) as live,
@@ -53,7 +53,13 @@ async def test_the_operator_sees_who_asked_and_runs_the_call_from_the_console(
             assert "Maya" in await row.inner_text()
             assert await row.locator("[data-role=state]").inner_text() == "pending"
 
+            # The call runs after the decision; the page shows it running, then its result.
             await row.locator("[data-role=approve]").click()
+            await page.wait_for_function(
+                "() => document.querySelector('[data-approval] [data-role=result]')?.textContent === 'running…'"
+            )
+            assert notebook.gate is not None
+            notebook.gate.set()
             reply = await running.reply()
             await page.wait_for_function(
                 "() => document.querySelector('[data-approval] [data-role=result]')?.textContent === 'ok'"

@@ -39,12 +39,16 @@ class Note(BaseModel):
 
 @dataclass
 class Notebook:
-    """`write_note {text}`: a side effect a test counts."""
+    """`write_note {text}`: a side effect a test counts. With a `gate`, each call waits for it
+    to open before writing, so a test can look at a call that is still running."""
 
     written: list[str] = field(default_factory=list)
+    gate: asyncio.Event | None = None
 
     def install(self, runtime: Runtime) -> Notebook:
         async def write_note(context: ToolContext, arguments: Note) -> object:
+            if self.gate is not None:
+                await self.gate.wait()
             self.written.append(arguments.text)
             return {"written": arguments.text}
 

@@ -395,9 +395,23 @@ async function personasPage() {
 
 // --- Tool calls: every call the model made, and the approvals among them ------------------
 
+// How long the page keeps looking for the result of a call the operator let run.
+const RESULT_WATCH_MS = 5 * 60 * 1000;
+let toolCallsRefresh = null;
+
 async function toolCallsPage(before) {
+  clearTimeout(toolCallsRefresh);
   const { calls, next } = await api("/tool-calls" + (before ? `?before=${before}` : ""));
   const body = el("tbody");
+  // An approved call runs after the decision is stored, so its result arrives a moment later:
+  // the page refreshes itself until every recently approved call shows one.
+  const running = calls.filter((item) => item.approval && item.approval.state === "approved" && !item.result
+    && Date.now() - Date.parse(item.approval.decided_at) < RESULT_WATCH_MS);
+  if (running.length) {
+    toolCallsRefresh = setTimeout(() => {
+      if (location.hash.startsWith("#/approvals")) toolCallsPage(before).catch(showError);
+    }, 1000);
+  }
   for (const item of calls) {
     const approval = item.approval;
     const answer = (approve) => async () => {
@@ -415,7 +429,7 @@ async function toolCallsPage(before) {
       el("td", { "data-role": "asked-by", text: item.asked_by || "" }),
       el("td", {}, el("span", { class: "pill" + (good ? " good" : bad ? " bad" : ""), "data-role": "state", text: state })),
       el("td", { "data-role": "decided-by", text: approval && approval.decided_at ? `${approval.decided_by || "nobody"}, ${when(approval.decided_at)}` : "" }),
-      el("td", { "data-role": "result", text: item.result || "" }),
+      el("td", { "data-role": "result", text: item.result || (running.includes(item) ? "running…" : "") }),
       el("td", {}, el("a", { href: "#/conversation/" + item.session_id, text: "conversation" })),
       el("td", {}, pending ? el("button", { class: "action", type: "button", "data-role": "approve", text: "Run", onclick: answer(true) }) : null,
         pending ? el("button", { class: "quiet danger", type: "button", "data-role": "deny", text: "Deny", onclick: answer(false) }) : null)));
