@@ -56,7 +56,8 @@ async def test_the_operator_sees_who_asked_and_runs_the_call_from_the_console(
             # The call runs after the decision; the page shows it running, then its result.
             await row.locator("[data-role=approve]").click()
             await page.wait_for_function(
-                "() => document.querySelector('[data-approval] [data-role=result]')?.textContent === 'running…'"
+                "() => document.querySelector('[data-approval] [data-role=result]')?.textContent"
+                " === 'running…'"
             )
             assert notebook.gate is not None
             notebook.gate.set()
