@@ -186,11 +186,17 @@ class OverflowNumbers:
 
 
 class ContextOverflowError(ProviderError):
-    """The request was too large for the model's context window; `numbers` as the server gave them."""
+    """The request was too large for the model's context window; `numbers` as the server gave them.
 
-    def __init__(self, message: str, numbers: OverflowNumbers | None = None) -> None:
+    `model`: the model that refused, when a fallback answered for the one the request named.
+    """
+
+    def __init__(
+        self, message: str, numbers: OverflowNumbers | None = None, model: str | None = None
+    ) -> None:
         super().__init__(message)
         self.numbers = numbers or OverflowNumbers()
+        self.model = model
 
 
 class SpeechError(ChorusError):

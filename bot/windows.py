@@ -15,6 +15,9 @@ Chorus counts with tiktoken; the model's own tokenizer often counts 20-30% more 
 The ratio of the server's `usage.prompt_tokens` to Chorus's count of the same request
 calibrates every later budget (it rises at once, and falls slowly, so one short answer
 cannot talk it down), and a margin covers what neither can count (the chat template).
+
+Lessons belong to the model that answered or refused; while a fallback answers for a model,
+that model's requests are fitted to the smaller of the two windows.
 """
 
 from __future__ import annotations
@@ -118,9 +121,32 @@ class ModelWindows:
         self._discover = discover
         self._known: dict[str, _Known] = {}
         self._asking: dict[str, asyncio.Lock] = {}
+        # A fallback model answering for a model (this process saw it answer or refuse last).
+        self._stand_ins: dict[str, str] = {}
 
     def info(self, model: str) -> WindowInfo:
-        """The window `model`'s next request is fitted to, from what is known now (no I/O)."""
+        """The window `model`'s next request is fitted to, from what is known now (no I/O).
+
+        While a fallback answers for the model, the request fits the smaller of the two.
+        """
+        own = self._own_info(model)
+        stand_in = self._stand_ins.get(model)
+        if stand_in is None:
+            return own
+        theirs = self._own_info(stand_in)
+        if theirs.budget_tokens >= own.budget_tokens:
+            return own
+        return replace(theirs, model=model, source=f"{theirs.source}, {stand_in} answering for {model}")
+
+    def answered_by(self, model: str, answering: str) -> None:
+        """`answering` answered or refused a request for `model`: a fallback stands in for it
+        until the model itself answers again."""
+        if answering == model:
+            self._stand_ins.pop(model, None)
+        else:
+            self._stand_ins[model] = answering
+
+    def _own_info(self, model: str) -> WindowInfo:
         known = self._known.get(model)
         stored = known.stored if known is not None else StoredProfile()
         window, source = self._window(model, stored)
@@ -137,13 +163,20 @@ class ModelWindows:
         )
 
     async def refresh(self, model: str) -> WindowInfo:
-        """Reads what every process learned of `model`, asking its server once per process."""
+        """Reads what every process learned of `model` (and of a fallback answering for it),
+        asking each server once per process."""
+        stand_in = self._stand_ins.get(model)
+        if stand_in is not None:
+            await self._refresh_one(stand_in)
+        await self._refresh_one(model)
+        return self.info(model)
+
+    async def _refresh_one(self, model: str) -> None:
         stored = await self.db.run(self.store.read, model)
         known = self._known.setdefault(model, _Known(stored))
         known.stored = stored
         if not known.asked and self._configured(model) is None:
             await self._ask_server(model, known)
-        return self.info(model)
 
     async def learn_overflow(self, model: str, numbers: OverflowNumbers, counted: int | None) -> bool:
         """Learns from an overflow of a request Chorus counted `counted`; True if the budget shrank.
@@ -152,7 +185,8 @@ class ModelWindows:
         request's size in the server's tokens calibrates the count. An error with no
         numbers narrows what is known by `NARROWING`, so a retry is smaller.
         """
-        before = await self.refresh(model)
+        await self._refresh_one(model)
+        before = self._own_info(model)
         if numbers.requested is not None and counted:
             await self.observe(model, counted, numbers.requested, rising_only=True)
         window = numbers.window
@@ -181,8 +215,7 @@ class ModelWindows:
                 f"{stored_window:,}",
                 "the server said so" if kind == "overflow" else "the error named no window",
             )
-        after = self.info(model)
-        return after.budget_tokens < before.budget_tokens
+        return self._own_info(model).budget_tokens < before.budget_tokens
 
     async def observe(self, model: str, counted: int, served: int, *, rising_only: bool = False) -> None:
         """One answer's prompt: Chorus counted `counted`, the server `served` (its usage)."""

@@ -25,6 +25,7 @@ from bot.providers.base import (
     ChatRequest,
     ModelEvent,
     ReasoningDelta,
+    Served,
     TextDelta,
     ToolCall,
     Usage,
@@ -56,6 +57,8 @@ class ObservedProvider:
         counted = _count_in(request)
         received: list[str] = []
         thought: list[str] = []
+        # The model that answers: a fallback's when the router named one (`Served`).
+        answering = request.model
         try:
             async with aclosing(self.inner.stream(request)) as events:
                 async for event in events:
@@ -65,9 +68,12 @@ class ObservedProvider:
                         received.append(event.name + event.arguments)
                     elif isinstance(event, ReasoningDelta):
                         thought.append(event.text)
+                    elif isinstance(event, Served):
+                        answering = event.model
+                        self.windows.answered_by(request.model, answering)
                     elif isinstance(event, Usage):
                         _count_billed(event)
-                        await self._calibrate(request.model, counted, event.prompt_tokens)
+                        await self._calibrate(answering, counted, event.prompt_tokens)
                     yield event
         except ContextOverflowError as error:
             await self._overflowed(request, error, counted)
@@ -112,11 +118,14 @@ class ObservedProvider:
         # Summaries and distillation learn as turns do: their next call is fitted too.
         self._failed(request, error)
         numbers = error.numbers or OverflowNumbers(window=None, requested=None)
+        # A fallback's refusal teaches the fallback's model, never the one the request named.
+        refused = error.model or request.model
+        self.windows.answered_by(request.model, refused)
         try:
-            await self.windows.learn_overflow(request.model, numbers, counted)
+            await self.windows.learn_overflow(refused, numbers, counted)
         except Exception:
             # The overflow itself is what the caller must hear of; the lesson waits for the next.
-            log.warning("Could not store the window %s's overflow named.", request.model, exc_info=True)
+            log.warning("Could not store the window %s's overflow named.", refused, exc_info=True)
 
     def _failed(self, request: ChatRequest, error: ProviderError) -> None:
         kind = type(error).__name__

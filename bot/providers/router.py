@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from bot.errors import ConfigError, ProviderError, ProviderUnavailable
+from bot.errors import ConfigError, ContextOverflowError, ProviderError, ProviderUnavailable
 from bot.metrics import MODEL_FAILOVERS
 from bot.providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL
 from bot.providers.anthropic import AnthropicProvider
@@ -93,6 +93,9 @@ class ModelRouter:
                         yield event
                 return
             except ProviderError as error:
+                if isinstance(error, ContextOverflowError) and error.model is None:
+                    # The window the error names is this model's, not the one the request named.
+                    error.model = asked.model
                 reason = error.failover_reason
                 if started or reason is None or position == len(ready) - 1:
                     self._rest(target, error, targets)
@@ -115,9 +118,11 @@ class ModelRouter:
         return first.provider.accepts_tools(first.model or model)
 
     async def discover_window(self, model: str) -> int | None:
-        """The window the model's own endpoint states (a fallback's model has its own)."""
-        first = self.targets_for(model)[0]
-        return await first.provider.discover_window(first.model or model)
+        """The window the model's own endpoint states: a fallback's named model is asked at the
+        fallback's endpoint."""
+        named = [target for target in self._fallbacks if target.model == model]
+        serving = named[0] if named else self.targets_for(model)[0]
+        return await serving.provider.discover_window(serving.model or model)
 
     async def aclose(self) -> None:
         targets = [*self._main, *self._fallbacks, *(t for own in self._by_model.values() for t in own)]

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.turns.engine import Reply
+from bot.windows import DEFAULT_WINDOW
+from tests.fakes.openai_server import FakeOpenAI, refused_url
 from tests.fakes.small_model_server import SmallModelServer
 from tests.support.runtime import RuntimeFactory, inbound
 
@@ -151,3 +153,33 @@ async def test_a_window_smaller_than_the_instructions_says_so_and_keeps_the_mess
     assert reply.kind == "error"
     assert "too small for this persona's instructions" in reply.text and "120 tokens" in reply.text
     assert runtime.stores.messages.messages(reply.session_id)[0].content == "hello"
+
+
+async def test_a_smaller_fallback_is_learned_under_its_own_name_and_the_main_model_keeps_its_window(
+    runtimes: RuntimeFactory, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    async with SmallModelServer(WINDOW, hide_window=True) as server:
+        # The main endpoint is down: every request is answered by the small fallback.
+        down = runtimes(
+            tmp_path,
+            model_base_url=refused_url(),
+            model_name="big",
+            model_fallbacks=[{"base_url": server.base_url, "name": "small"}],
+        )
+        replies = await talk(down, 5)
+        report = await down.engine.respond(inbound("/context", user_id="grace"))
+        await down.aclose()
+
+    assert [reply.kind for reply in replies] == ["assistant"] * 5
+    # One refusal taught the fallback's window; later requests were fitted to it at once.
+    assert server.refusals == 1
+    assert down.stores.profiles.read("small").learned_window == WINDOW
+    assert down.stores.profiles.read("big").learned_window is None
+    assert "2,048 tokens (learned, small answering for big)" in report.text
+
+    # Back on its own endpoint, the main model has its own window again.
+    fake_openai.model = "big"
+    back = runtimes(tmp_path, model_base_url=fake_openai.base_url, model_name="big")
+    reply = await back.engine.respond(inbound("hello again", user_id="grace"))
+    assert reply.kind == "assistant"
+    assert back.engine.assembler.windows.info("big").window == DEFAULT_WINDOW

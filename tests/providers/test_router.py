@@ -29,6 +29,7 @@ from tests.fakes.openai_server import (
     refused_url,
     server_error,
 )
+from tests.fakes.small_model_server import SmallModelServer
 
 
 @pytest.fixture
@@ -353,3 +354,17 @@ def test_an_anthropic_endpoint_needs_a_key_and_no_base_url() -> None:
     router = make_router(ModelSettings(provider="anthropic", name="claude-main", api_key="sk-ant"))
 
     assert [target.label for target in router.targets_for("claude-main")] == ["api.anthropic.com"]
+
+
+async def test_a_fallbacks_own_model_is_asked_its_window_at_the_fallbacks_endpoint(
+    fake_openai: FakeOpenAI,
+) -> None:
+    async with SmallModelServer(2048) as small:
+        router = make_router(
+            settings(fake_openai.base_url, fallbacks=[{"base_url": small.base_url, "name": "small"}])
+        )
+        try:
+            assert await router.discover_window("small") == 2048
+            assert await router.discover_window("main-model") is None
+        finally:
+            await router.aclose()
