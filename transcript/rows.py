@@ -67,6 +67,7 @@ class TranscriptRow:
     tool_calls: tuple[StoredToolCall, ...] = ()
     tool_call_id: str | None = None
     tool_name: str | None = None
-    # An assistant row's answer in its provider's own blocks (signed thinking), opaque here:
-    # carried to the row's message under `PROVIDER_BLOCKS_KEY` for that provider to replay.
+    # An assistant row's answer in its provider's own blocks (signed thinking, a call's
+    # `extra_content`), opaque here: carried to the row's message under `PROVIDER_BLOCKS_KEY`
+    # for that provider to replay.
     provider_blocks: object = field(default=None, hash=False)

@@ -114,7 +114,8 @@ class ProviderBlocks:
     """The answer in the provider's own content blocks, to be sent back verbatim (before `Finish`).
 
     Anthropic's thinking blocks carry a signature and must return unchanged with the
-    tool calls they led to; the engine stores these with the answer, and the transcript
+    tool calls they led to, as must the `extra_content` an OpenAI-compatible server (Gemini 3)
+    attaches to a call; the engine stores these with the answer, and the transcript
     hands them back under `transcript.PROVIDER_BLOCKS_KEY` of the built message.
     """
 

@@ -27,6 +27,7 @@ from bot.providers.base import (
     ChatRequest,
     Finish,
     ModelEvent,
+    ProviderBlocks,
     ReasoningDelta,
     TextDelta,
     Usage,
@@ -34,12 +35,12 @@ from bot.providers.base import (
     tool_name,
 )
 from bot.providers.discovery import discover_window
+from bot.providers.extra_content import PROVIDER, extra_content_blocks, with_extra_content
 from bot.providers.http_failures import backoff_delay, error_details, retry_after_seconds
 from bot.providers.overflow import overflow_numbers
 from bot.providers.reasoning import ContentDelta, ThinkSplitter
 from bot.providers.sse import iter_event_batches
 from bot.providers.tool_calls import ToolCallAssembler
-from transcript import PROVIDER_BLOCKS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +101,11 @@ class OpenAICompatibleProvider:
     `ProviderUnavailable`; a stream that breaks after text or a tool-call fragment raises
     `StreamInterrupted` carrying the text, since asking again could run a tool twice.
     A server that refuses `tools` is remembered per model: that model is asked without them.
+    A call's `extra_content` (Gemini 3's thought signature) comes as the answer's
+    `ProviderBlocks` and goes back on that call to the same model (`bot.providers.extra_content`).
     """
 
-    name = "openai"
+    name = PROVIDER
 
     def __init__(
         self,
@@ -181,6 +184,9 @@ class OpenAICompatibleProvider:
             yield call
         if answer.usage is not None:
             yield answer.usage
+        extra_contents = answer.tool_calls.extra_contents()
+        if extra_contents:
+            yield ProviderBlocks(PROVIDER, extra_content_blocks(extra_contents, request.model))
         yield Finish(answer.finish_reason)
 
     async def complete(self, request: ChatRequest) -> str:
@@ -396,13 +402,14 @@ def encode_body(request: ChatRequest, *, usage: bool = True) -> bytes:
     """The request body; identical requests give identical bytes (tests and caches rely on it).
 
     Tools are sorted by name, so the same tools give the same bytes whatever order they
-    were gathered in. `request.extra` adds fields, but never overrides the request's own.
-    `usage` asks the server to end the stream with its token count, which calibrates
-    Chorus's own (`bot.windows`).
+    were gathered in. Provider blocks stay out of the messages; a call gets back only the
+    `extra_content` this model attached to it. `request.extra` adds fields, but never
+    overrides the request's own. `usage` asks the server to end the stream with its token
+    count, which calibrates Chorus's own (`bot.windows`).
     """
     body: dict[str, Any] = {
         "model": request.model,
-        "messages": [_without_provider_blocks(message) for message in request.messages],
+        "messages": [with_extra_content(message, request.model) for message in request.messages],
         "stream": True,
     }
     if usage:
@@ -422,13 +429,6 @@ def encode_body(request: ChatRequest, *, usage: bool = True) -> bytes:
         if name != PURPOSE_KEY and name not in body:
             body[name] = value
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def _without_provider_blocks(message: dict[str, Any]) -> dict[str, Any]:
-    """Another provider's own blocks stay out of the body (the message's text and calls say it all)."""
-    if PROVIDER_BLOCKS_KEY not in message:
-        return message
-    return {key: value for key, value in message.items() if key != PROVIDER_BLOCKS_KEY}
 
 
 class _RetryableFailure(Exception):

@@ -5,6 +5,8 @@ carries `id`, `type` and `function.name`, later ones pieces of `function.argumen
 the fragments of parallel calls may interleave. Servers that imitate the API differ at
 the edges (no `index`, one `index` for every parallel call, the `id` repeated on every
 fragment, arguments sent whole as an object), so the rules below follow what those servers send.
+A call may carry an `extra_content` object (Gemini 3 signs its calls there); it is kept
+as it came, for the call to go back with it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ class _PartialCall:
     id: str = ""
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+    extra_content: dict[str, Any] | None = None
 
 
 class ToolCallAssembler:
@@ -53,12 +56,20 @@ class ToolCallAssembler:
     def calls(self) -> list[ToolCall]:
         return [
             ToolCall(
-                id=partial.id or f"call_{index}",
+                id=_call_id(index, partial),
                 name=partial.name,
                 arguments="".join(partial.arguments),
             )
             for index, partial in sorted(self._partial.items())
         ]
+
+    def extra_contents(self) -> dict[str, dict[str, Any]]:
+        """The `extra_content` of each call that came with one, by the call's id, unchanged."""
+        return {
+            _call_id(index, partial): partial.extra_content
+            for index, partial in sorted(self._partial.items())
+            if partial.extra_content is not None
+        }
 
     def _add_fragment(self, fragment: dict[str, Any]) -> None:
         index = self._index_of(fragment)
@@ -67,6 +78,9 @@ class ToolCallAssembler:
         call_id = fragment.get("id")
         if isinstance(call_id, str) and call_id and not partial.id:
             partial.id = call_id
+        extra_content = fragment.get("extra_content")
+        if isinstance(extra_content, dict) and partial.extra_content is None:
+            partial.extra_content = extra_content
         function = fragment.get("function")
         if not isinstance(function, dict):
             return
@@ -97,3 +111,8 @@ class ToolCallAssembler:
                 return known[call_id]
             return max(self._partial, default=-1) + 1
         return self._last_index if self._last_index is not None else 0
+
+
+def _call_id(index: int, partial: _PartialCall) -> str:
+    # A server that sends no id still needs one: the call's result answers it by id.
+    return partial.id or f"call_{index}"

@@ -113,7 +113,8 @@ class NewMessage:
     tool_name: str | None = None
     # A reply's answering model.
     model: str | None = None
-    # A `tool_call` row's or reply's answer in its provider's own blocks (signed thinking).
+    # A `tool_call` row's or reply's answer in its provider's own blocks (signed thinking,
+    # the `extra_content` of its calls).
     provider_blocks: object = None
     # A reply: the prompt tokens the server billed for its turn, read from and written to its cache.
     prompt_tokens: int | None = None
