@@ -110,6 +110,8 @@ class ToolCalls:
     `interleave` the pieces of parallel calls alternate (index 0, 1, 0, 1 …), as some
     servers send them. Then `finish_reason` ("tool_calls"). Not streamed: one message
     with `tool_calls`. `after_pieces` cuts the connection after that many argument pieces.
+    `extra_content` holds each call's object of that name, in order, as Gemini 3 signs its
+    calls (sent with the call's first fragment; None, or no entry: the call has none).
     """
 
     calls: list[tuple[str, dict[str, Any] | str]]
@@ -118,6 +120,7 @@ class ToolCalls:
     interleave: bool = True
     finish_reason: str = "tool_calls"
     after_pieces: int | None = None
+    extra_content: tuple[dict[str, Any] | None, ...] = ()
 
     def call_id(self, index: int) -> str:
         return f"call_{index}_{self.calls[index][0]}"
@@ -125,6 +128,13 @@ class ToolCalls:
     def arguments(self, index: int) -> str:
         arguments = self.calls[index][1]
         return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+    def call_fields(self, index: int) -> dict[str, Any]:
+        """The call's `id`, `type` and any `extra_content`: its first fragment and whole call carry them."""
+        fields: dict[str, Any] = {"id": self.call_id(index), "type": "function"}
+        if index < len(self.extra_content) and self.extra_content[index] is not None:
+            fields["extra_content"] = self.extra_content[index]
+        return fields
 
 
 @dataclass(frozen=True)
@@ -414,9 +424,7 @@ class FakeOpenAI(LocalServer):
         fragments: list[dict[str, Any]] = []
         for index, (name, _) in enumerate(answer.calls):
             opening = {"name": name, "arguments": ""}
-            fragments.append(
-                {"index": index, "id": answer.call_id(index), "type": "function", "function": opening}
-            )
+            fragments.append({"index": index, **answer.call_fields(index), "function": opening})
             if not answer.interleave:
                 fragments.extend(
                     {"index": index, "function": {"arguments": piece}} for piece in pieces[index]
@@ -436,11 +444,7 @@ class FakeOpenAI(LocalServer):
 
     def _tool_completion(self, answer: ToolCalls) -> dict[str, Any]:
         calls = [
-            {
-                "id": answer.call_id(i),
-                "type": "function",
-                "function": {"name": name, "arguments": answer.arguments(i)},
-            }
+            {**answer.call_fields(i), "function": {"name": name, "arguments": answer.arguments(i)}}
             for i, (name, _) in enumerate(answer.calls)
         ]
         completion = self._completion(answer.text, answer.finish_reason)
