@@ -11,6 +11,7 @@ from bot.cli import main
 from bot.runtime import Runtime
 from bot.storage.message_rows import decode_blocks
 from tests.fakes.anthropic_server import Answer, FakeAnthropic
+from tests.fakes.openai_server import FakeOpenAI, ToolCalls
 from tests.support.files import png_image
 from tests.support.runtime import attachment, inbound, make_runtime, make_settings
 
@@ -347,3 +348,48 @@ def test_provider_blocks_and_billed_tokens_survive_export_and_import(tmp_path, m
     # A new session (its own id and start); every message exactly as exported.
     assert first.pop("session")["id"] != second.pop("session")["id"]
     assert first == second
+
+
+# What Gemini 3's OpenAI-compatible endpoint signs a call with.
+SIGNED = {"google": {"thought_signature": "c2lnbmVkIGZvciB0aGlzIGNhbGw="}}
+
+
+async def make_signed_call_conversation(tmp_path) -> str:
+    """A tool round on an OpenAI-compatible server that signs its call in `extra_content`."""
+    async with FakeOpenAI() as server:
+        runtime = make_runtime(
+            tmp_path, model_base_url=server.base_url, model_name="gemini-3-pro-preview", memory_enabled=False
+        )
+        server.script(ToolCalls([("context_inspect", {})], extra_content=(SIGNED,)), "All clear.")
+        reply = await runtime.engine.respond(inbound("how full is the context?"))
+        assert reply.text == "All clear."
+        await runtime.aclose()
+    return reply.session_id
+
+
+def test_a_calls_extra_content_survives_export_and_import(tmp_path, monkeypatch, capsys):
+    session_id = asyncio.run(make_signed_call_conversation(tmp_path))
+    original = make_runtime(tmp_path)
+    original_rows = original.stores.messages.rows_after(session_id, 0)
+    asyncio.run(original.aclose())
+
+    _, imported_id = export_and_import(tmp_path, monkeypatch, capsys, session_id)
+
+    imported = make_runtime(tmp_path / "elsewhere")
+    try:
+        rows = imported.stores.messages.rows_after(imported_id, 0)
+    finally:
+        asyncio.run(imported.aclose())
+    # The rows a next turn builds its history from: the call goes back with its signature.
+    assert rows == original_rows
+    (call_row,) = [row for row in rows if row.tool_calls]
+    assert call_row.provider_blocks == {
+        "provider": "openai",
+        "blocks": [
+            {
+                "tool_call_id": "call_0_context_inspect",
+                "model": "gemini-3-pro-preview",
+                "extra_content": SIGNED,
+            }
+        ],
+    }

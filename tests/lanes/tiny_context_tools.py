@@ -3,8 +3,9 @@
 `test_tool_invariants.py` runs this module in a process whose environment sets
 CHORUS_CONTEXT_COUNT=3 (the limit is read once, at import); in any other run it is skipped.
 Every request the model server receives is checked: no `tool` message without its call,
-no call without its results, the window starts at a person's message and holds the
-turn's question, and the web, Telegram and Discord lanes send the same bytes.
+no call without its results, each call back with the `extra_content` it came with (the
+first call of a round is signed, as Gemini 3 signs it), the window starts at a person's
+message and holds the turn's question, and the web, Telegram and Discord lanes send the same bytes.
 """
 
 from __future__ import annotations
@@ -50,10 +51,25 @@ def tool_rounds(body: dict[str, Any]) -> str | Scripted:
     number = messages[last_user]["content"].split(":")[0].split()[-1]
     if rounds == 0:
         calls = [("echo", {"word": f"a{number}"}), ("echo", {"word": f"b{number}"})]
-        return ToolCalls(calls, text="Let me see. ", piece_chars=3)
+        return ToolCalls(calls, text="Let me see. ", piece_chars=3, extra_content=(signed(f"a{number}"),))
     if rounds == 1:
-        return ToolCalls([("echo", {"word": f"c{number}"})], piece_chars=4)
+        return ToolCalls(
+            [("echo", {"word": f"c{number}"})], piece_chars=4, extra_content=(signed(f"c{number}"),)
+        )
     return f"A{number}, B{number} and C{number}."
+
+
+def signed(word: str) -> dict[str, Any]:
+    """The `extra_content` the first call of a round comes with."""
+    return {"google": {"thought_signature": f"signature of {word}"}}
+
+
+def assert_signed(messages: list[dict[str, Any]]) -> None:
+    """The first call of each round is back with its `extra_content`, the others without any."""
+    for message in messages:
+        for position, call in enumerate(message.get("tool_calls") or []):
+            word = json.loads(call["function"]["arguments"])["word"]
+            assert call.get("extra_content") == (signed(word) if position == 0 else None), call
 
 
 def turn_bodies(server: FakeOpenAI, since: int) -> list[bytes]:
@@ -67,6 +83,7 @@ def turn_bodies(server: FakeOpenAI, since: int) -> list[bytes]:
 def check_window(body: bytes) -> None:
     messages = json.loads(body)["messages"]
     assert_whole_pairs(messages)
+    assert_signed(messages)
     said = [message for message in messages if message["role"] != "system"]
     assert said[0]["role"] == "user", said[0]
     question = max(i for i, message in enumerate(messages) if message["role"] == "user")
