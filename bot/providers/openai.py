@@ -81,6 +81,9 @@ _STATUS_BY_ERROR_TYPE = {
 # support, 422s of strict proxies) and llama.cpp's 500 ("tools param requires --jinja flag").
 _TOOLS_REFUSED_STATUSES = (400, 422, 500)
 _NAMES_TOOLS = re.compile(r"\btools?\b|tool_choice|tool choice|function call", re.IGNORECASE)
+# Gemini 3's refusal of one call sent back without its thought signature names a "function
+# call" too, but the server takes tools: that request is refused, nothing is learned.
+_NAMES_SIGNATURE = re.compile(r"thought_signature|thought signature", re.IGNORECASE)
 # Servers that predate `stream_options` (or proxies that validate strictly) refuse it by name.
 _NAMES_STREAM_OPTIONS = re.compile(r"stream_options|include_usage", re.IGNORECASE)
 
@@ -482,7 +485,7 @@ def _failure_for_response(
     refusable = response.status_code in _TOOLS_REFUSED_STATUSES
     if with_usage and refusable and _NAMES_STREAM_OPTIONS.search(message):
         return _UsageRefused(message[:_MESSAGE_LIMIT])
-    if with_tools and refusable and _NAMES_TOOLS.search(message):
+    if with_tools and refusable and _NAMES_TOOLS.search(message) and not _NAMES_SIGNATURE.search(message):
         return _ToolsRefused(message[:_MESSAGE_LIMIT])
     retry_after = retry_after_seconds(response.headers.get("Retry-After"))
     return _failure_for_status(

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from bot.errors import StreamInterrupted
+from bot.errors import ProviderRejected, StreamInterrupted
 from bot.providers.base import ChatRequest, Finish, ModelEvent, TextDelta, ToolCall, Usage
 from bot.providers.openai import OpenAICompatibleProvider
 from bot.providers.tool_calls import ToolCallAssembler
@@ -148,6 +148,23 @@ async def test_a_400_about_something_else_is_not_taken_for_a_tools_refusal(
     provider = make_provider()
 
     with pytest.raises(Exception, match="temperature"):
+        await provider.complete(chat(RECALL))
+
+    assert provider.accepts_tools("test-model")
+    assert len(fake_openai.requests) == 1
+
+
+async def test_a_missing_thought_signature_is_not_taken_for_a_tools_refusal(
+    fake_openai: FakeOpenAI, make_provider: ProviderFactory
+) -> None:
+    # Gemini 3's 400 names a "function call", but what it refuses is one call's missing signature.
+    message = "Function call is missing a thought_signature in functionCall parts."
+    fake_openai.script(
+        HttpError(400, {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}})
+    )
+    provider = make_provider()
+
+    with pytest.raises(ProviderRejected, match="thought_signature"):
         await provider.complete(chat(RECALL))
 
     assert provider.accepts_tools("test-model")
