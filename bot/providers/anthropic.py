@@ -31,7 +31,7 @@ from bot.providers.base import (
     Usage,
     collect_text,
 )
-from bot.providers.http_failures import backoff_delay, retry_after_seconds
+from bot.providers.http_failures import RetryableFailure, backoff_delay, retry_after_seconds
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 
@@ -114,18 +114,15 @@ class AnthropicProvider:
                 async for event in self._read_stream(params, answer):
                     yield event
                 break
-            except _RetryableFailure as failure:
+            except RetryableFailure as failure:
                 if answer.started:
                     raise StreamInterrupted(
                         f"The reply broke off ({failure.reason}). Try again for the rest.",
                         "".join(answer.text),
                     ) from failure
                 if attempt == self._max_retries:
-                    state = "busy" if failure.busy else "unreachable"
                     raise ProviderUnavailable(
-                        f"The model is {state} right now ({failure.reason}). Try again in a minute.",
-                        reason=failure.kind,
-                        retry_after=failure.retry_after,
+                        failure.unavailable_message(), reason=failure.kind, retry_after=failure.retry_after
                     ) from failure
                 PROVIDER_RETRIES.labels("busy" if failure.busy else "unreachable").inc()
                 delay = backoff_delay(
@@ -159,13 +156,13 @@ class AnthropicProvider:
         except anthropic.APIStatusError as error:
             raise _failure_for_status(error, secret=self._api_key) from error
         except anthropic.APITimeoutError as error:
-            raise _RetryableFailure(
+            raise RetryableFailure(
                 f"no answer within {self._read_timeout:g} seconds", busy=False, kind="timeout"
             ) from error
         except anthropic.APIConnectionError as error:
-            raise _RetryableFailure("the connection dropped", busy=False) from error
+            raise RetryableFailure("the connection dropped", busy=False) from error
         if not answer.finished:
-            raise _RetryableFailure("the stream ended before the reply was complete", busy=False)
+            raise RetryableFailure("the stream ended before the reply was complete", busy=False)
 
 
 class _Answer:
@@ -273,18 +270,6 @@ class _Answer:
         return blocks
 
 
-class _RetryableFailure(Exception):
-    def __init__(
-        self, reason: str, *, busy: bool, retry_after: float | None = None, kind: str = "unreachable"
-    ) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.busy = busy
-        self.retry_after = retry_after
-        # The failover reason it becomes (`ProviderError.failover_reason`).
-        self.kind = kind
-
-
 def _failure_for_status(error: anthropic.APIStatusError, *, secret: str) -> Exception:
     status = error.status_code
     # A server may echo a refused key in its message; people never see it.
@@ -303,7 +288,7 @@ def _failure_for_status(error: anthropic.APIStatusError, *, secret: str) -> Exce
         retry_after = retry_after_seconds(error.response.headers.get("retry-after"))
         label = error.type or f"HTTP {status}"
         kind = "rate_limited" if status == 429 or error.type == "rate_limit_error" else "server_error"
-        return _RetryableFailure(label, busy=True, retry_after=retry_after, kind=kind)
+        return RetryableFailure(label, busy=True, retry_after=retry_after, kind=kind)
     return ProviderRejected(
         f"The model provider refused the request (HTTP {status}): {message}",
         reason="payment" if status == 402 or error.type == "billing_error" else None,

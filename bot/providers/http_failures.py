@@ -1,7 +1,7 @@
-"""What an OpenAI-compatible server's failed answer says, and how long to wait before asking again.
+"""What a model server's failed answer says, and how long to wait before asking again.
 
-Shared by the chat provider and the speech service: the same error bodies, the same
-`Retry-After`, the same backoff.
+Shared by the chat providers and the speech service: the same error bodies, the same
+`Retry-After`, the same backoff, the same failure another attempt may fix.
 """
 
 from __future__ import annotations
@@ -11,6 +11,24 @@ import random
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
+
+
+class RetryableFailure(Exception):
+    """A failure another attempt may fix; becomes a public error once retries run out."""
+
+    def __init__(
+        self, reason: str, *, busy: bool, retry_after: float | None = None, kind: str = "unreachable"
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.busy = busy
+        self.retry_after = retry_after
+        # The failover reason it becomes (`ProviderError.failover_reason`).
+        self.kind = kind
+
+    def unavailable_message(self) -> str:
+        state = "busy" if self.busy else "unreachable"
+        return f"The model is {state} right now ({self.reason}). Try again in a minute."
 
 
 def error_details(payload: Any) -> tuple[str, str]:

@@ -36,7 +36,12 @@ from bot.providers.base import (
 )
 from bot.providers.discovery import discover_window
 from bot.providers.extra_content import PROVIDER, extra_content_blocks, with_extra_content
-from bot.providers.http_failures import backoff_delay, error_details, retry_after_seconds
+from bot.providers.http_failures import (
+    RetryableFailure,
+    backoff_delay,
+    error_details,
+    retry_after_seconds,
+)
 from bot.providers.overflow import overflow_numbers
 from bot.providers.reasoning import ContentDelta, ThinkSplitter
 from bot.providers.sse import iter_event_batches
@@ -170,7 +175,7 @@ class OpenAICompatibleProvider:
                 self._without_usage.add(request.model)
                 log.info("The model server refused stream_options for %s (%s).", request.model, refusal)
                 body = encode_body(request, usage=False)
-            except _RetryableFailure as failure:
+            except RetryableFailure as failure:
                 if answer.started:
                     raise StreamInterrupted(
                         f"The reply broke off ({failure.reason}). Try again for the rest.",
@@ -219,7 +224,7 @@ class OpenAICompatibleProvider:
     ) -> AsyncGenerator[ContentDelta, None]:
         """One attempt, its text and thinking as they come and the rest into `answer`.
 
-        Raises `_RetryableFailure` for anything another attempt could fix.
+        Raises `RetryableFailure` for anything another attempt could fix.
         """
         try:
             async with self._client.stream("POST", self._url, content=body, headers=headers) as response:
@@ -259,9 +264,9 @@ class OpenAICompatibleProvider:
             # After finish_reason the reply is complete; a lost [DONE] costs nothing.
             if not answer.finished:
                 kind = "timeout" if isinstance(error, httpx.TimeoutException) else "unreachable"
-                raise _RetryableFailure(self._describe(error), busy=False, kind=kind) from error
+                raise RetryableFailure(self._describe(error), busy=False, kind=kind) from error
         if not answer.finished:
-            raise _RetryableFailure("the stream ended before the reply was complete", busy=False)
+            raise RetryableFailure("the stream ended before the reply was complete", busy=False)
 
     def _describe(self, error: httpx.TransportError) -> str:
         if isinstance(error, httpx.ReadTimeout):
@@ -434,24 +439,6 @@ def encode_body(request: ChatRequest, *, usage: bool = True) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-class _RetryableFailure(Exception):
-    """A failure another attempt may fix; becomes a public error once retries run out."""
-
-    def __init__(
-        self, reason: str, *, busy: bool, retry_after: float | None = None, kind: str = "unreachable"
-    ) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.busy = busy
-        self.retry_after = retry_after
-        # The failover reason it becomes (`ProviderError.failover_reason`).
-        self.kind = kind
-
-    def unavailable_message(self) -> str:
-        state = "busy" if self.busy else "unreachable"
-        return f"The model is {state} right now ({self.reason}). Try again in a minute."
-
-
 class _ToolsRefused(Exception):
     """The server refused the request because it holds `tools`; the message says how."""
 
@@ -522,7 +509,7 @@ def _failure_for_status(
         return ProviderRejected(f"The model provider refused the request: {message}", reason="payment")
     if status in (408, 429) or status >= 500:
         kind = "server_error" if status >= 500 else "timeout" if status == 408 else "rate_limited"
-        return _RetryableFailure(f"HTTP {status}", busy=True, retry_after=retry_after, kind=kind)
+        return RetryableFailure(f"HTTP {status}", busy=True, retry_after=retry_after, kind=kind)
     return ProviderRejected(
         f"The model provider refused the request (HTTP {status}): {message}",
         reason="payment" if status == 402 else None,
