@@ -19,7 +19,7 @@ from bot.errors import (
     StreamInterrupted,
 )
 from bot.metrics import PROVIDER_RETRIES
-from bot.providers.anthropic_messages import PROVIDER, request_params
+from bot.providers.anthropic_messages import DEFAULT_BASE_URL, PROVIDER, request_params
 from bot.providers.base import (
     ChatRequest,
     Finish,
@@ -32,8 +32,6 @@ from bot.providers.base import (
     collect_text,
 )
 from bot.providers.http_failures import RetryableFailure, backoff_delay, retry_after_seconds
-
-DEFAULT_BASE_URL = "https://api.anthropic.com"
 
 # The Messages API's stop reasons in the words Chorus (and OpenAI) use.
 _FINISH_REASONS = {

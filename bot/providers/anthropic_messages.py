@@ -16,6 +16,9 @@ from bot.providers.base import ChatRequest, tool_name
 from transcript import PROVIDER_BLOCKS_KEY
 from transcript.preamble import DOCUMENTS_HEADING, MEMORY_HEADING, RECALL_HEADING, SUMMARY_HEADING, section
 
+# Where an `anthropic` endpoint without a base URL goes.
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+
 PROVIDER = "anthropic"
 
 # The API takes at most four cache breakpoints a request.

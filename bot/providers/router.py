@@ -20,8 +20,7 @@ from urllib.parse import urlsplit
 
 from bot.errors import ConfigError, ContextOverflowError, ProviderError, ProviderUnavailable
 from bot.metrics import MODEL_FAILOVERS
-from bot.providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL
-from bot.providers.anthropic import AnthropicProvider
+from bot.providers.anthropic_messages import DEFAULT_BASE_URL as ANTHROPIC_URL
 from bot.providers.base import ChatProvider, ChatRequest, ModelEvent, Served, collect_text
 from bot.providers.openai import OpenAICompatibleProvider
 
@@ -208,6 +207,9 @@ def _targets(
 
 def _provider(kind: str, base_url: str, key: str | None, options: dict[str, Any]) -> ChatProvider:
     if kind == "anthropic":
+        # The SDK takes a second to import: only a deployment that speaks with Anthropic pays it.
+        from bot.providers.anthropic import AnthropicProvider
+
         return AnthropicProvider(key, base_url=base_url, **options)
     if kind == "openai":
         return OpenAICompatibleProvider(base_url, key, **options)
