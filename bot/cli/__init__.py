@@ -173,6 +173,10 @@ def cmd_tools(args: argparse.Namespace) -> int:
     from bot.cli.tools import describe_tools, render
     from bot.runtime import build_runtime
 
+    settings: Settings = args.settings
+    # The listing says what is wrong (a server down and why); log lines would only repeat it.
+    configure_logging(settings.log_level, settings.logging.format, console_level="ERROR")
+
     async def run() -> str:
         runtime = build_runtime(args.settings)
         try:

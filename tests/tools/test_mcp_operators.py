@@ -120,6 +120,8 @@ def test_chorus_tools_lists_every_tool_with_its_source_and_policy(tmp_path: Path
     text = subprocess.run(
         command, env=environment, capture_output=True, text=True, timeout=READY_SECONDS, check=True
     )
+    # The listing alone: a server down is one of its lines, not a log line beside it.
+    assert text.stderr == ""
     lines = text.stdout.splitlines()
     assert lines[1].split() == ["admins", "members", "public", "groups"]
     row = next(line for line in lines if line.strip().startswith("time__get_current_time "))
