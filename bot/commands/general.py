@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bot.commands.models import DEMO_MODEL
 from bot.commands.registry import Command, CommandContext
 from bot.turns.events import CommandAnswer
 
@@ -27,7 +28,7 @@ async def status_command(context: CommandContext, _args: str) -> CommandAnswer:
     if model.choice:
         model_line += f" (/model {model.choice})"
     if engine.provider.name == "demo":
-        model_line = "demo (offline demo model — set CHORUS_MODEL_BASE_URL for a real one)"
+        model_line = DEMO_MODEL
     share = stats.total_tokens / stats.budget_tokens if stats.budget_tokens else 0.0
     lines = [
         f"Persona: {persona.name} ({persona.id})",

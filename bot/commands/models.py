@@ -12,6 +12,8 @@ from bot.turns.events import CommandAnswer
 
 MODEL_USAGE = "Usage: /model NAME to switch this conversation's model, /model default to go back."
 THINK_USAGE = "Usage: /think off, /think low or /think high."
+# How /model and /status name the offline demo model, which answers when no model server is set.
+DEMO_MODEL = "demo (offline demo model — set CHORUS_MODEL_BASE_URL for a real one)"
 
 
 async def model_command(context: CommandContext, args: str) -> CommandAnswer:
@@ -23,8 +25,7 @@ async def model_command(context: CommandContext, args: str) -> CommandAnswer:
     if choice.lower() == "default":
         await engine.db.run(engine.stores.sessions.set_model_choice, session.id, None)
         persona = engine.persona_for(session)
-        model = engine.settings.model.model_for(persona.model)
-        return CommandAnswer(f"Back to {persona.name}'s model: {model}.")
+        return CommandAnswer(f"Back to {persona.name}'s model: {engine.model_shown(session, persona)}.")
     entry = find_choice(engine.settings, choice)
     if entry is None:
         return CommandAnswer(f"There is no model '{choice}' here.\n\n{_models_text(context)}", ok=False)
@@ -40,9 +41,13 @@ def _models_text(context: CommandContext) -> str:
     session = context.session
     persona = engine.persona_for(session)
     current = engine.conversation_model(session, persona)
+    # Named as /status and /context name it: without a model server, the demo answers every choice.
+    shown = engine.model_shown(session, persona)
+    if engine.provider.name == "demo":
+        shown = DEMO_MODEL
     if not engine.settings.models:
-        return f"This conversation speaks with {current.model}; this deployment offers no other models."
-    lines = [f"This conversation speaks with {current.choice or 'default'} ({current.model}). Models:"]
+        return f"This conversation speaks with {shown}; this deployment offers no other models."
+    lines = [f"This conversation speaks with {current.choice or 'default'} ({shown}). Models:"]
     lines.append(f"• default: {engine.settings.model.model_for(persona.model)} ({persona.name}'s)")
     for entry in engine.settings.models:
         takes = [

@@ -174,3 +174,24 @@ async def test_a_models_vision_flag_decides_whether_images_reach_it(
     first, second = chat_requests(fake_openai)
     assert image_parts(first) == 0  # model.vision is false for the persona's model
     assert second["model"] == "eyes-model" and image_parts(second) == 1
+
+
+@pytest.mark.parametrize("models", [[], MODELS], ids=["no models listed", "models listed"])
+async def test_without_a_model_server_model_status_and_context_all_name_the_demo_model(
+    runtimes: RuntimeFactory, tmp_path: Path, models: list[dict[str, Any]]
+) -> None:
+    runtime = runtimes(tmp_path, models=models)
+    engine = runtime.engine
+
+    listed = await engine.respond(inbound("/model", lane="terminal"))
+    status = await engine.respond(inbound("/status", lane="terminal"))
+    context = await engine.respond(inbound("/context", lane="terminal"))
+    back = await engine.respond(inbound("/model default", lane="terminal"))
+
+    first_lines = [reply.text.splitlines()[0] for reply in (listed, status, context)]
+    assert "This conversation speaks with" in first_lines[0] and "demo" in first_lines[0]
+    assert "Model: demo" in status.text and "model demo" in first_lines[2]
+    assert back.text == "Back to Ada's model: demo."
+    # The configured name is what a model server would be asked for, not what answers here.
+    assert not any("gpt-4o-mini" in line for line in first_lines)
+    assert "Model: gpt-4o-mini" not in status.text
