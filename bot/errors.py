@@ -13,6 +13,12 @@ class ChorusError(Exception):
     """Base class: `str(error)` is safe to show to the person chatting."""
 
 
+def error_line(error: BaseException) -> str:
+    """An error as one log line: its message without line breaks or a closing full stop, or its
+    class when it has no message."""
+    return " ".join(str(error).split()).rstrip(".") or type(error).__name__
+
+
 class ConfigError(ChorusError):
     """The configuration is invalid; the message names the setting."""
 

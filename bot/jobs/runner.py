@@ -18,6 +18,7 @@ from contextlib import suppress
 from datetime import datetime, timedelta
 
 from bot.config import JobSettings
+from bot.errors import ProviderError, error_line
 from bot.jobs.definitions import SHUTDOWN_SECONDS, JobDefinitions
 from bot.storage.boundary import boundary_for
 from bot.storage.jobs import ClaimedJob, SqliteJobs
@@ -160,20 +161,31 @@ class LocalJobRunner:
         """Run one job; True when it failed and waits for a retry."""
         try:
             await self.definitions.run(job.name, job.session_id, job.seq)
-        except Exception:
+        except Exception as error:
+            # A model that is down or refusing is the operator's to fix and is told in one line;
+            # anything else is a defect, logged with its traceback.
+            trace = None if isinstance(error, ProviderError) else error
             if job.attempts >= self.settings.max_attempts:
-                log.exception(
-                    "job %s of session %s failed %d times: dropped", job.name, job.session_id, job.attempts
+                log.error(
+                    "job %s of session %s failed %d times: dropped (%s)",
+                    job.name,
+                    job.session_id,
+                    job.attempts,
+                    error_line(error),
+                    exc_info=trace,
                 )
                 await self.db.run(self.table.finish, job.id)
                 return False
             delay = retry_delay(job.attempts)
-            log.exception(
-                "job %s of session %s failed (run %d): retried in %.0f s",
+            log.log(
+                logging.WARNING if trace is None else logging.ERROR,
+                "job %s of session %s failed (run %d): %s; retried in %.0f s",
                 job.name,
                 job.session_id,
                 job.attempts,
+                error_line(error),
                 delay,
+                exc_info=trace,
             )
             await self.db.run(self.table.release, job.id, utcnow() + timedelta(seconds=delay))
             return True

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Sequence
 
 from bot.config import MemorySettings
+from bot.errors import ProviderError, error_line
 from bot.memory.backfill import Backfill, BackfillResult
 from bot.memory.dense import DenseIndex, Embedder, embedded_text, off_loop
 from bot.memory.distill import Distiller, ModelDistiller, ModelFor, RuleDistiller
@@ -255,5 +256,21 @@ class MemoryService:
                 # encoder is the slow part (one thread, tens of ms a message), and a fast chat
                 # leaves more behind than the deadline would let it embed.
                 await self.flush(session, embed=False)
-            except Exception:
-                log.exception("memory flush of session %s failed at shutdown", session.id)
+            except ProviderError as error:
+                # The model is down or refusing: an operator's condition, not a defect, and a
+                # traceback per session would bury it. Nothing is lost: the cursor moves only
+                # with stored items, so the session's next offload takes these messages up.
+                log.warning(
+                    "memory of session %s not flushed at shutdown: %s; its offload cursor stays, "
+                    "and its next offload (a turn, or its idle timer after the next start) takes it up",
+                    session.id,
+                    error_line(error),
+                )
+            except Exception as error:
+                log.error(
+                    "memory of session %s not flushed at shutdown: %s: %s; its offload cursor stays",
+                    session.id,
+                    type(error).__name__,
+                    error_line(error),
+                )
+                log.debug("the memory flush of session %s at shutdown", session.id, exc_info=error)

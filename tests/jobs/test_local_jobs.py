@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -15,7 +16,7 @@ from sqlalchemy.engine import Connection
 from bot.cli import main as chorus
 from bot.cli.serve import build_service
 from bot.config import JobSettings
-from bot.errors import ConfigError
+from bot.errors import ConfigError, ProviderUnavailable
 from bot.jobs import FLUSH_IDLE_MEMORY, MAINTAIN_CONTEXT, OFFLOAD_MEMORY
 from bot.jobs.runner import LocalJobRunner
 from bot.runtime import Runtime
@@ -139,6 +140,43 @@ async def test_a_failing_job_runs_again_until_it_succeeds(runtimes: RuntimeFacto
         assert table.count() == 0
     finally:
         await local.aclose()
+
+
+@pytest.mark.parametrize(
+    ("failure", "traceback"),
+    [(ProviderUnavailable("The model is unreachable right now (could not connect)."), False),
+     (KeyError("summary"), True)],
+    ids=["model unreachable", "defect"],
+)  # fmt: skip
+async def test_a_job_the_model_fails_is_one_log_line_and_a_defect_keeps_its_traceback(
+    runtimes: RuntimeFactory,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    failure: Exception,
+    traceback: bool,
+) -> None:
+    runtime = runtimes(tmp_path, jobs_worker=False)
+    timeline = Timeline()
+    attempts: list[int] = []
+
+    async def fail_once(_session: str) -> None:
+        attempts.append(len(attempts) + 1)
+        if len(attempts) == 1:
+            raise failure
+
+    local = runner(runtime, "one", definitions_of({"flaky": recording_job(timeline, "flaky", fail_once)}))
+    try:
+        enqueue(runtime.database, SqliteJobs(runtime.database), ("flaky", "s1"))
+        with caplog.at_level(logging.WARNING, logger="bot.jobs"):
+            await local.start()
+            await wait_for(timeline.finished("flaky", "s1"), "the retried job")
+    finally:
+        await local.aclose()
+    (record,) = [record for record in caplog.records if record.name == "bot.jobs.runner"]
+    assert "job flaky of session s1 failed (run 1)" in record.getMessage()
+    assert (record.exc_info is not None) == traceback
+    if not traceback:
+        assert record.levelno == logging.WARNING and "could not connect" in record.getMessage()
 
 
 async def test_one_sessions_jobs_never_overlap_even_across_two_runners(

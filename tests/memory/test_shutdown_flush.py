@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
+
+import pytest
 
 from bot.jobs.definitions import FLUSH_IDLE_MEMORY
 from bot.runtime import Runtime
@@ -73,5 +76,41 @@ async def test_the_flush_stops_at_its_deadline_and_leaves_the_rest_to_the_idle_t
             assert MemoryStore(reopened.database).all_items(owner) == []
         # Each session's idle flush is still waiting in the jobs table for the next start.
         assert SqliteJobs(reopened.database).count(names=[FLUSH_IDLE_MEMORY]) == 2
+    finally:
+        await reopened.aclose()
+
+
+async def test_an_unreachable_model_at_shutdown_is_one_line_per_session_and_the_cursor_stays(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with FakeOpenAI() as server:
+        runtime = make_runtime(tmp_path, model_base_url=server.base_url, model_max_retries=0, **QUIET)
+        owners = await talk(runtime, "ana", "bo")
+        sessions = [session.id for session, _ in runtime.stores.sessions.list_sessions()]
+    # The model server is gone: each session's flush at shutdown finds nobody at the address.
+    with caplog.at_level(logging.INFO):
+        await asyncio.wait_for(runtime.aclose(), DEADLINE)
+    flush_lines = [record for record in caplog.records if record.name.startswith("bot.memory")]
+    assert len(flush_lines) == 2, [record.getMessage() for record in flush_lines]
+    for record in flush_lines:
+        message = record.getMessage()
+        assert record.levelno == logging.WARNING and record.exc_info is None and "\n" not in message
+        assert "could not connect" in message and "cursor" in message
+    assert {
+        session_id for session_id in sessions if any(session_id in r.getMessage() for r in flush_lines)
+    } == set(sessions)
+
+    # Nothing was lost: the cursors did not move, and the next start offloads what was pending.
+    reopened = make_runtime(tmp_path, **QUIET)
+    try:
+        memory = MemoryStore(reopened.database)
+        assert [memory.cursor_seq(session_id) for session_id in sessions] == [None, None]
+        assert SqliteJobs(reopened.database).count(names=[FLUSH_IDLE_MEMORY]) == 2
+        for session_id in sessions:
+            session = reopened.stores.sessions.get_session(session_id)
+            assert session is not None and reopened.memory is not None
+            await reopened.memory.flush(session)
+        for person, owner in zip(("ana", "bo"), owners, strict=True):
+            assert any(f"{person}Dog" in item.content for item in memory.all_items(owner))
     finally:
         await reopened.aclose()
