@@ -212,14 +212,19 @@ def cmd_pair_approve(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
+    from bot.storage.overview import Overview
+
     with opened_stores(args.settings) as stores:
-        rows = stores.sessions.list_sessions()
+        rows = Overview(stores.database).conversations(limit=None)
     if not rows:
         print("No sessions yet.")
-    for chat, count in rows:
+    for row in rows:
+        chat = row.session
+        active = row.last_activity or chat.updated_at
         print(
-            f"{chat.id}  {chat.kind:<7}  {count:>6} messages  persona={chat.persona_id}  "
-            f"updated {chat.updated_at:%Y-%m-%d %H:%M}"
+            f"{chat.id}  {chat.kind:<7}  {row.message_count:>6} messages  persona={chat.persona_id}  "
+            f"active {active:%Y-%m-%d %H:%M}  lanes={','.join(row.lanes) or '-'}  "
+            f"people={'; '.join(row.participants) or '-'}"
         )
     return 0
 

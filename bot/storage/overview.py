@@ -62,8 +62,10 @@ class Overview:
     def _session(self) -> Session:
         return open_session(self.engine)
 
-    def conversations(self, search: str = "", limit: int = 200) -> list[ConversationRow]:
-        """Sessions, latest activity first; `search` matches ids, names, personas, lanes or text."""
+    def conversations(self, search: str = "", limit: int | None = 200) -> list[ConversationRow]:
+        """Sessions, latest activity first; `search` matches ids, names, personas, lanes or text.
+
+        At most `limit` (None: every session, as `chorus sessions` lists them)."""
         with self._session() as db:
             stats = {
                 session_id: (int(count), last)
@@ -114,7 +116,7 @@ class Overview:
             if not search or chat.id in matching_text or _matches(row, search):
                 rows.append(row)
         rows.sort(key=lambda row: _sortable(row.last_activity), reverse=True)
-        return rows[:limit]
+        return rows if limit is None else rows[:limit]
 
     def records(self, session_id: str) -> list[ContextRecord]:
         """Every summary and collapse of the session, superseded summaries included."""

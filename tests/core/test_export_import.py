@@ -153,6 +153,25 @@ def test_db_upgrade_and_sessions(tmp_path, monkeypatch, capsys):
     assert "No sessions yet." in capsys.readouterr().out
 
 
+async def test_sessions_lists_each_conversations_lanes_and_people(tmp_path, monkeypatch, capsys):
+    cli_env(tmp_path, monkeypatch)
+    runtime = make_runtime(tmp_path)
+    try:
+        await runtime.engine.respond(inbound("hello", lane="telegram", user_id="7", display_name="Grace"))
+        group = {"chat_id": "g1", "chat_kind": "group", "was_mentioned": True}
+        await runtime.engine.respond(inbound("hi all", lane="discord", user_id="9", **group))
+    finally:
+        await runtime.aclose()
+
+    assert main(["sessions"]) == 0
+
+    lines = capsys.readouterr().out.splitlines()
+    private = next(line for line in lines if " private " in line)
+    group = next(line for line in lines if " group " in line)
+    assert "lanes=telegram" in private and "people=Grace (telegram)" in private
+    assert "lanes=discord" in group and "people=discord g1" in group
+
+
 def first_version_export(messages: list[dict[str, object]]) -> dict[str, object]:
     """An export as Chorus wrote it before rows had a kind (version 1)."""
     return {
