@@ -136,6 +136,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 # A terminal chat shows the conversation: the log goes to this file under the data
 # directory, and only warnings and errors also reach the terminal.
 CHAT_LOG = "chat.log"
+# The lines typed in `chorus chat` in a terminal, recalled with the Up arrow in later runs.
+CHAT_HISTORY = "chat_history"
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -159,7 +161,12 @@ def cmd_chat(args: argparse.Namespace) -> int:
         # Reminders set in this chat fall due in this process, which shows them.
         await runtime.jobs.start(lanes=[TERMINAL_LANE])
         try:
-            await chat_loop(runtime.engine, user=args.user, reminders=runtime.reminders.lanes)
+            await chat_loop(
+                runtime.engine,
+                user=args.user,
+                reminders=runtime.reminders.lanes,
+                history=settings.data_dir / CHAT_HISTORY,
+            )
         finally:
             await runtime.aclose()
 

@@ -100,10 +100,15 @@ class ToolStep:
     approval_id: int | None = None
 
     @property
+    def call_text(self) -> str:
+        """The tool and what it was asked ("recall: dentist"), without a mark or a state."""
+        return f"{self.name}: {self.summary}" if self.summary else self.name
+
+    @property
     def progress_line(self) -> str:
         """One line for a draft: the tool, what it was asked, and how far it is (or its approval)."""
         mark = STATUS_MARKS.get(self.status, "🔧")
-        line = f"{mark} {self.name}: {self.summary}" if self.summary else f"{mark} {self.name}"
+        line = f"{mark} {self.call_text}"
         if self.status == "asked":
             return f"{line} · run it? (yes/no)"
         if self.status == "denied":

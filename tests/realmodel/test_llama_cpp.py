@@ -8,13 +8,11 @@ only calls a tool when asked to repeat a call, so the tool test shows it the cal
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
-from tests.core.test_terminal_chat import Terminal
-from tests.support.runtime import REPO_CONFIG, RuntimeFactory, inbound
+from tests.support.runtime import RuntimeFactory, inbound
+from tests.support.terminal import CTRL_D, PROMPT, ChatTerminal, chat_environment
 from tests.web.conftest import ClientFactory
 from tests.web.helpers import WebVisitor
 
@@ -46,31 +44,28 @@ async def test_a_reply_streams_from_llama_cpp_through_the_web_lane(
 def test_a_reply_streams_from_llama_cpp_in_the_terminal_chat(
     tmp_path: Path, real_model: dict[str, Any]
 ) -> None:
-    environment = {
-        **os.environ,
-        "CHORUS_DATABASE_URL": f"sqlite:///{tmp_path / 'chorus.db'}",
-        "CHORUS_DATA_DIR": str(tmp_path / "data"),
-        "CHORUS_MEMORY_DENSE": "false",
-        "CHORUS_TOOLS_ENABLED": "false",
+    environment = chat_environment(
+        tmp_path,
+        CHORUS_TOOLS_ENABLED="false",
         **{f"CHORUS_{name.upper()}": str(value) for name, value in real_model.items()},
-    }
-    command = [sys.executable, "-m", "bot.cli", "--config", str(REPO_CONFIG), "chat", "--user", "Grace"]
-    terminal = Terminal(command, environment)
+    )
+    terminal = ChatTerminal(environment)
     try:
-        terminal.wait_for("you › ")
-        terminal.type("Hello! What is the capital of France?\n")
-        terminal.wait_for("— Ada")
-        terminal.type("\x04")
+        terminal.wait_for_prompt()
+        terminal.type("Hello! What is the capital of France?\r")
+        terminal.wait_for_answer()
+        terminal.wait_for_prompt()
+        terminal.type(CTRL_D)
         assert terminal.wait_for_exit() == 0
     finally:
         terminal.close()
 
-    screen = terminal.screen.replace("\r\n", "\n")
-    reply = screen.split("bot › ", 1)[1].split("\n  — Ada", 1)[0]
-    assert reply.strip() and "[demo]" not in reply
+    screen = terminal.screen
+    reply = screen.split("Ada ─", 1)[1].split(PROMPT, 1)[0].strip("─ \n")
+    assert reply and "[demo]" not in reply
     # The model answered: no error reply, no error logged. (At the end, memory distillation
     # warns that the tiny model's answer was not JSON; the offline rules distil instead.)
-    assert "chorus › " not in screen and " ERROR " not in screen, screen
+    assert "That turn failed" not in screen and " ERROR " not in screen, screen
 
 
 async def test_a_tool_call_the_model_makes_is_run_and_stored_as_an_exchange(
