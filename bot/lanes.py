@@ -74,6 +74,20 @@ class LaneRunner(Protocol):
     async def stop(self) -> None: ...
 
 
+FindingStatus = Literal["ok", "warn", "fail"]
+# How long a `chorus doctor` check waits for a platform or server to answer.
+CHECK_SECONDS = 15.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of `chorus doctor`: how a part stands and, unless it is well, what to do."""
+
+    status: FindingStatus
+    text: str
+    fix: str = ""
+
+
 @dataclass(frozen=True)
 class LaneSpec:
     """One lane: its name, where its settings model and `build` live, its short env names."""
@@ -85,6 +99,9 @@ class LaneSpec:
     package: str
     # Short environment names an operator expects, mapped to a field of the lane's settings.
     env_aliases: dict[str, str] = field(default_factory=dict)
+    # "package.module:function" of the lane's `chorus doctor` check: an async function of the
+    # lane's settings returning a `Finding` (its token accepted, its platform reached).
+    check_path: str | None = None
 
     def settings_model(self) -> type[LaneSettings]:
         module_name, _, class_name = self.settings_path.partition(":")
@@ -92,6 +109,14 @@ class LaneSpec:
         if not (isinstance(model, type) and issubclass(model, LaneSettings)):
             raise TypeError(f"{self.settings_path} is not a LaneSettings model")
         return model
+
+    async def check(self, settings: LaneSettings) -> Finding | None:
+        """The lane's `chorus doctor` line for `settings`; None when the lane has no check."""
+        if self.check_path is None:
+            return None
+        module_name, _, function_name = self.check_path.partition(":")
+        finding: Finding = await getattr(importlib.import_module(module_name), function_name)(settings)
+        return finding
 
     def build(self, runtime: Any) -> LaneRunner:
         """Import the lane (and its platform library) and build it on `runtime`."""

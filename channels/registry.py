@@ -22,6 +22,7 @@ register_all(
             "telegram",
             "channels.telegram.settings:TelegramSettings",
             "channels.telegram",
+            check_path="channels.telegram.doctor:check",
             env_aliases={
                 "CHORUS_TELEGRAM_TOKEN": "token",
                 "CHORUS_TELEGRAM_WEBHOOK_SECRET": "webhook_secret",
@@ -31,6 +32,7 @@ register_all(
             "discord",
             "channels.discord.settings:DiscordSettings",
             "channels.discord",
+            check_path="channels.discord.doctor:check",
             env_aliases={"CHORUS_DISCORD_TOKEN": "token"},
         ),
     ]

@@ -33,10 +33,13 @@ if TYPE_CHECKING:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    if handler is cmd_doctor:
+        # The doctor reads the settings itself: an unreadable configuration is one of its lines.
+        return cmd_doctor(args)
     try:
         settings = load_settings(args.config)
         configure_logging(settings.log_level, settings.logging.format)
-        handler: Callable[[argparse.Namespace], int] = args.handler
         args.settings = settings
         return handler(args)
     except ChorusError as error:
@@ -66,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tools.add_argument("--json", action="store_true", help="print JSON")
     tools.set_defaults(handler=cmd_tools)
+
+    doctor = commands.add_parser(
+        "doctor",
+        help="check the configuration, database, model, lanes and MCP servers; exit 1 if one fails",
+    )
+    doctor.set_defaults(handler=cmd_doctor)
 
     pair = commands.add_parser("pair", help="strangers waiting with a pairing code: list, approve")
     pair_commands = pair.add_subparsers(dest="pair_command", required=True)
@@ -193,6 +202,14 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
     print(asyncio.run(run()))
     return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from bot.cli.doctor import doctor
+
+    # The checks' lines say what is wrong; log lines (a refused key, a server down) would repeat it.
+    configure_logging("WARNING", "text", console_level="CRITICAL")
+    return doctor(args.config)
 
 
 def cmd_pair_list(args: argparse.Namespace) -> int:

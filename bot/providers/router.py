@@ -157,28 +157,28 @@ def make_router(
     by_model: dict[str, Sequence[Target]] = {}
     for choice in elsewhere:
         keys = [choice.api_key.get_secret_value() if choice.api_key else None]
-        url = _url_of(choice, f"models ({choice.name})")
+        url = endpoint_url(choice, f"models ({choice.name})")
         by_model[choice.model] = _targets(choice.provider, url, None, keys, options)
     fallbacks = [
         target
         for position, endpoint in enumerate(model.fallbacks)
         for target in _targets(
             endpoint.provider,
-            _url_of(endpoint, f"model.fallbacks[{position}]"),
+            endpoint_url(endpoint, f"model.fallbacks[{position}]"),
             endpoint.name or None,
             endpoint.keys(),
             options,
         )
     ]
     return ModelRouter(
-        _targets(model.provider, _url_of(model, "model"), None, model.keys(), options),
+        _targets(model.provider, endpoint_url(model, "model"), None, model.keys(), options),
         fallbacks=fallbacks,
         by_model=by_model,
         cooldown_seconds=model.cooldown_seconds,
     )
 
 
-def _url_of(endpoint: EndpointSettings | ModelChoiceSettings, setting: str) -> str:
+def endpoint_url(endpoint: EndpointSettings | ModelChoiceSettings, setting: str) -> str:
     """The endpoint's URL; Anthropic's own when an `anthropic` endpoint names none."""
     if endpoint.base_url and endpoint.base_url.strip():
         return endpoint.base_url.strip()
@@ -198,14 +198,14 @@ def _targets(
         Target(
             label=f"{where} key {index} of {len(keys)}" if len(keys) > 1 else where,
             kind=kind,
-            provider=_provider(kind, base_url.strip(), key, options),
+            provider=provider_for(kind, base_url.strip(), key, options),
             model=model,
         )
         for index, key in enumerate(keys, start=1)
     ]
 
 
-def _provider(kind: str, base_url: str, key: str | None, options: dict[str, Any]) -> ChatProvider:
+def provider_for(kind: str, base_url: str, key: str | None, options: dict[str, Any]) -> ChatProvider:
     if kind == "anthropic":
         # The SDK takes a second to import: only a deployment that speaks with Anthropic pays it.
         from bot.providers.anthropic import AnthropicProvider
