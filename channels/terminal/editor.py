@@ -31,7 +31,7 @@ from prompt_toolkit.output import create_output
 from prompt_toolkit.styles import Style
 
 # Said under the banner.
-KEYS = "Enter sends · Esc Enter: new line · ↑ history · Tab: /commands · Ctrl-C stops a reply · Ctrl-D leaves"
+KEYS = "↑ history · Esc Enter new line · Tab completes a /command · Ctrl-C stops a reply · Ctrl-D leaves"
 STYLE = Style.from_dict({"prompt": "bold ansigreen"})
 
 

@@ -50,6 +50,8 @@ class StyledScreen:
         # Whether this turn's answer has its heading yet, and whether text streamed in it.
         self._headed = False
         self._streamed = False
+        # Whether the last thing drawn in this turn was a tool step's line.
+        self._stepped = False
 
     def banner(self) -> None:
         self.console.print(Text(BANNER.rstrip("\n"), style="bold"))
@@ -119,6 +121,10 @@ class StyledScreen:
         if self._live is not None:
             self._close_live()
         if self._stream is None:
+            if self._stepped:
+                # The answer stands apart from the step lines above it.
+                self.console.print()
+                self._stepped = False
             self._stream = MarkdownStream(self.console)
         self._streamed = True
         self._stream.add(shown(text))
@@ -135,6 +141,7 @@ class StyledScreen:
         else:
             self._settle()
             self._open_live(self._step_line(step), step.call_id)
+            self._stepped = True
         if step.status in ("asked", "error", "denied"):
             # Its line stays as it is: a question waits under it, or the call is over.
             self._close_live()
@@ -181,4 +188,5 @@ class StyledScreen:
     def _end_turn(self) -> None:
         self._headed = False
         self._streamed = False
+        self._stepped = False
         self.console.print()
