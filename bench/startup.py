@@ -1,4 +1,4 @@
-"""Cold start: `chorus serve` until /healthz answers, and `chorus sessions` until it exits.
+"""Cold start: `chorus serve` until /healthz answers, `chorus sessions` and `chorus tools` until they exit.
 
 Each run is a fresh Python process, as an operator would start it, on a SQLite database
 that exists already or (the first start) is created and migrated. For scale, the same
@@ -78,6 +78,20 @@ def sessions_existing() -> float:
         return _sessions(Path(data))
 
 
+def tools_listing() -> float:
+    """`chorus tools` with the built-in tools only: it builds the runtime, so its imports count."""
+    with tempfile.TemporaryDirectory() as data:
+        started = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "bot.cli", "tools"],
+            cwd=REPO,
+            env=_environ(Path(data)),
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        return time.perf_counter() - started
+
+
 def serve_to_healthy() -> float:
     with tempfile.TemporaryDirectory() as data:
         port = _free_port()
@@ -112,6 +126,7 @@ def measure(runs: int) -> list[dict[str, object]]:
         ("import sqlalchemy, sqlmodel (bare)", bare_import),
         ("chorus sessions (existing database)", sessions_existing),
         ("chorus sessions (new database: migrations run)", sessions_fresh),
+        ("chorus tools (built-in tools, new database)", tools_listing),
         ("chorus serve → /healthz 200 (web lane)", serve_to_healthy),
     ]
     for name, run in cases:
