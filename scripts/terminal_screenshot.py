@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
+import io
 import shutil
 import subprocess
 import sys
@@ -114,7 +114,7 @@ def main() -> None:
         finally:
             tmux("kill-server")
             stop.set()
-    console = Console(record=True, width=COLUMNS, force_terminal=True, file=open(os.devnull, "w"))
+    console = Console(record=True, width=COLUMNS, force_terminal=True, file=io.StringIO())
     console.print(Text.from_ansi(captured.rstrip("\n")))
     with tempfile.TemporaryDirectory() as folder:
         svg = Path(folder) / "terminal.svg"

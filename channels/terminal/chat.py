@@ -143,6 +143,8 @@ class TerminalChat:
         self.session_id: str | None = None
         self._turn: asyncio.Task[None] | None = None
         self._stop_asked = False
+        # Approvals being cancelled after a Ctrl-C, kept until they are done.
+        self._cancelling: set[asyncio.Task[int]] = set()
 
     async def run(self) -> None:
         self.screen.banner()
@@ -228,4 +230,6 @@ class TerminalChat:
         # A question waiting for y/n is answered no; the turn then ends with what it has.
         self.lines.interrupt()
         if self.session_id is not None and self.engine.stop_turn(self.session_id):
-            asyncio.create_task(self.engine.cancel_approvals(self.session_id))
+            cancelling = asyncio.create_task(self.engine.cancel_approvals(self.session_id))
+            self._cancelling.add(cancelling)
+            cancelling.add_done_callback(self._cancelling.discard)

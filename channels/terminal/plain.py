@@ -67,7 +67,10 @@ class PlainInput:
             self._waiting.cancel()
 
     def _read_one(self, loop: asyncio.AbstractEventLoop) -> None:
-        line = self.stdin.readline()
+        try:
+            line = self.stdin.readline()
+        except (OSError, ValueError):
+            line = ""  # stdin closed under the read: the end of input
 
         def deliver() -> None:
             self._reading = False
