@@ -151,6 +151,7 @@ CHAT_HISTORY = "chat_history"
 
 def cmd_chat(args: argparse.Namespace) -> int:
     import asyncio
+    import os
 
     from bot.runtime import build_runtime
     from channels.terminal import LANE as TERMINAL_LANE
@@ -179,7 +180,11 @@ def cmd_chat(args: argparse.Namespace) -> int:
         finally:
             await runtime.aclose()
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    except BrokenPipeError:
+        # The reader of a piped chat went away (`chorus chat | head`): end quietly, as cat does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

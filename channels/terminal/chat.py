@@ -180,6 +180,9 @@ class TerminalChat:
             if self._turn.cancelled():
                 self.screen.turn_failed("[Abandoned: the reply was left unfinished.]")
             elif (error := self._turn.exception()) is not None:
+                if isinstance(error, BrokenPipeError):
+                    # Nobody reads the chat any more (the pipe's other end is gone): it ends.
+                    raise error
                 log.error("a terminal turn failed", exc_info=error)
                 self.screen.turn_failed(
                     f"[That turn failed: {type(error).__name__}: {error}. The chat goes on; "
