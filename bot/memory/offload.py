@@ -28,6 +28,7 @@ from bot.memory.filters import extract_memory_tag, hard_filter, is_duplicate, is
 from bot.memory.items import DistilledItem
 from bot.memory.tags import items_from_tag
 from bot.memory.triggers import Pending, first_chunk, measure, should_offload
+from bot.providers.demo import DemoProvider
 from bot.search_dates import relative_mentions
 from bot.search_terms import content_key, similarity_tokens
 from bot.storage.boundary import boundary_for
@@ -245,6 +246,10 @@ def split_tagged(messages: Sequence[Message]) -> tuple[list[DistilledItem], list
     for message in messages:
         if message.kind not in SAID_KINDS:
             # Tool calls and results are steps of a turn, not something anyone said.
+            continue
+        if message.role == "assistant" and message.model == DemoProvider.name:
+            # The offline demo describes the request it got ("My context holds 1,691 of …
+            # tokens"): nothing in it is true of the person or lasts.
             continue
         tag = extract_memory_tag(message.content) if message.role == "assistant" else None
         if tag is not None:

@@ -74,6 +74,10 @@ def _result_line(name: str, message: dict[str, Any]) -> str:
         first = hits[0] if isinstance(hits[0], dict) else {}
         when = f" ({first['date']})" if first.get("date") else ""
         found = _shorten(str(first.get("text", "")))
+        if first.get("in_context"):
+            seqs = first.get("seqs")
+            where = f", message #{seqs[0]}" if isinstance(seqs, list) and seqs else ""
+            return f"That is still in our conversation{where}: “{found}”{when}."
         return f"I searched my memory for “{data.get('query', '')}”: {found}{when}."
     if name == "context_inspect" and isinstance(data, dict):
         tokens = data.get("tokens")

@@ -123,6 +123,12 @@ class MemorySearch:
             found = {int(row.id): _hit(row) for row in connection.execute(sql, params)}
         return [found[identifier] for identifier in ids if identifier in found]
 
+    def newest_user_seq(self, session_id: str) -> int | None:
+        """The seq of the session's newest message from a person (a turn's question, during the turn)."""
+        with self.database.connect() as connection:
+            found = connection.execute(_NEWEST_USER_SEQ, {"session_id": session_id}).scalar()
+        return None if found is None else int(found)
+
     def following_messages(
         self,
         owner: Owner,
@@ -270,6 +276,9 @@ _MESSAGES_AT = text(
     "WHERE g.session_id = :session_id AND g.seq IN :seqs AND g.role != 'system' "
     f"AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"
 ).bindparams(bindparam("seqs", expanding=True))
+_NEWEST_USER_SEQ = text(
+    f"SELECT max(g.seq) FROM messages g WHERE g.session_id = :session_id AND g.role = 'user' AND {IS_SAID}"
+)
 _MESSAGES_BY_ID = text(
     f"SELECT {_MESSAGE_COLUMNS}, 0.0 AS score FROM messages g JOIN sessions s ON s.id = g.session_id "
     f"WHERE g.id IN :ids AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"
