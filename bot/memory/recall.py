@@ -26,7 +26,7 @@ from typing import Any
 
 from bot.config import MemorySettings
 from bot.memory.dense import DenseIndex
-from bot.memory.snapshot import build_snapshot, shorten
+from bot.memory.snapshot import attributed, build_snapshot, shorten
 from bot.search_dates import query_date_terms, relative_mentions
 from bot.search_terms import words
 from bot.storage.memory_search import SOURCES, RecallHit
@@ -53,6 +53,10 @@ SPARE_HITS = 3
 # Ranking costs grow with how many rows match a term, so a query keeps only its
 # most distinctive words: longer words are rarer, the cheapest proxy for IDF.
 MAX_QUERY_TERMS = 8
+
+
+# How many replacements recall follows from an old item to the one that holds now.
+MAX_SUCCESSION = 4
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,9 @@ def fuse(rankings: Sequence[Ranking], limit: int, spare: int = 0) -> list[Recall
     """
     shares: dict[tuple[str, str, int], dict[str, float]] = {}
     shown: dict[tuple[str, str, int], RecallHit] = {}
+    # Per slot, whether every item found in it was replaced by a newer one (and the newest
+    # replacement): a message whose facts no longer hold is shown as history.
+    replaced: dict[tuple[str, str, int], RecallHit | None] = {}
     leads_per_list = max(1, round(limit * LEADS_SHARE))
     leads: list[tuple[str, str, int]] = []
     for ranking in rankings:
@@ -117,6 +124,9 @@ def fuse(rankings: Sequence[Ranking], limit: int, spare: int = 0) -> list[Recall
             current = shown.get(key)
             if current is None or (current.source == "memory" and hit.source == "message"):
                 shown[key] = hit
+            if hit.source == "memory" and hit.label:  # an item read with its row (dense hits are not)
+                before = replaced.get(key, hit)
+                replaced[key] = hit if hit.superseded_by is not None and before is not None else None
         leads += list(voted)[:leads_per_list]
     scores = {key: sum(by_retriever.values()) for key, by_retriever in shares.items()}
     by_score = sorted(scores, key=lambda key: scores[key], reverse=True)
@@ -127,7 +137,18 @@ def fuse(rankings: Sequence[Ranking], limit: int, spare: int = 0) -> list[Recall
         kept.add(key)
     best = [key for key in by_score if key in kept]
     best += [key for key in by_score if key not in kept][:spare]
-    return [replace(shown[key], score=scores[key]) for key in best]
+    return [history_of(replace(shown[key], score=scores[key]), replaced.get(key)) for key in best]
+
+
+def history_of(hit: RecallHit, replaced_item: RecallHit | None) -> RecallHit:
+    """A message hit whose items were all replaced carries their replacement, as an item would."""
+    if replaced_item is None or hit.source != "message":
+        return hit
+    return replace(hit, superseded_by=replaced_item.superseded_by, valid_until=replaced_item.valid_until)
+
+
+def _replaced(hit: RecallHit) -> RecallHit | None:
+    return hit if hit.superseded_by is not None else None
 
 
 def hit_date(hit: RecallHit) -> str:
@@ -141,9 +162,13 @@ def hit_seqs(hit: RecallHit) -> str:
 
 
 def hit_text(hit: RecallHit, limit: int | None = None) -> str:
-    """The hit's words, a message prefixed with its sender, relative dates resolved; a
-    question's reply follows it. `limit` shortens the message and its reply each."""
-    text = f"{hit.sender_name}: {hit.text}" if hit.source == "message" and hit.sender_name else hit.text
+    """The hit's words, a message prefixed with its sender (an item with whom it is about and
+    who said it), relative dates resolved; a question's reply follows it. `limit` shortens
+    the message and its reply each."""
+    if hit.source == "message":
+        text = f"{hit.sender_name}: {hit.text}" if hit.sender_name else hit.text
+    else:
+        text = attributed(hit.text, hit.about, hit.said_by_name)
     if hit.source == "message" and hit.said_at is not None:
         resolved = [
             f"{mention.phrase} = {mention.span.label()}"
@@ -179,12 +204,23 @@ def hit_record(hit: RecallHit, text_chars: int | None = None) -> dict[str, Any]:
         ),
         "shown": hit_text(hit, text_chars),
         "score": round(hit.score, 4),
+        "about": hit.about,
+        "said_by": hit.said_by_name if hit.source == "memory" else hit.sender_name,
+        # False for what a newer item replaced: history, kept with the day it stopped holding.
+        "holds": hit.superseded_by is None,
+        "until": hit.valid_until.date().isoformat() if hit.valid_until is not None else None,
+        "replaced_by": hit.superseded_by,
     }
 
 
 def format_hit(hit: RecallHit) -> str:
     kind = f"{hit.label} message" if hit.source == "message" else hit.label
-    return f"[{kind} {hit_seqs(hit)}, {hit_date(hit)}] {hit_text(hit, RECALL_SNIPPET_CHARS)}"
+    until = (
+        f", no longer holds since {hit.valid_until:%Y-%m-%d} (see #{hit.superseded_by})"
+        if hit.superseded_by is not None and hit.valid_until is not None
+        else ""
+    )
+    return f"[{kind} {hit_seqs(hit)}, {hit_date(hit)}{until}] {hit_text(hit, RECALL_SNIPPET_CHARS)}"
 
 
 def turn_query(rows: Sequence[TranscriptRow]) -> str:
@@ -276,9 +312,46 @@ class Recall:
                     stored[(source, hit.id)] = hit
             missing = {(hit.source, hit.id) for hit in fused} - stored.keys()
             if not missing:
-                found = [replace(stored[(hit.source, hit.id)], score=hit.score) for hit in fused]
+                found = [
+                    history_of(replace(stored[(hit.source, hit.id)], score=hit.score), _replaced(hit))
+                    for hit in fused
+                ]
+                found = self.with_successors(owner, found)
                 return self.with_replies(owner, found, window_session_id, window_from_seq)[:limit]
             gone |= missing
+
+    def with_successors(self, owner: Owner, hits: Sequence[RecallHit]) -> list[RecallHit]:
+        """Each hit that a newer item replaced, with the item that holds now just above it.
+
+        "Where does Priya live?" finds the words of the old fact as readily as the new:
+        the one that holds must come first, and come along when only the old one matched.
+        """
+        holding: dict[tuple[str, int], RecallHit] = {}  # a replaced hit → the item that holds now
+        for hit in hits:
+            successor_id, steps = hit.superseded_by, 0
+            while successor_id is not None and steps < MAX_SUCCESSION:
+                successor = next(iter(self.store.hits_by_id(owner, "memory", [successor_id])), None)
+                if successor is None:
+                    break
+                if successor.superseded_by is None:
+                    holding[(hit.source, hit.id)] = replace(successor, score=hit.score)
+                successor_id, steps = successor.superseded_by, steps + 1
+        if not holding:
+            return list(hits)
+        found_items = {hit.id: hit for hit in hits if hit.source == "memory"}
+        placed: set[int] = set()  # items already in the result
+        result: list[RecallHit] = []
+        for hit in hits:
+            successor = holding.get((hit.source, hit.id))
+            if successor is not None and successor.id not in placed:
+                result.append(found_items.get(successor.id, successor))
+                placed.add(successor.id)
+            if hit.source == "memory":
+                if hit.id in placed:
+                    continue  # moved up above the item it replaced
+                placed.add(hit.id)
+            result.append(hit)
+        return result
 
     def with_replies(
         self,

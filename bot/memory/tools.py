@@ -33,7 +33,7 @@ REMEMBER_DESCRIPTION = (
 HIT_TEXT_CHARS = 400
 # What the tool keeps of `chorus recall --json`'s record of a hit: not the store's ids, nor
 # `shown` (the words of `text` and `reply` once more).
-HIT_FIELDS = ("kind", "seqs", "date", "speaker", "text", "reply", "score")
+HIT_FIELDS = ("kind", "seqs", "date", "speaker", "text", "reply", "score", "about", "holds", "until")
 
 
 class RecallArguments(BaseModel):

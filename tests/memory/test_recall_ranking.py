@@ -212,7 +212,7 @@ async def test_the_recall_tool_returns_the_records_chorus_recall_json_prints(run
     records = json.loads(printed)
     assert [hit.pop("in_context") for hit in hits] == [False] * len(hits)
     assert hits == [{field: record[field] for field in hits[0]} for record in records]
-    assert set(records[0]) - set(hits[0]) == {"source", "id", "session_id", "shown"}
+    assert set(records[0]) - set(hits[0]) == {"source", "id", "session_id", "shown", "said_by", "replaced_by"}
     assert "search again" in recall_tool.description
 
 
