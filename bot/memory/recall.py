@@ -20,8 +20,10 @@ a place in the result (`LEADS_SHARE`), and the rest is filled by fused score.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import date
 from typing import Any
 
 from bot.config import MemorySettings
@@ -29,7 +31,7 @@ from bot.memory.dense import DenseIndex
 from bot.memory.snapshot import attributed, build_snapshot, shorten
 from bot.search_dates import query_date_terms, relative_mentions
 from bot.search_terms import words
-from bot.storage.memory_search import SOURCES, RecallHit
+from bot.storage.memory_search import RecallHit
 from bot.storage.memory_store import MemoryStore
 from bot.storage.models import ChatSession
 from bot.storage.owners import Owner
@@ -50,6 +52,18 @@ MIN_CANDIDATES = 20
 # Hits read beyond the ones asked for, to fill the places of messages that come along
 # as the reply to a question hit (see `Recall.with_replies`).
 SPARE_HITS = 3
+# A message's rank counts in full from this many words beyond its sender's name on
+# (see `informativeness`).
+INFORMATIVE_WORDS = 4
+# At most this many of the hits asked for come from one day while hits of other days wait:
+# a question that spans moments ("Which pets does Melanie have?") needs more than one day.
+HITS_PER_DAY = 3
+# Hits a day's cap may bring forward from beyond the ones asked for, per hit asked for.
+DAY_SPARE_PER_HIT = 1
+# How long an owner's speaker names are trusted before they are read again.
+SPEAKERS_SECONDS = 60.0
+# A hit said by (or about) a person the query names counts this much more.
+NAMED_PERSON_BOOST = 1.2
 # Ranking costs grow with how many rows match a term, so a query keeps only its
 # most distinctive words: longer words are rarer, the cheapest proxy for IDF.
 MAX_QUERY_TERMS = 8
@@ -67,11 +81,17 @@ class TurnMemory:
     recall: tuple[str, ...]
 
 
-def query_terms(query: str) -> list[str]:
-    """The dates the query names, then its most distinctive words (at most MAX_QUERY_TERMS)."""
+def query_terms(query: str, speakers: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """The dates the query names, then its most distinctive words (at most MAX_QUERY_TERMS).
+
+    The names of the owner's `speakers` are left out while other words remain: every message
+    is indexed with its sender's name, so "What sports does Hana do?" would otherwise rank
+    Hana's shortest messages ("Hana: Good for her.") first whenever no other word matches.
+    """
     dates, rest = query_date_terms(query)
     unique = list(dict.fromkeys(term for term in words(rest) if term))
-    distinctive = sorted(unique, key=len, reverse=True)
+    content = [term for term in unique if term not in speakers]
+    distinctive = sorted(content or unique, key=len, reverse=True)
     return [*dates, *distinctive][:MAX_QUERY_TERMS]
 
 
@@ -93,7 +113,54 @@ class Ranking:
     hits: Sequence[RecallHit]
 
 
-def fuse(rankings: Sequence[Ranking], limit: int, spare: int = 0) -> list[RecallHit]:
+def informativeness(hit: RecallHit, speakers: frozenset[str]) -> float:
+    """How much a message says beyond its sender's name, from 1/INFORMATIVE_WORDS to 1.
+
+    A message is indexed and embedded with its sender's name, so "Good for her." by Hana
+    lies close to every question about Hana; its rank counts for less than that of a
+    message with something in it. Items (distilled sentences) count fully.
+    """
+    if not speakers or hit.source != "message":
+        return 1.0
+    said = {word for word in words(hit.text) if word not in speakers}
+    return max(1, min(len(said), INFORMATIVE_WORDS)) / INFORMATIVE_WORDS
+
+
+def spread_over_days(hits: Sequence[RecallHit], limit: int) -> list[RecallHit]:
+    """`hits` with no more than HITS_PER_DAY of one day among the first `limit`: a further
+    hit of a full day waits behind the hits of other days. Evidence of one question often
+    lies close together, so a day keeps several places; only the rest go to other days.
+    """
+    first: list[RecallHit] = []
+    waiting: list[RecallHit] = []
+    per_day: dict[date | None, int] = {}
+    for hit in hits:
+        day = hit.said_at.date() if hit.said_at is not None else None
+        if day is not None and per_day.get(day, 0) >= HITS_PER_DAY and len(first) < limit:
+            waiting.append(hit)
+            continue
+        per_day[day] = per_day.get(day, 0) + 1
+        first.append(hit)
+    return first + waiting
+
+
+def with_named_first(hits: Sequence[RecallHit], query: str, speakers: frozenset[str]) -> list[RecallHit]:
+    """`hits` reordered with NAMED_PERSON_BOOST for what the person the query names said
+    (a message) or what is about them (an item)."""
+    named = {word for word in words(query) if word in speakers}
+    if not named:
+        return list(hits)
+
+    def weight(hit: RecallHit) -> float:
+        person = hit.sender_name if hit.source == "message" else (hit.about or hit.said_by_name)
+        return NAMED_PERSON_BOOST if (person or "").lower() in named else 1.0
+
+    return sorted((replace(hit, score=hit.score * weight(hit)) for hit in hits), key=lambda hit: -hit.score)
+
+
+def fuse(
+    rankings: Sequence[Ranking], limit: int, spare: int = 0, speakers: frozenset[str] = frozenset()
+) -> list[RecallHit]:
     """Reciprocal-rank fusion over slots; each slot is shown by its message when one was found.
 
     A retriever ranks items and messages in two lists, but an item restates its
@@ -118,7 +185,7 @@ def fuse(rankings: Sequence[Ranking], limit: int, spare: int = 0) -> list[Recall
             if key in voted:
                 continue  # one vote per list and slot: several items of one message are one hit
             voted[key] = None
-            share = ranking.weight / (RRF_K + len(voted))
+            share = ranking.weight * informativeness(hit, speakers) / (RRF_K + len(voted))
             by_retriever = shares.setdefault(key, {})
             by_retriever[ranking.retriever] = max(by_retriever.get(ranking.retriever, 0.0), share)
             current = shown.get(key)
@@ -239,6 +306,17 @@ class Recall:
         self.store = store
         self.settings = settings
         self.dense = dense
+        self._speakers: dict[Owner, tuple[float, frozenset[str]]] = {}
+
+    def speakers(self, owner: Owner) -> frozenset[str]:
+        """The owner's speaker names (lower-cased), read at most every SPEAKERS_SECONDS."""
+        now = time.monotonic()
+        cached = self._speakers.get(owner)
+        if cached is not None and now - cached[0] < SPEAKERS_SECONDS:
+            return cached[1]
+        names = frozenset(self.store.speaker_names(owner))
+        self._speakers[owner] = (now, names)
+        return names
 
     def search(
         self,
@@ -258,7 +336,7 @@ class Recall:
             self.dense.start_search(owner, query, window_session_id, window_from_seq)
         lexical = self.store.full_text(
             owner,
-            query_terms(query),
+            query_terms(query, self.speakers(owner)),
             candidates,
             window_session_id=window_session_id,
             window_from_seq=window_from_seq,
@@ -271,54 +349,48 @@ class Recall:
             items, messages = self.dense.search(
                 owner, query, candidates, window_session_id=window_session_id, window_from_seq=window_from_seq
             )
-            rankings += [Ranking("dense", ITEM_WEIGHT, items), Ranking("dense", 1.0, messages)]
-        return self._read(owner, rankings, limit, window_session_id, window_from_seq)
+            known = {(hit.source, hit.id): hit for ranking in rankings for hit in ranking.hits}
+            rankings += [
+                Ranking(
+                    "dense",
+                    ITEM_WEIGHT,
+                    self._with_rows(owner, items, known, window_session_id, window_from_seq),
+                ),
+                Ranking(
+                    "dense", 1.0, self._with_rows(owner, messages, known, window_session_id, window_from_seq)
+                ),
+            ]
+        speakers = self.speakers(owner)
+        fused = fuse(rankings, limit + limit * DAY_SPARE_PER_HIT, SPARE_HITS, speakers)
+        fused = with_named_first(spread_over_days(fused, limit), query, speakers)
+        found = self.with_successors(owner, fused)
+        return self.with_replies(owner, found, window_session_id, window_from_seq)[:limit]
 
-    def _read(
+    def _with_rows(
         self,
         owner: Owner,
-        rankings: Sequence[Ranking],
-        limit: int,
+        hits: Sequence[RecallHit],
+        known: dict[tuple[str, int], RecallHit],
         window_session_id: str | None,
         window_from_seq: int | None,
     ) -> list[RecallHit]:
-        """The fused hits as stored now, read in one query per source.
-
-        Full-text hits were read with their rows just now and are kept as they are.
-        Dense hits carry no text, and a row may have gone since its vector was read (an
-        item forgotten or moved to another owner): such a hit is dropped and the
-        fusion redone without it.
-        """
-        read_with_text = {
-            (hit.source, hit.id): hit for r in rankings if r.retriever == "full-text" for hit in r.hits
+        """Dense hits (ids and scores only) as stored rows, in their order: the ones full text
+        read already, the rest in one query. A row gone since its vector was read (an item
+        forgotten or moved to another owner) is left out."""
+        missing = [hit.id for hit in hits if (hit.source, hit.id) not in known]
+        source = hits[0].source if hits else "message"
+        read = {
+            hit.id: hit
+            for hit in self.store.hits_by_id(
+                owner, source, missing, window_session_id=window_session_id, window_from_seq=window_from_seq
+            )
         }
-        gone: set[tuple[str, int]] = set()
-        while True:
-            remaining = [
-                Ranking(r.retriever, r.weight, [h for h in r.hits if (h.source, h.id) not in gone])
-                for r in rankings
-            ]
-            fused = fuse(remaining, limit, SPARE_HITS)
-            stored = {
-                (hit.source, hit.id): read_with_text[(hit.source, hit.id)]
-                for hit in fused
-                if (hit.source, hit.id) in read_with_text
-            }
-            for source in SOURCES:
-                ids = [hit.id for hit in fused if hit.source == source and (source, hit.id) not in stored]
-                for hit in self.store.hits_by_id(
-                    owner, source, ids, window_session_id=window_session_id, window_from_seq=window_from_seq
-                ):
-                    stored[(source, hit.id)] = hit
-            missing = {(hit.source, hit.id) for hit in fused} - stored.keys()
-            if not missing:
-                found = [
-                    history_of(replace(stored[(hit.source, hit.id)], score=hit.score), _replaced(hit))
-                    for hit in fused
-                ]
-                found = self.with_successors(owner, found)
-                return self.with_replies(owner, found, window_session_id, window_from_seq)[:limit]
-            gone |= missing
+        rows = []
+        for hit in hits:
+            row = known.get((hit.source, hit.id)) or read.get(hit.id)
+            if row is not None:
+                rows.append(replace(row, score=hit.score))
+        return rows
 
     def with_successors(self, owner: Owner, hits: Sequence[RecallHit]) -> list[RecallHit]:
         """Each hit that a newer item replaced, with the item that holds now just above it.

@@ -129,6 +129,17 @@ class MemorySearch:
             found = {int(row.id): _hit(row) for row in connection.execute(sql, params)}
         return [found[identifier] for identifier in ids if identifier in found]
 
+    def speaker_names(self, owner: Owner) -> set[str]:
+        """The names the owner's people spoke under, lower-cased (each word of them too)."""
+        with self.database.connect() as connection:
+            rows = connection.execute(_SPEAKER_NAMES, {"owner_kind": owner.kind, "owner_id": owner.id}).all()
+        names: set[str] = set()
+        for (name,) in rows:
+            if name:
+                names.add(name.lower())
+                names.update(part for part in name.lower().split() if len(part) > 1)
+        return names
+
     def newest_user_seq(self, session_id: str) -> int | None:
         """The seq of the session's newest message from a person (a turn's question, during the turn)."""
         with self.database.connect() as connection:
@@ -294,6 +305,10 @@ _MESSAGES_AT = text(
     "WHERE g.session_id = :session_id AND g.seq IN :seqs AND g.role != 'system' "
     f"AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"
 ).bindparams(bindparam("seqs", expanding=True))
+_SPEAKER_NAMES = text(
+    "SELECT DISTINCT g.sender_name FROM messages g JOIN sessions s ON s.id = g.session_id "
+    "WHERE s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND g.role = 'user'"
+)
 _NEWEST_USER_SEQ = text(
     f"SELECT max(g.seq) FROM messages g WHERE g.session_id = :session_id AND g.role = 'user' AND {IS_SAID}"
 )
