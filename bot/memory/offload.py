@@ -70,10 +70,13 @@ class OffloadResult:
         )
 
 
-# Current items offered to the model as ones a new item may replace, at most, and how many
-# words of the chunk an item must share to be offered: the model can only replace what it sees.
+# Current items offered to the model as ones a new item may replace, at most, and how close
+# to the chunk an item must be to be offered (a shared word counts 1, being about one of the
+# chunk's speakers 2): the model can only replace what it sees, and every item offered is
+# tokens of the request.
 KNOWN_ITEMS = 20
-KNOWN_ITEM_OVERLAP = 2
+KNOWN_ITEM_CLOSENESS = 2
+SPEAKER_CLOSENESS = 2
 
 
 @dataclass(frozen=True)
@@ -293,12 +296,19 @@ def split_tagged(messages: Sequence[Message]) -> tuple[list[DistilledItem], list
 def known_items(
     current: Sequence[MemoryItem], tokens: Sequence[frozenset[str]], blocks: Sequence[SourceBlock]
 ) -> list[KnownItem]:
-    """The current items that share words with the chunk, the most shared first (see KNOWN_ITEMS)."""
+    """The current items closest to the chunk: about its speakers, sharing its words (see
+    KNOWN_ITEMS); the closest first, then the newest."""
     said: set[str] = set()
     for block in blocks:
         said |= similarity_tokens(block.text)
-    shared = [(len(words & said), n) for n, words in enumerate(tokens)]
-    best = sorted((entry for entry in shared if entry[0] >= KNOWN_ITEM_OVERLAP), key=lambda e: (-e[0], e[1]))
+    speakers = {block.speaker.lower() for block in blocks if block.speaker and block.from_person}
+
+    def closeness(n: int) -> int:
+        person = (current[n].about or current[n].said_by_name or "").lower()
+        return len(tokens[n] & said) + (SPEAKER_CLOSENESS if person in speakers else 0)
+
+    close = [(closeness(n), n) for n in range(len(current))]
+    best = sorted((entry for entry in close if entry[0] >= KNOWN_ITEM_CLOSENESS), key=lambda e: (-e[0], e[1]))
     known: list[KnownItem] = []
     for _, n in best[:KNOWN_ITEMS]:
         identifier = current[n].id
