@@ -283,7 +283,7 @@ def hit_record(hit: RecallHit, text_chars: int | None = None) -> dict[str, Any]:
 def format_hit(hit: RecallHit) -> str:
     kind = f"{hit.label} message" if hit.source == "message" else hit.label
     until = (
-        f", no longer holds since {hit.valid_until:%Y-%m-%d} (see #{hit.superseded_by})"
+        f", no longer holds since {hit.valid_until:%Y-%m-%d}: replaced by memory item {hit.superseded_by}"
         if hit.superseded_by is not None and hit.valid_until is not None
         else ""
     )
