@@ -140,6 +140,19 @@ class MemoryItems:
             if (account.lane, account.platform_user_id) in wanted
         }
 
+    def items_about(self, names: set[str]) -> list[MemoryItem]:
+        """Every group item about a person of one of these (lower-cased) names, oldest first."""
+        if not names:
+            return []
+        with open_session(self.database) as db:
+            return list(
+                db.exec(
+                    select(MemoryItem)
+                    .where(MemoryItem.owner_kind == "group", func.lower(col(MemoryItem.about)).in_(names))
+                    .order_by(col(MemoryItem.id))
+                )
+            )
+
     def get_item(self, owner: Owner, item_id: int) -> MemoryItem | None:
         with open_session(self.database) as db:
             item = db.get(MemoryItem, item_id)
