@@ -55,6 +55,7 @@ SPARE_HITS = 3
 # A message's rank counts in full from this many words beyond its sender's name on
 # (see `informativeness`).
 INFORMATIVE_WORDS = 4
+INFORMATIVE_CHARS = 160
 # At most this many of the hits asked for come from one day while hits of other days wait:
 # a question that spans moments ("Which pets does Melanie have?") needs more than one day.
 HITS_PER_DAY = 3
@@ -122,7 +123,8 @@ def informativeness(hit: RecallHit, speakers: frozenset[str]) -> float:
     """
     if not speakers or hit.source != "message":
         return 1.0
-    said = {word for word in words(hit.text) if word not in speakers}
+    # The weight is full from a few words on: the start of a long message decides it.
+    said = {word for word in words(hit.text[:INFORMATIVE_CHARS]) if word not in speakers}
     return max(1, min(len(said), INFORMATIVE_WORDS)) / INFORMATIVE_WORDS
 
 
@@ -177,6 +179,8 @@ def fuse(
     # replacement): a message whose facts no longer hold is shown as history.
     replaced: dict[tuple[str, str, int], RecallHit | None] = {}
     leads_per_list = max(1, round(limit * LEADS_SHARE))
+    # A message is in several lists (full text and dense): its weight is worked out once.
+    weights: dict[tuple[str, int], float] = {}
     leads: list[tuple[str, str, int]] = []
     for ranking in rankings:
         voted: dict[tuple[str, str, int], None] = {}  # this list's slots, in rank order
@@ -185,7 +189,10 @@ def fuse(
             if key in voted:
                 continue  # one vote per list and slot: several items of one message are one hit
             voted[key] = None
-            share = ranking.weight * informativeness(hit, speakers) / (RRF_K + len(voted))
+            weight = weights.get((hit.source, hit.id))
+            if weight is None:
+                weight = weights[(hit.source, hit.id)] = informativeness(hit, speakers)
+            share = ranking.weight * weight / (RRF_K + len(voted))
             by_retriever = shares.setdefault(key, {})
             by_retriever[ranking.retriever] = max(by_retriever.get(ranking.retriever, 0.0), share)
             current = shown.get(key)

@@ -1,0 +1,45 @@
+"""What recall does so that every piece of a question spanning several moments is found."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from bot.memory.recall import (
+    HITS_PER_DAY,
+    informativeness,
+    query_terms,
+    spread_over_days,
+    with_named_first,
+)
+from bot.storage.memory_search import RecallHit
+
+SPEAKERS = frozenset({"hana", "marcus"})
+
+
+def message(n: int, text: str, sender: str = "Hana", day: int = 0, score: float = 1.0) -> RecallHit:
+    said = datetime(2022, 1, 1, tzinfo=UTC) + timedelta(days=day)
+    return RecallHit("message", n, text, "user", "s", n, n, said, sender, score)
+
+
+def test_a_speakers_name_is_no_search_term_while_other_words_remain() -> None:
+    assert "hana" not in query_terms("What water sports does Hana do?", SPEAKERS)
+    assert query_terms("Hana?", SPEAKERS) == ["hana"]  # nothing else to search with
+
+
+def test_a_message_that_says_little_beyond_its_senders_name_counts_less() -> None:
+    assert informativeness(message(1, "Good for her."), SPEAKERS) < 0.5
+    assert (
+        informativeness(message(2, "I got my advanced diving certification in Puget Sound."), SPEAKERS) == 1
+    )
+
+
+def test_a_day_keeps_a_few_places_and_the_rest_go_to_other_days() -> None:
+    same_day = [message(n, f"coral {n}", day=0) for n in range(6)]
+    other_day = message(9, "surfing lessons", day=30)
+    spread = spread_over_days([*same_day, other_day], limit=5)
+    assert [hit.id for hit in spread[:5]] == [*range(HITS_PER_DAY), 9, HITS_PER_DAY]
+
+
+def test_what_the_named_person_said_comes_first() -> None:
+    hits = [message(1, "I dive every week", sender="Marcus", score=1.0), message(2, "I surf", score=0.9)]
+    assert [hit.id for hit in with_named_first(hits, "What does Hana do on weekends?", SPEAKERS)] == [2, 1]
