@@ -148,14 +148,15 @@ def spread_over_days(hits: Sequence[RecallHit], limit: int) -> list[RecallHit]:
 
 def with_named_first(hits: Sequence[RecallHit], query: str, speakers: frozenset[str]) -> list[RecallHit]:
     """`hits` reordered with NAMED_PERSON_BOOST for what the person the query names said
-    (a message) or what is about them (an item)."""
+    (a message, or the reply a question carries) or what is about them (an item)."""
     named = {word for word in words(query) if word in speakers}
     if not named:
         return list(hits)
 
     def weight(hit: RecallHit) -> float:
         person = hit.sender_name if hit.source == "message" else (hit.about or hit.said_by_name)
-        return NAMED_PERSON_BOOST if (person or "").lower() in named else 1.0
+        replier = hit.reply.sender_name if hit.reply is not None else None
+        return NAMED_PERSON_BOOST if {(person or "").lower(), (replier or "").lower()} & named else 1.0
 
     return sorted((replace(hit, score=hit.score * weight(hit)) for hit in hits), key=lambda hit: -hit.score)
 
@@ -369,9 +370,9 @@ class Recall:
             ]
         speakers = self.speakers(owner)
         fused = fuse(rankings, limit + limit * DAY_SPARE_PER_HIT, SPARE_HITS, speakers)
-        fused = with_named_first(spread_over_days(fused, limit), query, speakers)
-        found = self.with_successors(owner, fused)
-        return self.with_replies(owner, found, window_session_id, window_from_seq)[:limit]
+        found = self.with_successors(owner, spread_over_days(fused, limit))
+        found = self.with_replies(owner, found, window_session_id, window_from_seq)
+        return with_named_first(found, query, speakers)[:limit]
 
     def _with_rows(
         self,
