@@ -342,13 +342,19 @@ class Recall:
         if self.dense is not None:
             # The query is embedded on a thread of its own while the full-text search runs.
             self.dense.start_search(owner, query, window_session_id, window_from_seq)
+        terms = query_terms(query, self.speakers(owner))
         lexical = self.store.full_text(
-            owner,
-            query_terms(query, self.speakers(owner)),
-            candidates,
-            window_session_id=window_session_id,
-            window_from_seq=window_from_seq,
+            owner, terms, candidates, window_session_id=window_session_id, window_from_seq=window_from_seq
         )
+        if not any(lexical.values()) and (every_term := query_terms(query)) != terms:
+            # Nothing but the name matches ("What did Caroline share?"): then it is the name.
+            lexical = self.store.full_text(
+                owner,
+                every_term,
+                candidates,
+                window_session_id=window_session_id,
+                window_from_seq=window_from_seq,
+            )
         rankings = [
             Ranking("full-text", ITEM_WEIGHT, lexical["memory"]),
             Ranking("full-text", 1.0, lexical["message"]),

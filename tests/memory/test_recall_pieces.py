@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from bot.memory.recall import (
     HITS_PER_DAY,
@@ -12,6 +13,8 @@ from bot.memory.recall import (
     with_named_first,
 )
 from bot.storage.memory_search import RecallHit
+from bot.storage.owners import Owner
+from tests.support.runtime import inbound, make_runtime
 
 SPEAKERS = frozenset({"hana", "marcus"})
 
@@ -43,3 +46,17 @@ def test_a_day_keeps_a_few_places_and_the_rest_go_to_other_days() -> None:
 def test_what_the_named_person_said_comes_first() -> None:
     hits = [message(1, "I dive every week", sender="Marcus", score=1.0), message(2, "I surf", score=0.9)]
     assert [hit.id for hit in with_named_first(hits, "What does Hana do on weekends?", SPEAKERS)] == [2, 1]
+
+
+async def test_when_only_the_name_matches_the_name_is_searched(tmp_path: Path) -> None:
+    runtime = make_runtime(tmp_path, memory_idle_seconds=0)
+    try:
+        for who, text in (("Caroline", "I went to a support group yesterday."), ("Mel", "Cloudy and mild.")):
+            await runtime.engine.record(
+                inbound(text, user_id=who.lower(), display_name=who, chat_id="g", chat_kind="group")
+            )
+        assert runtime.memory is not None
+        hits = runtime.memory.recall.search(Owner("group", "web:g"), "What did Caroline share?", 1)
+    finally:
+        await runtime.aclose()
+    assert hits and hits[0].text == "I went to a support group yesterday."
