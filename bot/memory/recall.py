@@ -346,8 +346,10 @@ class Recall:
         lexical = self.store.full_text(
             owner, terms, candidates, window_session_id=window_session_id, window_from_seq=window_from_seq
         )
-        if not any(lexical.values()) and (every_term := query_terms(query)) != terms:
-            # Nothing but the name matches ("What did Caroline share?"): then it is the name.
+        if self.dense is None and not any(lexical.values()) and (every_term := query_terms(query)) != terms:
+            # Nothing but the name matches ("What did Caroline share?") and no search by meaning
+            # runs: the name is all there is to search with. (With dense recall the name-only
+            # matches would only add the named person's shortest messages.)
             lexical = self.store.full_text(
                 owner,
                 every_term,
