@@ -23,7 +23,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import date
 from typing import Any
 
 from bot.config import MemorySettings
@@ -56,11 +55,9 @@ SPARE_HITS = 3
 # (see `informativeness`).
 INFORMATIVE_WORDS = 4
 INFORMATIVE_CHARS = 160
-# At most this many of the hits asked for come from one day while hits of other days wait:
-# a question that spans moments ("Which pets does Melanie have?") needs more than one day.
-HITS_PER_DAY = 3
-# Hits a day's cap may bring forward from beyond the ones asked for, per hit asked for.
-DAY_SPARE_PER_HIT = 1
+# Hits beyond the ones asked for, per hit asked for, that the named person's weight may bring
+# forward (see `with_named_first`).
+NAMED_SPARE_PER_HIT = 1
 # How long an owner's speaker names are trusted before they are read again.
 SPEAKERS_SECONDS = 60.0
 # A hit said by (or about) a person the query names counts this much more.
@@ -126,24 +123,6 @@ def informativeness(hit: RecallHit, speakers: frozenset[str]) -> float:
     # The weight is full from a few words on: the start of a long message decides it.
     said = {word for word in words(hit.text[:INFORMATIVE_CHARS]) if word not in speakers}
     return max(1, min(len(said), INFORMATIVE_WORDS)) / INFORMATIVE_WORDS
-
-
-def spread_over_days(hits: Sequence[RecallHit], limit: int) -> list[RecallHit]:
-    """`hits` with no more than HITS_PER_DAY of one day among the first `limit`: a further
-    hit of a full day waits behind the hits of other days. Evidence of one question often
-    lies close together, so a day keeps several places; only the rest go to other days.
-    """
-    first: list[RecallHit] = []
-    waiting: list[RecallHit] = []
-    per_day: dict[date | None, int] = {}
-    for hit in hits:
-        day = hit.said_at.date() if hit.said_at is not None else None
-        if day is not None and per_day.get(day, 0) >= HITS_PER_DAY and len(first) < limit:
-            waiting.append(hit)
-            continue
-        per_day[day] = per_day.get(day, 0) + 1
-        first.append(hit)
-    return first + waiting
 
 
 def with_named_first(hits: Sequence[RecallHit], query: str, speakers: frozenset[str]) -> list[RecallHit]:
@@ -377,8 +356,8 @@ class Recall:
                 ),
             ]
         speakers = self.speakers(owner)
-        fused = fuse(rankings, limit + limit * DAY_SPARE_PER_HIT, SPARE_HITS, speakers)
-        found = self.with_successors(owner, spread_over_days(fused, limit))
+        fused = fuse(rankings, limit + limit * NAMED_SPARE_PER_HIT, SPARE_HITS, speakers)
+        found = self.with_successors(owner, fused)
         found = self.with_replies(owner, found, window_session_id, window_from_seq)
         return with_named_first(found, query, speakers)[:limit]
 

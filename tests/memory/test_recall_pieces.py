@@ -6,10 +6,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bot.memory.recall import (
-    HITS_PER_DAY,
     informativeness,
     query_terms,
-    spread_over_days,
     with_named_first,
 )
 from bot.storage.memory_search import RecallHit
@@ -34,13 +32,6 @@ def test_a_message_that_says_little_beyond_its_senders_name_counts_less() -> Non
     assert (
         informativeness(message(2, "I got my advanced diving certification in Puget Sound."), SPEAKERS) == 1
     )
-
-
-def test_a_day_keeps_a_few_places_and_the_rest_go_to_other_days() -> None:
-    same_day = [message(n, f"coral {n}", day=0) for n in range(6)]
-    other_day = message(9, "surfing lessons", day=30)
-    spread = spread_over_days([*same_day, other_day], limit=5)
-    assert [hit.id for hit in spread[:5]] == [*range(HITS_PER_DAY), 9, HITS_PER_DAY]
 
 
 def test_what_the_named_person_said_comes_first() -> None:
