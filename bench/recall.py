@@ -22,6 +22,11 @@ the same database, so searches run against all 5,882 turns' indexes, as the ten
 conversations together would; questions still ask their own group. (The full set covers
 all ten conversations, so this matters only with `--conversations`.)
 
+`--dev` measures the development set instead (`bench/data/dev/`: conversations written
+for Chorus, not LoCoMo's, with questions of the same four kinds; see bench/dialogues.py):
+the set recall is tuned on. LoCoMo's conversations are then not loaded, and the whole of
+the LoCoMo question set stays held out from tuning.
+
 `--postgres ADMIN_URL` runs Chorus on PostgreSQL instead of SQLite: each method records
 into a fresh database on that server (dropped afterwards, unless `--keep`).
 
@@ -29,7 +34,7 @@ into a fresh database on that server (dropped afterwards, unless `--keep`).
 already there instead of recording the conversations again (the build is most of the
 run's time): for changing how recall ranks, not how memory is written.
 
-Run: .venv/bin/python bench/recall.py [--questions FILE] [--conversations 26,30] [--locomo-scale]
+Run: .venv/bin/python bench/recall.py [--dev] [--questions FILE] [--conversations 26,30] [--locomo-scale]
      [--methods dense,full-text,bm25] [--keep DIR] [--postgres postgresql://user:pass@127.0.0.1/postgres]
 """
 
@@ -63,6 +68,7 @@ from bench.common import (  # noqa: E402
     percentile,
 )
 from bench.data.check_questions import CATEGORY_SHARES  # noqa: E402
+from bench.dialogues import DEV_DIR, dev_questions, read_dialogue  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.memory.dense import Embedder, RememberingEmbedder  # noqa: E402
 from bot.runtime import Runtime, build_runtime  # noqa: E402
@@ -128,6 +134,14 @@ def load_turns(conversation: str) -> list[Turn]:
                 turns.append(Turn(turn["dia_id"], turn["speaker"], turn["text"], said))
         index += 1
     return turns
+
+
+def load_dev_turns(conversation: str) -> list[Turn]:
+    """A development conversation's turns, dated by their session."""
+    return [
+        Turn(turn.dia_id, turn.speaker, turn.text, session_date(turn.session_date))
+        for turn in read_dialogue(DEV_DIR / f"{conversation}.txt")
+    ]
 
 
 def outcome(ranked: Sequence[set[str]], evidence: set[str]) -> Outcome:
@@ -401,6 +415,7 @@ def table(variants: dict[str, Variant]) -> list[dict[str, Any]]:
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--questions", type=Path, default=QUESTIONS)
+    parser.add_argument("--dev", action="store_true", help="the development set (bench/data/dev) instead")
     parser.add_argument("--conversations", help="comma-separated LoCoMo ids (default: all in the set)")
     parser.add_argument(
         "--locomo-scale", action="store_true", help="also load every other LoCoMo conversation"
@@ -411,14 +426,18 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         "--postgres", metavar="ADMIN_URL", help="run Chorus on PostgreSQL (a role that may create databases)"
     )
     args = parser.parse_args(list(argv) if argv is not None else [])
-    question_file = json.loads(args.questions.read_text(encoding="utf-8"))
-    questions = question_file["questions"]
-    held_out = set(question_file.get("held_out", []))
+    if args.dev:
+        questions, held_out = dev_questions(), set()
+    else:
+        question_file = json.loads(args.questions.read_text(encoding="utf-8"))
+        questions = question_file["questions"]
+        held_out = set(question_file.get("held_out", []))
     in_set = sorted({question["conversation"] for question in questions})
     wanted = args.conversations.split(",") if args.conversations else in_set
     asked = {c: [q for q in questions if q["conversation"] == c] for c in wanted}
     loaded = sorted(path.stem for path in LOCOMO_DIR.glob("*.json")) if args.locomo_scale else wanted
-    conversations = {conversation: load_turns(conversation) for conversation in loaded}
+    load = load_dev_turns if args.dev else load_turns
+    conversations = {conversation: load(conversation) for conversation in loaded}
     from bot.memory.dense import load_embedder
 
     dense_available = load_embedder() is not None

@@ -109,6 +109,18 @@ def build_parser() -> argparse.ArgumentParser:
         "reindex", help="embed memory items and messages stored before dense recall was on"
     )
     reindex.set_defaults(handler=cmd_memory_reindex)
+    listing = memory_commands.add_parser(
+        "list", help="one person's memory: their private items and what they said or are about in groups"
+    )
+    listing.add_argument("person", help="a person id, or an account as lane:user id (telegram:12345)")
+    listing.add_argument("--history", action="store_true", help="also items a newer one replaced")
+    listing.set_defaults(handler=cmd_memory_list)
+    forget = memory_commands.add_parser(
+        "forget", help="remove one person's memory items (all, or the ids given)"
+    )
+    forget.add_argument("person", help="a person id, or an account as lane:user id (telegram:12345)")
+    forget.add_argument("ids", nargs="*", type=int, help="item ids (from `chorus memory list`); none: all")
+    forget.set_defaults(handler=cmd_memory_forget)
 
     speech = commands.add_parser("speech", help="voice notes and spoken replies")
     speech_commands = speech.add_subparsers(dest="speech_command", required=True)
@@ -337,6 +349,22 @@ def cmd_memory_reindex(args: argparse.Namespace) -> int:
     with opened_stores(args.settings) as stores:
         result = backfill_embeddings(stores.memory, embedder)
     print(f"Embedded {result.items} memory items and {result.messages} messages.")
+    return 0
+
+
+def cmd_memory_list(args: argparse.Namespace) -> int:
+    from bot.memory.cli import person_memory_output
+
+    with opened_stores(args.settings) as stores:
+        print(person_memory_output(stores.database, args.person, history=args.history))
+    return 0
+
+
+def cmd_memory_forget(args: argparse.Namespace) -> int:
+    from bot.memory.cli import forget_person
+
+    with opened_stores(args.settings) as stores:
+        print(forget_person(stores.database, args.person, args.ids or None))
     return 0
 
 

@@ -3,7 +3,10 @@
 `RuleDistiller` works offline: it scores each sentence on decision, constraint,
 conclusion and personal-fact cues, as the memory service behind the seed does.
 `ModelDistiller` asks the configured model for JSON and falls back to the rules
-when the answer is not usable; a failed call raises, so the cursor stays put.
+when the answer is not usable; a failed call raises, so the cursor stays put. The
+same call says, for each item, whom it is about, who said it, the messages it came
+from and which already remembered items it replaces (`KnownItem`s listed after the
+excerpt): one request per chunk, nothing asked twice.
 """
 
 from __future__ import annotations
@@ -56,6 +59,16 @@ class SourceBlock:
     seq: int
     speaker: str | None  # named in group sessions, None in private ones
     text: str
+    # Whether a person said it (not the assistant): only a person is an item's `said_by`.
+    from_person: bool = True
+
+
+@dataclass(frozen=True)
+class KnownItem:
+    """An item the owner has now, offered to the model so a new item can say it replaces it."""
+
+    id: int
+    text: str
 
 
 # The model a session's conversation speaks with.
@@ -66,9 +79,14 @@ class Distiller(Protocol):
     name: str
 
     async def distill(
-        self, blocks: Sequence[SourceBlock], max_items: int, session: ChatSession | None = None
+        self,
+        blocks: Sequence[SourceBlock],
+        max_items: int,
+        session: ChatSession | None = None,
+        known: Sequence[KnownItem] = (),
     ) -> list[DistilledItem]:
-        """Items from `blocks` of `session` (a model distiller asks the conversation's model)."""
+        """Items from `blocks` of `session` (a model distiller asks the conversation's model);
+        `known` are current items a new one may replace (the rules find those by slot)."""
         ...
 
 
@@ -78,7 +96,11 @@ class RuleDistiller:
     name = "rules"
 
     async def distill(
-        self, blocks: Sequence[SourceBlock], max_items: int, session: ChatSession | None = None
+        self,
+        blocks: Sequence[SourceBlock],
+        max_items: int,
+        session: ChatSession | None = None,
+        known: Sequence[KnownItem] = (),
     ) -> list[DistilledItem]:
         # Sentence scoring is CPU work (regular expressions over the chunk): a worker thread, not the loop.
         return await asyncio.to_thread(distill_by_rules, blocks, max_items)
@@ -93,7 +115,12 @@ def distill_by_rules(blocks: Sequence[SourceBlock], max_items: int) -> list[Dist
                 continue
             kind, importance = classified
             content = f"{block.speaker}: {sentence}" if block.speaker else sentence
-            item = DistilledItem(kind, content, importance, "rules", block.seq)
+            # What a person says in the first person is about them; what the assistant says
+            # is about no one in particular.
+            speaker = block.speaker if block.from_person else None
+            item = DistilledItem(
+                kind, content, importance, "rules", block.seq, about=speaker, said_by=speaker
+            )
             scored.append((importance, len(scored), item))
     # The most important first; ties keep transcript order. Then back to transcript order.
     best = sorted(scored, key=lambda entry: (-entry[0], entry[1]))[:max_items]
@@ -137,10 +164,22 @@ You extract durable long-term memory from a conversation excerpt.
 Keep only what stays true and matters later: decisions taken, constraints and
 preferences, conclusions reached, and stable facts about the people. Skip
 greetings, questions, plans that were not settled, and anything inside code.
+Each excerpt line is "[seq] Speaker: text". Write each item as one self-contained
+sentence that names the person it is about, and say whom it is about, who said
+it, and the seqs of the lines it comes from.
+Items already remembered may follow the excerpt as "#id text". When a new item
+updates or contradicts one of them (someone moved, changed jobs, a date moved),
+put that id in "replaces": the new item holds from now on, the old one becomes
+history. Leave "replaces" empty otherwise.
 Answer with JSON only, no prose:
 {"items": [{"kind": "decision|constraint|conclusion|fact",
-            "content": "one self-contained sentence", "importance": 1-10}]}
+            "content": "one self-contained sentence", "importance": 1-10,
+            "about": "name", "said_by": "name", "seqs": [first, last],
+            "replaces": [id, ...]}]}
 Return {"items": []} when there is nothing worth remembering. At most %d items."""
+
+# Heads the list of remembered items that follows the excerpt.
+KNOWN_ITEMS_HEADING = "Already remembered:"
 
 
 # Room for the two messages' framing and the excerpt's line breaks, in tokens.
@@ -165,20 +204,29 @@ class ModelDistiller:
         self.model_for = model_for
 
     async def distill(
-        self, blocks: Sequence[SourceBlock], max_items: int, session: ChatSession | None = None
+        self,
+        blocks: Sequence[SourceBlock],
+        max_items: int,
+        session: ChatSession | None = None,
+        known: Sequence[KnownItem] = (),
     ) -> list[DistilledItem]:
         instructions = MODEL_INSTRUCTIONS % max_items
         model = self.model_for(session) if self.model_for is not None and session is not None else self.model
         window = await self.windows.refresh(model)
+        remembered = known_lines(known)
         room = (
-            window.fitted_window - window.reply_reserve - count_tokens(instructions) - EXCERPT_OVERHEAD_TOKENS
+            window.fitted_window
+            - window.reply_reserve
+            - count_tokens(instructions)
+            - count_tokens(remembered)
+            - EXCERPT_OVERHEAD_TOKENS
         )
         items: list[DistilledItem] = []
         for chunk in excerpt_chunks(blocks, max(room, 1)):
             request = ChatRequest(
                 messages=[
                     {"role": "system", "content": instructions},
-                    {"role": "user", "content": "\n".join(chunk.lines)},
+                    {"role": "user", "content": excerpt_message(chunk.lines, remembered)},
                 ],
                 model=model,
                 temperature=0.0,
@@ -187,11 +235,29 @@ class ModelDistiller:
             )
             answer = await self.provider.complete(request)
             # Parsing (and the rules, should the answer be unusable) is CPU work: a worker thread.
-            items += await asyncio.to_thread(items_from_answer, answer, chunk.blocks, max_items)
+            items += await asyncio.to_thread(items_from_answer, answer, chunk.blocks, max_items, known)
         if len(items) > max_items:
             # Several chunks found more than asked for: the most important are kept.
             items = sorted(items, key=lambda item: -item.importance)[:max_items]
         return items
+
+
+# A remembered item is offered in at most this many characters.
+KNOWN_ITEM_CHARS = 160
+
+
+def known_lines(known: Sequence[KnownItem]) -> str:
+    """The remembered items a new one may replace, as the excerpt's message lists them."""
+    if not known:
+        return ""
+    lines = [f"#{item.id} {' '.join(item.text.split())[:KNOWN_ITEM_CHARS]}" for item in known]
+    return "\n".join([KNOWN_ITEMS_HEADING, *lines])
+
+
+def excerpt_message(lines: Sequence[str], remembered: str) -> str:
+    """The user message of a distillation: the excerpt, then the items it may replace."""
+    excerpt = "\n".join(lines)
+    return f"{excerpt}\n\n{remembered}" if remembered else excerpt
 
 
 @dataclass(frozen=True)
@@ -225,9 +291,11 @@ def excerpt_chunks(blocks: Sequence[SourceBlock], room_tokens: int) -> list[Exce
     return chunks
 
 
-def items_from_answer(answer: str, blocks: Sequence[SourceBlock], max_items: int) -> list[DistilledItem]:
+def items_from_answer(
+    answer: str, blocks: Sequence[SourceBlock], max_items: int, known: Sequence[KnownItem] = ()
+) -> list[DistilledItem]:
     """The model's items, or the offline rules' when its answer is not usable JSON."""
-    items = parse_model_items(answer, max_items)
+    items = parse_model_items(answer, max_items, blocks, {item.id for item in known})
     if items is None:
         log.warning("memory distillation answer was not usable JSON; using the offline rules")
         return distill_by_rules(blocks, max_items)
@@ -237,8 +305,18 @@ def items_from_answer(answer: str, blocks: Sequence[SourceBlock], max_items: int
 _JSON_START = re.compile(r"[\[{]")
 
 
-def parse_model_items(answer: str, max_items: int) -> list[DistilledItem] | None:
-    """Items from the model's JSON answer (fenced or bare); None when it is not JSON."""
+def parse_model_items(
+    answer: str,
+    max_items: int,
+    blocks: Sequence[SourceBlock] = (),
+    known_ids: set[int] | frozenset[int] = frozenset(),
+) -> list[DistilledItem] | None:
+    """Items from the model's JSON answer (fenced or bare); None when it is not JSON.
+
+    An item's seqs are kept when they are lines of the excerpt (`blocks`), its speaker
+    when it is one of the excerpt's, and the items it replaces when they were offered
+    (`known_ids`): a model's slip never points at another message, person or item.
+    """
     match = _JSON_START.search(answer)
     if match is None:
         return None
@@ -261,5 +339,45 @@ def parse_model_items(answer: str, max_items: int) -> list[DistilledItem] | None
             importance = int(entry.get("importance", BASE_IMPORTANCE[memory_kind]))
         except (TypeError, ValueError):
             importance = BASE_IMPORTANCE[memory_kind]
-        items.append(DistilledItem(memory_kind, content, clamp_importance(importance), "model"))
+        first, last = _seqs(entry.get("seqs"), {block.seq for block in blocks})
+        items.append(
+            DistilledItem(
+                memory_kind,
+                content,
+                clamp_importance(importance),
+                "model",
+                first,
+                last,
+                about=_name(entry.get("about")),
+                said_by=_speaker(entry.get("said_by"), blocks),
+                replaces=tuple(sorted({n for n in _ints(entry.get("replaces")) if n in known_ids})),
+            )
+        )
     return items
+
+
+def _ints(value: Any) -> list[int]:
+    """Whole numbers in a value of the answer: `12`, `"#12"`, or a list of them."""
+    values = value if isinstance(value, list) else [value]
+    found = []
+    for entry in values:
+        text = str(entry).lstrip("#") if isinstance(entry, int | str) and not isinstance(entry, bool) else ""
+        if text.isdigit():
+            found.append(int(text))
+    return found
+
+
+def _seqs(value: Any, excerpt: set[int]) -> tuple[int | None, int | None]:
+    found = sorted(n for n in _ints(value) if n in excerpt)
+    return (found[0], found[-1]) if found else (None, None)
+
+
+def _name(value: Any) -> str | None:
+    return (" ".join(value.split())[:256] or None) if isinstance(value, str) else None
+
+
+def _speaker(value: Any, blocks: Sequence[SourceBlock]) -> str | None:
+    """The excerpt's speaker the answer names (as the excerpt spells it), or None."""
+    name = _name(value)
+    people = {block.speaker.lower(): block.speaker for block in blocks if block.speaker and block.from_person}
+    return people.get(name.lower()) if name else None

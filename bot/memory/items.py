@@ -25,6 +25,11 @@ class DistilledItem:
     # `last_seq` None means the item came from the one message at `seq`.
     seq: int | None = None
     last_seq: int | None = None
+    # Whom the item is about and who said it (names as the excerpt shows them), when known.
+    about: str | None = None
+    said_by: str | None = None
+    # Stored items (ids) the distiller says this one updates or contradicts.
+    replaces: tuple[int, ...] = ()
 
 
 def clamp_importance(value: int) -> int:

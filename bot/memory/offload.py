@@ -23,17 +23,20 @@ from datetime import datetime
 from bot.config import MemorySettings
 from bot.memory.cursor import CursorSlice, fingerprint, slice_after_cursor
 from bot.memory.dense import Embedder, embedded_text, off_loop, to_blob
-from bot.memory.distill import Distiller, SourceBlock
+from bot.memory.distill import Distiller, KnownItem, SourceBlock
 from bot.memory.filters import extract_memory_tag, hard_filter, is_duplicate, is_no_update
 from bot.memory.items import DistilledItem
+from bot.memory.slots import slot_of
 from bot.memory.tags import items_from_tag
 from bot.memory.triggers import Pending, first_chunk, measure, should_offload
+from bot.providers.demo import DemoProvider
 from bot.search_dates import relative_mentions
 from bot.search_terms import content_key, similarity_tokens
 from bot.storage.boundary import boundary_for
 from bot.storage.index_text import item_index_text
 from bot.storage.memory_cursors import CursorMoved
 from bot.storage.memory_items import NewMemoryItem
+from bot.storage.memory_models import MemoryItem
 from bot.storage.memory_store import MemoryStore
 from bot.storage.models import ChatSession, Message
 from bot.storage.owners import Owner
@@ -67,15 +70,27 @@ class OffloadResult:
         )
 
 
+# Current items offered to the model as ones a new item may replace, at most, and how close
+# to the chunk an item must be to be offered (a shared word counts 1, being about one of the
+# chunk's speakers 2): the model can only replace what it sees, and every item offered is
+# tokens of the request.
+KNOWN_ITEMS = 20
+KNOWN_ITEM_CLOSENESS = 2
+SPEAKER_CLOSENESS = 2
+
+
 @dataclass(frozen=True)
 class ChunkPlan:
-    """A chunk due for offload: items its tags hold, blocks left to distil, recent items' tokens."""
+    """A chunk due for offload: items its tags hold, blocks left to distil, recent items' tokens,
+    the current items a new one may replace, and the person behind each sender of the chunk."""
 
     chunk: Sequence[Message]
     tagged: list[DistilledItem]
     fresh_blocks: list[SourceBlock]
     deduped: int  # blocks dropped as near-duplicates of recent items
     recent: list[frozenset[str]]
+    known: list[KnownItem] = dataclasses.field(default_factory=list)
+    persons: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 class Offloader:
@@ -156,13 +171,20 @@ class Offloader:
             return None
         chunk = first_chunk(remaining, self.settings)
         tagged, blocks = split_tagged(chunk)
-        recent = [
-            similarity_tokens(item.content)
-            for item in self.store.recent_items(owner, self.settings.recent_window)
-        ]
+        current = self.store.recent_items(owner, self.settings.recent_window)
+        recent = [similarity_tokens(item.content) for item in current]
         threshold = self.settings.dedup_threshold
         fresh_blocks = [block for block in blocks if not is_duplicate(block.text, recent, threshold)]
-        return ChunkPlan(chunk, tagged, fresh_blocks, len(blocks) - len(fresh_blocks), recent)
+        persons = self.store.person_ids([message.sender_id for message in chunk if message.sender_id])
+        return ChunkPlan(
+            chunk,
+            tagged,
+            fresh_blocks,
+            len(blocks) - len(fresh_blocks),
+            recent,
+            known_items(current, recent, fresh_blocks),
+            persons,
+        )
 
     def _keep_new(self, plan: ChunkPlan, distilled: list[DistilledItem]) -> tuple[list[NewMemoryItem], int]:
         """The items that repeat no recent one, in stored form, and how many were dropped in all."""
@@ -175,14 +197,16 @@ class Offloader:
                 continue
             recent.append(similarity_tokens(item.content))
             kept.append(item)
-        return [to_new_item(item, plan.chunk) for item in kept], deduped
+        return [to_new_item(item, plan.chunk, plan.persons) for item in kept], deduped
 
     async def _offload_chunk(
         self, session: ChatSession, expected_seq: int | None, plan: ChunkPlan, reset: bool, embed: bool
     ) -> OffloadResult | None:
         distilled: list[DistilledItem] = []
         if plan.fresh_blocks:
-            distilled = await self.distiller.distill(plan.fresh_blocks, self.settings.max_items, session)
+            distilled = await self.distiller.distill(
+                plan.fresh_blocks, self.settings.max_items, session, plan.known
+            )
         new_items, deduped = await self.db.run(self._keep_new, plan, distilled)
         message_vectors: list[tuple[int, bytes]] = []
         if self.embedder is not None and embed:
@@ -246,6 +270,10 @@ def split_tagged(messages: Sequence[Message]) -> tuple[list[DistilledItem], list
         if message.kind not in SAID_KINDS:
             # Tool calls and results are steps of a turn, not something anyone said.
             continue
+        if message.role == "assistant" and message.model == DemoProvider.name:
+            # The offline demo describes the request it got ("My context holds 1,691 of …
+            # tokens"): nothing in it is true of the person or lasts.
+            continue
         tag = extract_memory_tag(message.content) if message.role == "assistant" else None
         if tag is not None:
             # The model distilled this reply itself; the rest of it is explanation.
@@ -254,16 +282,63 @@ def split_tagged(messages: Sequence[Message]) -> tuple[list[DistilledItem], list
             continue
         cleaned = hard_filter(message.content)
         if cleaned:
-            blocks.append(SourceBlock(message.seq, message.sender_name or message.role, cleaned))
+            blocks.append(
+                SourceBlock(
+                    message.seq,
+                    message.sender_name or message.role,
+                    cleaned,
+                    from_person=message.role == "user",
+                )
+            )
     return tagged, blocks
 
 
-def to_new_item(item: DistilledItem, chunk: Sequence[Message]) -> NewMemoryItem:
-    """The stored form of an item: its source range (the whole chunk when unknown) and date."""
+def known_items(
+    current: Sequence[MemoryItem], tokens: Sequence[frozenset[str]], blocks: Sequence[SourceBlock]
+) -> list[KnownItem]:
+    """The current items closest to the chunk: about its speakers, sharing its words (see
+    KNOWN_ITEMS); the closest first, then the newest."""
+    said: set[str] = set()
+    for block in blocks:
+        said |= similarity_tokens(block.text)
+    speakers = {block.speaker.lower() for block in blocks if block.speaker and block.from_person}
+
+    def closeness(n: int) -> int:
+        person = (current[n].about or current[n].said_by_name or "").lower()
+        return len(tokens[n] & said) + (SPEAKER_CLOSENESS if person in speakers else 0)
+
+    close = [(closeness(n), n) for n in range(len(current))]
+    best = sorted((entry for entry in close if entry[0] >= KNOWN_ITEM_CLOSENESS), key=lambda e: (-e[0], e[1]))
+    known: list[KnownItem] = []
+    for _, n in best[:KNOWN_ITEMS]:
+        identifier = current[n].id
+        if identifier is not None:
+            known.append(KnownItem(identifier, current[n].content))
+    return known
+
+
+def to_new_item(item: DistilledItem, chunk: Sequence[Message], persons: dict[str, str]) -> NewMemoryItem:
+    """The stored form of an item: its source range (the whole chunk when unknown) and date,
+    whom it is about and who said it, and (for items the rules or tags made) its slot."""
     first = item.seq if item.seq is not None else chunk[0].seq
     last = item.last_seq if item.last_seq is not None else (first if item.seq is not None else chunk[-1].seq)
     said_at = next((message.created_at for message in chunk if message.seq == first), None)
     content = with_resolved_dates(item.content, said_at)
+    speaker = next(
+        (
+            message
+            for message in chunk
+            if message.role == "user"
+            and message.sender_name is not None
+            and message.sender_name == item.said_by
+            and first <= message.seq <= last
+        ),
+        None,
+    )
+    said_by = persons.get(speaker.sender_id) if speaker is not None and speaker.sender_id else None
+    about = item.about or (speaker.sender_name if speaker is not None else None)
+    # The model names the items a new one replaces; the rules find them by slot.
+    slot = slot_of(item.content, about) if item.source != "model" else None
     return NewMemoryItem(
         kind=item.kind,
         content=content,
@@ -274,6 +349,11 @@ def to_new_item(item: DistilledItem, chunk: Sequence[Message]) -> NewMemoryItem:
         source_seq=first,
         source_last_seq=last,
         said_at=said_at,
+        about=about,
+        said_by=said_by,
+        said_by_name=speaker.sender_name if speaker is not None else None,
+        slot=slot,
+        replaces=item.replaces,
     )
 
 

@@ -20,16 +20,17 @@ a place in the result (`LEADS_SHARE`), and the rest is filled by fused score.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.config import MemorySettings
 from bot.memory.dense import DenseIndex
-from bot.memory.snapshot import build_snapshot, shorten
+from bot.memory.snapshot import attributed, build_snapshot, shorten
 from bot.search_dates import query_date_terms, relative_mentions
 from bot.search_terms import words
-from bot.storage.memory_search import SOURCES, RecallHit
+from bot.storage.memory_search import RecallHit
 from bot.storage.memory_store import MemoryStore
 from bot.storage.models import ChatSession
 from bot.storage.owners import Owner
@@ -50,9 +51,24 @@ MIN_CANDIDATES = 20
 # Hits read beyond the ones asked for, to fill the places of messages that come along
 # as the reply to a question hit (see `Recall.with_replies`).
 SPARE_HITS = 3
+# A message's rank counts in full from this many words beyond its sender's name on
+# (see `informativeness`).
+INFORMATIVE_WORDS = 4
+INFORMATIVE_CHARS = 160
+# Hits beyond the ones asked for, per hit asked for, that the named person's weight may bring
+# forward (see `with_named_first`).
+NAMED_SPARE_PER_HIT = 1
+# How long an owner's speaker names are trusted before they are read again.
+SPEAKERS_SECONDS = 60.0
+# A hit said by (or about) a person the query names counts this much more.
+NAMED_PERSON_BOOST = 1.2
 # Ranking costs grow with how many rows match a term, so a query keeps only its
 # most distinctive words: longer words are rarer, the cheapest proxy for IDF.
 MAX_QUERY_TERMS = 8
+
+
+# How many replacements recall follows from an old item to the one that holds now.
+MAX_SUCCESSION = 4
 
 
 @dataclass(frozen=True)
@@ -63,11 +79,17 @@ class TurnMemory:
     recall: tuple[str, ...]
 
 
-def query_terms(query: str) -> list[str]:
-    """The dates the query names, then its most distinctive words (at most MAX_QUERY_TERMS)."""
+def query_terms(query: str, speakers: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """The dates the query names, then its most distinctive words (at most MAX_QUERY_TERMS).
+
+    The names of the owner's `speakers` are left out while other words remain: every message
+    is indexed with its sender's name, so "What sports does Hana do?" would otherwise rank
+    Hana's shortest messages ("Hana: Good for her.") first whenever no other word matches.
+    """
     dates, rest = query_date_terms(query)
     unique = list(dict.fromkeys(term for term in words(rest) if term))
-    distinctive = sorted(unique, key=len, reverse=True)
+    content = [term for term in unique if term not in speakers]
+    distinctive = sorted(content or unique, key=len, reverse=True)
     return [*dates, *distinctive][:MAX_QUERY_TERMS]
 
 
@@ -89,7 +111,38 @@ class Ranking:
     hits: Sequence[RecallHit]
 
 
-def fuse(rankings: Sequence[Ranking], limit: int, spare: int = 0) -> list[RecallHit]:
+def informativeness(hit: RecallHit, speakers: frozenset[str]) -> float:
+    """How much a message says beyond its sender's name, from 1/INFORMATIVE_WORDS to 1.
+
+    A message is indexed and embedded with its sender's name, so "Good for her." by Hana
+    lies close to every question about Hana; its rank counts for less than that of a
+    message with something in it. Items (distilled sentences) count fully.
+    """
+    if not speakers or hit.source != "message":
+        return 1.0
+    # The weight is full from a few words on: the start of a long message decides it.
+    said = {word for word in words(hit.text[:INFORMATIVE_CHARS]) if word not in speakers}
+    return max(1, min(len(said), INFORMATIVE_WORDS)) / INFORMATIVE_WORDS
+
+
+def with_named_first(hits: Sequence[RecallHit], query: str, speakers: frozenset[str]) -> list[RecallHit]:
+    """`hits` reordered with NAMED_PERSON_BOOST for what the person the query names said
+    (a message, or the reply a question carries) or what is about them (an item)."""
+    named = {word for word in words(query) if word in speakers}
+    if not named:
+        return list(hits)
+
+    def weight(hit: RecallHit) -> float:
+        person = hit.sender_name if hit.source == "message" else (hit.about or hit.said_by_name)
+        replier = hit.reply.sender_name if hit.reply is not None else None
+        return NAMED_PERSON_BOOST if {(person or "").lower(), (replier or "").lower()} & named else 1.0
+
+    return sorted((replace(hit, score=hit.score * weight(hit)) for hit in hits), key=lambda hit: -hit.score)
+
+
+def fuse(
+    rankings: Sequence[Ranking], limit: int, spare: int = 0, speakers: frozenset[str] = frozenset()
+) -> list[RecallHit]:
     """Reciprocal-rank fusion over slots; each slot is shown by its message when one was found.
 
     A retriever ranks items and messages in two lists, but an item restates its
@@ -102,7 +155,12 @@ def fuse(rankings: Sequence[Ranking], limit: int, spare: int = 0) -> list[Recall
     """
     shares: dict[tuple[str, str, int], dict[str, float]] = {}
     shown: dict[tuple[str, str, int], RecallHit] = {}
+    # Per slot, whether every item found in it was replaced by a newer one (and the newest
+    # replacement): a message whose facts no longer hold is shown as history.
+    replaced: dict[tuple[str, str, int], RecallHit | None] = {}
     leads_per_list = max(1, round(limit * LEADS_SHARE))
+    # A message is in several lists (full text and dense): its weight is worked out once.
+    weights: dict[tuple[str, int], float] = {}
     leads: list[tuple[str, str, int]] = []
     for ranking in rankings:
         voted: dict[tuple[str, str, int], None] = {}  # this list's slots, in rank order
@@ -111,12 +169,18 @@ def fuse(rankings: Sequence[Ranking], limit: int, spare: int = 0) -> list[Recall
             if key in voted:
                 continue  # one vote per list and slot: several items of one message are one hit
             voted[key] = None
-            share = ranking.weight / (RRF_K + len(voted))
+            weight = weights.get((hit.source, hit.id))
+            if weight is None:
+                weight = weights[(hit.source, hit.id)] = informativeness(hit, speakers)
+            share = ranking.weight * weight / (RRF_K + len(voted))
             by_retriever = shares.setdefault(key, {})
             by_retriever[ranking.retriever] = max(by_retriever.get(ranking.retriever, 0.0), share)
             current = shown.get(key)
             if current is None or (current.source == "memory" and hit.source == "message"):
                 shown[key] = hit
+            if hit.source == "memory" and hit.label:  # an item read with its row (dense hits are not)
+                before = replaced.get(key, hit)
+                replaced[key] = hit if hit.superseded_by is not None and before is not None else None
         leads += list(voted)[:leads_per_list]
     scores = {key: sum(by_retriever.values()) for key, by_retriever in shares.items()}
     by_score = sorted(scores, key=lambda key: scores[key], reverse=True)
@@ -127,7 +191,18 @@ def fuse(rankings: Sequence[Ranking], limit: int, spare: int = 0) -> list[Recall
         kept.add(key)
     best = [key for key in by_score if key in kept]
     best += [key for key in by_score if key not in kept][:spare]
-    return [replace(shown[key], score=scores[key]) for key in best]
+    return [history_of(replace(shown[key], score=scores[key]), replaced.get(key)) for key in best]
+
+
+def history_of(hit: RecallHit, replaced_item: RecallHit | None) -> RecallHit:
+    """A message hit whose items were all replaced carries their replacement, as an item would."""
+    if replaced_item is None or hit.source != "message":
+        return hit
+    return replace(hit, superseded_by=replaced_item.superseded_by, valid_until=replaced_item.valid_until)
+
+
+def _replaced(hit: RecallHit) -> RecallHit | None:
+    return hit if hit.superseded_by is not None else None
 
 
 def hit_date(hit: RecallHit) -> str:
@@ -141,9 +216,13 @@ def hit_seqs(hit: RecallHit) -> str:
 
 
 def hit_text(hit: RecallHit, limit: int | None = None) -> str:
-    """The hit's words, a message prefixed with its sender, relative dates resolved; a
-    question's reply follows it. `limit` shortens the message and its reply each."""
-    text = f"{hit.sender_name}: {hit.text}" if hit.source == "message" and hit.sender_name else hit.text
+    """The hit's words, a message prefixed with its sender (an item with whom it is about and
+    who said it), relative dates resolved; a question's reply follows it. `limit` shortens
+    the message and its reply each."""
+    if hit.source == "message":
+        text = f"{hit.sender_name}: {hit.text}" if hit.sender_name else hit.text
+    else:
+        text = attributed(hit.text, hit.about, hit.said_by_name)
     if hit.source == "message" and hit.said_at is not None:
         resolved = [
             f"{mention.phrase} = {mention.span.label()}"
@@ -179,12 +258,23 @@ def hit_record(hit: RecallHit, text_chars: int | None = None) -> dict[str, Any]:
         ),
         "shown": hit_text(hit, text_chars),
         "score": round(hit.score, 4),
+        "about": hit.about,
+        "said_by": hit.said_by_name if hit.source == "memory" else hit.sender_name,
+        # False for what a newer item replaced: history, kept with the day it stopped holding.
+        "holds": hit.superseded_by is None,
+        "until": hit.valid_until.date().isoformat() if hit.valid_until is not None else None,
+        "replaced_by": hit.superseded_by,
     }
 
 
 def format_hit(hit: RecallHit) -> str:
     kind = f"{hit.label} message" if hit.source == "message" else hit.label
-    return f"[{kind} {hit_seqs(hit)}, {hit_date(hit)}] {hit_text(hit, RECALL_SNIPPET_CHARS)}"
+    until = (
+        f", no longer holds since {hit.valid_until:%Y-%m-%d}: replaced by memory item {hit.superseded_by}"
+        if hit.superseded_by is not None and hit.valid_until is not None
+        else ""
+    )
+    return f"[{kind} {hit_seqs(hit)}, {hit_date(hit)}{until}] {hit_text(hit, RECALL_SNIPPET_CHARS)}"
 
 
 def turn_query(rows: Sequence[TranscriptRow]) -> str:
@@ -203,6 +293,17 @@ class Recall:
         self.store = store
         self.settings = settings
         self.dense = dense
+        self._speakers: dict[Owner, tuple[float, frozenset[str]]] = {}
+
+    def speakers(self, owner: Owner) -> frozenset[str]:
+        """The owner's speaker names (lower-cased), read at most every SPEAKERS_SECONDS."""
+        now = time.monotonic()
+        cached = self._speakers.get(owner)
+        if cached is not None and now - cached[0] < SPEAKERS_SECONDS:
+            return cached[1]
+        names = frozenset(self.store.speaker_names(owner))
+        self._speakers[owner] = (now, names)
+        return names
 
     def search(
         self,
@@ -220,13 +321,21 @@ class Recall:
         if self.dense is not None:
             # The query is embedded on a thread of its own while the full-text search runs.
             self.dense.start_search(owner, query, window_session_id, window_from_seq)
+        terms = query_terms(query, self.speakers(owner))
         lexical = self.store.full_text(
-            owner,
-            query_terms(query),
-            candidates,
-            window_session_id=window_session_id,
-            window_from_seq=window_from_seq,
+            owner, terms, candidates, window_session_id=window_session_id, window_from_seq=window_from_seq
         )
+        if self.dense is None and not any(lexical.values()) and (every_term := query_terms(query)) != terms:
+            # Nothing but the name matches ("What did Caroline share?") and no search by meaning
+            # runs: the name is all there is to search with. (With dense recall the name-only
+            # matches would only add the named person's shortest messages.)
+            lexical = self.store.full_text(
+                owner,
+                every_term,
+                candidates,
+                window_session_id=window_session_id,
+                window_from_seq=window_from_seq,
+            )
         rankings = [
             Ranking("full-text", ITEM_WEIGHT, lexical["memory"]),
             Ranking("full-text", 1.0, lexical["message"]),
@@ -235,50 +344,81 @@ class Recall:
             items, messages = self.dense.search(
                 owner, query, candidates, window_session_id=window_session_id, window_from_seq=window_from_seq
             )
-            rankings += [Ranking("dense", ITEM_WEIGHT, items), Ranking("dense", 1.0, messages)]
-        return self._read(owner, rankings, limit, window_session_id, window_from_seq)
+            known = {(hit.source, hit.id): hit for ranking in rankings for hit in ranking.hits}
+            rankings += [
+                Ranking(
+                    "dense",
+                    ITEM_WEIGHT,
+                    self._with_rows(owner, items, known, window_session_id, window_from_seq),
+                ),
+                Ranking(
+                    "dense", 1.0, self._with_rows(owner, messages, known, window_session_id, window_from_seq)
+                ),
+            ]
+        speakers = self.speakers(owner)
+        fused = fuse(rankings, limit + limit * NAMED_SPARE_PER_HIT, SPARE_HITS, speakers)
+        found = self.with_successors(owner, fused)
+        found = self.with_replies(owner, found, window_session_id, window_from_seq)
+        return with_named_first(found, query, speakers)[:limit]
 
-    def _read(
+    def _with_rows(
         self,
         owner: Owner,
-        rankings: Sequence[Ranking],
-        limit: int,
+        hits: Sequence[RecallHit],
+        known: dict[tuple[str, int], RecallHit],
         window_session_id: str | None,
         window_from_seq: int | None,
     ) -> list[RecallHit]:
-        """The fused hits as stored now, read in one query per source.
-
-        Full-text hits were read with their rows just now and are kept as they are.
-        Dense hits carry no text, and a row may have gone since its vector was read (an
-        item forgotten or moved to another owner): such a hit is dropped and the
-        fusion redone without it.
-        """
-        read_with_text = {
-            (hit.source, hit.id): hit for r in rankings if r.retriever == "full-text" for hit in r.hits
+        """Dense hits (ids and scores only) as stored rows, in their order: the ones full text
+        read already, the rest in one query. A row gone since its vector was read (an item
+        forgotten or moved to another owner) is left out."""
+        missing = [hit.id for hit in hits if (hit.source, hit.id) not in known]
+        source = hits[0].source if hits else "message"
+        read = {
+            hit.id: hit
+            for hit in self.store.hits_by_id(
+                owner, source, missing, window_session_id=window_session_id, window_from_seq=window_from_seq
+            )
         }
-        gone: set[tuple[str, int]] = set()
-        while True:
-            remaining = [
-                Ranking(r.retriever, r.weight, [h for h in r.hits if (h.source, h.id) not in gone])
-                for r in rankings
-            ]
-            fused = fuse(remaining, limit, SPARE_HITS)
-            stored = {
-                (hit.source, hit.id): read_with_text[(hit.source, hit.id)]
-                for hit in fused
-                if (hit.source, hit.id) in read_with_text
-            }
-            for source in SOURCES:
-                ids = [hit.id for hit in fused if hit.source == source and (source, hit.id) not in stored]
-                for hit in self.store.hits_by_id(
-                    owner, source, ids, window_session_id=window_session_id, window_from_seq=window_from_seq
-                ):
-                    stored[(source, hit.id)] = hit
-            missing = {(hit.source, hit.id) for hit in fused} - stored.keys()
-            if not missing:
-                found = [replace(stored[(hit.source, hit.id)], score=hit.score) for hit in fused]
-                return self.with_replies(owner, found, window_session_id, window_from_seq)[:limit]
-            gone |= missing
+        rows = []
+        for hit in hits:
+            row = known.get((hit.source, hit.id)) or read.get(hit.id)
+            if row is not None:
+                rows.append(replace(row, score=hit.score))
+        return rows
+
+    def with_successors(self, owner: Owner, hits: Sequence[RecallHit]) -> list[RecallHit]:
+        """Each hit that a newer item replaced, with the item that holds now just above it.
+
+        "Where does Priya live?" finds the words of the old fact as readily as the new:
+        the one that holds must come first, and come along when only the old one matched.
+        """
+        holding: dict[tuple[str, int], RecallHit] = {}  # a replaced hit → the item that holds now
+        for hit in hits:
+            successor_id, steps = hit.superseded_by, 0
+            while successor_id is not None and steps < MAX_SUCCESSION:
+                successor = next(iter(self.store.hits_by_id(owner, "memory", [successor_id])), None)
+                if successor is None:
+                    break
+                if successor.superseded_by is None:
+                    holding[(hit.source, hit.id)] = replace(successor, score=hit.score)
+                successor_id, steps = successor.superseded_by, steps + 1
+        if not holding:
+            return list(hits)
+        found_items = {hit.id: hit for hit in hits if hit.source == "memory"}
+        placed: set[int] = set()  # items already in the result
+        result: list[RecallHit] = []
+        for hit in hits:
+            successor = holding.get((hit.source, hit.id))
+            if successor is not None and successor.id not in placed:
+                result.append(found_items.get(successor.id, successor))
+                placed.add(successor.id)
+            if hit.source == "memory":
+                if hit.id in placed:
+                    continue  # moved up above the item it replaced
+                placed.add(hit.id)
+            result.append(hit)
+        return result
 
     def with_replies(
         self,

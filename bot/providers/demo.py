@@ -19,7 +19,7 @@ from bot.providers.base import (
     Usage,
     collect_text,
 )
-from bot.providers.demo_tools import demo_tool_answer, demo_tool_call
+from bot.providers.demo_tools import DEMO_MARK, demo_tool_answer, demo_tool_call
 from transcript import count_message_tokens, count_tokens
 
 _ATTACHMENT_MARKER = re.compile(r"\[(?:document|image):")
@@ -112,7 +112,7 @@ def describe(request: ChatRequest) -> str:
     said = _text_of(messages[last_user]) if last_user >= 0 else ""
     heard = f"You said: “{_shorten(said, _QUOTE_LIMIT)}”." if said else "You sent no text."
     return (
-        f"[demo] {_speaker(request)} here — I received {_plural(history, 'history message')} "
+        f"{DEMO_MARK} {_speaker(request)} here — I received {_plural(history, 'history message')} "
         f"and {_plural(attachments, 'attachment')}. {heard} This is the offline demo model; "
         "set CHORUS_MODEL_BASE_URL to use a real one."
     )

@@ -27,6 +27,8 @@ _REMIND = re.compile(
 _CONTEXT = re.compile(r"\bhow (?:full|big|large) is your context\b|\bcontext (?:use|usage)\b", re.IGNORECASE)
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
 _SHORT = 160
+# How every reply of the demo begins.
+DEMO_MARK = "[demo]"
 
 
 def demo_tool_call(request: ChatRequest, said: str) -> ToolCall | None:
@@ -55,7 +57,7 @@ def demo_tool_answer(messages: list[dict[str, Any]]) -> str | None:
         return None
     names = _call_names(messages[-len(results) - 1])
     lines = [_result_line(names.get(str(result.get("tool_call_id")), "a tool"), result) for result in results]
-    return "[demo] " + " ".join(lines)
+    return f"{DEMO_MARK} " + " ".join(lines)
 
 
 def _result_line(name: str, message: dict[str, Any]) -> str:
@@ -71,9 +73,19 @@ def _result_line(name: str, message: dict[str, Any]) -> str:
         hits = data.get("hits") or []
         if not hits:
             return f"I searched my memory for “{data.get('query', '')}” and found nothing."
-        first = hits[0] if isinstance(hits[0], dict) else {}
+        # The demo's own replies quote the person's words back: the first hit of someone else's.
+        said = [
+            hit
+            for hit in hits
+            if isinstance(hit, dict) and not str(hit.get("text", "")).startswith(DEMO_MARK)
+        ]
+        first = said[0] if said else hits[0] if isinstance(hits[0], dict) else {}
         when = f" ({first['date']})" if first.get("date") else ""
         found = _shorten(str(first.get("text", "")))
+        if first.get("in_context"):
+            seqs = first.get("seqs")
+            where = f", message #{seqs[0]}" if isinstance(seqs, list) and seqs else ""
+            return f"That is still in our conversation{where}: “{found}”{when}."
         return f"I searched my memory for “{data.get('query', '')}”: {found}{when}."
     if name == "context_inspect" and isinstance(data, dict):
         tokens = data.get("tokens")

@@ -107,7 +107,8 @@ class MemoryCursors:
             # The owner as stored now: linking may have moved the session to another person
             # since the caller read it (an idle offload holds its session for minutes).
             owner = Owner.of(db.get(ChatSession, session.id) or session)
-            written, merged = store_items(db, owner, session.id, items, now)
+            counts = store_items(db, owner, session.id, items, now)
+            written, merged = counts.written, counts.merged
             for message_id, vector in message_vectors:
                 db.merge(
                     MessageEmbedding(
@@ -129,7 +130,7 @@ class MemoryCursors:
             db.commit()
         if written or merged or message_vectors:
             VECTOR_CHANGES.note(self.database, owner)
-        return CommitCounts(written=written, merged=merged)
+        return counts
 
     def _advance(
         self,

@@ -21,6 +21,7 @@ class MemoryItem(SQLModel, table=True):
     __table_args__ = (
         Index("ix_memory_items_owner", "owner_kind", "owner_id", "updated_at"),
         Index("ix_memory_items_owner_key", "owner_kind", "owner_id", "content_key"),
+        Index("ix_memory_items_owner_slot", "owner_kind", "owner_id", "slot"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -47,6 +48,22 @@ class MemoryItem(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
     # The sentence embedding of `content` (float32, unit length), when dense recall is on.
     embedding: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+    # Whom the item is about and who said it (a person id and the name they spoke under);
+    # None where unknown, and `said_by` None for what the assistant said.
+    about: str | None = Field(default=None, max_length=256)
+    said_by: str | None = Field(default=None, max_length=32)
+    said_by_name: str | None = Field(default=None, max_length=256)
+    # What the item states of its subject ("priya|lives_in"), when the offline rules know:
+    # a newer item of the same slot replaces it.
+    slot: str | None = Field(default=None, max_length=160)
+    # The newer item that replaced this one, and when this one stopped holding; a replaced
+    # item stays as history (`/memory history`), out of the snapshot and below its successor.
+    superseded_by: int | None = None
+    valid_until: datetime | None = None
+
+    @property
+    def current(self) -> bool:
+        return self.superseded_by is None
 
 
 class MessageEmbedding(SQLModel, table=True):

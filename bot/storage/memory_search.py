@@ -42,6 +42,12 @@ class RecallHit:
     # The message right after a message that asks a question (its answer, most often);
     # `last_seq` then is the reply's seq.
     reply: RecallHit | None = None
+    # An item's subject and speaker, and the newer item that replaced it (with when it stopped
+    # holding); None for messages and for items that hold.
+    about: str | None = None
+    said_by_name: str | None = None
+    superseded_by: int | None = None
+    valid_until: datetime | None = None
 
 
 class MemorySearch:
@@ -123,6 +129,23 @@ class MemorySearch:
             found = {int(row.id): _hit(row) for row in connection.execute(sql, params)}
         return [found[identifier] for identifier in ids if identifier in found]
 
+    def speaker_names(self, owner: Owner) -> set[str]:
+        """The names the owner's people spoke under, lower-cased (each word of them too)."""
+        with self.database.connect() as connection:
+            rows = connection.execute(_SPEAKER_NAMES, {"owner_kind": owner.kind, "owner_id": owner.id}).all()
+        names: set[str] = set()
+        for (name,) in rows:
+            if name:
+                names.add(name.lower())
+                names.update(part for part in name.lower().split() if len(part) > 1)
+        return names
+
+    def newest_user_seq(self, session_id: str) -> int | None:
+        """The seq of the session's newest message from a person (a turn's question, during the turn)."""
+        with self.database.connect() as connection:
+            found = connection.execute(_NEWEST_USER_SEQ, {"session_id": session_id}).scalar()
+        return None if found is None else int(found)
+
     def following_messages(
         self,
         owner: Owner,
@@ -169,16 +192,25 @@ def _hit(row: Any) -> RecallHit:
         said_at=None if row.said_at is None else _as_datetime(row.said_at),
         sender_name=row.sender_name,
         score=float(row.score),
+        about=row.about,
+        said_by_name=row.said_by_name,
+        superseded_by=None if row.superseded_by is None else int(row.superseded_by),
+        valid_until=None if row.valid_until is None else _as_datetime(row.valid_until),
     )
 
 
 _ITEM_COLUMNS = (
     "'memory' AS source, m.id AS id, m.content AS content, m.kind AS label, m.session_id AS session_id, "
-    "m.source_seq AS seq, m.source_last_seq AS last_seq, m.said_at AS said_at, NULL AS sender_name"
+    "m.source_seq AS seq, m.source_last_seq AS last_seq, m.said_at AS said_at, NULL AS sender_name, "
+    "m.about AS about, m.said_by_name AS said_by_name, m.superseded_by AS superseded_by, "
+    "m.valid_until AS valid_until"
 )
 _MESSAGE_COLUMNS = (
     "'message' AS source, g.id AS id, g.content AS content, g.role AS label, g.session_id AS session_id, "
-    "g.seq AS seq, g.seq AS last_seq, g.created_at AS said_at, g.sender_name AS sender_name"
+    "g.seq AS seq, g.seq AS last_seq, g.created_at AS said_at, g.sender_name AS sender_name, "
+    # Typed, so PostgreSQL's union with the items' columns matches them.
+    "CAST(NULL AS VARCHAR) AS about, CAST(NULL AS VARCHAR) AS said_by_name, "
+    "CAST(NULL AS INTEGER) AS superseded_by, CAST(NULL AS TIMESTAMP) AS valid_until"
 )
 # What was said (search and embeddings), not tool calls and results.
 IS_SAID = f"g.kind IN ({', '.join(repr(kind) for kind in sorted(SAID_KINDS))})"
@@ -207,7 +239,10 @@ POSTGRES_SEARCH_CONFIG = "english"
 # The index text (the same SQLite's index holds) as a vector, stored with the row.
 _POSTGRES_MESSAGE_TEXT = "f.search_vector"
 _POSTGRES_ITEM_TEXT = "m.search_vector"
-_HIT_COLUMNS = "source, id, content, label, session_id, seq, last_seq, said_at, sender_name"
+_HIT_COLUMNS = (
+    "source, id, content, label, session_id, seq, last_seq, said_at, sender_name, "
+    "about, said_by_name, superseded_by, valid_until"
+)
 # Per source on PostgreSQL: the hit's columns, its text as a vector, and the owner's rows.
 _POSTGRES_SOURCES = {
     "memory": (
@@ -270,6 +305,13 @@ _MESSAGES_AT = text(
     "WHERE g.session_id = :session_id AND g.seq IN :seqs AND g.role != 'system' "
     f"AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"
 ).bindparams(bindparam("seqs", expanding=True))
+_SPEAKER_NAMES = text(
+    "SELECT DISTINCT g.sender_name FROM messages g JOIN sessions s ON s.id = g.session_id "
+    "WHERE s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND g.role = 'user'"
+)
+_NEWEST_USER_SEQ = text(
+    f"SELECT max(g.seq) FROM messages g WHERE g.session_id = :session_id AND g.role = 'user' AND {IS_SAID}"
+)
 _MESSAGES_BY_ID = text(
     f"SELECT {_MESSAGE_COLUMNS}, 0.0 AS score FROM messages g JOIN sessions s ON s.id = g.session_id "
     f"WHERE g.id IN :ids AND s.owner_kind = :owner_kind AND s.owner_id = :owner_id AND {_OUTSIDE_WINDOW}"

@@ -183,6 +183,8 @@ def _merge_memory(db: Session, source_id: str, target_id: str, threshold: float)
         .where(ITEMS.c.owner_kind == PERSON, ITEMS.c.owner_id == source_id)
         .values(owner_id=target_id, search_text=ITEMS.c.search_text)
     )
+    # What the source person said in groups is now the target's to list and forget.
+    db.execute(update(ITEMS).where(ITEMS.c.said_by == source_id).values(said_by=target_id))
     return moved, merged
 
 

@@ -190,6 +190,7 @@ async def test_the_recall_tool_returns_the_records_chorus_recall_json_prints(run
     await record(runtime, "We moved the billing database to PostgreSQL last week.", "Alice")
     await record(runtime, "Did the invoices survive the move?", "Bob")
     await record(runtime, "All of them, checked twice.", "Alice")
+    await record(runtime, "Can you look that up for me?", "Bob")  # the question the tool answers
     ((session, _),) = runtime.stores.sessions.list_sessions()
     recall_tool = next(tool for tool in runtime.tools.all() if tool.name == "recall")
     context = ToolContext(session, "ada", None, group=True, call_id="c1")
@@ -209,8 +210,9 @@ async def test_the_recall_tool_returns_the_records_chorus_recall_json_prints(run
     assert question["reply"] == {"speaker": "Alice", "text": "All of them, checked twice.", "seq": 3}
     # One shape: each of the tool's hits is the command's record, its ids and `shown` left out.
     records = json.loads(printed)
+    assert [hit.pop("in_context") for hit in hits] == [False] * len(hits)
     assert hits == [{field: record[field] for field in hits[0]} for record in records]
-    assert set(records[0]) - set(hits[0]) == {"source", "id", "session_id", "shown"}
+    assert set(records[0]) - set(hits[0]) == {"source", "id", "session_id", "shown", "said_by", "replaced_by"}
     assert "search again" in recall_tool.description
 
 

@@ -408,7 +408,8 @@ async def test_the_offline_demo_model_uses_tools_as_a_newcomer_sees_it(
     recall = page.locator(ASSISTANT).last
     assert await recall.locator(".tool").inner_text() == "🔧 recall: the dentist"
     answer = await recall.locator(".text").inner_text()
-    assert answer.startswith("[demo] I searched my memory for “the dentist”")
+    # Said a moment ago: the tool finds it and says it is still in the conversation.
+    assert answer.startswith("[demo] That is still in our conversation, message #1: “my dentist appointment")
 
     await send(page, "how full is your context?")
     inspect = page.locator(ASSISTANT).last
