@@ -40,7 +40,8 @@ HOSTILE = """Some <b>bold?</b> text.
 
 [a javascript link](javascript:window.__xss=6) and [an upper-case one](JaVaScRiPt:window.__xss=7) and
 [a data link](data:text/html;base64,PHNjcmlwdD5wYXJlbnQuX194c3M9ODwvc2NyaXB0Pg==) and
-[an entity one](jav&#x09;ascript:window.__xss=9) and <javascript:window.__xss=10>
+[an entity one](jav&#x09;ascript:window.__xss=9) and <javascript:window.__xss=10> and
+[a page of the site it is on](/account/delete?confirm=1) and [a file](file:///etc/passwd)
 
 ![an image](x" onerror="window.__xss=11) ![a tracker](https://tracker.invalid/p.png?secret=1)
 
