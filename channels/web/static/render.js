@@ -214,11 +214,20 @@ var ChorusRender = (function (marked, DOMPurify, hljs) {
     return copied ? Promise.resolve() : Promise.reject(new Error("copy refused"));
   }
 
+  // Past this many characters (about 1,500 lines) a code block stays plain: highlighting and
+  // sanitising the highlighter's markup grows with its size, and 5,000 lines would hold the
+  // page's main thread for a second or more (bench/web_rendering.py).
+  var HIGHLIGHT_LIMIT = 80000;
+
   function highlight(block) {
     var pre = block.querySelector("pre");
     var code = pre.querySelector("code");
     var language = pre.getAttribute("data-lang");
     if (!language || !hljs.getLanguage(language)) return;
+    if (code.textContent.length > HIGHLIGHT_LIMIT) {
+      block.setAttribute("data-plain", "too long to highlight");
+      return;
+    }
     var result = hljs.highlight(code.textContent, { language: language, ignoreIllegals: true });
     var scrolled = pre.scrollTop;
     code.replaceChildren(clean(result.value));
