@@ -19,7 +19,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from playwright.async_api import Browser, Page, async_playwright  # noqa: E402
+from playwright.async_api import Browser, Page, ViewportSize, async_playwright  # noqa: E402
 
 from bot.providers.openai import OpenAICompatibleProvider  # noqa: E402
 from bot.runtime import Runtime  # noqa: E402
@@ -31,8 +31,8 @@ from tests.support.live_server import LiveServer  # noqa: E402
 from tests.support.runtime import inbound  # noqa: E402
 from tests.web.test_widget_browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
-DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
+DESKTOP = ViewportSize(width=1280, height=800)
+PHONE = ViewportSize(width=390, height=844)
 
 FRUIT_ANSWER = """## Fruits that keep
 
@@ -58,8 +58,7 @@ More in [the storage guide](https://example.org/storage)."""
 
 NOTED = "Noted: **Miso** loves sardines and the window sill in the morning."
 
-RECALL_ANSWER = """Nothing in my long-term memory yet, but it is still in our conversation.
-**Miso**, your cat, loves:
+RECALL_ANSWER = """It is still in our conversation (nothing in long-term memory yet): **Miso**, your cat, loves:
 
 - sardines
 - the window sill in the morning"""
@@ -142,7 +141,7 @@ async def widget(browser: Browser, base_url: str, model: FakeOpenAI, out: Path) 
     return str(session_id)
 
 
-async def open_widget(browser: Browser, base_url: str, viewport: dict[str, int], **options: Any) -> Page:
+async def open_widget(browser: Browser, base_url: str, viewport: ViewportSize, **options: Any) -> Page:
     context = await browser.new_context(viewport=viewport, device_scale_factor=1, **options)
     page = await context.new_page()
     await page.goto(base_url + "/")
@@ -183,7 +182,7 @@ async def console(browser: Browser, base_url: str, visitor: str, long_id: str, o
     await phone.screenshot(path=str(out / "console-phone-menu.png"))
 
 
-async def log_in(browser: Browser, base_url: str, viewport: dict[str, int], **options: Any) -> Page:
+async def log_in(browser: Browser, base_url: str, viewport: ViewportSize, **options: Any) -> Page:
     context = await browser.new_context(viewport=viewport, device_scale_factor=1, **options)
     page = await context.new_page()
     await page.goto(base_url + "/admin/login")
