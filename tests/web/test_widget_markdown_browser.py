@@ -239,6 +239,9 @@ async def test_a_hostile_reply_stays_inert_text_and_safe_links_while_streaming_a
                 and '<img src=x onerror="window.__xss = 2">' in shown
             )
             assert "<b>bold?</b>" in shown
+            # A block of HTML is a paragraph of its text.
+            script = reply.locator("p").filter(has_text="window.__xss = 1")
+            assert await script.inner_text() == "<script>window.__xss = 1</script>"
             links = reply.locator("a[href]")
             hrefs = await links.evaluate_all("links => links.map(a => a.getAttribute('href'))")
             assert hrefs == ["https://tracker.invalid/p.png?secret=1", "https://example.org/safe"]
