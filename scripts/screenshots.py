@@ -58,7 +58,7 @@ More in [the storage guide](https://example.org/storage)."""
 
 NOTED = "Noted: **Miso** loves sardines and the window sill in the morning."
 
-RECALL_ANSWER = """It is still in our conversation (nothing in long-term memory yet): **Miso**, your cat, loves:
+RECALL_ANSWER = """It is still in our conversation (not in memory yet): **Miso**, your cat, loves:
 
 - sardines
 - the window sill in the morning"""
