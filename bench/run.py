@@ -22,6 +22,7 @@ BENCHMARKS = {
     "memory": ("bench.memory_offload", "Long-term memory: LoCoMo offload and recall"),
     "recall": ("bench.recall", "Recall: the development question set over LoCoMo group chats"),
     "telegram": ("bench.telegram_format", "Telegram: Markdown to text and entities, split at 4096"),
+    "rendering": ("bench.web_rendering", "Widget and console: drawing a streaming reply in Chromium"),
     "console": ("bench.console", "Operator's console: list, transcript and context chart on a busy database"),
     "scale": ("bench.scale", "Several processes on one PostgreSQL: throughput and a crash"),
     "steady": (

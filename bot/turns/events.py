@@ -106,14 +106,19 @@ class ToolStep:
 
     @property
     def progress_line(self) -> str:
-        """One line for a draft: the tool, what it was asked, and how far it is (or its approval)."""
-        mark = STATUS_MARKS.get(self.status, "🔧")
-        line = f"{mark} {self.call_text}"
+        """One line for a draft: a mark of the call's state, then `progress_words`."""
+        return f"{STATUS_MARKS.get(self.status, '🔧')} {self.progress_words}"
+
+    @property
+    def progress_words(self) -> str:
+        """The tool, what it was asked, and how far it is (or its approval), without a mark
+        (a lane that draws its own, such as the web's icons, shows these words beside it)."""
+        words = self.call_text
         if self.status == "asked":
-            return f"{line} · run it? (yes/no)"
+            return f"{words} · run it? (yes/no)"
         if self.status == "denied":
-            return f"{line} · not run"
-        return f"{line} · {self.progress}" if self.progress else line
+            return f"{words} · not run"
+        return f"{words} · {self.progress}" if self.progress else words
 
 
 TurnEvent = Delta | Thinking | ToolStep | Reply

@@ -137,6 +137,7 @@ def tool_payload(step: ToolStep) -> dict[str, Any]:
         "summary": step.summary,
         "progress": step.progress or None,
         "line": step.progress_line,
+        "label": step.progress_words,
         "approval_id": step.approval_id,
     }
 

@@ -5,7 +5,8 @@ history reads like the conversation the person had. Each row's kind says what it
 (`transcript.kinds`); the widget's `event` names the kind of an event.
 
 Tool rows show what the visitor saw while the reply streamed: a `tool_call` row is a
-`tool` event of one progress line per call ("🔧 recall: dentist"); results are left out.
+`tool` event of one progress line per call ("🔧 recall: dentist", and in `tools` each call's
+words for the widget, which draws its own mark); results are left out.
 A result is raw output meant for the model (another conversation's memory items, a
 context report, a web page), not something a visitor should read.
 """
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from bot.history import StoredEntry
 from bot.turns.events import ToolStep
 from bot.turns.tool_rounds import progress_summary
-from channels.web.schemas import AttachmentView, MessageView
+from channels.web.schemas import AttachmentView, MessageView, ToolLineView
 from persona import PersonaRegistry
 from transcript.kinds import UnknownMessageKind
 from transcript.rows import StoredToolCall
@@ -41,6 +42,7 @@ def message_view(row: StoredEntry, personas: PersonaRegistry) -> MessageView:
         sender_name=row.sender_name if row.role == "user" or event == "command" else None,
         lane=row.lane,
         created_at=row.created_at.isoformat(),
+        tools=[tool_line(call) for call in row.tool_calls] if event == "tool" else [],
         attachments=[
             AttachmentView(
                 id=item.id,
@@ -77,4 +79,13 @@ def event_of(row: StoredEntry, personas: PersonaRegistry) -> tuple[str | None, s
 
 def progress_line(call: StoredToolCall) -> str:
     """The line the reply showed while the call ran."""
-    return ToolStep(call.id, call.name, "done", progress_summary(call)).progress_line
+    return _done(call).progress_line
+
+
+def tool_line(call: StoredToolCall) -> ToolLineView:
+    """The same line for a client that draws its own mark beside the words."""
+    return ToolLineView(call_id=call.id, name=call.name, status="done", label=_done(call).progress_words)
+
+
+def _done(call: StoredToolCall) -> ToolStep:
+    return ToolStep(call.id, call.name, "done", progress_summary(call))

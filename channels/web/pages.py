@@ -6,7 +6,9 @@ import html
 from pathlib import Path
 
 from fastapi import APIRouter, Request
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import HTMLResponse, Response
+
+from channels.web.bundles import widget_script as widget_bundle
 
 STATIC = Path(__file__).parent / "static"
 DEMO_PAGE = (STATIC / "index.html").read_text(encoding="utf-8")
@@ -32,10 +34,6 @@ async def demo_page(request: Request) -> HTMLResponse:
 
 
 @router.get("/widget.js")
-async def widget_script() -> FileResponse:
-    # no-cache: embedding pages pick up a new widget on the next load.
-    return FileResponse(
-        STATIC / "widget.js",
-        media_type="text/javascript; charset=utf-8",
-        headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"},
-    )
+async def widget_script(request: Request) -> Response:
+    # One script for embedders: the widget with the libraries that render its replies.
+    return widget_bundle().response(request)

@@ -49,6 +49,15 @@ class AttachmentView(BaseModel):
     url: str
 
 
+class ToolLineView(BaseModel):
+    """One call of a reply's tool round, as its line showed it while the reply streamed."""
+
+    call_id: str
+    name: str = Field(description="The tool, such as `recall`.")
+    status: Literal["done"] = Field(description="A stored call is shown as done.")
+    label: str = Field(description='The line without its mark, such as "recall: dentist".')
+
+
 class MessageView(BaseModel):
     id: int
     seq: int
@@ -67,6 +76,9 @@ class MessageView(BaseModel):
     lane: str | None = None
     created_at: str
     attachments: list[AttachmentView] = Field(default_factory=list)
+    tools: list[ToolLineView] = Field(
+        default_factory=list, description="For `tool` events: each call's line, in the order they started."
+    )
 
 
 class HistoryPage(BaseModel):
@@ -182,6 +194,10 @@ class ToolEvent(BaseModel):
     line: str = Field(
         description='The progress line people are shown, such as "🔧 recall: dentist" or '
         '"🔧 files__copy: report.pdf · 2/4".'
+    )
+    label: str = Field(
+        description='The line without its leading mark ("recall: dentist"), for a client that '
+        "draws its own mark of the call's status, as the widget does."
     )
     approval_id: int | None = Field(default=None, description="For `asked` events: the question to answer.")
 

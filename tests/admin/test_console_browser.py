@@ -1,12 +1,10 @@
 """The console in headless Chromium against a real uvicorn server on 127.0.0.1.
 
-With CHORUS_UPDATE_SCREENSHOTS=1 the tests also save the screenshot of each page that
-docs/operating.md shows, under docs/screenshots/.
+The screenshots the docs show are taken by scripts/screenshots.py.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +20,6 @@ from tests.support.peers import needs_chromium
 from tests.support.runtime import inbound
 from tests.web.test_widget_browser import CHROMIUM, CHROMIUM_ARGS
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 DEADLINE_MS = 60_000
 DISCORD_FAILURE = (
     "Discord closed the gateway with 4014 (disallowed intents): enable the Message Content Intent."
@@ -85,12 +82,9 @@ async def logged_in(browser: Browser, console: Console) -> Page:
     return page
 
 
-async def screenshot(page: Page, name: str) -> None:
-    # Waits until the page has rendered, then keeps the picture when asked to.
+async def rendered(page: Page) -> None:
+    """Waits until the page has rendered."""
     await page.wait_for_selector("#page[data-page]:not([data-loading])")
-    if os.environ.get("CHORUS_UPDATE_SCREENSHOTS") == "1":
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
 async def test_login_refuses_a_wrong_token_then_lets_the_right_one_in(
@@ -120,7 +114,7 @@ async def test_conversation_list_and_search(browser: Browser, console: Console) 
     group = page.locator(f"tr[data-session='{console.seeded.group_id}']")
     assert await group.locator(".lane.telegram").count() == 1
     assert "telegram -100777" in await group.inner_text()
-    await screenshot(page, "conversations")
+    await rendered(page)
     await page.fill("input[type=search]", "passport")
     await page.press("input[type=search]", "Enter")
     await page.wait_for_selector("text=No conversations match.")
@@ -150,7 +144,7 @@ async def test_transcript_with_persona_switch_image_and_document(browser: Browse
     await document.get_by_role("button", name="Show text").click()
     await page.wait_for_selector(".doc-text")
     assert await page.inner_text(".doc-text") == DOCUMENT_TEXT
-    await screenshot(page, "transcript")
+    await rendered(page)
     # Switching the persona from the console stores the same event as /persona.
     await page.select_option("select[name=persona]", "captain")
     await page.click("button:has-text('Switch')")
@@ -174,7 +168,7 @@ async def test_context_chart_renders_tokens_per_turn_with_marks(browser: Browser
     bar_parts = page.locator("[data-testid=context-bar] rect[data-part]")
     assert await bar_parts.count() >= 2
     assert await page.locator("[data-testid=context-bar] rect[data-part='history']").count() == 1
-    await screenshot(page, "context")
+    await rendered(page)
 
 
 async def test_forgetting_a_memory_item(browser: Browser, console: Console) -> None:
@@ -183,7 +177,7 @@ async def test_forgetting_a_memory_item(browser: Browser, console: Console) -> N
     await page.wait_for_selector("[data-testid=memory]")
     row = page.locator("tr[data-item]", has_text="PostgreSQL")
     item_id = await row.get_attribute("data-item")
-    await screenshot(page, "memory")
+    await rendered(page)
     page.once("dialog", lambda dialog: dialog.accept())
     await row.get_by_role("button", name="Forget").click()
     await page.wait_for_selector(f"tr[data-item='{item_id}']", state="detached")
@@ -196,14 +190,14 @@ async def test_personas_and_health_pages(browser: Browser, console: Console) -> 
     await page.click("[data-nav=personas]")
     await page.wait_for_selector("[data-testid=personas]")
     assert "Sage" in await page.inner_text("tr[data-persona=sage]")
-    await screenshot(page, "personas")
+    await rendered(page)
     await page.click("[data-nav=health]")
     await page.wait_for_selector("[data-testid=lanes]")
     assert "running" in await page.inner_text("tr[data-lane=web]")
     discord = await page.inner_text("tr[data-lane=discord]")
     assert "failed" in discord and "4014" in discord
     assert await page.inner_text("[data-testid=queue-depth]") == "0"
-    await screenshot(page, "health")
+    await rendered(page)
 
 
 async def test_a_conversations_page_lists_its_upcoming_reminders(browser: Browser, console: Console) -> None:

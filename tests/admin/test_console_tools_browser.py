@@ -38,9 +38,11 @@ async def test_transcript_shows_each_call_with_its_arguments_and_result(
     await page.wait_for_selector("[data-testid=transcript]")
 
     call = page.locator(".call")
-    assert await call.locator(".call-name").inner_text() == "🔧 recall"
-    assert await call.locator(".arguments").inner_text() == '{"query": "my cat"}'
+    assert await call.locator(".call-name").inner_text() == "recall"
+    assert await call.locator(".call-name svg").get_attribute("aria-label") == "Tool call"
+    # Indented, as JSON is read.
+    assert await call.locator(".arguments").inner_text() == '{\n  "query": "my cat"\n}'
     call_id = await call.get_attribute("data-call-id")
     result = page.locator(f"[data-role=tool][data-call-id='{call_id}']")
     assert (await result.locator(".who").inner_text()).lower() == "recall result"
-    assert '"query": "my cat"' in await result.locator(".result").inner_text()
+    assert '\n  "query": "my cat"' in await result.locator(".result").inner_text()

@@ -60,6 +60,8 @@ async def test_tool_calls_stream_as_documented_tool_events_between_the_text(
         ("started", "gym"),
     ]
     assert sorted(e.data["line"] for e in tools[2:]) == ["🔧 lookup: dentist", "🔧 lookup: gym"]
+    # The same words without the mark, for a client that draws its own (the widget's icons).
+    assert sorted(e.data["label"] for e in tools[2:]) == ["lookup: dentist", "lookup: gym"]
     assert {e.data["status"] for e in tools[2:]} == {"done"}
     assert names[1:5] == ["tool"] * 4 and names[-1] == "done"
     after = "".join(event.data["text"] for event in events[5:-1])
@@ -86,6 +88,11 @@ async def test_the_history_shows_progress_lines_never_the_tools_raw_output(
         ("system", "tool", "🔧 lookup: dentist"),
         ("assistant", None, ANSWER),
     ]
+    [tool_event] = [m for m in page["messages"] if m["event"] == "tool"]
+    assert [(t["name"], t["status"], t["label"]) for t in tool_event["tools"]] == [
+        ("lookup", "done", "lookup: dentist")
+    ]
+    assert [t["call_id"] for t in tool_event["tools"]] != [""]
     assert RAW_RESULT not in json.dumps(page)
 
 
@@ -102,12 +109,12 @@ async def test_a_failing_call_is_an_error_event_and_the_model_recovers(
 
     events = await visitor.say("when is my dentist?")
 
-    steps = [(e.data["status"], e.data["line"]) for e in events if e.name == "tool"]
+    steps = [(e.data["status"], e.data["line"], e.data["label"]) for e in events if e.name == "tool"]
     assert steps == [
-        ("started", "🔧 no_such_tool: dentist"),
-        ("error", "⚠️ no_such_tool: dentist"),
-        ("started", "🔧 lookup: dentist"),
-        ("done", "🔧 lookup: dentist"),
+        ("started", "🔧 no_such_tool: dentist", "no_such_tool: dentist"),
+        ("error", "⚠️ no_such_tool: dentist", "no_such_tool: dentist"),
+        ("started", "🔧 lookup: dentist", "lookup: dentist"),
+        ("done", "🔧 lookup: dentist", "lookup: dentist"),
     ]
     assert events[-1].name == "done" and events[-1].data["text"] == ANSWER
 

@@ -21,9 +21,12 @@ from pydantic import BaseModel
 from bot.console import Console, NotFound
 from bot.errors import ChorusError
 from channels.web.admin.auth import COOKIE_MAX_AGE, COOKIE_NAME, AdminAuth, same_origin
+from channels.web.bundles import Asset, console_script, console_style
 
 STATIC = Path(__file__).parent / "static"
 STATIC_FILES = {"admin.js": "text/javascript", "admin.css": "text/css"}
+# The reply renderer and its libraries, shared with the widget (channels/web/bundles.py).
+BUNDLES: dict[str, Callable[[], Asset]] = {"render.js": console_script, "render.css": console_style}
 PAGE_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; media-src 'self'; "
     "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -102,7 +105,9 @@ def protected_routes(console: Console, auth: AdminAuth) -> APIRouter:
         return response
 
     @router.get("/static/{name}")
-    async def static_file(name: str) -> FileResponse:
+    async def static_file(name: str, request: Request) -> Response:
+        if name in BUNDLES:
+            return BUNDLES[name]().response(request)
         if name not in STATIC_FILES:
             raise HTTPException(status.HTTP_404_NOT_FOUND)
         return FileResponse(

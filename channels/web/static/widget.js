@@ -1,8 +1,9 @@
 /*
  * Chorus chat widget. Embed with one tag, no build step:
  *   <script src="https://chat.example.org/widget.js" data-title="Ask us" data-open="false"></script>
- * It talks to the server it was loaded from. Message text is only ever set as text
- * (textContent), never parsed as HTML.
+ * It talks to the server it was loaded from. What people write is only ever set as text
+ * (textContent), never parsed as HTML; replies are Markdown, rendered by render.js (served in
+ * the same script, see channels/web/bundles.py), which passes all HTML through DOMPurify.
  */
 (function () {
   "use strict";
@@ -46,6 +47,9 @@
     ".panel.minimised > :not(header) { display: none !important; }",
     ".panel.minimised header { cursor: pointer; }",
     ".msg.command { opacity: .85; font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 13px; }",
+    // A command's answer keeps its layout: its columns line up in a fixed-width font.
+    ".msg.notice.command-reply { align-self: stretch; max-width: none; font: 12px/1.45 ui-monospace, SFMono-Regular, Menlo,",
+    "  Consolas, 'DejaVu Sans Mono', monospace; overflow-x: auto; }",
     ".alert { padding: 8px 12px; background: #fdecea; color: #8a1c12; border-bottom: 1px solid #f5c2bd; font-size: 13px;",
     "  display: flex; gap: 8px; align-items: center; }",
     ".alert span { flex: 1; }",
@@ -60,12 +64,20 @@
     ".msg.error { border-color: #f5c2bd; background: #fdecea; color: #8a1c12; }",
     ".msg .persona { font-size: 11px; font-weight: 700; color: #3b4cca; margin-bottom: 2px; text-transform: uppercase;",
     "  letter-spacing: .04em; white-space: normal; }",
-    ".msg .tools { font-size: 12px; color: #5b6280; margin-bottom: 4px; }",
-    ".msg .tool[data-status=error] { color: #8a1c12; }",
+    ".msg .tools { font-size: 12px; color: #5b6280; margin-bottom: 4px; white-space: normal; }",
+    ".msg .tool { display: flex; align-items: center; gap: 5px; flex-wrap: wrap; }",
+    ".msg .tool .icon, .msg .thinking .icon, .msg summary .icon { width: 14px; height: 14px; }",
+    ".msg .tool[data-status=error], .msg .tool[data-status=denied] { color: #8a1c12; }",
+    ".msg .status-note { font-size: 12px; opacity: .75; margin-top: 4px; }",
+    ".msg .failure { margin-top: 6px; white-space: pre-wrap; }",
     ".msg .approval button { margin-left: 6px; font-size: 12px; }",
-    ".msg.streaming .text::after { content: '\\258D'; animation: blink 1s steps(2) infinite; }",
-    ".msg[data-thinking] .text:empty::before { content: '\\1F4AD  thinking\\2026'; opacity: 0.7; font-style: italic; }",
+    // The cursor ends the text as it streams (inline, so the bubble keeps its height when it goes).
+    ".msg.streaming .text:empty::after, .msg.streaming .md > p:last-child::after { content: '\\258D';",
+    "  animation: blink 1s steps(2) infinite; }",
+    ".msg .thinking { display: none; align-items: center; gap: 5px; opacity: 0.7; font-style: italic; font-size: 13px; }",
+    ".msg[data-thinking] .thinking { display: flex; }",
     ".msg details.reasoning { opacity: 0.75; font-size: 0.9em; margin-bottom: 4px; white-space: pre-wrap; }",
+    ".msg details.reasoning summary { cursor: pointer; display: flex; align-items: center; gap: 5px; }",
     "@keyframes blink { 50% { opacity: 0; } }",
     ".files { display: flex; flex-wrap: wrap; gap: 6px; margin-top: 6px; }",
     ".files img { max-width: 160px; max-height: 160px; border-radius: 8px; display: block; }",
@@ -111,38 +123,14 @@
     return node;
   }
 
-  // Icons are drawn, not typed: an emoji needs a font the visitor's system may not have
-  // (a stock Chromium on Debian shows an empty box). Each is one path in a 24-unit square.
-  var ICONS = {
-    close: { path: "M6 6l12 12M18 6L6 18" },
-    minimise: { path: "M5 12h14" },
-    attach: { path: "M12 5v14M5 12h14" },
-    microphone: { path: "M9 5a3 3 0 0 1 6 0v6a3 3 0 0 1-6 0zM6 11a6 6 0 0 0 12 0M12 17v4M9 21h6" },
-    stop: { path: "M7 7h10v10H7z", filled: true },
-    document: { path: "M6 3h8l4 4v14H6zM14 3v4h4M9 12h6M9 16h6" },
-    audio: { path: "M9 18V6l10-2v12M9 18a2.5 2.5 0 1 1-5 0a2.5 2.5 0 0 1 5 0zM19 16a2.5 2.5 0 1 1-5 0a2.5 2.5 0 0 1 5 0z" },
+  // Drawn icons (render.js): in a button the button's name says what it does.
+  var icon = ChorusRender.icon;
+  // What a tool call's line shows before its words, by the call's state.
+  var TOOL_ICONS = {
+    asked: ["asked", "Waiting for a yes or no"],
+    error: ["failed", "Failed"],
+    denied: ["denied", "Not run"],
   };
-  var SVG = "http://www.w3.org/2000/svg";
-
-  // Hidden from assistive technology: the button it sits in carries the name.
-  function icon(name) {
-    var shape = ICONS[name];
-    var svg = document.createElementNS(SVG, "svg");
-    svg.setAttribute("class", "icon");
-    svg.setAttribute("viewBox", "0 0 24 24");
-    svg.setAttribute("aria-hidden", "true");
-    svg.setAttribute("focusable", "false");
-    svg.setAttribute("data-icon", name);
-    var path = document.createElementNS(SVG, "path");
-    path.setAttribute("d", shape.path);
-    path.setAttribute("fill", shape.filled ? "currentColor" : "none");
-    path.setAttribute("stroke", "currentColor");
-    path.setAttribute("stroke-width", "2");
-    path.setAttribute("stroke-linecap", "round");
-    path.setAttribute("stroke-linejoin", "round");
-    svg.appendChild(path);
-    return svg;
-  }
 
   // An icon and, after it, words (a file's name, a recording's length), as text.
   function iconWith(name, text) {
@@ -263,7 +251,7 @@
 
   var host = el("div", { id: "chorus-widget" });
   var root = host.attachShadow({ mode: "open" });
-  root.appendChild(el("style", { text: CSS }));
+  root.appendChild(el("style", { text: RENDER_CSS + "\n" + CSS }));
 
   var launcher = el("button", { class: "launcher", type: "button", "aria-label": "Open chat", text: TITLE, onclick: open });
   var titleNode = el("span", { class: "title", text: TITLE });
@@ -484,21 +472,48 @@
   // --- bubbles ------------------------------------------------------------------
   function bubble(author, personaName) {
     var text = el("div", { class: "text" });
+    var assistant = author === "assistant";
     var node = el("div", { class: "msg " + author, "data-role": "message", "data-author": author }, [
-      author === "assistant" ? el("div", { class: "persona", text: personaName || "" }) : null,
+      assistant ? el("div", { class: "persona", text: personaName || "" }) : null,
       text,
+      // Shown while the model thinks before (or between) its words.
+      assistant ? el("div", { class: "thinking", "data-role": "thinking" }, iconWith("thinking", "thinking\u2026")) : null,
     ]);
     node.textNode = text;
+    node.streamed = "";
     return node;
+  }
+
+  // A reply's Markdown on screen; while it streams, only its changed blocks are drawn again.
+  function showMarkdown(node, text, finished) {
+    if (!node.markdown) node.markdown = new ChorusRender.Reply(node.textNode);
+    node.markdown.update(text, finished);
+  }
+
+  // Deltas arrive faster than a screen refreshes: one drawing per frame, of all that arrived.
+  function drawSoon(reply) {
+    if (reply.frame) return;
+    reply.frame = requestAnimationFrame(function () {
+      reply.frame = null;
+      showMarkdown(reply, reply.streamed, false);
+      keepFollowing();
+    });
+  }
+
+  function drawNow(reply, text) {
+    if (reply.frame) cancelAnimationFrame(reply.frame);
+    reply.frame = null;
+    showMarkdown(reply, text, true);
   }
 
   function storedBubble(message) {
     if (message.role === "system") return eventBubble(message);
     var node = bubble(message.role, message.persona_name);
-    node.textNode.textContent = message.text;
+    if (message.role === "assistant") showMarkdown(node, message.text, true);
+    else node.textNode.textContent = message.text;
     node.setAttribute("data-message-id", message.id);
     if (message.persona_id) node.setAttribute("data-persona-id", message.persona_id);
-    if (message.status !== "complete") node.textNode.textContent += "\n[" + message.status + "]";
+    if (message.status !== "complete") node.appendChild(el("div", { class: "status-note", text: "[" + message.status + "]" }));
     if (message.attachments.length) {
       node.appendChild(el("div", { class: "files" }, message.attachments.map(storedFile)));
     }
@@ -508,7 +523,7 @@
   // The model's thinking (after /reasoning on), folded: a click opens it.
   function reasoningFold(text) {
     return el("details", { class: "reasoning", "data-role": "reasoning" }, [
-      el("summary", { text: "💭 Thinking" }),
+      el("summary", {}, iconWith("thinking", "Thinking")),
       el("div", { class: "reasoning-text", text: text }),
     ]);
   }
@@ -527,7 +542,15 @@
     if (message.event === "command") {
       return el("div", { class: "msg user command", "data-role": "command", "data-event": "command", "data-message-id": message.id, text: message.text });
     }
+    if (message.event === "tool") {
+      // The calls of a reply, as its lines showed them while it streamed.
+      return el("div", { class: "msg notice", "data-role": "notice", "data-event": "tool", "data-message-id": message.id },
+        message.tools.map(function (call) {
+          return toolLine(call.call_id, call.status, call.label);
+        }));
+    }
     var node = noticeBubble(message.text, message.event === "error");
+    if (message.event === "command_reply") node.classList.add("command-reply");
     node.setAttribute("data-event", message.event);
     node.setAttribute("data-message-id", message.id);
     return node;
@@ -759,7 +782,8 @@
         return readEvents(response, function (name, data) {
           if (name === "delta") {
             reply.removeAttribute("data-thinking");
-            reply.textNode.textContent += data.text;
+            reply.streamed += data.text;
+            drawSoon(reply);
           } else if (name === "thinking") {
             // The model thinks before (or between) its words: the bubble says so instead of a blank.
             reply.setAttribute("data-thinking", "");
@@ -788,10 +812,12 @@
           return refreshSession();
         }
         if (finished) return;
-        var partial = reply.textNode.textContent;
         reply.classList.add("error");
+        reply.removeAttribute("data-thinking");
         reply.querySelector(".persona").textContent = "";
-        reply.textNode.textContent = (partial ? partial + "\n\n" : "") + error.message;
+        // What arrived stays; the reason follows it.
+        drawNow(reply, reply.streamed);
+        reply.appendChild(el("div", { class: "failure", text: error.message }));
         // A refusal (bad file, too large, not allowed) fails the same way again: no Retry.
         if (retryable(error.status)) {
           reply.appendChild(el("button", { class: "retry", type: "button", text: "Retry", onclick: retry }));
@@ -810,16 +836,25 @@
       reply.toolsNode = el("div", { class: "tools", "data-role": "tools" });
       reply.insertBefore(reply.toolsNode, reply.textNode);
     }
-    if (step.status === "started") reply.textNode.textContent = "";
-    reply.toolLines = reply.toolLines || Object.create(null);
-    var line = reply.toolLines[step.call_id];
-    if (!line) {
-      line = reply.toolLines[step.call_id] = el("div", { class: "tool", "data-call-id": step.call_id });
-      reply.toolsNode.appendChild(line);
+    if (step.status === "started") {
+      reply.streamed = "";
+      drawNow(reply, "");
     }
-    line.setAttribute("data-status", step.status);
-    line.textContent = step.line;
+    reply.toolLines = reply.toolLines || Object.create(null);
+    var line = toolLine(step.call_id, step.status, step.label);
     if (step.status === "asked" && step.approval_id) line.appendChild(approvalButtons(step.approval_id));
+    if (reply.toolLines[step.call_id]) reply.toolsNode.replaceChild(line, reply.toolLines[step.call_id]);
+    else reply.toolsNode.appendChild(line);
+    reply.toolLines[step.call_id] = line;
+  }
+
+  // One call: a drawn mark of its state (never an emoji), then its words ("recall: dentist · 2/4").
+  function toolLine(callId, status, label) {
+    var mark = TOOL_ICONS[status] || ["tool", "Tool call"];
+    return el("div", { class: "tool", "data-call-id": callId, "data-status": status }, [
+      icon(mark[0], mark[1]),
+      el("span", { class: "label", text: label }),
+    ]);
   }
 
   // A call waiting for the visitor's yes or no: Run and Deny, answered once.
@@ -871,7 +906,9 @@
     if (data.message_id) reply.setAttribute("data-message-id", data.message_id);
     if (data.persona_id) reply.setAttribute("data-persona-id", data.persona_id);
     reply.querySelector(".persona").textContent = data.persona_name || "";
-    reply.textNode.textContent = data.text;
+    // A command's answer is shown as written (its columns line up); a reply is Markdown.
+    if (data.kind === "command") reply.textNode.textContent = data.text;
+    else drawNow(reply, data.text);
     if (data.speech && data.speech.length) {
       reply.appendChild(el("div", { class: "spoken", "data-role": "spoken-reply" }, data.speech.map(function (path, index) {
         return audioPlayer(path, "The reply, spoken" + (data.speech.length > 1 ? " (part " + (index + 1) + ")" : ""));
@@ -880,7 +917,7 @@
     if (name === "error") {
       reply.classList.add("error");
     } else if (data.kind === "command") {
-      reply.className = "msg notice";
+      reply.className = "msg notice command-reply";
       reply.setAttribute("data-role", "notice");
       reply.removeAttribute("data-author");
       refreshSession();

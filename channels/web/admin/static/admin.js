@@ -1,5 +1,6 @@
 // The Chorus console: pages rendered from /admin/api, routed by the URL hash.
-// Everything stored is shown with textContent, never as HTML.
+// Everything stored is shown with textContent, never as HTML — but replies and summaries, whose
+// Markdown render.js (ChorusRender) turns into HTML through DOMPurify, as the widget shows them.
 "use strict";
 
 const CSRF = document.querySelector('meta[name="csrf-token"]').content;
@@ -147,7 +148,7 @@ function renderEntry(entry) {
       : `Collapsed #${entry.first_seq}–#${entry.last_seq}`;
     return el("div", { class: "record " + entry.type, "data-record": entry.type },
       el("div", { class: "kind", text: `${label} · ${entry.tokens} tokens · ${when(entry.created_at)}` }),
-      el("div", { text: entry.content }));
+      ChorusRender.render(el("div"), entry.content));
   }
   if (entry.type === "snip") {
     const state = entry.undone_at ? `undone ${when(entry.undone_at)}` : "in force";
@@ -166,11 +167,13 @@ function renderEntry(entry) {
     "data-seq": entry.seq, "data-role": entry.role });
   const who = entry.role === "assistant" ? (entry.persona_id || "assistant") : (entry.sender_name || "user");
   bubble.append(el("div", { class: "who", "data-persona": entry.role === "assistant" ? entry.persona_id : null, text: who }));
-  if (entry.content) bubble.append(el("div", { text: entry.content }));
+  // A reply as the widget shows it; what a person wrote, as they wrote it.
+  if (entry.content && entry.role === "assistant") bubble.append(ChorusRender.render(el("div", { class: "text" }), entry.content));
+  else if (entry.content) bubble.append(el("div", { class: "text", text: entry.content }));
   for (const call of entry.tool_calls) {
     bubble.append(el("div", { class: "call", "data-call-id": call.id },
-      el("div", { class: "call-name", text: `🔧 ${call.name}` }),
-      el("pre", { class: "arguments", text: call.arguments }),
+      el("div", { class: "call-name" }, ChorusRender.icon("tool", "Tool call"), el("span", { text: call.name })),
+      jsonBlock(call.arguments, "arguments"),
       call.approval ? el("div", { class: "muted", "data-role": "approval", text: approvalLine(call.approval) }) : null));
   }
   if (entry.attachments.length) bubble.append(renderFiles(entry.attachments));
@@ -193,10 +196,22 @@ function renderToolResult(entry) {
   const result = el("div", { class: "msg tool" + (failed ? " failed" : ""), "data-seq": entry.seq,
     "data-role": "tool", "data-call-id": entry.tool_call_id });
   result.append(el("div", { class: "who", text: `${entry.tool_name} ${failed ? "failed" : "result"}` }));
-  result.append(el("pre", { class: "result", text: entry.content }));
+  result.append(jsonBlock(entry.content, "result"));
   if (entry.attachments.length) result.append(renderFiles(entry.attachments));
   result.append(el("div", { class: "meta", text: [`#${entry.seq}`, when(entry.created_at)].join(" · ") }));
   return result;
+}
+
+// A tool's arguments or result: indented when it is JSON, highlighted, with a copy button.
+function jsonBlock(text, role) {
+  let shown = text, language = "";
+  try {
+    shown = JSON.stringify(JSON.parse(text), null, 2);
+    language = "json";
+  } catch (_) { /* not JSON: shown as it is */ }
+  const block = ChorusRender.codeBlock(shown, language);
+  block.querySelector("pre").classList.add(role);
+  return block;
 }
 
 function renderFiles(attachments) {
@@ -241,10 +256,8 @@ async function contextPage(sessionId) {
     el("div", { class: "card" },
       el("h2", { text: `What the model sees now: ${data.total_tokens.toLocaleString()} of ${budget.toLocaleString()} tokens` }),
       stackedBar(data, budget),
-      el("div", { class: "muted", text: `Window ${data.window_tokens.toLocaleString()} tokens, ` +
-        `${data.reply_reserve_tokens.toLocaleString()} kept for the reply; ${data.messages_kept} messages in the window, ` +
-        `${data.messages_dropped} left out.` }),
       el("div", { class: "muted", text: `Window: ${data.window_note}.` }),
+      el("div", { class: "muted", text: `${data.messages_kept} messages in the window, ${data.messages_dropped} left out.` }),
       ...data.left_out.map((note) => el("div", { class: "muted", text: `Left out (tight window): ${note}` })),
       data.last_turn ? el("div", { class: "muted", text: `Last turn: ${data.last_turn.prompt.toLocaleString()} prompt ` +
         `tokens billed — ${data.last_turn.cache_read.toLocaleString()} read from the prompt cache, ` +
@@ -443,7 +456,7 @@ async function toolCallsPage(before) {
       ? el("table", { "data-testid": "tool-calls" }, el("thead", {}, el("tr", {},
         ...["Called", "Call", "Asked by", "State", "Decided by", "Result", "", ""].map((t) => el("th", { text: t })))), body)
       : el("div", { class: "card empty", text: before ? "No older tool calls." : "The model has not called a tool yet." }),
-    older);
+    older ?? "");
 }
 
 // --- Strangers waiting with a pairing code ----------------------------------------------
@@ -548,6 +561,28 @@ async function route() {
     return;
   }
 }
+
+// On a phone a table's rows are cards (admin.css): each cell is named by its column's heading.
+// Every page's tables, however they were drawn (a page also redraws itself, e.g. Tool calls).
+function nameCells() {
+  for (const table of page.querySelectorAll(":scope > table")) {
+    const names = [...table.querySelectorAll("thead th")].map((heading) => heading.textContent);
+    for (const row of table.querySelectorAll("tbody tr")) {
+      [...row.children].forEach((cell, index) => { if (names[index]) cell.dataset.label = names[index]; });
+    }
+  }
+}
+new MutationObserver(nameCells).observe(page, { childList: true, subtree: true });
+
+// On a narrow screen the pages' links fold into a menu under one button.
+const menu = document.getElementById("menu");
+menu.append(ChorusRender.icon("menu"));
+function showMenu(open) {
+  document.querySelector(".top").classList.toggle("open", open);
+  menu.setAttribute("aria-expanded", String(open));
+}
+menu.addEventListener("click", () => showMenu(menu.getAttribute("aria-expanded") !== "true"));
+window.addEventListener("hashchange", () => showMenu(false));
 
 document.getElementById("logout").addEventListener("click", async () => {
   await fetch("/admin/logout", { method: "POST", headers: { "X-CSRF-Token": CSRF }, credentials: "same-origin" });
