@@ -208,6 +208,30 @@ async def test_a_5000_line_code_block_streams_stays_in_its_box_and_copies_whole(
         assert await page.locator(REPLY_TEXT).last.inner_text() == "Next."
 
 
+async def test_a_copy_the_browser_refuses_says_so_on_the_button(
+    runtimes,
+    browser: Browser,  # noqa: F811
+    tmp_path: Path,
+    fake_openai: FakeOpenAI,
+) -> None:
+    fake_openai.script("```python\nprint('hi')\n```")
+    runtime = runtimes(tmp_path, provider=OpenAICompatibleProvider(fake_openai.base_url))
+    async with LiveServer(create_app(runtime)) as live:
+        page = await open_demo(browser, live.base_url)
+        # A browser that grants neither the clipboard nor a copy of a selection.
+        await page.evaluate(
+            "() => { navigator.clipboard.writeText = () => Promise.reject(new Error('denied'));"
+            " document.execCommand = () => false; }"
+        )
+        await send(page, "a short program")
+        await page.locator(f"{REPLY_TEXT} [data-role=copy-code]").click()
+        refused = page.locator(f"{REPLY_TEXT} [data-role=copy-code][data-copy-refused]")
+        await refused.wait_for()
+        assert await refused.inner_text() == "Copy refused: select the code"
+        assert "refused" in (await refused.get_attribute("aria-label") or "")
+        assert await page.locator(f"{REPLY_TEXT} [data-copied]").count() == 0
+
+
 async def test_a_hostile_reply_stays_inert_text_and_safe_links_while_streaming_and_after_a_reload(
     runtimes,
     browser: Browser,  # noqa: F811

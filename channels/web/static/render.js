@@ -110,7 +110,11 @@ var ChorusRender = (function (marked, DOMPurify, hljs) {
   markdown.use({
     renderer: {
       // Raw HTML is text in a chat (`List<String>`, `<br>` written about), never markup.
+      // A block of it is a paragraph of its text, so it reads as the line it was written as.
       html: function (token) {
+        if (token.block) {
+          return "<p>" + escapeHtml(token.text.replace(/\s+$/, "")) + "</p>\n";
+        }
         return escapeHtml(token.text);
       },
       code: function (token) {
@@ -182,6 +186,18 @@ var ChorusRender = (function (marked, DOMPurify, hljs) {
           button.setAttribute("aria-label", "Copy code");
           button.removeAttribute("data-copied");
         }, 1500);
+      }, function () {
+        // The browser refused (no clipboard permission, no selection): say so rather than
+        // leave the person believing the code is on their clipboard.
+        button.setAttribute("aria-label", "Copy refused by the browser: select the code to copy it");
+        button.setAttribute("title", "Copy refused by the browser: select the code to copy it");
+        button.setAttribute("data-copy-refused", "");
+        if (!button.querySelector(".copy-note")) {
+          var note = document.createElement("span");
+          note.className = "copy-note";
+          note.textContent = "Copy refused: select the code";
+          button.appendChild(note);
+        }
       });
     });
     return button;
