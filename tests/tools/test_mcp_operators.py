@@ -21,7 +21,15 @@ from channels.web.app import create_app
 from tests.admin.seed import ADMIN_TOKEN, BEARER, admin_runtime
 from tests.durable.serve_process import REPO, ServeProcess
 from tests.support.live_server import LiveServer
-from tests.tools.mcp_support import READY_SECONDS, call, process_gone, stdio_test_server, time_server, until
+from tests.tools.mcp_support import (
+    READY_SECONDS,
+    call,
+    npm_server,
+    process_gone,
+    stdio_test_server,
+    time_server,
+    until,
+)
 from tests.web.test_widget_browser import CHROMIUM, CHROMIUM_ARGS
 
 BROKEN = {"command": "/nonexistent/mcp-server"}
@@ -113,15 +121,24 @@ def test_chorus_tools_lists_every_tool_with_its_source_and_policy(tmp_path: Path
         CHORUS_TOOLS_DENY='["time__convert_time"]',
         CHORUS_TOOLS_APPROVE='{"test__echo": {"members": "ask"}}',
         CHORUS_TOOLS_MCP_SERVERS=json.dumps(
-            {"time": time_server(), "test": stdio_test_server(), "broken": BROKEN}
+            {
+                "time": time_server(),
+                "test": stdio_test_server(),
+                "broken": BROKEN,
+                # The npm reference server writes "… running on stdio" to its stderr at start.
+                "graph": npm_server("memory", env={"MEMORY_FILE_PATH": str(tmp_path / "graph.json")}),
+            }
         ),
     )
     command = [sys.executable, "-m", "bot.cli", "--config", str(REPO / "config.yaml"), "tools"]
     text = subprocess.run(
         command, env=environment, capture_output=True, text=True, timeout=READY_SECONDS, check=True
     )
-    # The listing alone: a server down is one of its lines, not a log line beside it.
+    # The listing alone: a server down is one of its lines, not a log line beside it, and what
+    # a server writes to its stderr is a log record of Chorus's, quiet here.
     assert text.stderr == ""
+    assert "running on stdio" not in text.stdout
+    assert any(line.startswith("  graph (stdio): ready") for line in text.stdout.splitlines())
     lines = text.stdout.splitlines()
     assert lines[1].split() == ["admins", "members", "public", "groups"]
     row = next(line for line in lines if line.strip().startswith("time__get_current_time "))

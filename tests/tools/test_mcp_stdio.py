@@ -257,3 +257,19 @@ async def test_a_slow_call_is_bounded_by_the_servers_timeout_and_the_server_stay
     slow = await call(registry, "test__pause", seconds=60)
     assert slow.is_error and "did not finish within 0.5 seconds" in slow.content
     assert (await call(registry, "test__echo", text="after")).content == "after"
+
+
+async def test_what_a_stdio_server_writes_to_its_stderr_is_a_log_record_naming_it(
+    start_servers, caplog, tmp_path
+):
+    caplog.set_level(logging.INFO, logger="bot.tools.mcp.server")
+    settings = tool_settings(
+        graph=npm_server("memory", env={"MEMORY_FILE_PATH": str(tmp_path / "graph.json")})
+    )
+    await start_servers(settings)
+    await wait_until(
+        lambda: any("running on stdio" in record.getMessage() for record in caplog.records),
+        what="the server's start-up line in the log",
+    )
+    line = next(record.getMessage() for record in caplog.records if "running on stdio" in record.getMessage())
+    assert line.startswith("MCP server graph: ")

@@ -200,7 +200,9 @@ class McpConnection:
         with anyio.CancelScope(deadline=anyio.current_time() + startup) as scope:
             self._scope = scope
             closed = partial(self._closed_by_server, generation)
-            async with sdk.connected(self.settings, self.secrets, changed.set, self._heard, closed) as client:
+            async with sdk.connected(
+                self.name, self.settings, self.secrets, changed.set, self._heard, closed
+            ) as client:
                 self._up(generation, client, await sdk.list_tools(client))
                 ready = True
                 scope.deadline = math.inf

@@ -37,6 +37,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from bot.config import McpServerSettings
 from bot.tools.base import ReportProgress, ToolImage, ToolProgress, ToolResult
 from bot.tools.mcp.expansion import Secrets
+from bot.tools.mcp.server_log import server_stderr
 from bot.tools.mcp.tool import ListedTool
 from transcript.attachments import format_size
 
@@ -56,6 +57,7 @@ class ConnectionLost(Exception):
 
 @asynccontextmanager
 async def connected(
+    name: str,
     settings: McpServerSettings,
     secrets: Secrets,
     on_list_changed: OnListChanged,
@@ -76,7 +78,7 @@ async def connected(
         await anyio.lowlevel.checkpoint()
 
     client = Client(
-        _watched(_transport(settings, secrets, on_http_error), settings, on_closed),
+        _watched(_transport(name, settings, secrets, on_http_error), settings, on_closed),
         message_handler=notified,
         client_info=CLIENT_INFO,
         cache=None,
@@ -120,7 +122,7 @@ class _EndWatched(ObjectReceiveStream[Any]):
 
 @asynccontextmanager
 async def _transport(
-    settings: McpServerSettings, secrets: Secrets, on_http_error: Callable[[str], None]
+    name: str, settings: McpServerSettings, secrets: Secrets, on_http_error: Callable[[str], None]
 ) -> AsyncIterator[Any]:
     """The SDK's transport for the server, entered: its read and write streams."""
     if settings.transport == "stdio":
@@ -132,8 +134,9 @@ async def _transport(
             env=secrets.expand_all(settings.env, "env"),
             cwd=settings.cwd,
         )
-        async with stdio_client(parameters) as streams:
-            yield streams
+        with server_stderr(name) as errlog:
+            async with stdio_client(parameters, errlog=errlog) as streams:
+                yield streams
         return
     assert settings.url is not None
     url = secrets.expand(settings.url, "url")
