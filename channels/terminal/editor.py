@@ -60,11 +60,35 @@ def _key_bindings() -> KeyBindings:
     return bindings
 
 
+# The newest lines kept in the history file; older ones are dropped when a chat starts, so a
+# file that every message of every run is appended to stays small and quick to load.
+HISTORY_ENTRIES = 1000
+
+
+class BoundedFileHistory(FileHistory):
+    """prompt_toolkit's history file, cut to its newest HISTORY_ENTRIES lines when loaded."""
+
+    def load_history_strings(self) -> Iterable[str]:
+        newest_first = list(super().load_history_strings())
+        if len(newest_first) <= HISTORY_ENTRIES:
+            return newest_first
+        kept = newest_first[:HISTORY_ENTRIES]
+        path = Path(str(self.filename))
+        replacement = path.with_name(path.name + ".new")
+        replacement.touch(mode=0o600, exist_ok=True)
+        replacement.write_text(
+            "".join("\n" + "".join(f"+{line}\n" for line in entry.split("\n")) for entry in reversed(kept)),
+            encoding="utf-8",
+        )
+        replacement.replace(path)
+        return kept
+
+
 def history_file(path: Path) -> History:
     """The typed lines kept in `path`, readable by its owner only (they are the conversation)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch(mode=0o600, exist_ok=True)
-    return FileHistory(str(path))
+    return BoundedFileHistory(str(path))
 
 
 class EditedInput:
