@@ -177,6 +177,8 @@ var ChorusRender = (function (marked, DOMPurify, hljs) {
     var reset = null;
     button.addEventListener("click", function () {
       copyText(code.textContent, button).then(function () {
+        button.removeAttribute("data-copy-refused");
+        button.removeAttribute("title");
         button.replaceChildren(icon("copied"));
         button.setAttribute("aria-label", "Copied");
         button.setAttribute("data-copied", "");
@@ -189,18 +191,21 @@ var ChorusRender = (function (marked, DOMPurify, hljs) {
       }, function () {
         // The browser refused (no clipboard permission, no selection): say so rather than
         // leave the person believing the code is on their clipboard.
-        button.setAttribute("aria-label", "Copy refused by the browser: select the code to copy it");
-        button.setAttribute("title", "Copy refused by the browser: select the code to copy it");
+        var refused = "Copy refused by the browser: select the code to copy it";
+        button.replaceChildren(icon("copy"), noteOf("Copy refused: select the code"));
+        button.setAttribute("aria-label", refused);
+        button.setAttribute("title", refused);
         button.setAttribute("data-copy-refused", "");
-        if (!button.querySelector(".copy-note")) {
-          var note = document.createElement("span");
-          note.className = "copy-note";
-          note.textContent = "Copy refused: select the code";
-          button.appendChild(note);
-        }
       });
     });
     return button;
+  }
+
+  function noteOf(text) {
+    var note = document.createElement("span");
+    note.className = "copy-note";
+    note.textContent = text;
+    return note;
   }
 
   // The clipboard API where the page may use it (a secure page), else a selected text area.
