@@ -36,6 +36,15 @@ async def status_command(context: CommandContext, _args: str) -> CommandAnswer:
     ]
     if session.thinking and model.thinking:
         lines.append(f"Thinking: {session.thinking}")
+    set_here = {"temperature": persona.temperature, "top_p": persona.top_p}
+    left_out = [
+        name for name in engine.provider.left_out_settings(model.model) if set_here.get(name) is not None
+    ]
+    if left_out:
+        them = "it" if len(left_out) == 1 else "them"
+        lines.append(
+            f"Left out: {persona.name}'s {' and '.join(left_out)} (the model's client cannot send {them})"
+        )
     answered = await engine.db.run(engine.stores.messages.last_reply_model, session.id)
     if answered:
         fallback = answered != engine.model_shown(session, persona)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
+import logging
 import re
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -19,7 +21,13 @@ from bot.errors import (
     StreamInterrupted,
 )
 from bot.metrics import PROVIDER_RETRIES
-from bot.providers.anthropic_messages import DEFAULT_BASE_URL, PROVIDER, request_params
+from bot.providers.anthropic_messages import (
+    DEFAULT_BASE_URL,
+    PROVIDER,
+    SAMPLING_SETTINGS,
+    request_params,
+    sendable_params,
+)
 from bot.providers.base import (
     ChatRequest,
     Finish,
@@ -48,6 +56,8 @@ _TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum", re.I
 _BUSY_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error"})
 
 _MESSAGE_LIMIT = 300
+
+log = logging.getLogger(__name__)
 
 
 class AnthropicProvider:
@@ -94,9 +104,16 @@ class AnthropicProvider:
         self._backoff_base = backoff_base
         self._max_backoff = max_backoff
         self._cache = cache
+        # What this SDK's `messages.create` takes (versions differ: 2.17 has no temperature):
+        # anything else raises TypeError in the SDK, before a request is sent.
+        self._accepted = frozenset(inspect.signature(self._client.messages.create).parameters)
+        self._said_left_out: set[str] = set()
 
     def accepts_tools(self, model: str) -> bool:
         return True
+
+    def left_out_settings(self, model: str) -> tuple[str, ...]:
+        return tuple(name for name in SAMPLING_SETTINGS if name not in self._accepted)
 
     async def discover_window(self, model: str) -> int | None:
         # The Models API names no window; the first "prompt is too long: N tokens > M
@@ -104,7 +121,8 @@ class AnthropicProvider:
         return None
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
-        params = request_params(request, cache=self._cache)
+        params, left_out = sendable_params(request_params(request, cache=self._cache), self._accepted)
+        self._say_left_out(left_out)
         answer = _Answer()
         attempt = 0
         while True:
@@ -142,6 +160,17 @@ class AnthropicProvider:
 
     async def aclose(self) -> None:
         await self._client.close()
+
+    def _say_left_out(self, names: list[str]) -> None:
+        """Logs each setting the SDK cannot send, once a process (/status names them too)."""
+        for name in names:
+            if name not in self._said_left_out:
+                self._said_left_out.add(name)
+                log.warning(
+                    "The installed anthropic SDK (%s) takes no %r in messages.create: requests go without.",
+                    anthropic.__version__,
+                    name,
+                )
 
     async def _read_stream(self, params: dict[str, Any], answer: _Answer) -> AsyncGenerator[ModelEvent, None]:
         """One attempt: its text and thinking as they come, the rest into `answer`."""

@@ -30,6 +30,9 @@ THINKING_BUDGETS = {"low": 2048, "high": 16384}
 # The reply's own room when the request names none (the API requires max_tokens).
 DEFAULT_MAX_TOKENS = 4096
 
+# The sampling settings a request may carry; an SDK without one sends the request without it.
+SAMPLING_SETTINGS = ("temperature", "top_p")
+
 # Said in place of a first message when the history starts with the assistant (a greeting):
 # the API wants the conversation to open with the user.
 CONVERSATION_START = "(The conversation starts.)"
@@ -46,7 +49,10 @@ _CHANGING_SECTIONS = tuple("\n\n" + section(heading, "") for heading in (RECALL_
 
 
 def request_params(request: ChatRequest, *, cache: bool = True) -> dict[str, Any]:
-    """The keyword arguments of `messages.create` for `request` (without `stream`)."""
+    """The keyword arguments of `messages.create` for `request` (without `stream`), as the API takes them.
+
+    Which of them the installed SDK can send is the provider's question (`sendable_params`).
+    """
     system, messages = convert_messages(request.messages)
     tools = [convert_tool(schema) for schema in sorted(request.tools, key=tool_name)]
     if cache:
@@ -72,11 +78,19 @@ def request_params(request: ChatRequest, *, cache: bool = True) -> dict[str, Any
         params["thinking"] = {"type": "enabled", "budget_tokens": budget}
     else:
         # Thinking allows no temperature and only a top_p near 1, so both go only without it.
+        # Current models refuse temperature and top_p together: temperature, the usual knob, wins.
         if request.temperature is not None:
             params["temperature"] = request.temperature
-        if request.top_p is not None:
+        elif request.top_p is not None:
             params["top_p"] = request.top_p
     return params
+
+
+def sendable_params(params: dict[str, Any], accepted: frozenset[str]) -> tuple[dict[str, Any], list[str]]:
+    """`params` without what `messages.create` does not take (`accepted`: its parameter names),
+    and the names left out: an SDK that lacks a setting raises TypeError before any request."""
+    kept = {name: value for name, value in params.items() if name in accepted}
+    return kept, sorted(set(params) - set(kept))
 
 
 def convert_messages(messages: list[Message]) -> tuple[list[Block], list[Message]]:

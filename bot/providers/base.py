@@ -153,6 +153,11 @@ class ChatProvider(Protocol):
         """False once the model's server refused `tools`: its requests go without them."""
         ...
 
+    def left_out_settings(self, model: str) -> tuple[str, ...]:
+        """The sampling settings (`temperature`, `top_p`) requests for `model` go without,
+        because the provider's client or the model cannot take them; /status names them."""
+        ...
+
     async def discover_window(self, model: str) -> int | None:
         """The context window the server states for `model`, in its tokens; None if it says nothing."""
         ...

@@ -77,6 +77,9 @@ class DemoProvider:
     async def discover_window(self, model: str) -> int | None:
         return self.window
 
+    def left_out_settings(self, model: str) -> tuple[str, ...]:
+        return ()
+
     def accepts_tools(self, model: str) -> bool:
         return True
 

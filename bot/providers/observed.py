@@ -101,6 +101,9 @@ class ObservedProvider:
     def accepts_tools(self, model: str) -> bool:
         return self.inner.accepts_tools(model)
 
+    def left_out_settings(self, model: str) -> tuple[str, ...]:
+        return self.inner.left_out_settings(model)
+
     async def discover_window(self, model: str) -> int | None:
         return await self.inner.discover_window(model)
 

@@ -145,6 +145,9 @@ class OpenAICompatibleProvider:
         # Models whose server refused `stream_options`: their usage goes unreported.
         self._without_usage: set[str] = set()
 
+    def left_out_settings(self, model: str) -> tuple[str, ...]:
+        return ()
+
     def accepts_tools(self, model: str) -> bool:
         return model not in self._without_tools
 

@@ -116,6 +116,14 @@ class ModelRouter:
         first = self.targets_for(model)[0]
         return first.provider.accepts_tools(first.model or model)
 
+    def left_out_settings(self, model: str) -> tuple[str, ...]:
+        """What any endpoint that may answer `model` goes without."""
+        targets = self.targets_for(model)
+        named = {
+            name for target in targets for name in target.provider.left_out_settings(target.model or model)
+        }
+        return tuple(sorted(named))
+
     async def discover_window(self, model: str) -> int | None:
         """The window the model's own endpoint states: a fallback's named model is asked at the
         fallback's endpoint."""

@@ -3,12 +3,15 @@ cache breakpoints and billed tokens in /context, failover to an OpenAI-compatibl
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
+from bot.memory.distill import ModelDistiller, SourceBlock
 from bot.runtime import Runtime
 from bot.tools.base import FunctionTool, ToolContext
 from bot.tools.registry import StaticTools
@@ -185,3 +188,34 @@ async def test_an_overloaded_anthropic_round_is_answered_by_the_openai_fallback_
     later = turn_bodies(fake_anthropic)[-1]
     assert later["thinking"]["type"] == "enabled"
     assert tool_round(later)[0]["type"] == "thinking"
+
+
+async def test_every_request_the_runtime_builds_goes_through_the_installed_sdk(
+    runtimes: RuntimeFactory, tmp_path: Path, fake_anthropic: FakeAnthropic, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A persona with a temperature (the shipped captain), its turns with thinking off and on,
+    # a summary and a memory distillation (temperature 0): each through the SDK's real create().
+    runtime = anthropic_runtime(runtimes, tmp_path, fake_anthropic, context_keep_recent_messages=2)
+    engine = runtime.engine
+    await engine.respond(inbound("/persona captain"))
+    caplog.set_level(logging.WARNING, logger="bot.providers.anthropic")
+
+    replies = [await engine.respond(inbound(f"question {n}")) for n in range(3)]
+    await engine.respond(inbound("/think high"))
+    thought = await engine.respond(inbound("think about it"))
+    compacted = await engine.respond(inbound("/compact"))
+    distiller = ModelDistiller(runtime.engine.provider, "claude-test", runtime.context.assembler.windows)
+    await distiller.distill([SourceBlock(seq=1, speaker=None, text="I keep bees in Oslo.")], 5)
+    status = await engine.respond(inbound("/status"))
+
+    assert [reply.text for reply in replies] == [f"reply to: question {n}" for n in range(3)]
+    assert thought.text == "reply to: think about it"
+    assert compacted.text.startswith("Compacted messages"), compacted.text
+    bodies = [request.json for request in fake_anthropic.requests]
+    assert any(body.get("thinking") for body in bodies)
+    assert any("I keep bees in Oslo." in json.dumps(body["messages"]) for body in bodies)
+    # anthropic 2.17's create() takes no temperature: every request went without it.
+    assert not [body for body in bodies if "temperature" in body or "top_p" in body]
+    said = [record for record in caplog.records if "takes no 'temperature'" in record.getMessage()]
+    assert len(said) == 1
+    assert "Left out: Captain Reed's temperature (the model's client cannot send it)" in status.text

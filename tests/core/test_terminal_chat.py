@@ -281,6 +281,9 @@ class FailsOnce:
     def accepts_tools(self, model: str) -> bool:
         return False
 
+    def left_out_settings(self, model: str) -> tuple[str, ...]:
+        return ()
+
     async def discover_window(self, model: str) -> int | None:
         return None
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -7,6 +8,7 @@ import pytest
 
 from bot.errors import ContextOverflowError, ProviderRejected, ProviderUnavailable, StreamInterrupted
 from bot.providers.anthropic import AnthropicProvider
+from bot.providers.anthropic_messages import request_params, sendable_params
 from bot.providers.base import (
     ChatRequest,
     Finish,
@@ -457,3 +459,44 @@ async def test_the_next_turn_reads_what_the_previous_turn_wrote(
         == first["cache_read_input_tokens"] + first["cache_creation_input_tokens"]
     )
     assert second["cache_creation_input_tokens"] > 0
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"temperature": 0.9, "top_p": 0.95},  # a persona's sampling, thinking off
+        {"temperature": 0.0, "extra": {"purpose": "memory"}},  # memory distillation
+        {"max_tokens": 300, "extra": {"purpose": "summary"}},  # a compaction summary
+        {"temperature": 0.5, "thinking": "high"},  # a persona with /think high
+        {"thinking": "off"},
+    ],
+    ids=["persona", "distillation", "summary", "thinking-on", "thinking-off"],
+)
+async def test_each_request_shape_is_sent_through_the_sdks_own_create(
+    make_anthropic: Factory, fake_anthropic: FakeAnthropic, options: dict[str, Any]
+) -> None:
+    provider = make_anthropic()
+
+    answer = await provider.complete(chat({"role": "user", "content": "hi"}, **options))
+
+    assert answer == "reply to: hi"
+    (sent,) = fake_anthropic.requests
+    accepted = inspect.signature(provider._client.messages.create).parameters
+    assert set(sent.json) <= set(accepted), "a parameter the installed SDK does not take was sent"
+    assert ("thinking" in sent.json) == (options.get("thinking") == "high")
+    assert provider.left_out_settings("claude-test") == tuple(
+        name for name in ("temperature", "top_p") if name not in accepted
+    )
+
+
+def test_temperature_goes_alone_where_the_sdk_takes_it() -> None:
+    # Current models refuse temperature and top_p together; thinking refuses a temperature.
+    both = chat({"role": "user", "content": "hi"}, temperature=0.9, top_p=0.95)
+    params, left_out = sendable_params(
+        request_params(both), frozenset({"model", "messages", "max_tokens", "temperature"})
+    )
+    assert (params["temperature"], "top_p" in params, left_out) == (0.9, False, [])
+    thinking = request_params(chat({"role": "user", "content": "hi"}, temperature=0.9, thinking="low"))
+    assert "temperature" not in thinking
+    only_top_p = request_params(chat({"role": "user", "content": "hi"}, top_p=0.95))
+    assert sendable_params(only_top_p, frozenset({"model", "messages", "max_tokens"}))[1] == ["top_p"]
