@@ -80,6 +80,16 @@ class DeliveryStore:
         with self.database.begin() as connection:
             return connection.execute(statement).rowcount == 1
 
+    def fail(self, key: str) -> None:
+        """The turn of lane message `key` failed: recovery leaves it, a re-sent copy is answered."""
+        statement = (
+            update(DELIVERIES)
+            .where(DELIVERIES.c.ingest_key == key)
+            .values(state="failed", updated_at=utcnow())
+        )
+        with self.database.begin() as connection:
+            connection.execute(statement)
+
     def finish(self, user_message_id: int, state: str) -> None:
         statement = (
             update(DELIVERIES)

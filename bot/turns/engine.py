@@ -68,6 +68,7 @@ from bot.turns.after_turn import AfterTurn, AfterTurnWork
 from bot.turns.approvals import RUN_ELSEWHERE_RESULT, Approvals, refused_result
 from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
+from bot.turns.containment import TurnContainment
 from bot.turns.events import CommandAnswer, Delta, Reply, Thinking, ToolStatus, ToolStep, TurnEvent
 from bot.turns.inbound import InboundAttachment, InboundMessage
 from bot.turns.locks import SessionLocks
@@ -293,6 +294,8 @@ class TurnEngine:
         self.deliveries = stores.deliveries
         # Every store call of a turn goes through here: the event loop never waits on SQL.
         self.db = boundary_for(stores.database)
+        # What a turn raises that nothing foresaw ends that turn with a reply, not the lane.
+        self.containment = TurnContainment(self.db, stores.messages, stores.deliveries)
         # User messages this process's recovery is answering: a re-delivered copy waits for it.
         self.recovering: set[int] = set()
         # The jobs a stored reply (or recorded message) may enqueue, and the queue that runs them.
@@ -325,7 +328,7 @@ class TurnEngine:
         """
         # Log records written during the turn (and by its after-turn work) carry its ids.
         with turn_scope(inbound.lane):
-            async with aclosing(self._stream(inbound, route)) as events:
+            async with aclosing(self.containment.contain(inbound, self._stream(inbound, route))) as events:
                 async for event in events:
                     yield event
 
@@ -786,6 +789,10 @@ class TurnEngine:
             await self._store_event(session, "error", str(error))
             await self.db.run(self.deliveries.finish, plan.user_message_id, "failed")
             yield self._error(plan, f"{error} Your message is saved.")
+        except Exception:
+            # Unforeseen: no partial reply is stored; `TurnContainment` tells the person.
+            finished = True
+            raise
         finally:
             if not finished:
                 # The lane stopped listening mid-stream (a closed browser tab, a

@@ -17,10 +17,13 @@ import sys
 from collections.abc import AsyncGenerator
 from pathlib import Path
 
+import pytest
+
 from bot.providers.base import ChatRequest, Finish, ModelEvent, TextDelta
 from channels.terminal import chat_loop
-from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.support.runtime import REPO_CONFIG, make_runtime
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCalls
+from tests.support.failures import FAILED_TEXT, assert_contained, install_broken_tool
+from tests.support.runtime import REPO_CONFIG, RuntimeFactory, make_runtime
 from tests.support.terminal import CTRL_C, CTRL_D, PROMPT, ROOT, UP, ChatTerminal, chat_environment
 
 MARKDOWN_REPLY = (
@@ -291,17 +294,36 @@ class FailsOnce:
         return None
 
 
-async def test_a_turn_that_fails_is_told_and_the_chat_goes_on(tmp_path: Path) -> None:
+async def test_a_turn_that_fails_is_told_and_the_chat_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     runtime = make_runtime(tmp_path, provider=FailsOnce(), memory_enabled=False)  # type: ignore[arg-type]
     screen = io.StringIO()
     try:
         await chat_loop(runtime.engine, user="ada", stdin=io.StringIO("first\nsecond\n"), stdout=screen)
+        # The engine contains it: the person reads what happened, the log has it once.
+        assert_contained(runtime, "terminal", "first", caplog)
     finally:
         await runtime.aclose()
     shown = screen.getvalue()
-    assert "TypeError" in shown or "went wrong" in shown.lower()
+    assert FAILED_TEXT in shown
     assert "bot › fine again" in shown
     assert shown.endswith(f"{PROMPT}\n")
+
+
+async def test_a_tool_that_raises_is_told_to_the_model_and_the_chat_goes_on(
+    tmp_path: Path, runtimes: RuntimeFactory, fake_openai: FakeOpenAI
+) -> None:
+    runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url, memory_enabled=False)
+    install_broken_tool(runtime)
+    fake_openai.script(ToolCalls([("broken", {})]), "The tool broke; sorry.", "Fine again.")
+    screen = io.StringIO()
+
+    await chat_loop(runtime.engine, user="ada", stdin=io.StringIO("use it\nagain\n"), stdout=screen)
+
+    shown = screen.getvalue()
+    assert "The tool broke; sorry." in shown and "Fine again." in shown
+    assert "broken failed: TypeError" in str(fake_openai.requests[1].messages[-1])
 
 
 def test_other_commands_never_load_the_terminals_line_editor_or_markdown_parser() -> None:
