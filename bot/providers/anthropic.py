@@ -39,7 +39,7 @@ from bot.providers.base import (
     Usage,
     collect_text,
 )
-from bot.providers.http_failures import RetryableFailure, backoff_delay, retry_after_seconds
+from bot.providers.http_failures import RetryableFailure, backoff_delay, refused_message, retry_after_seconds
 
 # The Messages API's stop reasons in the words Chorus (and OpenAI) use.
 _FINISH_REASONS = {
@@ -317,6 +317,6 @@ def _failure_for_status(error: anthropic.APIStatusError, *, secret: str) -> Exce
         kind = "rate_limited" if status == 429 or error.type == "rate_limit_error" else "server_error"
         return RetryableFailure(label, busy=True, retry_after=retry_after, kind=kind)
     return ProviderRejected(
-        f"The model provider refused the request (HTTP {status}): {message}",
+        refused_message(status, message),
         reason="payment" if status == 402 or error.type == "billing_error" else None,
     )

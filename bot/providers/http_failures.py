@@ -70,3 +70,19 @@ def backoff_delay(attempt: int, retry_after: float | None, *, base: float, ceili
         return min(retry_after, ceiling)
     # Jitter keeps many sessions that failed together from retrying in lockstep.
     return min(base * 2.0**attempt * random.uniform(1.0, 1.1), ceiling)
+
+
+# Where a refused key (HTTP 401) is set: said to the person, who may be the one who runs the bot.
+KEY_HINT = (
+    "Check the model's API key: it is set as model.api_key in config.yaml (the key, or "
+    "${NAME} to read environment variable NAME) or as CHORUS_MODEL_API_KEY."
+)
+
+
+def refused_message(status: int | None, message: str) -> str:
+    """What a person reads when the model server refused the request: whole sentences, and for a
+    refused key (401) where the key is set."""
+    said = message.strip().rstrip(".") or "no reason given"
+    where = f" (HTTP {status})" if status is not None else ""
+    text = f"The model provider refused the request{where}: {said}."
+    return f"{text} {KEY_HINT}" if status == 401 else text

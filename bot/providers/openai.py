@@ -40,6 +40,7 @@ from bot.providers.http_failures import (
     RetryableFailure,
     backoff_delay,
     error_details,
+    refused_message,
     retry_after_seconds,
 )
 from bot.providers.overflow import overflow_numbers
@@ -509,11 +510,8 @@ def _failure_for_status(
     message = message[:_MESSAGE_LIMIT]
     # OpenAI answers 429 both for "slow down" and for "out of credit"; only the first passes.
     if status == 429 and "insufficient_quota" in searchable:
-        return ProviderRejected(f"The model provider refused the request: {message}", reason="payment")
+        return ProviderRejected(refused_message(None, message), reason="payment")
     if status in (408, 429) or status >= 500:
         kind = "server_error" if status >= 500 else "timeout" if status == 408 else "rate_limited"
         return RetryableFailure(f"HTTP {status}", busy=True, retry_after=retry_after, kind=kind)
-    return ProviderRejected(
-        f"The model provider refused the request (HTTP {status}): {message}",
-        reason="payment" if status == 402 else None,
-    )
+    return ProviderRejected(refused_message(status, message), reason="payment" if status == 402 else None)

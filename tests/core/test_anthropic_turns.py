@@ -219,3 +219,19 @@ async def test_every_request_the_runtime_builds_goes_through_the_installed_sdk(
     said = [record for record in caplog.records if "takes no 'temperature'" in record.getMessage()]
     assert len(said) == 1
     assert "Left out: Captain Reed's temperature (the model's client cannot send it)" in status.text
+
+
+async def test_a_refused_key_reads_as_sentences_and_says_where_the_key_is_set(
+    runtimes: RuntimeFactory, tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.accepted_key = "sk-ant-the-right-one"
+    runtime = anthropic_runtime(runtimes, tmp_path, fake_anthropic)
+
+    reply = await runtime.engine.respond(inbound("hello"))
+
+    assert reply.kind == "error"
+    assert reply.text == (
+        "The model provider refused the request (HTTP 401): invalid x-api-key. "
+        "Check the model's API key: it is set as model.api_key in config.yaml (the key, or "
+        "${NAME} to read environment variable NAME) or as CHORUS_MODEL_API_KEY. Your message is saved."
+    )

@@ -139,6 +139,8 @@ class FakeAnthropic(LocalServer):
         self.min_cacheable_tokens = min_cacheable_tokens
         self.requests: list[RecordedRequest] = []
         self.default: Responder = echo
+        # The one key this server takes, when set; any other is refused as the API does.
+        self.accepted_key: str | None = None
         self._script: deque[Scripted] = deque()
         self._cached_prefixes: set[str] = set()
         # The signature this server gave each thinking block, by the thinking's text.
@@ -165,6 +167,9 @@ class FakeAnthropic(LocalServer):
             return _error(
                 ApiError(401, "authentication_error", "x-api-key or authorization header is required")
             )
+        if self.accepted_key is not None and headers.get("x-api-key") != self.accepted_key:
+            self.requests.append(RecordedRequest(headers, body))
+            return _error(ApiError(401, "authentication_error", "invalid x-api-key"))
         refusal = self._refusal(body)
         scripted = refusal or (self._script.popleft() if self._script else self.default(body))
         if isinstance(scripted, ApiError):

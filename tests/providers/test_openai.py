@@ -303,7 +303,7 @@ async def test_other_400_is_rejected_with_the_providers_message(
         await make_provider().complete(chat())
 
     assert str(caught.value) == (
-        "The model provider refused the request (HTTP 400): Invalid value for 'temperature': 7"
+        "The model provider refused the request (HTTP 400): Invalid value for 'temperature': 7."
     )
     assert len(fake_openai.requests) == 1
 
