@@ -18,8 +18,8 @@ from discord.utils import MISSING, escape_markdown
 from bot.turns.events import Reply, ToolStep, TurnEvent
 from channels.discord.approvals import ask
 from channels.discord.webhooks import PersonaWebhooks
-from channels.drafts import DraftGone, DraftStream
-from channels.progress import TurnPreview
+from channels.drafts import DraftGone, DraftStreamer, EditedDraft, play
+from channels.text import split_message
 from persona import Persona, PersonaRegistry
 
 MESSAGE_LIMIT = 2000
@@ -29,6 +29,10 @@ UNKNOWN_WEBHOOK = 10015
 STOP_PREFIX = "chorus-stop:"
 # How a turn's delivery state names a draft a webhook posted: "<message id>@webhook:<webhook id>".
 WEBHOOK_DRAFT = "@webhook:"
+
+
+def _never_ready(text: str) -> bool:
+    return False
 
 
 def draft_ref(message: discord.Message) -> str:
@@ -110,14 +114,18 @@ class DiscordReply:
         # The turn's final reply, once it has arrived.
         self.reply: Reply | None = None
         self._typing = AsyncExitStack()
-        # A reply that ends within the first interval is sent once, without edits.
-        self.drafts: DraftStream[discord.Message] = DraftStream(
-            send=self._send,
-            edit=self._edit,
-            limit=MESSAGE_LIMIT,
+        self._draft: EditedDraft[str, discord.Message] = EditedDraft(
+            send=self._send, edit=self._edit, handle=draft
+        )
+        # A reply that ends within the first interval is sent once, without edits. discord.py
+        # waits out rate limits itself; a refused preview only costs that preview.
+        self.drafts: DraftStreamer[str] = DraftStreamer(
+            self._draft,
+            render=self._preview,
             interval=edit_interval,
-            first_after=edit_interval,
-            draft=draft,
+            first_wait=edit_interval,
+            ready=_never_ready,
+            failures=(discord.HTTPException,),
         )
 
     @property
@@ -127,33 +135,44 @@ class DiscordReply:
     async def play(self, events: AsyncGenerator[TurnEvent, None]) -> None:
         """The engine's stream is always read to the end, so the reply is stored even when
         Discord refuses a preview."""
-        preview = TurnPreview()
         async with self._typing:
             await self._typing.enter_async_context(self._channel.typing())
-            # aclosing: if Discord fails for good, the engine stores the partial reply at once.
-            async with aclosing(events) as turn:
-                async for event in turn:
-                    if isinstance(event, Reply):
-                        self.reply = event
-                        if event.should_send:
-                            await self._finish(event)
-                        continue
-                    await self._speaker(event.persona_id, event.session_id)
-                    if isinstance(event, ToolStep) and event.status == "asked":
-                        # The question needs buttons of its own: a message apart from the draft.
-                        await ask(self._channel, event)
-                    shown = preview.add(event)
-                    with suppress(discord.HTTPException):
-                        await self.drafts.update(self._framed(shown), whole=preview.shows_progress)
+            try:
+                # aclosing: if Discord fails for good, the engine stores the partial reply at once.
+                async with aclosing(events) as turn:
+                    self.reply = await play(
+                        turn, self.drafts, ask=self._ask, before=self._before, on_reply=self._on_reply
+                    )
+            finally:
+                await self.drafts.close()
+
+    async def _ask(self, step: ToolStep) -> None:
+        await ask(self._channel, step)
+
+    async def _before(self, event: TurnEvent) -> None:
+        await self._speaker(event.persona_id, event.session_id)
+
+    async def _on_reply(self, reply: Reply) -> None:
+        self.reply = reply
+        if reply.should_send:
+            await self._finish(reply)
 
     async def _finish(self, reply: Reply) -> None:
+        await self.drafts.close()
         if reply.kind == "assistant":
             await self._speaker(reply.persona_id, reply.session_id)
         text = reply.text
         if reply.reasoning:
             # /reasoning on: the thinking rides above the answer, hidden behind a spoiler.
             text = f"{spoiler_reasoning(reply.reasoning)}\n\n{text}"
-        await self.drafts.finish(self._framed(text))
+        await self._draft.finish(split_message(self._framed(text), MESSAGE_LIMIT))
+
+    def _preview(self, text: str, speaker: str | None, cursor: str) -> str:
+        text = self._framed(text)
+        room = MESSAGE_LIMIT - len(cursor)
+        if len(text) > room:
+            text = text[: room - 1] + "…"
+        return text + cursor
 
     async def _speaker(self, persona_id: str | None, session_id: str | None) -> None:
         if self._persona is not None or persona_id is None:
@@ -171,7 +190,7 @@ class DiscordReply:
 
     def _view(self, *, first: bool) -> Any:
         # The Stop button rides on the streaming draft only.
-        if self.drafts.finishing or not first or self._session_id is None:
+        if self._draft.finishing or not first or self._session_id is None:
             return MISSING
         return stop_view(self._session_id)
 
@@ -185,7 +204,7 @@ class DiscordReply:
         if posted is None:
             posted = await self._send_as_bot(text, view)
         self._sent.append(posted)
-        if self._on_draft is not None and not self.drafts.finishing:
+        if self._on_draft is not None and not self._draft.finishing:
             await self._on_draft(draft_ref(posted))
         return posted
 
@@ -240,8 +259,8 @@ class DiscordReply:
             self._webhook = None
             return None
 
-    async def _edit(self, draft: discord.Message, text: str) -> None:
-        view = None if self.drafts.finishing else MISSING
+    async def _edit(self, draft: discord.Message, text: str, final: bool) -> None:
+        view = None if final else MISSING
         try:
             # A webhook message edits itself through its webhook (and its thread).
             await draft.edit(content=text, view=view)

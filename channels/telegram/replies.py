@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError, TelegramBadRequest, TelegramRetryAfter
@@ -35,7 +35,7 @@ from aiogram.utils.chat_action import ChatActionSender
 from aiohttp import ClientError
 
 from bot.turns.events import Reply, ToolStep, TurnEvent
-from channels.progress import TurnPreview
+from channels.drafts import DraftGone, DraftStreamer, DraftView, EditedDraft, play
 from channels.telegram.approvals import ask
 from channels.telegram.formatting import TelegramText, folded_reasoning, plain, render, split
 
@@ -50,17 +50,12 @@ FIRST_CHUNK_CHARS = 40
 FIRST_CHUNK_WAIT = 1.5
 # Draft calls that fail for other reasons than flood control before drafting stops.
 DRAFT_FAILURES = 3
-CURSOR = " ▌"
 # A draft shows the first message's worth of the reply; rendering more of it would only cost time.
 DRAFT_SOURCE_CHARS = 8192
 # Telegram: at most 20 messages a minute to one group; edits count too.
 GROUP_MESSAGES_PER_MINUTE = 20
 # Kept free for the final parts of a reply when draft edits use the group's budget.
 GROUP_RESERVE = 3
-
-
-class DraftLost(Exception):
-    """The draft message is gone (deleted) or can no longer be edited."""
 
 
 class GroupBudget:
@@ -129,29 +124,22 @@ async def deliver_reply(
     """
     options = options or DeliveryOptions()
     writer = MessageWriter(bot, target, options.budget)
-    view: DraftView = (
+    view: DraftView[TelegramText] = (
         NativeDraft(writer, target.draft_id)
         if target.draft_id and left_draft is None
-        else EditedDraft(writer, left_draft, on_draft)
+        else edited_draft(writer, left_draft, on_draft)
     )
     interval = options.group_edit_interval if target.is_group else options.edit_interval
-    streamer = DraftStreamer(view, writer, interval=max(interval, options.edit_interval))
-    reply: Reply | None = None
-    preview = TurnPreview()
+    streamer = draft_streamer(view, writer, interval=max(interval, options.edit_interval))
+
+    async def ask_in_chat(step: ToolStep) -> None:
+        await ask(bot, target.chat_id, target.thread_id, step)
+
     try:
         async with ChatActionSender.typing(
             bot=bot, chat_id=target.chat_id, message_thread_id=target.thread_id, interval=TYPING_INTERVAL
         ):
-            async for event in events:
-                if isinstance(event, Reply):
-                    reply = event
-                elif isinstance(event, ToolStep) and event.status == "asked":
-                    # The question needs buttons: a message of its own, never the draft.
-                    await ask(bot, target.chat_id, target.thread_id, event)
-                    streamer.update(preview.add(event), event.persona_name, whole=preview.shows_progress)
-                else:
-                    shown = preview.add(event)
-                    streamer.update(shown, event.persona_name, whole=preview.shows_progress)
+            reply = await play(events, streamer, ask=ask_in_chat)
     finally:
         await streamer.close()
     if reply is not None and reply.should_send and reply.text.strip():
@@ -230,7 +218,7 @@ class MessageWriter:
             if "message is not modified" in error.message:
                 return
             if "message to edit not found" in error.message or "can't be edited" in error.message:
-                raise DraftLost(error.message) from error
+                raise DraftGone(error.message) from error
             raise
 
     async def draft(self, draft_id: int, part: TelegramText) -> None:
@@ -291,16 +279,6 @@ def _rejects_entities(description: str) -> bool:
     return "entit" in lowered or "can't parse" in lowered
 
 
-class DraftView(Protocol):
-    """How a reply shows while it streams, and how its final parts arrive."""
-
-    cursor: str
-
-    async def show(self, preview: TelegramText) -> None: ...
-
-    async def finish(self, parts: list[TelegramText]) -> None: ...
-
-
 class NativeDraft:
     """sendMessageDraft in a private chat; the final text is one new message (per part)."""
 
@@ -318,143 +296,50 @@ class NativeDraft:
             await self._writer.send(part)
 
 
-class EditedDraft:
-    """A message that is sent, edited while the reply streams, and finished in place."""
+def edited_draft(
+    writer: MessageWriter,
+    message_id: int | None = None,
+    on_draft: Callable[[int], Awaitable[None]] | None = None,
+) -> EditedDraft[TelegramText, int]:
+    """A draft message edited in place; finishing it may fail for any of Telegram's reasons."""
 
-    cursor = CURSOR
+    async def edit(message_id: int, part: TelegramText, final: bool) -> None:
+        await writer.edit(message_id, part, final=final)
 
-    def __init__(
-        self,
-        writer: MessageWriter,
-        message_id: int | None = None,
-        on_draft: Callable[[int], Awaitable[None]] | None = None,
-    ) -> None:
-        self._writer = writer
-        self._message_id = message_id
-        self._on_draft = on_draft
-        self._shown: TelegramText | None = None
-
-    async def show(self, preview: TelegramText) -> None:
-        if self._message_id is None:
-            self._message_id = await self._writer.send(preview)
-            if self._on_draft is not None:
-                await self._on_draft(self._message_id)
-        else:
-            try:
-                await self._writer.edit(self._message_id, preview, final=False)
-            except DraftLost:
-                # Someone deleted the draft: the next update sends a new one.
-                self._message_id = None
-                raise
-        self._shown = preview
-
-    async def finish(self, parts: list[TelegramText]) -> None:
-        first, rest = parts[0], parts[1:]
-        if self._message_id is None:
-            await self._writer.send(first)
-        elif self._shown != first:
-            try:
-                await self._writer.edit(self._message_id, first, final=True)
-            except (DraftLost, TelegramAPIError, ClientError, TimeoutError) as error:
-                log.warning("could not finish the draft (%s); sending the reply as a new message", error)
-                await self._writer.delete(self._message_id)
-                await self._writer.send(first)
-        for part in rest:
-            await self._writer.send(part)
+    return EditedDraft(
+        send=writer.send,
+        edit=edit,
+        delete=writer.delete,
+        handle=message_id,
+        on_draft=on_draft,
+        finish_errors=(DraftGone, TelegramAPIError, ClientError, TimeoutError),
+    )
 
 
-class DraftStreamer:
-    """Shows the reply so far through a `DraftView`, never faster than `interval`.
+def draft_streamer(
+    view: DraftView[TelegramText], writer: MessageWriter, *, interval: float
+) -> DraftStreamer[TelegramText]:
+    """Telegram's rules for a streaming draft: its flood control, a group's budget, a phrase first."""
 
-    It runs beside the turn, so a slow Telegram call never holds up the model's
-    stream, and a stalled stream still shows what arrived. Failures only cost
-    the draft: the final text is delivered by `DraftView.finish` either way.
-    """
+    def preview(text: str, speaker: str | None, cursor: str) -> TelegramText:
+        return split(render(text, speaker=speaker))[0].with_suffix(cursor)
 
-    def __init__(
-        self,
-        view: DraftView,
-        writer: MessageWriter,
-        *,
-        interval: float,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._view = view
-        self._writer = writer
-        self._interval = interval
-        self._clock = clock
-        self._text = ""
-        self._speaker: str | None = None
-        self._whole = False
-        self._started_at: float | None = None
-        self._shown_text: str | None = None
-        self._next_at = 0.0
-        self._failures = 0
-        self._wake = asyncio.Event()
-        self._closing = False
-        self._task: asyncio.Task[None] | None = None
+    def retry_after(error: Exception) -> float | None:
+        return error.retry_after if isinstance(error, TelegramRetryAfter) else None
 
-    def update(self, text: str, speaker: str | None, *, whole: bool = False) -> None:
-        """`whole`: the text stands on its own (progress lines), shown without waiting for a phrase."""
-        if not text.strip():
-            return
-        self._text, self._speaker, self._whole = text[:DRAFT_SOURCE_CHARS], speaker, whole
-        if self._started_at is None:
-            self._started_at = self._clock()
-        if self._task is None:
-            self._task = asyncio.create_task(self._run())
-        self._wake.set()
-
-    async def close(self) -> None:
-        """Stop drafting; a call in flight completes first, so its result is known."""
-        self._closing = True
-        self._wake.set()
-        if self._task is not None:
-            await self._task
-
-    async def _run(self) -> None:
-        while not self._closing:
-            delay = self._delay()
-            self._wake.clear()
-            if delay is None or delay > 0:
-                with suppress(TimeoutError):
-                    async with asyncio.timeout(delay):
-                        await self._wake.wait()
-                continue
-            if not await self._show():
-                return
-
-    def _delay(self) -> float | None:
-        """Seconds until the next show; None while there is nothing new to show."""
-        if self._text == self._shown_text or self._started_at is None:
-            return None
-        due = max(self._next_at, self._writer.flood_until)
-        if self._shown_text is None and not self._whole and not _meaningful(self._text):
-            due = max(due, self._started_at + FIRST_CHUNK_WAIT)
-        return max(due - self._clock(), 0.0)
-
-    async def _show(self) -> bool:
-        """One draft update; False when drafting should stop for this reply."""
-        text = self._text
-        preview = split(render(text, speaker=self._speaker))[0].with_suffix(self._view.cursor)
-        self._next_at = self._clock() + self._interval
-        if not self._writer.allows_draft():
-            # The group's budget is for the final text now; try again after the interval.
-            return True
-        try:
-            await self._view.show(preview)
-        except TelegramRetryAfter as error:
-            log.info("Telegram flood control on a draft; next update in %s s", error.retry_after)
-            self._next_at = max(self._next_at, self._writer.flood_until)
-            return True
-        except DraftLost:
-            return True
-        except (TelegramAPIError, ClientError, TimeoutError) as error:
-            self._failures += 1
-            log.warning("draft update failed (%s); the final text is still sent", error)
-            return self._failures < DRAFT_FAILURES
-        self._shown_text = text
-        return True
+    return DraftStreamer(
+        view,
+        render=preview,
+        interval=interval,
+        first_wait=FIRST_CHUNK_WAIT,
+        ready=_meaningful,
+        source_chars=DRAFT_SOURCE_CHARS,
+        not_before=lambda: writer.flood_until,
+        retry_after=retry_after,
+        allows=writer.allows_draft,
+        failures=(TelegramAPIError, ClientError, TimeoutError),
+        max_failures=DRAFT_FAILURES,
+    )
 
 
 def _meaningful(text: str) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from channels.drafts import DraftStream
+from channels.drafts import DraftStreamer, EditedDraft
 
 INTERVAL = 0.3
 
@@ -19,35 +19,52 @@ class Messages:
         self.shown.append([text])
         return len(self.shown) - 1
 
-    async def edit(self, handle: int, text: str) -> None:
+    async def edit(self, handle: int, text: str, final: bool) -> None:
         self.shown[handle].append(text)
 
 
-def stream(messages: Messages) -> DraftStream[int]:
-    return DraftStream(send=messages.send, edit=messages.edit, limit=2000, interval=INTERVAL)
+def stream(messages: Messages) -> tuple[DraftStreamer[str], EditedDraft[str, int]]:
+    draft: EditedDraft[str, int] = EditedDraft(send=messages.send, edit=messages.edit)
+    streamer = DraftStreamer(
+        draft,
+        render=lambda text, speaker, cursor: text + cursor,
+        interval=INTERVAL,
+        first_wait=0.0,
+        ready=lambda text: True,
+    )
+    return streamer, draft
+
+
+async def shows(messages: Messages, text: str) -> None:
+    async with asyncio.timeout(30):
+        while not messages.shown or messages.shown[0][-1] != text:
+            await asyncio.sleep(0.02)
 
 
 async def test_a_progress_line_the_interval_holds_back_is_shown_once_it_may_be() -> None:
     messages = Messages()
-    drafts = stream(messages)
-    await drafts.update("Let me check.")
+    drafts, draft = stream(messages)
+    drafts.update("Let me check.")
+    await shows(messages, "Let me check. ▌")
 
-    await drafts.update("🔧 lookup: dentist", whole=True)
+    drafts.update("🔧 lookup: dentist", whole=True)
+    await asyncio.sleep(0)
 
     assert messages.shown == [["Let me check. ▌"]]
-    async with asyncio.timeout(30):
-        while messages.shown[0][-1] != "🔧 lookup: dentist ▌":
-            await asyncio.sleep(0.02)
-    await drafts.finish("Tuesday.")
+    await shows(messages, "🔧 lookup: dentist ▌")
+    await drafts.close()
+    await draft.finish(["Tuesday."])
     assert messages.shown == [["Let me check. ▌", "🔧 lookup: dentist ▌", "Tuesday."]]
 
 
 async def test_the_answer_arriving_first_drops_a_held_back_progress_line() -> None:
     messages = Messages()
-    drafts = stream(messages)
-    await drafts.update("Let me check.")
-    await drafts.update("🔧 lookup: dentist", whole=True)
+    drafts, draft = stream(messages)
+    drafts.update("Let me check.")
+    await shows(messages, "Let me check. ▌")
+    drafts.update("🔧 lookup: dentist", whole=True)
 
-    await drafts.finish("Tuesday.")
+    await drafts.close()
+    await draft.finish(["Tuesday."])
 
     assert messages.shown == [["Let me check. ▌", "Tuesday."]]
