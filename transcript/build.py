@@ -186,7 +186,8 @@ def build_context(
         attachments=sum(r.attachment_tokens for r in kept_rendered),
         tools=budget.tools_tokens,
     )
-    messages = [_system_message(parts), *_messages(kept, kept_rendered)]
+    note_at = kept_indices.index(spans[newest_user][0]) if newest_user < len(recent_units) else None
+    messages = [_system_message(parts), *_messages(kept, kept_rendered, parts.note(), note_at)]
     kept_rows = list({id(turn.row): turn.row for turn in kept}.values())
     rows_over_budget = {id(recent[index].row) for unit in over_budget for index in range(*spans[unit])}
     stats = ContextStats(
@@ -415,22 +416,42 @@ def _render(
     )
 
 
-def _messages(kept: Sequence[Turn], rendered: Sequence[_Rendered]) -> list[Message]:
-    """The kept turns as messages; the images of an exchange's results follow its last result."""
+def _messages(
+    kept: Sequence[Turn], rendered: Sequence[_Rendered], note: str, note_at: int | None
+) -> list[Message]:
+    """The kept turns as messages; the images of an exchange's results follow its last result.
+
+    The turn's `note` (recall, earlier documents) follows the text of the kept turn at
+    `note_at`, the newest user message: after the history, so what a server cached of the
+    history stays a prefix. Without a user message it is a user message of its own, last.
+    """
     messages: list[Message] = []
     tool_images: list[str] = []
     for index, (turn, shown) in enumerate(zip(kept, rendered, strict=True)):
-        messages.append(_message(turn, shown))
+        message = _message(turn, shown)
+        messages.append(_with_note(message, note) if index == note_at else message)
         if turn.role == "tool":
             tool_images.extend(shown.image_urls)
             exchange_ends = index + 1 == len(kept) or kept[index + 1].role != "tool"
             if exchange_ends and tool_images:
-                note: list[dict[str, object]] = [{"type": "text", "text": TOOL_IMAGES_NOTE}]
+                heading: list[dict[str, object]] = [{"type": "text", "text": TOOL_IMAGES_NOTE}]
                 messages.append(
-                    {"role": "user", "content": [*note, *(image_part(url) for url in tool_images)]}
+                    {"role": "user", "content": [*heading, *(image_part(url) for url in tool_images)]}
                 )
                 tool_images = []
+    if note and note_at is None:
+        messages.append({"role": "user", "content": note})
     return messages
+
+
+def _with_note(message: Message, note: str) -> Message:
+    """`message` with `note` after its text (a text part of its own beside images)."""
+    if not note:
+        return message
+    content = message.get("content")
+    if isinstance(content, list):
+        return {**message, "content": [*content, {"type": "text", "text": note}]}
+    return {**message, "content": f"{content}\n\n{note}" if content else note}
 
 
 def _message(turn: Turn, rendered: _Rendered) -> Message:

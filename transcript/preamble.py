@@ -1,4 +1,11 @@
-"""The system message: persona prompt, then the sections that carry earlier context."""
+"""The system message and the turn's note: what stays put, and what changes every turn.
+
+Steady first, changing last (docs/context.md): the system message holds the persona prompt
+and what changes only in steps (the summary, the memory snapshot), so a model server's cache
+of it holds from turn to turn. What changes every turn (recall hits, documents outside the
+window) is the turn's note, folded into the newest user message after its text: every
+provider and chat template accepts it there, and the history above it stays a prefix.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +24,7 @@ def section(heading: str, body: str) -> str:
 
 @dataclass(frozen=True)
 class Preamble:
-    """The system message's parts in order; an empty part is left out."""
+    """The request's earlier-context parts in order; an empty part is left out."""
 
     system: str
     summary: str = ""
@@ -26,7 +33,13 @@ class Preamble:
     documents: str = ""
 
     def text(self) -> str:
-        parts = (self.system, self.summary, self.memory, self.recall, self.documents)
+        """The system message: the parts that stay put between window steps."""
+        parts = (self.system, self.summary, self.memory)
+        return "\n\n".join(part for part in parts if part)
+
+    def note(self) -> str:
+        """The turn's note, beside the newest user message: the parts that change every turn."""
+        parts = (self.recall, self.documents)
         return "\n\n".join(part for part in parts if part)
 
 

@@ -36,7 +36,9 @@ async def system_text(runtime: Runtime, **where: object) -> str:
     session = runtime.stores.sessions.get_session(reply.session_id or "")
     assert session is not None
     context = await runtime.engine.inspect(session)
-    return str(context.messages[0]["content"])
+    # The system message, then the turn's note (recall), which follows the newest user message.
+    users = [message for message in context.messages if message["role"] == "user"]
+    return "\n\n".join(str(message["content"]) for message in (context.messages[0], *users[-1:]))
 
 
 async def test_the_snapshot_of_the_newest_items_is_in_the_next_turns_preamble(runtime: Runtime) -> None:

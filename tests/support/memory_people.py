@@ -28,7 +28,11 @@ def chat_requests(server: FakeOpenAI) -> list[RecordedRequest]:
 
 
 def system_text(request: RecordedRequest) -> str:
-    return "\n".join(message_text(m) for m in request.messages if m["role"] == "system")
+    """The request's earlier context: its system message, then the turn's note (recall,
+    documents), which follows the newest user message's text."""
+    users = [m for m in request.messages if m["role"] == "user"]
+    shown = [m for m in request.messages if m["role"] == "system"] + users[-1:]
+    return "\n".join(message_text(m) for m in shown)
 
 
 def section(text: str, heading: str) -> str:

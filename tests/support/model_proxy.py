@@ -10,7 +10,7 @@ do not say it do, so discovering the window can be tested both ways.
 from __future__ import annotations
 
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 from aiohttp import web
@@ -32,6 +32,8 @@ class ModelCall:
     overflow: bool
     # What was asked (the JSON request body), empty for a request the proxy answered itself.
     body: bytes = b""
+    # What the server answered, as streamed (filled while it streams; the SSE text of a stream).
+    response: bytearray = field(default_factory=bytearray)
 
     @property
     def is_chat(self) -> bool:
@@ -90,13 +92,15 @@ class ModelProxy(LocalServer):
                 overflow = any(marker in refused for marker in OVERFLOW_MARKERS)
                 self.calls.append(ModelCall(path, purpose, upstream.status_code, overflow, body))
                 return web.Response(body=refused, status=upstream.status_code, content_type=content_type)
-            self.calls.append(ModelCall(path, purpose, upstream.status_code, False, body))
+            call = ModelCall(path, purpose, upstream.status_code, False, body)
+            self.calls.append(call)
             response = web.StreamResponse(status=upstream.status_code)
             response.content_type = content_type
             await response.prepare(request)
             # Chorus may stop reading once the reply is complete; the rest is not needed.
             with suppress(ConnectionResetError):
                 async for chunk in upstream.aiter_raw():
+                    call.response.extend(chunk)
                     await response.write(chunk)
                 await response.write_eof()
             return response

@@ -164,18 +164,22 @@ def test_rows_the_budget_leaves_out_are_told_apart_from_those_the_count_leaves_o
     assert tight.stats.dropped_for_budget == 2
 
 
-def test_preamble_sections_in_order() -> None:
+def test_steady_sections_lead_and_the_turns_note_follows_the_newest_user_message() -> None:
     context = build(
-        [user(1, "hi")],
+        [user(1, "hi"), assistant(2, "hello"), user(3, "where do I sit?")],
         summary="We planned a trip.",
         memory="Alice likes trains.",
         recall=("Alice booked seat 12A.", "Trip is on May 3."),
     )
+    # The system message holds what changes only in steps; recall changes every turn.
     assert context.messages[0]["content"] == (
         "You are Sage.\n\n"
         "## Summary of the earlier conversation\nWe planned a trip.\n\n"
-        "## Long-term memory\nAlice likes trains.\n\n"
-        "## Recalled from earlier\n- Alice booked seat 12A.\n- Trip is on May 3."
+        "## Long-term memory\nAlice likes trains."
+    )
+    assert context.messages[1]["content"] == "hi"
+    assert context.messages[-1]["content"] == (
+        "where do I sit?\n\n## Recalled from earlier\n- Alice booked seat 12A.\n- Trip is on May 3."
     )
     tokens = context.stats.tokens
     assert tokens.summary > 0 and tokens.memory > 0 and tokens.recall > 0

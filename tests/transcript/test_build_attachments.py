@@ -103,8 +103,10 @@ def test_every_document_comes_back_in_every_later_turn() -> None:
     assert "PINEAPPLE-42" in history(first)[0]["content"]
     third = build(stored, budget=budget, documents=(notes,))
     assert third.stats.kept_seqs == (5,)
-    assert third.messages[0]["content"] == (
-        "You are Sage.\n\n## Documents shared earlier in this conversation\n"
+    # Outside the window the document follows the newest user message, not the steady system message.
+    assert third.messages[0]["content"] == "You are Sage."
+    assert third.messages[-1]["content"] == (
+        "what was the launch code?\n\n## Documents shared earlier in this conversation\n"
         "[document: notes.txt]\nThe launch code is PINEAPPLE-42."
     )
     assert third.stats.tokens.documents > 0
@@ -113,15 +115,15 @@ def test_every_document_comes_back_in_every_later_turn() -> None:
 def test_documents_of_rows_outside_the_window_return_without_being_passed() -> None:
     rows = [user(1, "notes", attachments=(REPORT,)), assistant(2, "ok"), user(3, "and?")]
     context = build(rows, budget=Budget(max_messages=1))
-    assert "[document: report.pdf]\nQuarterly revenue" in context.messages[0]["content"]
+    assert "[document: report.pdf]\nQuarterly revenue" in context.messages[-1]["content"]
 
 
 def test_earlier_documents_are_listed_oldest_first_and_each_once() -> None:
     first = document("first.pdf", "one")
     second = document("second.pdf", "two")
     context = build([user(9, "hi")], documents=(first, second, first))
-    assert context.messages[0]["content"] == (
-        "You are Sage.\n\n## Documents shared earlier in this conversation\n"
+    assert context.messages[-1]["content"] == (
+        "hi\n\n## Documents shared earlier in this conversation\n"
         "[document: first.pdf]\none\n\n[document: second.pdf]\ntwo"
     )
 
@@ -134,7 +136,7 @@ def test_documents_move_to_the_preamble_when_the_budget_drops_their_message() ->
     ]
     context = build(rows, budget=Budget(max_tokens=200), documents=(REPORT,))
     assert context.stats.kept_seqs == (3,)
-    assert "Quarterly revenue rose" in context.messages[0]["content"]
+    assert "Quarterly revenue rose" in context.messages[-1]["content"]
     assert context.stats.total_tokens <= 200
 
 
@@ -152,7 +154,7 @@ def test_a_dropped_message_s_document_still_counts_against_the_budget() -> None:
     # which costs more than it saves: message 2 must go too.
     assert context.stats.kept_seqs == (3, 4, 5)
     assert context.stats.tokens.attachments == 0
-    assert "Quarterly revenue rose" in context.messages[0]["content"]
+    assert "Quarterly revenue rose" in context.messages[-1]["content"]
     assert context.stats.total_tokens <= everything - 1
 
 

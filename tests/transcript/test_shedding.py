@@ -62,7 +62,8 @@ def test_then_recall_then_the_memory_snapshot_then_the_summary() -> None:
 def test_the_question_always_stays_and_the_context_fits() -> None:
     for room in (300, 400, 600, 900):
         context = fit(room)
-        assert history(context)[-1]["content"] == "And what should I bring?"
+        # The question leads its message; the turn's note (recall) follows it, if it fitted.
+        assert history(context)[-1]["content"].startswith("And what should I bring?")
         assert context.stats.total_tokens <= room
         assert context.stats.question_excess_tokens == 0
 
