@@ -28,7 +28,7 @@ from bot.storage.overview import TOOL_CALL_ROWS, Overview, ToolCallRow
 from bot.storage.owners import Owner
 from bot.storage.reminders import ACTIVE_STATES
 from bot.tools.offer import schemas_of
-from bot.turns.tool_rounds import progress_summary
+from bot.turns.round_calls import progress_summary
 from transcript import (
     CONTEXT_COUNT,
     AttachmentRef,

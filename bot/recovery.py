@@ -20,8 +20,10 @@ from typing import Protocol, runtime_checkable
 from bot.liveness import Liveness
 from bot.storage.delivery_models import Delivery
 from bot.storage.models import utcnow
-from bot.turns.engine import SHUTDOWN_NOTE, TurnEngine, assistant_reply, with_note
+from bot.turns.engine import TurnEngine
 from bot.turns.events import Reply, TurnEvent
+from bot.turns.plan import assistant_reply, with_note
+from bot.turns.recorder import SHUTDOWN_NOTE
 
 # A lane's `resume` gets the turn's `Delivery`; lanes name the type from here.
 __all__ = ["PARALLEL_TURNS", "UNANSWERED_NOTICE", "Delivery", "Recovery", "ResumableLane"]

@@ -58,6 +58,9 @@ from bot.turns.assembly import ContextAssembler
 from bot.turns.attachments import AttachmentStore
 from bot.turns.engine import TurnEngine
 from bot.turns.locks import SessionLocks, SharedLocks
+from bot.turns.recorder import TurnMedia, TurnRecorder
+from bot.turns.round_calls import RoundCalls
+from bot.turns.rounds import RoundRunner
 from bot.windows import ModelWindows
 from persona import Persona, PersonaRegistry
 from transcript.tokens import encoding
@@ -226,25 +229,44 @@ def build_runtime(
     reminders.wake = jobs.wake
     # Who asks each turn, and who may decide a call that waits for a yes.
     access = Access(settings, stores)
+    approvals = Approvals(stores.approvals, access, boundary_for(database), settings.tools.approval_seconds)
+    recorder = TurnRecorder(
+        settings=settings,
+        stores=stores,
+        personas=persona_registry,
+        assembler=assembler,
+        media=TurnMedia(
+            attachments=attachments,
+            hearing=Hearing(speech, settings.data_dir, settings.limits.audio_max_seconds),
+            speaking=Speaking(speech),
+        ),
+        jobs=jobs,
+        after_turn=definitions,
+        instance_id=instance_id,
+    )
+    rounds = RoundRunner(
+        settings=settings,
+        stores=stores,
+        provider=provider,
+        assembler=assembler,
+        overflow_handler=context.recover_from_overflow,
+        calls=RoundCalls(
+            settings=settings,
+            stores=stores,
+            attachments=attachments,
+            approvals=approvals,
+            instance_id=instance_id,
+        ),
+    )
     engine = TurnEngine(
         settings=settings,
         stores=stores,
         personas=persona_registry,
-        provider=provider,
-        attachments=attachments,
-        assembler=assembler,
         commands=commands,
         locks=SessionLocks(shared_locks(settings) if database.dialect.name == "postgresql" else None),
-        jobs=jobs,
-        after_turn=definitions,
-        overflow_handler=context.recover_from_overflow,
-        instance_id=instance_id,
-        hearing=Hearing(speech, settings.data_dir, settings.limits.audio_max_seconds),
-        speaking=Speaking(speech),
         access=access,
-        approvals=Approvals(
-            stores.approvals, access, boundary_for(database), settings.tools.approval_seconds
-        ),
+        recorder=recorder,
+        rounds=rounds,
     )
     return Runtime(
         settings=settings,

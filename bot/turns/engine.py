@@ -9,104 +9,46 @@ enqueuing the after-turn jobs that have work (memory offload, compaction; see
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator
 from contextlib import aclosing, nullcontext
-from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol
 
 from bot.config import Audience, Settings
 from bot.conversation_model import ConversationModel
-from bot.errors import (
-    ChorusError,
-    ContextOverflowError,
-    EmptyMessage,
-    MessageTooLong,
-    ProviderError,
-    StreamInterrupted,
-)
+from bot.errors import ChorusError, ProviderError, StreamInterrupted
 from bot.logs import bind_session, turn_scope
-from bot.metrics import SHED_PARTS, TOOL_STEPS
-from bot.providers.base import (
-    ChatProvider,
-    ChatRequest,
-    ProviderBlocks,
-    ReasoningDelta,
-    Served,
-    TextDelta,
-    ToolCall,
-    Usage,
-    shown_model,
-    tool_name,
-)
-from bot.speech.hearing import Hearing, Unheard, names_spoken
-from bot.speech.speaking import Speaking
-from bot.storage.approvals import NewApproval
+from bot.providers.base import shown_model
 from bot.storage.boundary import boundary_for
-from bot.storage.context_records import ContextView
 from bot.storage.delivery_models import Delivery
-from bot.storage.jobs import JobSpec
-from bot.storage.message_append import (
-    DeliveryTarget,
-    DuplicateMessage,
-    NewAttachment,
-    NewMessage,
-    StoredMessage,
-    ingest_key,
-    row_once_stored,
-)
-from bot.storage.models import ChatSession, utcnow
+from bot.storage.message_append import DuplicateMessage, ingest_key
+from bot.storage.models import ChatSession
 from bot.storage.sanitise import clean_text
 from bot.storage.stores import Stores
-from bot.tools.base import ChatAddress, Tool, ToolContext, ToolResult
-from bot.tools.offer import schemas_of
-from bot.tools.runner import run_call
+from bot.tools.base import ChatAddress
 from bot.turns.access import Access
-from bot.turns.after_turn import AfterTurn, AfterTurnWork
-from bot.turns.approvals import RUN_ELSEWHERE_RESULT, Approvals, refused_result
-from bot.turns.assembly import ContextAssembler
-from bot.turns.attachments import AttachmentStore
 from bot.turns.containment import TurnContainment
-from bot.turns.events import CommandAnswer, Delta, Reply, Thinking, ToolStatus, ToolStep, TurnEvent
-from bot.turns.inbound import InboundAttachment, InboundMessage
+from bot.turns.events import CommandAnswer, Reply, TurnEvent
+from bot.turns.inbound import InboundMessage
 from bot.turns.locks import SessionLocks
 from bot.turns.observed import observe_turn
+from bot.turns.plan import TurnPlan, with_note
+from bot.turns.recorder import TurnRecorder
+from bot.turns.rounds import Overflowed, QuestionTooLarge, RoundRunner, TurnRounds
 from bot.turns.routing import Route, resolve_route
-from bot.turns.stops import RunningTurn, RunningTurns
-from bot.turns.tool_images import store_tool_images
-from bot.turns.tool_progress import RoundProgress
-from bot.turns.tool_rounds import ToolRounds, only_reads, progress_summary
-from bot.windows import WindowInfo
+from bot.turns.stops import RunningTurns
 from persona import Persona, PersonaRegistry
-from transcript import Context, StoredToolCall, TranscriptRow, count_call_tokens, count_tokens
-from transcript.kinds import MessageKind, Status
+from transcript import Context
 
 log = logging.getLogger(__name__)
 
-# Called when the provider rejects a context as too large; returns True when it
-# freed room (collapsed a range), so the engine rebuilds and retries.
-OverflowHandler = Callable[[ChatSession, Context], Awaitable[bool]]
-
-QUOTE_CHARS = 200
-# Lanes whose turns a restart can finish: they reach the person without the process
-# that took the message (the terminal's person is gone with it).
-RECOVERABLE_LANES = frozenset({"telegram", "discord", "web"})
-# Ends the text of a reply the person stopped, so every lane shows it as stopped.
-STOPPED_NOTE = "[Stopped.]"
-# Ends the text of a reply cut because the process was shutting down.
-SHUTDOWN_NOTE = "[Cut off: the server was restarting. Send your message again to get a full answer.]"
 # A turn a shutdown cut while a call waited for approval: the next process asks again.
 WAITING_AT_SHUTDOWN = (
     "Chorus is restarting. The tool call waiting for your answer still waits: answer it once "
     "Chorus is back, and the reply goes on."
 )
 RESTARTING_MESSAGE = "Chorus is restarting, so this message was not answered. Please send it again soon."
-# A stored event: the person was told why their voice notes are not understood (once a conversation).
-VOICE_NOTICE_EVENT = "voice notes not understood: "
-# The result of a call a stop (or shutdown) cut short: stored, so no call is left without one.
-STOPPED_RESULT = ToolResult.error("Stopped before it finished: the turn was stopped.")
 # Shown (never stored) when the model only thought: its thinking is kept, the answer is empty.
 ONLY_THOUGHT_NOTE = (
     "[The model only thought and gave no answer (its thinking is kept: /reasoning on shows it). "
@@ -116,20 +58,6 @@ OVERFLOW_MESSAGE = (
     "This conversation has grown too large for the model, even after folding older "
     "messages. Your message is saved; try /compact, /snip some messages, or /new."
 )
-
-
-class AfterTurnJobs(Protocol):
-    """What the engine asks of the after-turn job queue (`bot.jobs` runs it)."""
-
-    def wake(self) -> None:
-        """Jobs were just enqueued in this process: look now rather than at the next poll."""
-
-    async def drain(self) -> None:
-        """Wait until no job is due or running."""
-
-    def pending(self) -> int:
-        """Jobs due or running."""
-        ...
 
 
 class RecognisedCommand(Protocol):
@@ -157,140 +85,35 @@ class Commands(Protocol):
         ...
 
 
-@dataclass
-class TurnPlan:
-    session: ChatSession
-    persona: Persona
-    user_message_id: int
-    running: RunningTurn
-    # Said after the reply: why the person's voice note was not understood (once a conversation).
-    notice: str | None = None
-    # /voice on: the lane also sends the reply as audio.
-    spoken: bool = False
-    # Where the person asked (tools see it), and whether a restart is finishing the turn.
-    chat: ChatAddress | None = None
-    resumed: bool = False
-    # /reasoning on: the reply carries the turn's thinking; `thought` holds each call's.
-    shows_reasoning: bool = False
-    thought: list[str] = field(default_factory=list)
-    # The model that answered the turn's last call (a fallback's, when the router moved on).
-    model: str | None = None
-    # What the server billed for the turn's calls so far (None: it reported nothing).
-    usage: Usage | None = None
-    # Who asks (bot.turns.access), and the offered tools whose calls wait for a yes.
-    audience: Audience = "members"
-    asking: frozenset[str] = frozenset()
-    # Who asked (`<lane>:<platform user id>`, None when unknown): they may approve the turn's
-    # calls that wait for a yes when they are a member (`Access.may_decide`).
-    asker: str | None = None
-    asker_name: str | None = None
-    # Calls a shutdown cut while they waited for a yes: left, with the turn, to the next process.
-    left_waiting: set[str] = field(default_factory=set)
-
-    def reply(self, text: str, stored: StoredMessage, status: str = "complete") -> Reply:
-        """The turn's final reply, once `stored` holds what was said."""
-        return assistant_reply(
-            with_note(text, self.notice) if self.notice else text,
-            self.persona,
-            self.session.id,
-            status=status,
-            message_id=stored.id,
-            user_message_id=self.user_message_id,
-            spoken=self.spoken and status == "complete" and bool(stored.content.strip()),
-            spoken_text=stored.content,
-            reasoning="\n\n".join(self.thought) if self.shows_reasoning and self.thought else None,
-        )
-
-
-@dataclass
-class ModelAnswer:
-    """One model call's answer as it streamed: its text, its tool calls, and the window it saw."""
-
-    text: list[str] = field(default_factory=list)
-    reasoning: list[str] = field(default_factory=list)
-    # Thinking is streaming now (a `Thinking` event was sent since the last text).
-    thinking: bool = False
-    reasoning_stored: bool = False
-    calls: list[ToolCall] = field(default_factory=list)
-    window_from_seq: int | None = None
-    # What the call's context was built from: the next round extends it with the rows
-    # the round stored (`StoredMessage.row`, in the order they were stored).
-    view: ContextView | None = None
-    stored: list[TranscriptRow | None] = field(default_factory=list)
-    # The answer in its provider's own blocks, stored with it for the provider to replay.
-    provider_blocks: dict[str, object] | None = None
-
-    @property
-    def joined(self) -> str:
-        return "".join(self.text)
-
-
-@dataclass(frozen=True)
-class UnansweredCalls:
-    """What a recovered turn finds: its rounds so far, and the last round's calls without a result."""
-
-    steps: int
-    call_seq: int
-    calls: list[ToolCall]
-
-
-@dataclass
-class PendingCall:
-    """A round's call row: still to be stored (`message`), or stored already at `seq`."""
-
-    message: NewMessage | None
-    seq: int | None = None
-
-
-class _Overflowed(Exception):
-    """The context stayed too large for the model after every fold."""
-
-
-class _QuestionTooLarge(Exception):
-    """The person's message cannot fit the model's window even alone."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
 class TurnEngine:
+    """Orders a turn's steps: store the message → build the context → run rounds → store the reply.
+
+    The recorder (`bot.turns.recorder`) stores the rows, the round runner
+    (`bot.turns.rounds`) builds each call's context and runs the model and the tools.
+    """
+
     def __init__(
         self,
         *,
         settings: Settings,
         stores: Stores,
         personas: PersonaRegistry,
-        provider: ChatProvider,
-        attachments: AttachmentStore,
-        assembler: ContextAssembler,
         commands: Commands,
         locks: SessionLocks,
-        jobs: AfterTurnJobs,
-        after_turn: AfterTurnWork,
-        overflow_handler: OverflowHandler | None,
-        instance_id: str,
-        hearing: Hearing,
-        speaking: Speaking,
         access: Access,
-        approvals: Approvals,
+        recorder: TurnRecorder,
+        rounds: RoundRunner,
     ) -> None:
         self.settings = settings
         # Who asks: the audience of each turn, and the door strangers knock at.
         self.access = access
         self.stores = stores
         self.personas = personas
-        self.provider = provider
-        self.attachments = attachments
-        # Voice notes heard as they are stored; replies spoken for lanes (`/voice on`).
-        self.hearing = hearing
-        self.speaking = speaking
         self.commands = commands
-        self.assembler = assembler
         self.locks = locks
+        self.recorder = recorder
+        self.rounds = rounds
         self.running = RunningTurns()
-        # Names this process in the delivery state of the turns it answers.
-        self.instance_id = instance_id
         self.deliveries = stores.deliveries
         # Every store call of a turn goes through here: the event loop never waits on SQL.
         self.db = boundary_for(stores.database)
@@ -298,13 +121,14 @@ class TurnEngine:
         self.containment = TurnContainment(self.db, stores.messages, stores.deliveries)
         # User messages this process's recovery is answering: a re-delivered copy waits for it.
         self.recovering: set[int] = set()
-        # The jobs a stored reply (or recorded message) may enqueue, and the queue that runs them.
-        self.after_turn = after_turn
-        self.jobs = jobs
-        # Frees room when the model rejects a context as too large; None: the turn fails at once.
-        self.overflow_handler = overflow_handler
-        # Calls that wait for a person's yes or no (`tools.approve`), stored so a restart keeps them.
-        self.approvals = approvals
+        # What lanes and commands reach through the engine; the collaborators own them.
+        self.instance_id = recorder.instance_id
+        self.attachments = recorder.media.attachments
+        self.speaking = recorder.media.speaking
+        self.jobs = recorder.jobs
+        self.provider = rounds.provider
+        self.assembler = rounds.assembler
+        self.approvals = rounds.calls.approvals
 
     # --- the public API lanes call ---------------------------------------------
 
@@ -357,7 +181,7 @@ class TurnEngine:
             # A command about the running turn (/stop) must not wait for it to end.
             async with self.locks.hold(route.session.id) if command.waits_for_turn else nullcontext():
                 try:
-                    await self._store_command(inbound, route, text)
+                    await self.recorder.store_command(inbound, route, text)
                 except DuplicateMessage:
                     stored_already(inbound)
                     yield Reply(kind="duplicate", text="", session_id=route.session.id)
@@ -371,7 +195,7 @@ class TurnEngine:
                     await self.db.run(self.stores.sessions.refresh, route.session),
                 )
                 # The answer is part of the conversation people saw, so a reload shows it again.
-                await self._store_event(route.session, "command_reply", answer.text)
+                await self.recorder.store_event(route.session, "command_reply", answer.text)
             yield Reply(
                 kind="command" if answer.ok else "error",
                 text=answer.text,
@@ -408,8 +232,8 @@ class TurnEngine:
         )
         async with self.locks.hold(route.session.id):
             try:
-                stored, _ = await self._store_user_message(
-                    inbound, route, text, jobs_for=partial(self._recorded_jobs, route.session)
+                stored, _ = await self.recorder.store_user_message(
+                    inbound, route, text, jobs_for=partial(self.recorder.recorded_jobs, route.session)
                 )
                 stored_id = stored.id
             except DuplicateMessage as duplicate:
@@ -424,7 +248,7 @@ class TurnEngine:
             finally:
                 stored_already(inbound)
         # A recorded message is a step of the conversation: memory offload counts it.
-        self._wake_jobs()
+        self.recorder.wake_jobs()
         return Reply(kind="recorded", text="", session_id=route.session.id, user_message_id=stored_id)
 
     async def hear(self, inbound: InboundMessage, names: tuple[str, ...]) -> InboundMessage:
@@ -435,25 +259,7 @@ class TurnEngine:
         fetched once: the returned message carries their bytes, and their transcripts wait
         in `hearing` for the message to be stored.
         """
-        audio = [a for a in inbound.attachments if a.kind in ("audio", "voice")]
-        if inbound.was_mentioned or not audio:
-            return inbound
-        fetched: list[InboundAttachment] = []
-        heard: list[str] = []
-        for attachment in inbound.attachments:
-            try:
-                data = await attachment.fetch()
-                kept = replace(attachment, fetch=_bytes_of(data))
-                if attachment in audio:
-                    stored = await asyncio.to_thread(self.attachments.store_checked, kept, data)
-                    outcome = await self.hearing.hear(stored, self._stored_transcript)
-                    heard.append(outcome.attachment.text or "")
-            except ChorusError:
-                # Storing it refuses it again, with the person told why when they are answered.
-                return inbound
-            fetched.append(kept)
-        spoken_to = names_spoken(" ".join(heard), (*names, *(p.name for p in self.personas)))
-        return replace(inbound, attachments=tuple(fetched), was_mentioned=spoken_to)
+        return await self.recorder.hear(inbound, (*names, *(p.name for p in self.personas)))
 
     async def resume(self, delivery: Delivery) -> AsyncGenerator[TurnEvent, None]:
         """Answer a stored user message that a process which died left unanswered."""
@@ -545,9 +351,9 @@ class TurnEngine:
         persona = self.persona_for(session)
         retried = False
         try:
-            stored, unheard = await self._store_user_message(inbound, route, text, deliver=True)
+            stored, unheard = await self.recorder.store_user_message(inbound, route, text, deliver=True)
             user_message_id = stored.id
-            notice = await self._voice_notice(session, unheard)
+            notice = await self.recorder.voice_notice(session, unheard)
             stored_already(inbound)
         except DuplicateMessage as duplicate:
             stored_already(inbound)
@@ -622,171 +428,55 @@ class TurnEngine:
                     yield event
         finally:
             self.running.end(session.id, plan.running)
-        self._wake_jobs()
-
-    async def _store_user_message(
-        self,
-        inbound: InboundMessage,
-        route: Route,
-        text: str,
-        *,
-        deliver: bool = False,
-        jobs: tuple[JobSpec, ...] = (),
-        jobs_for: Callable[[NewMessage], Awaitable[tuple[JobSpec, ...]]] | None = None,
-    ) -> tuple[StoredMessage, Unheard | None]:
-        """The stored message, and why a voice note in it went unheard (None: all heard).
-
-        `jobs_for`, when given, tells the jobs from the message about to be stored
-        (instead of `jobs`): they are enqueued in the message's own transaction.
-        """
-        if not text.strip() and not inbound.attachments:
-            raise EmptyMessage()
-        limit = self.settings.limits.max_message_chars
-        if len(text) > limit:
-            raise MessageTooLong(len(text), limit)
-        for attachment in inbound.attachments:
-            self.attachments.check_declared(attachment)
-        stored: list[NewAttachment] = []
-        unheard: Unheard | None = None
-        for attachment in inbound.attachments:
-            ingested = await self.attachments.ingest(attachment)
-            heard = await self.hearing.hear(ingested, self._stored_transcript)
-            stored.append(heard.attachment)
-            unheard = unheard or heard.unheard
-        content = with_quote(text, inbound)
-        message = NewMessage(
-            role="user",
-            content=content,
-            token_count=count_tokens(content),
-            sender_id=route.sender_id,
-            sender_name=inbound.actor.display_name,
-            lane=inbound.lane,
-            platform_chat_id=inbound.chat_id,
-            platform_message_id=inbound.platform_message_id,
-            created_at=inbound.received_at,
-            attachments=tuple(stored),
-            delivery=(
-                DeliveryTarget(inbound.chat_kind, inbound.thread_id, self.instance_id)
-                if deliver and inbound.lane in RECOVERABLE_LANES
-                else None
-            ),
-            jobs=jobs,
-        )
-        if jobs_for is not None:
-            message = replace(message, jobs=await jobs_for(message))
-        return await self.db.run(self.stores.messages.append, route.session.id, message), unheard
-
-    async def _stored_transcript(self, sha256: str) -> str | None:
-        return await self.db.run(self.stores.messages.stored_text, sha256)
-
-    async def _voice_notice(self, session: ChatSession, unheard: Unheard | None) -> str | None:
-        """The notice for a voice note not understood, the first time in this conversation only."""
-        if unheard is None:
-            return None
-        if await self.db.run(self.stores.messages.has_event, session.id, "note", VOICE_NOTICE_EVENT):
-            return None
-        await self._store_event(session, "note", f"{VOICE_NOTICE_EVENT}{unheard.reason}")
-        return unheard.notice()
+        self.recorder.wake_jobs()
 
     async def _generate(self, plan: TurnPlan) -> AsyncGenerator[TurnEvent, None]:
-        """The turn's rounds: call the model → store its calls → run them → store the results → repeat.
+        """The turn once its message is stored: run the rounds → store the reply.
 
-        The rounds end when the model answers in text, or after `tools.max_steps` (or a call
-        repeated `REPEAT_LIMIT` times): then it answers once more without tools, and the
-        answer says why. A turn a restart recovers first runs the calls its rows leave
-        unanswered, never one whose result is stored.
+        A failure is stored as an event and said (the message stays saved); a reply the
+        person stopped, the lane left or the stream cut keeps what arrived, marked so.
         """
         session = plan.session
-        answer = ModelAnswer()
+        rounds = TurnRounds()
         finished = False
         try:
-            offered = self.assembler.offered_tools(session, plan.persona, plan.audience)
-            tools, plan.asking = offered.tools, offered.asking
-            rounds = ToolRounds(self.settings.tools.max_steps)
-            unanswered = await self._unanswered_calls(plan) if plan.resumed else None
-            if unanswered is not None:
-                rounds.steps = unanswered.steps
-                leftover = self._run_calls(
-                    plan, PendingCall(None, unanswered.call_seq), unanswered.calls, tools, None, []
-                )
-                async with aclosing(leftover) as events:
-                    async for event in events:
-                        yield event
-            round_rows: list[TranscriptRow | None] = []
-            while True:
-                answer = ModelAnswer(view=answer.view, stored=round_rows)
-                offering = tools if rounds.may_call_tools else {}
-                async with aclosing(self._call_model(plan, tools, answer, final=not offering)) as events:
-                    async for event in events:
-                        yield event
-                await self._store_reasoning(plan, answer)
-                if plan.running.stopped or not answer.calls or not offering:
-                    break
-                round_rows = []
-                call_message = self._call_message(plan, answer)
-                if only_reads(answer.calls, offering) and plan.asking.isdisjoint(
-                    call.name for call in answer.calls
-                ):
-                    # Nothing a read changes outlives a crash, so its call may be stored
-                    # together with its first result (one write fewer a round): recovery
-                    # from a crash in between asks the model again, as before the call.
-                    pending = PendingCall(call_message)
-                else:
-                    call_row = await self.db.run(self.stores.messages.append, session.id, call_message)
-                    round_rows.append(call_row.row)
-                    pending = PendingCall(None, call_row.seq)
-                # aclosing: a lane that stops listening stores the round's results before the reply.
-                calls = self._run_calls(
-                    plan, pending, answer.calls, offering, answer.window_from_seq, round_rows
-                )
-                async with aclosing(calls) as events:
-                    async for event in events:
-                        yield event
-                rounds.record(answer.calls)
-                if plan.running.stopped:
-                    answer = ModelAnswer()
-                    break
-            TOOL_STEPS.observe(rounds.steps)
+            async with aclosing(self.rounds.run(plan, rounds)) as events:
+                async for event in events:
+                    yield event
+            answer = rounds.answer
             finished = True
             if plan.left_waiting:
                 # Nothing is stored: recovery in the next process takes the turn up at its call.
                 yield self._error(plan, WAITING_AT_SHUTDOWN)
                 return
             if plan.running.stopped:
-                yield await self._stopped_reply(plan, answer.joined)
+                yield await self.recorder.store_stopped(plan, answer.joined)
                 return
-            note = rounds.note()
-            text = with_note(answer.joined, note) if note is not None else answer.joined
-            reply = self._reply_message(plan, text, "complete")
-            if note is None:
-                # A note changes the answer's text: its provider blocks would no longer match.
-                reply = replace(reply, provider_blocks=answer.provider_blocks)
-            jobs = await self._jobs_with_work(plan, answer.view, reply, tools)
-            stored = await self.db.run(self.stores.messages.append, session.id, replace(reply, jobs=jobs))
+            stored = await self.recorder.store_answer(plan, answer, rounds.note(), rounds.tools)
             # A model that only thought (a think never closed): its thinking is kept, the
             # reply stored empty, and the person told why no answer came.
             shown = stored.content if stored.content.strip() or not answer.reasoning else ONLY_THOUGHT_NOTE
             yield plan.reply(shown, stored)
-        except _Overflowed:
+        except Overflowed:
             finished = True
-            await self._store_event(session, "error", "context overflow")
+            await self.recorder.store_event(session, "error", "context overflow")
             await self.db.run(self.deliveries.finish, plan.user_message_id, "failed")
             yield self._error(plan, OVERFLOW_MESSAGE)
-        except _QuestionTooLarge as error:
+        except QuestionTooLarge as error:
             finished = True
-            await self._store_event(session, "error", "message too large for the model's window")
+            await self.recorder.store_event(session, "error", "message too large for the model's window")
             await self.db.run(self.deliveries.finish, plan.user_message_id, "failed")
             yield self._error(plan, error.message)
         except StreamInterrupted as error:
             finished = True
-            await self._store_reasoning(plan, answer)
-            text = answer.joined or error.partial_text
-            stored = await self._store_reply(plan, text, "interrupted")
+            await self.rounds.store_reasoning(plan, rounds.answer)
+            text = rounds.answer.joined or error.partial_text
+            stored = await self.recorder.store_reply(plan, text, "interrupted")
             notice = f"{text}\n\n[The reply was cut off: {error}]"
             yield plan.reply(notice, stored, "interrupted")
         except ProviderError as error:
             finished = True
-            await self._store_event(session, "error", str(error))
+            await self.recorder.store_event(session, "error", str(error))
             await self.db.run(self.deliveries.finish, plan.user_message_id, "failed")
             yield self._error(plan, f"{error} Your message is saved.")
         except Exception:
@@ -797,395 +487,8 @@ class TurnEngine:
             if not finished:
                 # The lane stopped listening mid-stream (a closed browser tab, a
                 # cancelled task): keep what arrived, marked as interrupted.
-                await self._store_reasoning(plan, answer)
-                await self._store_reply(plan, answer.joined, "interrupted")
-
-    async def _call_model(
-        self, plan: TurnPlan, tools: dict[str, Tool], answer: ModelAnswer, *, final: bool
-    ) -> AsyncGenerator[TurnEvent, None]:
-        """One model call, its text streamed as `Delta`s and the rest kept in `answer`.
-
-        `final` asks for an answer in text: the tools' schemas still go (the history holds
-        their calls) but `tool_choice` is "none". A context the provider rejects as too
-        large is folded and built again, a bounded number of times. `answer.view`, the
-        previous round's view, is extended with the rows the round stored (`answer.stored`);
-        a rebuild after an overflow reads the context afresh.
-        """
-        session, persona = plan.session, plan.persona
-        model = self.conversation_model(session, persona)
-        schemas = schemas_of(tools)
-        for attempt in range(self.settings.context.overflow_retries + 1):
-            # After an overflow the fold changed the records (here or, racing it, in another
-            # process), or the window was learned: the context is read afresh.
-            earlier = answer.view if attempt == 0 else None
-            answer.view, context = await self.assembler.assemble_view(
-                session, persona, tools=schemas, earlier=earlier, appended=answer.stored
-            )
-            window = self.assembler.windows.info(model.model)
-            if context.stats.question_excess_tokens > 0:
-                raise _QuestionTooLarge(too_large_message(context, window))
-            note_shed(session.id, model.model, context)
-            # A tight window may have left some schemas out: the request offers the rest.
-            offered = tuple(schema for schema in schemas if tool_name(schema) in context.tools)
-            request = ChatRequest(
-                messages=context.messages,
-                model=model.model,
-                temperature=persona.temperature,
-                top_p=persona.top_p,
-                max_tokens=window.reply_reserve,
-                persona_id=persona.id,
-                persona_name=persona.name,
-                prompt_tokens=context.stats.total_tokens,
-                tools=offered,
-                tool_choice="none" if final and offered else None,
-                thinking=session.thinking if model.thinking else None,
-            )
-            # What the reply records as its model, unless the provider names another (`Served`).
-            plan.model = shown_model(self.provider, model.model)
-            try:
-                async with aclosing(plan.running.pieces(self.provider.stream(request))) as events:
-                    async for event in events:
-                        if isinstance(event, TextDelta):
-                            answer.text.append(event.text)
-                            answer.thinking = False
-                            yield Delta(event.text, persona.id, persona.name, session_id=session.id)
-                        elif isinstance(event, ReasoningDelta):
-                            if not answer.thinking:
-                                answer.thinking = True
-                                yield Thinking(persona.id, persona.name, session_id=session.id)
-                            answer.reasoning.append(event.text)
-                        elif isinstance(event, ToolCall):
-                            answer.calls.append(event)
-                        elif isinstance(event, Served):
-                            plan.model = event.model
-                        elif isinstance(event, ProviderBlocks):
-                            answer.provider_blocks = {"provider": event.provider, "blocks": event.blocks}
-                        elif isinstance(event, Usage):
-                            plan.usage = event if plan.usage is None else plan.usage + event
-                answer.window_from_seq = context.stats.kept_seqs[0] if context.stats.kept_seqs else None
-                return
-            except ContextOverflowError:
-                if attempt == self.settings.context.overflow_retries:
-                    raise _Overflowed() from None
-                # The provider learned the window the error named: when the request was
-                # larger than that window's budget, a rebuild fits it without folding.
-                if context.stats.total_tokens > self.assembler.windows.info(model.model).budget_tokens:
-                    continue
-                recovered = self.overflow_handler is not None and await self.overflow_handler(
-                    session, context
-                )
-                if not recovered:
-                    raise _Overflowed() from None
-
-    async def _store_reasoning(self, plan: TurnPlan, answer: ModelAnswer) -> None:
-        """The call's thinking, stored (once) as its own row before what the call answered.
-
-        A `reasoning` row is an event: never the reply's text, never in the model's history.
-        """
-        thinking = "".join(answer.reasoning)
-        if answer.reasoning_stored or not thinking.strip():
-            return
-        answer.reasoning_stored = True
-        plan.thought.append(thinking)
-        message = NewMessage(
-            role="system",
-            kind="reasoning",
-            content=thinking,
-            token_count=count_tokens(thinking),
-            persona_id=plan.persona.id,
-            sender_name=plan.persona.name,
-            reply_to_id=plan.user_message_id,
-        )
-        await self.db.run(self.stores.messages.append, plan.session.id, message)
-
-    def _call_message(self, plan: TurnPlan, answer: ModelAnswer) -> NewMessage:
-        """The model's words and calls of one round, as they are stored."""
-        text = answer.joined
-        calls = tuple(StoredToolCall(call.id, call.name, call.arguments) for call in answer.calls)
-        return NewMessage(
-            role="assistant",
-            content=text,
-            token_count=count_tokens(text) + count_call_tokens(calls),
-            persona_id=plan.persona.id,
-            sender_name=plan.persona.name,
-            reply_to_id=plan.user_message_id,
-            kind="tool_call",
-            tool_calls=calls,
-            provider_blocks=answer.provider_blocks,
-        )
-
-    async def _run_calls(
-        self,
-        plan: TurnPlan,
-        pending: PendingCall,
-        calls: Sequence[ToolCall],
-        tools: dict[str, Tool],
-        window_from_seq: int | None,
-        stored_rows: list[TranscriptRow | None],
-    ) -> AsyncGenerator[TurnEvent, None]:
-        """Run one round's calls at once; each result is stored as it comes, before the next call.
-
-        Each stored row is added to `stored_rows`, for the next model call's view; a call
-        row not stored yet (`pending`) is stored with the first result.
-
-        A stop (or the lane going away) cancels the calls still running; they are stored
-        as stopped, so the transcript never holds a call without its result.
-        """
-        session = plan.session
-        running: dict[asyncio.Task[ToolResult], ToolCall] = {}
-        progress = RoundProgress()
-        # Calls that did not run because no one (allowed to) said yes.
-        refused: set[str] = set()
-        for call in calls:
-            context = ToolContext(
-                session=session,
-                persona_id=plan.persona.id,
-                chat=plan.chat,
-                group=session.kind == "group",
-                call_id=call.id,
-                seq=pending.seq,
-                window_from_seq=window_from_seq,
-                on_progress=progress.reporter(call.id),
-            )
-            task = asyncio.create_task(self._run_call(plan, call, tools, context, progress, refused))
-            plan.running.track(task)
-            running[task] = call
-        stored: set[str] = set()
-        try:
-            for call in calls:
-                yield _step(plan, call, "started")
-            waiting: set[asyncio.Task[ToolResult]] = set(running)
-            while waiting:
-                done, waiting = await progress.wait(waiting)
-                still = [call for task, call in running.items() if task in waiting]
-                for call, approval_id in progress.take_asked(still):
-                    yield replace(_step(plan, call, "asked"), approval_id=approval_id)
-                for call, reported in progress.take(still):
-                    yield _step(plan, call, "progress", reported)
-                for task in done:
-                    call = running[task]
-                    if call.id in plan.left_waiting:
-                        continue
-                    result = STOPPED_RESULT if task.cancelled() else task.result()
-                    stored_rows += await self._store_result(plan, pending, call, result)
-                    stored.add(call.id)
-                    yield _step(plan, call, _ended(result, refused=call.id in refused))
-        finally:
-            for task in running:
-                task.cancel()
-            for call in calls:
-                if call.id in stored or call.id in plan.left_waiting:
-                    # Left waiting: its question stays pending and the call without a result,
-                    # so the restarted process resumes the turn there and waits for the answer.
-                    continue
-                stored_rows += await self._store_result(plan, pending, call, STOPPED_RESULT)
-
-    async def _run_call(
-        self,
-        plan: TurnPlan,
-        call: ToolCall,
-        tools: dict[str, Tool],
-        context: ToolContext,
-        progress: RoundProgress,
-        refused: set[str],
-    ) -> ToolResult:
-        """One call run, once the policy allows it or a person said yes; else refused, never run.
-
-        The question is stored beside the call (its row is stored before the round runs),
-        so a turn a restart resumes finds it again and waits on, and a yes given meanwhile
-        — in any process — runs the call once: the run is claimed in the approval's row.
-        """
-        timeout = self.settings.tools.timeout_seconds
-        if call.name not in plan.asking:
-            # Allowed, or not offered (denied tools are not): unknown, it fails as unknown.
-            return await run_call(call, tools, context, timeout)
-        if context.seq is None:
-            raise RuntimeError("a call that asks for approval must be stored before it waits")
-        approval = await self.approvals.request(
-            NewApproval(
-                session_id=plan.session.id,
-                call_seq=context.seq,
-                call_id=call.id,
-                user_message_id=plan.user_message_id,
-                tool_name=call.name,
-                summary=progress_summary(call),
-                asker=plan.asker,
-                asker_name=plan.asker_name,
-                expires_at=utcnow() + self.approvals.expiry(),
-            )
-        )
-        assert approval.id is not None
-        progress.ask(call.id, approval.id)
-        try:
-            approval = await self.approvals.wait(approval, keep=lambda: plan.running.reason == "shutdown")
-        except asyncio.CancelledError:
-            if plan.running.reason == "shutdown":
-                plan.left_waiting.add(call.id)
-            raise
-        if approval.state != "approved":
-            refused.add(call.id)
-            return ToolResult.error(refused_result(approval))
-        if not await self.approvals.claim_run(approval, self.instance_id):
-            return ToolResult.error(RUN_ELSEWHERE_RESULT)
-        result = await run_call(call, tools, context, timeout)
-        await self.approvals.note_outcome(approval, "error" if result.is_error else "ok")
-        return result
-
-    async def _store_result(
-        self, plan: TurnPlan, pending: PendingCall, call: ToolCall, result: ToolResult
-    ) -> list[TranscriptRow | None]:
-        """The result stored (after its call row, when that is still pending); the rows stored.
-
-        Its images are stored by reference; one that cannot be is a placeholder in its text.
-        """
-        images = await asyncio.to_thread(store_tool_images, self.attachments, call.name, result.images)
-        content = images.text_with_placeholders(result.content)
-        message = NewMessage(
-            role="tool",
-            content=content,
-            token_count=count_tokens(content),
-            persona_id=plan.persona.id,
-            reply_to_id=plan.user_message_id,
-            status="failed" if result.is_error else "complete",
-            kind="tool_result",
-            tool_call_id=call.id,
-            tool_name=call.name,
-            attachments=images.attachments,
-        )
-        if pending.message is None:
-            return [(await self.db.run(self.stores.messages.append, plan.session.id, message)).row]
-        rows = await self.db.run(self.stores.messages.append_all, plan.session.id, [pending.message, message])
-        pending.message = None
-        return [stored.row for stored in rows]
-
-    async def _unanswered_calls(self, plan: TurnPlan) -> UnansweredCalls | None:
-        """The calls of the turn's last stored round that have no stored result, and its step count."""
-        rows = await self.db.run(self.stores.messages.turn_rows, plan.session.id, plan.user_message_id)
-        call_rows = [row for row in rows if row.tool_calls]
-        if not call_rows:
-            return None
-        last = call_rows[-1]
-        answered = {row.tool_call_id for row in rows if row.role == "tool"}
-        missing = [
-            ToolCall(call.id, call.name, call.arguments)
-            for call in last.tool_calls
-            if call.id not in answered
-        ]
-        return UnansweredCalls(steps=len(call_rows), call_seq=last.seq, calls=missing)
-
-    async def _store_reply(self, plan: TurnPlan, text: str, status: Status) -> StoredMessage:
-        """Store a reply a stop, a cut or a failure ended: it asks for every after-turn job."""
-        return await self.db.run(
-            self.stores.messages.append, plan.session.id, self._reply_message(plan, text, status)
-        )
-
-    def _reply_message(self, plan: TurnPlan, text: str, status: Status) -> NewMessage:
-        return NewMessage(
-            role="assistant",
-            content=text,
-            token_count=count_tokens(text),
-            persona_id=plan.persona.id,
-            sender_name=plan.persona.name,
-            reply_to_id=plan.user_message_id,
-            status=status,
-            model=plan.model,
-            prompt_tokens=plan.usage.prompt_tokens if plan.usage else None,
-            cached_tokens=plan.usage.cached_tokens if plan.usage else None,
-            cache_write_tokens=plan.usage.cache_write_tokens if plan.usage else None,
-            # The after-turn work commits with the reply: no reply, no jobs.
-            jobs=self.after_turn.after_turn,
-        )
-
-    async def _jobs_with_work(
-        self, plan: TurnPlan, view: ContextView | None, reply: NewMessage, tools: dict[str, Tool]
-    ) -> tuple[JobSpec, ...]:
-        """The after-turn jobs with work once `reply` is stored (see `bot.turns.after_turn`).
-
-        `view` is what the turn's last model call saw; with the reply as its newest row it
-        gives the context the next turn would start from, built as the turn's own were
-        (the rows' model turns and the turn's memory are reused, so the build is cheap).
-        """
-        if view is None or not view.rows:
-            return reply.jobs
-        schemas = schemas_of(tools)
-
-        def jobs_with_work() -> tuple[JobSpec, ...]:
-            # The reply's seq is at least the next one; an event stored meanwhile moves it on.
-            row = row_once_stored(reply, view.rows[-1].seq + 1, utcnow())
-            after = self.assembler.view(plan.session.id, view, [row])
-            context = self.assembler.assemble_now(plan.session, plan.persona, after, schemas)
-            return self.after_turn.with_work(AfterTurn(plan.session, after, context))
-
-        return await self._checked_jobs(plan.session.id, jobs_with_work, reply.jobs)
-
-    async def _recorded_jobs(self, session: ChatSession, message: NewMessage) -> tuple[JobSpec, ...]:
-        """The after-turn jobs with work once a recorded group message is stored.
-
-        Checked as a turn's reply is (see `bot.turns.after_turn`), with the window read
-        now and a context that recalls nothing: the bot will not answer this message, and
-        a search for it would cost more than the jobs it spares. Maintenance is asked for
-        whenever what recall may add could change what it finds.
-        """
-        every = self.after_turn.after_turn
-        persona = self.persona_for(session)
-
-        def jobs_with_work() -> tuple[JobSpec, ...]:
-            view = self.assembler.view(session.id)
-            if not view.rows:
-                return every
-            row = row_once_stored(message, view.rows[-1].seq + 1, utcnow())
-            after = self.assembler.view(session.id, view, [row])
-            context, allowance = self.assembler.assemble_without_recall(session, persona, after)
-            return self.after_turn.with_work(AfterTurn(session, after, context, allowance))
-
-        return await self._checked_jobs(session.id, jobs_with_work, every)
-
-    async def _checked_jobs(
-        self, session_id: str, check: Callable[[], tuple[JobSpec, ...]], every: tuple[JobSpec, ...]
-    ) -> tuple[JobSpec, ...]:
-        try:
-            return await self.db.run(check)
-        except Exception:
-            # The message is stored whatever happens here: with every job, which checks for itself.
-            log.exception("session %s: could not tell which after-turn jobs have work", session_id)
-            return every
-
-    async def _store_command(self, inbound: InboundMessage, route: Route, text: str) -> None:
-        """Record a command as an event; its platform id makes a re-delivery a duplicate."""
-        await self.db.run(
-            self.stores.messages.append,
-            route.session.id,
-            NewMessage(
-                role="system",
-                kind="command",
-                content=text,
-                token_count=0,
-                sender_id=route.sender_id,
-                sender_name=inbound.actor.display_name,
-                lane=inbound.lane,
-                platform_chat_id=inbound.chat_id,
-                platform_message_id=inbound.platform_message_id,
-                created_at=inbound.received_at,
-            ),
-        )
-
-    async def _store_event(self, session: ChatSession, kind: MessageKind, text: str) -> None:
-        # Events are `system` rows: exported with the transcript, never sent to the model.
-        event = NewMessage(role="system", kind=kind, content=text, token_count=0)
-        await self.db.run(self.stores.messages.append, session.id, event)
-
-    async def _stopped_reply(self, plan: TurnPlan, text: str) -> Reply:
-        stored = await self._store_reply(plan, text, "interrupted")
-        shutdown = plan.running.reason == "shutdown"
-        note = SHUTDOWN_NOTE if shutdown else STOPPED_NOTE
-        if shutdown:
-            log.warning(
-                "turn cut (shutdown): session %s, message %d, %d characters kept",
-                plan.session.id,
-                plan.user_message_id,
-                len(text),
-            )
-        return plan.reply(with_note(text, note), stored, "interrupted" if shutdown else "stopped")
+                await self.rounds.store_reasoning(plan, rounds.answer)
+                await self.recorder.store_reply(plan, rounds.answer.joined, "interrupted")
 
     def _error(self, plan: TurnPlan, text: str) -> Reply:
         return Reply(
@@ -1197,113 +500,7 @@ class TurnEngine:
             persona_name=plan.persona.name,
         )
 
-    def _wake_jobs(self) -> None:
-        self.jobs.wake()
-
-
-def too_large_message(context: Context, window: WindowInfo) -> str:
-    """What a person is told when their message alone does not fit the model's window."""
-    room = context.stats.question_tokens - context.stats.question_excess_tokens
-    if room <= 0:
-        # Not the person's fault: the instructions alone leave no room in this window.
-        return (
-            f"This model's window ({window.window:,} tokens) is too small for this persona's "
-            "instructions and a reply, so no message can be answered. Your message is saved; "
-            "the operator can choose a larger model or a shorter system prompt."
-        )
-    return (
-        f"Your message is too long for this model: about {context.stats.question_tokens:,} tokens, "
-        f"and the model's window is {window.window:,} tokens, which leaves room for about "
-        f"{room:,} after its instructions and its reply. Your message is saved; please send "
-        "a shorter one or split it into parts."
-    )
-
-
-def note_shed(session_id: str, model: str, context: Context) -> None:
-    """Logs and counts what a tight window left out of this request (also in /context)."""
-    if not context.stats.shed:
-        return
-    log.info(
-        "The window of %s is tight: left out of session %s's request: %s",
-        model,
-        session_id,
-        "; ".join(context.stats.shed),
-    )
-    for note in context.stats.shed:
-        SHED_PARTS.labels(note.split(":", 1)[0]).inc()
-
-
-def with_note(text: str, note: str) -> str:
-    """A cut reply's text and the note saying why (the note alone when nothing arrived)."""
-    return f"{text}\n\n{note}" if text.strip() else note
-
-
-def assistant_reply(
-    text: str,
-    persona: Persona,
-    session_id: str,
-    *,
-    status: str = "complete",
-    message_id: int | None = None,
-    user_message_id: int | None = None,
-    spoken: bool = False,
-    spoken_text: str = "",
-    reasoning: str | None = None,
-) -> Reply:
-    """A turn's final reply, live or recovered; lanes show who spoke (a persona's name or webhook)."""
-    return Reply(
-        kind="assistant",
-        text=text,
-        session_id=session_id,
-        message_id=message_id,
-        user_message_id=user_message_id,
-        persona_id=persona.id,
-        persona_name=persona.name,
-        status=status,
-        spoken_text=spoken_text if spoken else None,
-        reasoning=reasoning,
-    )
-
-
-def _bytes_of(data: bytes) -> Callable[[], Awaitable[bytes]]:
-    async def fetch() -> bytes:
-        return data
-
-    return fetch
-
 
 def stored_already(inbound: InboundMessage) -> None:
     if inbound.on_stored is not None:
         inbound.on_stored()
-
-
-def with_quote(text: str, inbound: InboundMessage) -> str:
-    """The stored text of a reply carries a short quote of what it answers."""
-    quoted = inbound.reply_to
-    if quoted is None or not quoted.text:
-        return text
-    snippet = " ".join(quoted.text.split())
-    if len(snippet) > QUOTE_CHARS:
-        snippet = snippet[: QUOTE_CHARS - 1] + "…"
-    who = f"{quoted.sender_name}: " if quoted.sender_name else ""
-    return f"> {who}{snippet}\n{text}"
-
-
-def _ended(result: ToolResult, *, refused: bool) -> ToolStatus:
-    """How a call's line ends: not run (no yes), failed, or done."""
-    if refused:
-        return "denied"
-    return "error" if result.is_error else "done"
-
-
-def _step(plan: TurnPlan, call: ToolCall, status: ToolStatus, progress: str = "") -> ToolStep:
-    return ToolStep(
-        call.id,
-        call.name,
-        status,
-        progress_summary(call),
-        plan.session.id,
-        persona_id=plan.persona.id,
-        persona_name=plan.persona.name,
-        progress=progress,
-    )

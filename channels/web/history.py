@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from bot.history import StoredEntry
 from bot.turns.events import ToolStep
-from bot.turns.tool_rounds import progress_summary
+from bot.turns.round_calls import progress_summary
 from channels.web.schemas import AttachmentView, MessageView, ToolLineView
 from persona import PersonaRegistry
 from transcript.kinds import UnknownMessageKind

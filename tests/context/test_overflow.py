@@ -108,8 +108,8 @@ async def test_an_overflow_after_a_tool_round_is_retried_on_a_fresh_read(
     for n in range(1, 5):
         await say(rt, f"topic {n}: https://example.org/{n}")
     elsewhere = runtime(runtimes, tmp_path, fake_openai, **QUIET)
-    assert elsewhere.engine.overflow_handler is not None
-    rt.engine.overflow_handler = elsewhere.engine.overflow_handler
+    assert elsewhere.engine.rounds.overflow_handler is not None
+    rt.engine.rounds.overflow_handler = elsewhere.engine.rounds.overflow_handler
     fake_openai.script(ToolCalls([("echo", {"word": "x"})]), context_overflow(413))
 
     reply = await say(rt, "and now?")

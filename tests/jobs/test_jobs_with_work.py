@@ -83,7 +83,7 @@ def checked_and_every_job(
     """Two runtimes, and their job runs: one checks for work, the other enqueues every job."""
     checked = runtimes(tmp_path / "checked", **settings)
     every = runtimes(tmp_path / "every", **settings)
-    every.engine.after_turn = EveryJob(every.engine.after_turn.after_turn)
+    every.engine.recorder.after_turn = EveryJob(every.engine.recorder.after_turn.after_turn)
     return (checked, counting_runs(checked)), (every, counting_runs(every))
 
 

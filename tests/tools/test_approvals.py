@@ -22,7 +22,7 @@ from bot.tools.base import FunctionTool, ToolContext
 from bot.tools.registry import StaticTools
 from bot.turns.approvals import CANCELLED_RESULT, DENIED_RESULT, EXPIRED_RESULT
 from bot.turns.events import Reply, ToolStep, TurnEvent
-from bot.turns.tool_rounds import progress_summary
+from bot.turns.round_calls import progress_summary
 from channels.terminal import chat_loop
 from tests.fakes.openai_server import FakeOpenAI, ToolCalls
 from tests.support.runtime import inbound

@@ -6,7 +6,7 @@ import asyncio
 
 from bot.providers.base import ToolCall
 from bot.tools.base import ToolProgress
-from bot.turns.tool_progress import RoundProgress
+from bot.turns.round_calls import RoundProgress
 
 COPY = ToolCall("call-1", "files__copy", '{"path": "report.pdf"}')
 FETCH = ToolCall("call-2", "web__fetch", '{"url": "https://example.org"}')
