@@ -21,7 +21,7 @@ from bot.storage.models import Message
 from bot.tools.base import FunctionTool, ToolContext
 from bot.tools.registry import StaticTools
 from bot.turns.containment import FAILED_MESSAGE
-from bot.turns.engine import RECOVERABLE_LANES
+from bot.turns.recorder import RECOVERABLE_LANES
 
 PROVIDER_BUG = "unsupported operand type(s) for +: 'int' and 'NoneType'"
 FAILED_TEXT = FAILED_MESSAGE.format(kind="TypeError")
