@@ -83,7 +83,8 @@ async def test_each_forum_topic_is_its_own_session(
 
     assert [c.params["message_thread_id"] for c in bot_api.calls_to("sendMessage")] == ["7", "8"]
     history = [m for m in fake_openai.requests[1].messages if m["role"] != "system"]
-    assert [message_text(m) for m in history] == ["Bob Stone: topic two question"]
+    # Recall follows the newest message; the history itself holds only topic two.
+    assert [message_text(m).split("\n\n## Recalled")[0] for m in history] == ["Bob Stone: topic two question"]
     one = runtime.stores.messages.find_platform_message("telegram", str(GROUP), "41")
     two = runtime.stores.messages.find_platform_message("telegram", str(GROUP), "42")
     assert one is not None and two is not None and one.session_id != two.session_id
