@@ -34,7 +34,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import REPO, locomo_files, locomo_turns, markdown_table  # noqa: E402
+from bench.common import locomo_files, locomo_turns, markdown_table  # noqa: E402
+from bench.real_model import settings_for  # noqa: E402
 
 N_CTX = 8192
 TURNS = 30
@@ -88,23 +89,6 @@ def timings(response: bytes) -> dict[str, Any]:
         except json.JSONDecodeError:
             continue
     return found
-
-
-def settings_for(workdir: Path, model_url: str, tools: bool) -> Any:
-    from bot.config import load_settings
-
-    return load_settings(
-        REPO / "config.yaml",
-        {
-            "CHORUS_DATABASE_URL": f"sqlite:///{workdir / 'chorus.db'}",
-            "CHORUS_DATA_DIR": str(workdir / "data"),
-            "CHORUS_MODEL_BASE_URL": model_url,
-            "CHORUS_MODEL_NAME": "smollm2",
-            "CHORUS_TOOLS_ENABLED": "true" if tools else "false",
-            "CHORUS_MEMORY_DENSE": "false",
-            "CHORUS_LOG_LEVEL": "ERROR",
-        },
-    )
 
 
 async def run_conversation(server_url: str, *, tools: bool, turns: int) -> list[Request]:
