@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot import lanes as lane_registry
 from bot.commands.personas import switch_persona
-from bot.errors import UnknownPersona
+from bot.errors import NotFound, UnknownPersona
 from bot.providers.observed import ObservedProvider
 from bot.reminders.service import view as reminder_view
 from bot.storage.approval_models import Approval
@@ -50,10 +50,6 @@ if TYPE_CHECKING:
 # The chart replays at most this many of a conversation's latest turns.
 CHART_TURNS = 300
 OPERATOR = "operator"
-
-
-class NotFound(LookupError):
-    """The session, attachment or item asked for does not exist."""
 
 
 @dataclass(frozen=True)
@@ -224,7 +220,7 @@ class Console:
             "thinking": session.thinking,
             "window_tokens": window.window,
             "window_note": window.describe(),
-            "left_out": list(stats.shed),
+            "left_out": [str(note) for note in stats.shed],
             "reply_reserve_tokens": window.reply_reserve,
             "budget_tokens": stats.budget_tokens,
             "total_tokens": stats.total_tokens,

@@ -138,6 +138,34 @@ class CommandUnavailable(ChorusError):
     """A command needs a part of the runtime this process does not run."""
 
 
+class NotFound(ChorusError, LookupError):
+    """The session, attachment or item asked for does not exist."""
+
+
+# --- storage, tools, delivery ----------------------------------------------
+
+
+class StorageConflict(ChorusError):
+    """Another writer got there first (a message already stored, a cursor already moved)."""
+
+
+class ToolError(ChorusError):
+    """A tool could not be offered or run; the message becomes what the model reads."""
+
+
+class DeliveryRefused(ChorusError):
+    """The platform did not take the message; `str()` is the reason recorded on the reminder."""
+
+    def __init__(self, reason: str, *, retry_after: float | None = None, permanent: bool = False) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after
+        self.permanent = permanent
+
+
+class LaneError(ChorusError):
+    """A platform refused or lost something a lane sent (a draft deleted, a message gone)."""
+
+
 # --- the model provider ----------------------------------------------------
 
 
@@ -203,6 +231,25 @@ class ContextOverflowError(ProviderError):
         super().__init__(message)
         self.numbers = numbers or OverflowNumbers()
         self.model = model
+
+
+class RetryableFailure(ChorusError):
+    """A model or speech server's failure another attempt may fix; becomes a public error
+    (`ProviderUnavailable`, `SpeechUnavailable`) once retries run out."""
+
+    def __init__(
+        self, reason: str, *, busy: bool, retry_after: float | None = None, kind: str = "unreachable"
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.busy = busy
+        self.retry_after = retry_after
+        # The failover reason it becomes (`ProviderError.failover_reason`).
+        self.kind = kind
+
+    def unavailable_message(self) -> str:
+        state = "busy" if self.busy else "unreachable"
+        return f"The model is {state} right now ({self.reason}). Try again in a minute."
 
 
 class SpeechError(ChorusError):

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import suppress
 from typing import Generic, Protocol, TypeVar
 
+from bot.errors import LaneError
 from bot.turns.events import Reply, ToolStep, TurnEvent
 from channels.progress import TurnPreview
 
@@ -28,7 +29,7 @@ CURSOR = " ▌"
 log = logging.getLogger(__name__)
 
 
-class DraftGone(Exception):
+class DraftGone(LaneError):
     """Raised by a lane's edit when the draft message no longer exists or can't be edited."""
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from transcript.shedding import ShedNote
+
 # One OpenAI-format chat message, ready to be sent as JSON.
 Message = dict[str, Any]
 
@@ -42,7 +44,7 @@ class ContextStats:
     total_tokens: int
     budget_tokens: int | None
     # What a tight window left out (transcript.shedding), one line per part.
-    shed: tuple[str, ...] = ()
+    shed: tuple[ShedNote, ...] = ()
     # The newest person's message, in tokens, and how far the instructions and it alone
     # were over the budget (0: it fits; above 0 it was cut, and a turn refuses it instead).
     question_tokens: int = 0

@@ -70,7 +70,7 @@ def context_data(overview: ContextOverview) -> dict[str, object]:
             "by_part": dataclasses.asdict(stats.tokens),
             "window_note": overview.window_note,
         },
-        "left_out": list(stats.shed),
+        "left_out": [str(note) for note in stats.shed],
         "messages": {
             "stored": overview.stored_messages,
             "in_window": len(kept),

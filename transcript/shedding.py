@@ -35,6 +35,17 @@ class ToolCost:
 
 
 @dataclass(frozen=True)
+class ShedNote:
+    """What gave way of one part: `part` names it for metrics, the note reads as one line."""
+
+    part: str  # "tools", "recall", "memory snapshot" or "summary"
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.part}: {self.detail}"
+
+
+@dataclass(frozen=True)
 class OptionalParts:
     """The parts that may give way, as they go into the request."""
 
@@ -43,7 +54,7 @@ class OptionalParts:
     memory: str | None
     recall: tuple[str, ...]
     # What gave way, one line per part, for /context and the log; empty when all fit.
-    notes: tuple[str, ...] = ()
+    notes: tuple[ShedNote, ...] = ()
 
 
 def shed(parts: OptionalParts, *, room: int, history_tokens: int, history_share: float) -> OptionalParts:
@@ -54,7 +65,7 @@ def shed(parts: OptionalParts, *, room: int, history_tokens: int, history_share:
     recall = list(parts.recall)
     summary, memory = parts.summary, parts.memory
     sizes = _Sizes(summary, memory, recall)
-    notes: list[str] = []
+    notes: list[ShedNote] = []
     excess = sum(tool.tokens for tool in tools) + sizes.total() - cap
     if excess <= 0:
         return parts
@@ -64,22 +75,24 @@ def shed(parts: OptionalParts, *, room: int, history_tokens: int, history_share:
         dropped_tools += 1
     if dropped_tools:
         kept = ", ".join(tool.name for tool in tools) or "none"
-        notes.append(f"tools: {dropped_tools} of {len(parts.tools)} schemas left out (kept: {kept})")
+        notes.append(
+            ShedNote("tools", f"{dropped_tools} of {len(parts.tools)} schemas left out (kept: {kept})")
+        )
     dropped_recall = 0
     while recall and excess > 0:
         excess -= sizes.recall.pop()
         recall.pop()
         dropped_recall += 1
     if dropped_recall:
-        notes.append(f"recall: {dropped_recall} of {len(parts.recall)} recalled lines left out")
+        notes.append(ShedNote("recall", f"{dropped_recall} of {len(parts.recall)} recalled lines left out"))
     if memory and excess > 0:
         memory, saved = _cut(memory, sizes.memory, excess)
         excess -= saved
-        notes.append("memory snapshot: " + ("left out" if memory is None else "shortened"))
+        notes.append(ShedNote("memory snapshot", "left out" if memory is None else "shortened"))
     if summary and excess > 0:
         summary, saved = _cut(summary, sizes.summary, excess)
         excess -= saved
-        notes.append("summary: " + ("left out" if summary is None else "shortened"))
+        notes.append(ShedNote("summary", "left out" if summary is None else "shortened"))
     return OptionalParts(tuple(tools), summary, memory, tuple(recall), tuple(notes))
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import logging
 import re
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import Any
 
 import anthropic
@@ -17,8 +17,7 @@ from bot.errors import (
     ContextOverflowError,
     OverflowNumbers,
     ProviderRejected,
-    ProviderUnavailable,
-    StreamInterrupted,
+    RetryableFailure,
 )
 from bot.metrics import PROVIDER_RETRIES
 from bot.providers.anthropic_messages import (
@@ -39,7 +38,8 @@ from bot.providers.base import (
     Usage,
     collect_text,
 )
-from bot.providers.http_failures import RetryableFailure, backoff_delay, refused_message, retry_after_seconds
+from bot.providers.http_failures import broke_off, refused_message, retry_after_seconds, unavailable
+from bot.retries import RetryPolicy, retrying_stream
 
 # The Messages API's stop reasons in the words Chorus (and OpenAI) use.
 _FINISH_REASONS = {
@@ -100,9 +100,7 @@ class AnthropicProvider:
         )
         self._api_key = api_key
         self._read_timeout = read_timeout
-        self._max_retries = max_retries
-        self._backoff_base = backoff_base
-        self._max_backoff = max_backoff
+        self._retries = RetryPolicy(max_retries, backoff_base, max_backoff, PROVIDER_RETRIES)
         self._cache = cache
         # What this SDK's `messages.create` takes (versions differ: 2.17 has no temperature):
         # anything else raises TypeError in the SDK, before a request is sent.
@@ -123,30 +121,25 @@ class AnthropicProvider:
     async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
         params, left_out = sendable_params(request_params(request, cache=self._cache), self._accepted)
         self._say_left_out(left_out)
-        answer = _Answer()
-        attempt = 0
-        while True:
-            try:
-                async for event in self._read_stream(params, answer):
-                    yield event
-                break
-            except RetryableFailure as failure:
-                if answer.started:
-                    raise StreamInterrupted(
-                        f"The reply broke off ({failure.reason}). Try again for the rest.",
-                        "".join(answer.text),
-                    ) from failure
-                if attempt == self._max_retries:
-                    raise ProviderUnavailable(
-                        failure.unavailable_message(), reason=failure.kind, retry_after=failure.retry_after
-                    ) from failure
-                PROVIDER_RETRIES.labels("busy" if failure.busy else "unreachable").inc()
-                delay = backoff_delay(
-                    attempt, failure.retry_after, base=self._backoff_base, ceiling=self._max_backoff
-                )
-                await asyncio.sleep(delay)
-                answer = _Answer()
-                attempt += 1
+        # Each attempt reads into an answer of its own; the last one is the reply.
+        answers: list[_Answer] = []
+
+        def attempt() -> AsyncGenerator[ModelEvent, None]:
+            answers.append(_Answer())
+            return self._read_stream(params, answers[-1])
+
+        async with aclosing(
+            retrying_stream(
+                self._retries,
+                attempt,
+                started=lambda: answers[-1].started,
+                interrupted=lambda failure: broke_off(failure, "".join(answers[-1].text)),
+                exhausted=unavailable,
+            )
+        ) as events:
+            async for event in events:
+                yield event
+        answer = answers[-1]
         for call in answer.tool_calls():
             yield call
         if answer.usage is not None:

@@ -12,23 +12,19 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from bot.errors import ProviderUnavailable, RetryableFailure, StreamInterrupted
 
-class RetryableFailure(Exception):
-    """A failure another attempt may fix; becomes a public error once retries run out."""
 
-    def __init__(
-        self, reason: str, *, busy: bool, retry_after: float | None = None, kind: str = "unreachable"
-    ) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.busy = busy
-        self.retry_after = retry_after
-        # The failover reason it becomes (`ProviderError.failover_reason`).
-        self.kind = kind
+def unavailable(failure: RetryableFailure) -> ProviderUnavailable:
+    """What a model call that failed on every attempt says to the person."""
+    return ProviderUnavailable(
+        failure.unavailable_message(), reason=failure.kind, retry_after=failure.retry_after
+    )
 
-    def unavailable_message(self) -> str:
-        state = "busy" if self.busy else "unreachable"
-        return f"The model is {state} right now ({self.reason}). Try again in a minute."
+
+def broke_off(failure: RetryableFailure, text: str) -> StreamInterrupted:
+    """What a reply stream that failed after showing `text` says: it is not asked again."""
+    return StreamInterrupted(f"The reply broke off ({failure.reason}). Try again for the rest.", text)
 
 
 def error_details(payload: Any) -> tuple[str, str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -18,8 +17,7 @@ from bot.errors import (
     ContextOverflowError,
     ProviderProtocolError,
     ProviderRejected,
-    ProviderUnavailable,
-    StreamInterrupted,
+    RetryableFailure,
 )
 from bot.metrics import PROVIDER_RETRIES
 from bot.providers.base import (
@@ -37,16 +35,17 @@ from bot.providers.base import (
 from bot.providers.discovery import discover_window
 from bot.providers.extra_content import PROVIDER, extra_content_blocks, with_extra_content
 from bot.providers.http_failures import (
-    RetryableFailure,
-    backoff_delay,
+    broke_off,
     error_details,
     refused_message,
     retry_after_seconds,
+    unavailable,
 )
 from bot.providers.overflow import overflow_numbers
 from bot.providers.reasoning import ContentDelta, ThinkSplitter
 from bot.providers.sse import iter_event_batches
 from bot.providers.tool_calls import ToolCallAssembler
+from bot.retries import RetryPolicy, retrying_stream
 
 log = logging.getLogger(__name__)
 
@@ -133,9 +132,7 @@ class OpenAICompatibleProvider:
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._api_key = api_key
         self._read_timeout = read_timeout
-        self._max_retries = max_retries
-        self._backoff_base = backoff_base
-        self._max_backoff = max_backoff
+        self._retries = RetryPolicy(max_retries, backoff_base, max_backoff, PROVIDER_RETRIES)
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
             transport=transport,
@@ -153,45 +150,18 @@ class OpenAICompatibleProvider:
         return model not in self._without_tools
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
-        if request.tools and not self.accepts_tools(request.model):
-            request = replace(request, tools=(), tool_choice=None)
-        body = encode_body(request, usage=self._asks_usage(request.model))
         headers = self._headers(request)
         answer = _Answer()
-        attempt = 0
-        while True:
-            try:
-                attempt_events = self._read_stream(body, headers, answer, with_tools=bool(request.tools))
-                async with aclosing(attempt_events) as deltas:
-                    async for delta in deltas:
-                        yield delta
-                break
-            except _ToolsRefused as refusal:
-                self._without_tools.add(request.model)
-                log.warning(
-                    "The model server refused tools for %s (%s); it is asked without them from now on.",
-                    request.model,
-                    refusal,
-                )
-                request = replace(request, tools=(), tool_choice=None)
-                body = encode_body(request, usage=self._asks_usage(request.model))
-            except _UsageRefused as refusal:
-                self._without_usage.add(request.model)
-                log.info("The model server refused stream_options for %s (%s).", request.model, refusal)
-                body = encode_body(request, usage=False)
-            except RetryableFailure as failure:
-                if answer.started:
-                    raise StreamInterrupted(
-                        f"The reply broke off ({failure.reason}). Try again for the rest.",
-                        "".join(answer.text),
-                    ) from failure
-                if attempt == self._max_retries:
-                    raise ProviderUnavailable(
-                        failure.unavailable_message(), reason=failure.kind, retry_after=failure.retry_after
-                    ) from failure
-                PROVIDER_RETRIES.labels("busy" if failure.busy else "unreachable").inc()
-                await asyncio.sleep(self._retry_delay(attempt, failure.retry_after))
-                attempt += 1
+        attempts = retrying_stream(
+            self._retries,
+            lambda: self._attempt(request, headers, answer),
+            started=lambda: answer.started,
+            interrupted=lambda failure: broke_off(failure, "".join(answer.text)),
+            exhausted=unavailable,
+        )
+        async with aclosing(attempts) as deltas:
+            async for delta in deltas:
+                yield delta
         for call in answer.tool_calls.calls():
             yield call
         if answer.usage is not None:
@@ -279,8 +249,35 @@ class OpenAICompatibleProvider:
             return "could not connect"
         return "the connection dropped"
 
-    def _retry_delay(self, attempt: int, retry_after: float | None) -> float:
-        return backoff_delay(attempt, retry_after, base=self._backoff_base, ceiling=self._max_backoff)
+    async def _attempt(
+        self, request: ChatRequest, headers: dict[str, str], answer: _Answer
+    ) -> AsyncGenerator[ContentDelta, None]:
+        """One attempt; a server that refuses tools or `stream_options` is asked again without them.
+
+        Those two are what the server cannot take, not failures: they are learned for the
+        model and cost no retry.
+        """
+        while True:
+            if request.tools and not self.accepts_tools(request.model):
+                request = replace(request, tools=(), tool_choice=None)
+            body = encode_body(request, usage=self._asks_usage(request.model))
+            try:
+                async with aclosing(
+                    self._read_stream(body, headers, answer, with_tools=bool(request.tools))
+                ) as deltas:
+                    async for delta in deltas:
+                        yield delta
+                return
+            except _ToolsRefused as refusal:
+                self._without_tools.add(request.model)
+                log.warning(
+                    "The model server refused tools for %s (%s); it is asked without them from now on.",
+                    request.model,
+                    refusal,
+                )
+            except _UsageRefused as refusal:
+                self._without_usage.add(request.model)
+                log.info("The model server refused stream_options for %s (%s).", request.model, refusal)
 
 
 class _Answer:

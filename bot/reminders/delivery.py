@@ -29,15 +29,6 @@ class ReminderDelivery:
     persona: Persona
 
 
-class DeliveryRefused(Exception):
-    """The platform did not take the message; `str()` is the reason recorded on the reminder."""
-
-    def __init__(self, reason: str, *, retry_after: float | None = None, permanent: bool = False) -> None:
-        super().__init__(reason)
-        self.retry_after = retry_after
-        self.permanent = permanent
-
-
 class ReminderLane(Protocol):
     async def deliver(self, delivery: ReminderDelivery) -> str | None:
         """Show the reminder on the platform; the platform's message id (None where it has none)."""

@@ -23,8 +23,8 @@ from zoneinfo import ZoneInfo
 
 from bot import metrics
 from bot.config import Settings
-from bot.errors import ChorusError
-from bot.reminders.delivery import DeliveryRefused, ReminderDelivery, ReminderLanes
+from bot.errors import ChorusError, DeliveryRefused
+from bot.reminders.delivery import ReminderDelivery, ReminderLanes
 from bot.reminders.times import BadTime, When, local_text, next_firing, zone_named
 from bot.storage.boundary import boundary_for
 from bot.storage.message_append import DuplicateMessage, NewMessage

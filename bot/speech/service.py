@@ -9,7 +9,6 @@ honoured) and end in `SpeechUnavailable`; other refusals are `SpeechRejected` at
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any, Literal
@@ -17,8 +16,9 @@ from typing import Any, Literal
 import httpx
 
 from bot.config import SpeechSettings
-from bot.errors import ConfigError, SpeechError, SpeechRejected, SpeechUnavailable
-from bot.providers.http_failures import backoff_delay, error_details, retry_after_seconds
+from bot.errors import ConfigError, RetryableFailure, SpeechError, SpeechRejected, SpeechUnavailable
+from bot.providers.http_failures import error_details, retry_after_seconds
+from bot.retries import RetryPolicy, retrying
 
 log = logging.getLogger(__name__)
 
@@ -26,13 +26,6 @@ log = logging.getLogger(__name__)
 SPEECH_INPUT_CHARS = 4096
 SpeechFormat = Literal["opus", "mp3"]
 _MESSAGE_LIMIT = 300
-
-
-class _Retryable(Exception):
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
 
 
 class SpeechService:
@@ -61,9 +54,7 @@ class SpeechService:
         self.tts_model = tts_model
         self.voice = voice
         self.language = language
-        self._max_retries = max_retries
-        self._backoff_base = backoff_base
-        self._max_backoff = max_backoff
+        self._retries = RetryPolicy(max_retries, backoff_base, max_backoff)
         self._read_timeout = read_timeout
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(
@@ -124,27 +115,18 @@ class SpeechService:
         await self._client.aclose()
 
     async def _send(self, build: Callable[[], httpx.Request], doing: str) -> httpx.Response:
-        attempt = 0
-        while True:
-            try:
-                return await self._attempt(build())
-            except _Retryable as failure:
-                if attempt == self._max_retries:
-                    raise SpeechUnavailable(
-                        f"The speech service could not {doing} ({failure.reason}). Try again later."
-                    ) from failure
-                await asyncio.sleep(
-                    backoff_delay(
-                        attempt, failure.retry_after, base=self._backoff_base, ceiling=self._max_backoff
-                    )
-                )
-                attempt += 1
+        def unavailable(failure: RetryableFailure) -> SpeechUnavailable:
+            return SpeechUnavailable(
+                f"The speech service could not {doing} ({failure.reason}). Try again later."
+            )
+
+        return await retrying(self._retries, lambda: self._attempt(build()), exhausted=unavailable)
 
     async def _attempt(self, request: httpx.Request) -> httpx.Response:
         try:
             response = await self._client.send(request)
         except httpx.TransportError as error:
-            raise _Retryable(self._describe(error)) from error
+            raise RetryableFailure(self._describe(error), busy=False) from error
         if response.status_code < 400:
             return response
         try:
@@ -155,7 +137,8 @@ class SpeechService:
         message = (message or response.reason_phrase)[:_MESSAGE_LIMIT]
         status = response.status_code
         if status in (408, 429) or status >= 500:
-            raise _Retryable(f"HTTP {status}", retry_after_seconds(response.headers.get("Retry-After")))
+            retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+            raise RetryableFailure(f"HTTP {status}", busy=True, retry_after=retry_after)
         raise SpeechRejected(f"The speech service refused the request (HTTP {status}): {message}")
 
     def _describe(self, error: httpx.TransportError) -> str:

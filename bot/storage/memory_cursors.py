@@ -16,6 +16,7 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine as DatabaseEngine
 from sqlmodel import Session, col, select
 
+from bot.errors import StorageConflict
 from bot.storage.database import open_session
 from bot.storage.memory_items import CommitCounts, NewMemoryItem, store_items
 from bot.storage.memory_models import MemoryCursor, MessageEmbedding
@@ -47,7 +48,7 @@ class Backlog:
     unembedded: int  # offloaded messages with no vector (a backfill or reindex embeds them)
 
 
-class CursorMoved(Exception):
+class CursorMoved(StorageConflict):
     """Another worker offloaded the same range first; this batch is dropped."""
 
 

@@ -14,6 +14,7 @@ from datetime import datetime
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.engine import Connection
 
+from bot.errors import StorageConflict
 from bot.storage.delivery_models import Delivery
 from bot.storage.index_text import INDEX_MESSAGE, INDEX_MESSAGE_POSTGRES, message_index_text, owner_token
 from bot.storage.jobs import JobRequest, JobSink, JobSpec
@@ -179,7 +180,7 @@ def _row(
     )
 
 
-class DuplicateMessage(Exception):
+class DuplicateMessage(StorageConflict):
     """The platform message was already stored (idempotent ingestion)."""
 
     def __init__(self, existing: Message) -> None:

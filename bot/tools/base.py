@@ -10,6 +10,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from bot.errors import ToolError
 from bot.storage.models import ChatSession
 from bot.tools.schemas import normalise_schema
 
@@ -102,7 +103,7 @@ class ToolContext:
     on_progress: ReportProgress | None = None
 
 
-class ToolArgumentsError(Exception):
+class ToolArgumentsError(ToolError):
     """The arguments do not match the tool's schema; the message says how."""
 
 

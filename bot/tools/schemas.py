@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.errors import ToolError
+
 # Keywords whose value is one schema, a list of schemas, or a mapping of names to schemas.
 _ONE_SCHEMA = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
 _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
@@ -17,7 +19,7 @@ _SCHEMA_MAPS = ("properties", "patternProperties")
 _DEFINITIONS = ("$defs", "definitions")
 
 
-class UnsendableSchema(ValueError):
+class UnsendableSchema(ToolError):
     """The schema cannot be sent to a model; the message says why."""
 
 

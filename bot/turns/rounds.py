@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from bot.config import Settings
-from bot.errors import ContextOverflowError
+from bot.errors import ChorusError, ContextOverflowError
 from bot.metrics import SHED_PARTS, TOOL_STEPS
 from bot.providers.base import (
     ChatProvider,
@@ -93,11 +93,11 @@ class UnansweredCalls:
     calls: list[ToolCall]
 
 
-class Overflowed(Exception):
+class Overflowed(ChorusError):
     """The context stayed too large for the model after every fold."""
 
 
-class QuestionTooLarge(Exception):
+class QuestionTooLarge(ChorusError):
     """The person's message cannot fit the model's window even alone."""
 
     def __init__(self, message: str) -> None:
@@ -354,10 +354,10 @@ def note_shed(session_id: str, model: str, context: Context) -> None:
         "The window of %s is tight: left out of session %s's request: %s",
         model,
         session_id,
-        "; ".join(context.stats.shed),
+        "; ".join(str(note) for note in context.stats.shed),
     )
     for note in context.stats.shed:
-        SHED_PARTS.labels(note.split(":", 1)[0]).inc()
+        SHED_PARTS.labels(note.part).inc()
 
 
 @dataclass

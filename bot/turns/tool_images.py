@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from PIL import Image, UnidentifiedImageError
 
-from bot.errors import AttachmentError, ImageTooLarge
+from bot.errors import AttachmentError, ImageTooLarge, ToolError
 from bot.storage.message_append import NewAttachment
 from bot.tools.base import ToolImage
 from bot.turns.attachments import IMAGE_FORMATS, IMAGE_TYPES, AttachmentStore
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 NOT_AN_IMAGE = "its bytes are not an image Chorus can decode"
 
 
-class Unreadable(Exception):
+class Unreadable(ToolError):
     """Why a tool's image is left out, in words for the model."""
 
 

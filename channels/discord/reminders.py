@@ -11,7 +11,8 @@ from collections.abc import AsyncGenerator
 
 import discord
 
-from bot.reminders.delivery import DeliveryRefused, ReminderDelivery
+from bot.errors import DeliveryRefused
+from bot.reminders.delivery import ReminderDelivery
 from bot.turns.events import Reply, TurnEvent
 from channels.discord.client import ChorusClient
 from channels.discord.endpoints import Endpoints, route_webhooks_in_this_task

@@ -17,7 +17,8 @@ from aiogram.exceptions import (
     TelegramRetryAfter,
 )
 
-from bot.reminders.delivery import DeliveryRefused, ReminderDelivery
+from bot.errors import DeliveryRefused
+from bot.reminders.delivery import ReminderDelivery
 from channels.telegram.formatting import render, split
 from channels.telegram.replies import GroupBudget, MessageWriter, ReplyTarget
 

@@ -18,12 +18,16 @@ from python_multipart.multipart import parse_options_header
 from starlette.datastructures import FormData, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
+from bot.errors import InputError
+
 CLIENT_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 FIELDS = ("text", "client_id", "files", "voice")
 INVALID_TEXT = "The message is not valid UTF-8 text; send it as UTF-8."
 
 
-class InvalidFieldText(MultiPartException):
+class InvalidFieldText(MultiPartException, InputError):
+    """Raised inside Starlette's parser, so it is also the parser's own error type."""
+
     def __init__(self) -> None:
         super().__init__(INVALID_TEXT)
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from bot.reminders.delivery import DeliveryRefused, ReminderDelivery
+from bot.errors import DeliveryRefused
+from bot.reminders.delivery import ReminderDelivery
 from bot.runtime import Runtime
 from bot.storage.models import utcnow
 from bot.storage.reminders import job_key

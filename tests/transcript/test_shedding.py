@@ -45,7 +45,9 @@ def test_the_least_wanted_tool_schemas_go_first() -> None:
     while not (context := fit(room)).stats.shed:
         room -= 10
     assert context.tools == ("recall", "remind", "search")
-    assert context.stats.shed == ("tools: 1 of 4 schemas left out (kept: recall, remind, search)",)
+    assert [str(note) for note in context.stats.shed] == [
+        "tools: 1 of 4 schemas left out (kept: recall, remind, search)"
+    ]
     # The memory parts stay whole while dropping a schema was enough.
     assert MEMORY.strip() in context.messages[0]["content"]
 
@@ -53,7 +55,7 @@ def test_the_least_wanted_tool_schemas_go_first() -> None:
 def test_then_recall_then_the_memory_snapshot_then_the_summary() -> None:
     seen = []
     for room in range(fit(10_000).stats.total_tokens, 250, -25):
-        parts = [note.split(":")[0] for note in fit(room).stats.shed]
+        parts = [note.part for note in fit(room).stats.shed]
         assert parts == ORDER[: len(parts)], room
         seen.append(len(parts))
     assert seen == sorted(seen) and set(seen) == {0, 1, 2, 3, 4}
@@ -91,7 +93,7 @@ def test_with_every_schema_shed_an_exchange_is_shown_as_text_and_never_split() -
     )
 
     assert context.tools == ()
-    assert context.stats.shed[0] == "tools: 4 of 4 schemas left out (kept: none)"
+    assert str(context.stats.shed[0]) == "tools: 4 of 4 schemas left out (kept: none)"
     messages = history(context)
     # No message in the tool shape without its schema: the exchange is whole, as text.
     assert all("tool_calls" not in message and message["role"] != "tool" for message in messages)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from bot.config import McpServerSettings
+from bot.errors import ToolError
 from bot.metrics import MCP_CALLS, MCP_RESTARTS, MCP_SERVER_STATE
 from bot.tools.base import ReportProgress, ToolResult
 from bot.tools.mcp.expansion import Secrets
@@ -63,7 +64,7 @@ class McpServerStatus:
     retry_in_seconds: float | None
 
 
-class ServerDown(Exception):
+class ServerDown(ToolError):
     """The server cannot take a call now; the message says why and when it is tried again."""
 
 

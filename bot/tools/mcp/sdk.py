@@ -35,6 +35,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.config import McpServerSettings
+from bot.errors import ToolError
 from bot.tools.base import ReportProgress, ToolImage, ToolProgress, ToolResult
 from bot.tools.mcp.expansion import Secrets
 from bot.tools.mcp.server_log import server_stderr
@@ -51,7 +52,7 @@ MAX_LIST_PAGES = 100
 OnListChanged = Callable[[], None]
 
 
-class ConnectionLost(Exception):
+class ConnectionLost(ToolError):
     """The server went away (exited, closed the stream, stopped answering HTTP)."""
 
 

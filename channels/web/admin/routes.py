@@ -18,8 +18,8 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, sta
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from pydantic import BaseModel
 
-from bot.console import Console, NotFound
-from bot.errors import ChorusError
+from bot.console import Console
+from bot.errors import ChorusError, NotFound
 from channels.web.admin.auth import COOKIE_MAX_AGE, COOKIE_NAME, AdminAuth, same_origin
 from channels.web.bundles import Asset, console_script, console_style
 
