@@ -10,32 +10,22 @@ from functools import partial
 
 from sqlalchemy.engine import Engine as DatabaseEngine
 
-from bot.commands import access as access_commands
-from bot.commands import context as context_commands
-from bot.commands import general, identity, personas, sessions
-from bot.commands import memory as memory_commands
-from bot.commands import models as model_commands
-from bot.commands import reasoning as reasoning_commands
-from bot.commands import reminders as reminder_commands
-from bot.commands import voice as voice_commands
 from bot.commands.registry import CommandRegistry
 from bot.config import Settings
 from bot.context.maintenance import ContextMaintainer
-from bot.context.tools import context_tools
 from bot.conversation_model import conversation_model
+from bot.features import features
 from bot.health import LaneHealth
-from bot.jobs.definitions import JobDefinitions, JobQueue, build_definitions
+from bot.jobs.definitions import JobDefinitions, JobQueue
 from bot.jobs.runner import LocalJobRunner
 from bot.memory import MemoryService, choose_distiller
 from bot.memory.dense import load_embedder
-from bot.memory.tools import memory_tools
 from bot.providers import DemoProvider
 from bot.providers.base import ChatProvider
 from bot.providers.observed import ObservedProvider
 from bot.providers.router import make_router
 from bot.reminders.delivery import ReminderLanes
 from bot.reminders.service import ReminderService
-from bot.reminders.tools import reminder_tools
 from bot.roles import ProcessRoles
 from bot.speech.hearing import Hearing
 from bot.speech.service import SpeechService
@@ -45,7 +35,6 @@ from bot.storage.boundary import boundary_for
 from bot.storage.database import create_database_engine
 from bot.storage.jobs import JobSink, SqliteJobs
 from bot.storage.models import ChatSession
-from bot.storage.reminders import FIRE_REMINDER
 from bot.storage.stores import Stores
 from bot.tools.base import Tool
 from bot.tools.mcp import McpServers
@@ -206,25 +195,19 @@ def build_runtime(
     # The lanes running in this process: they show reminders, and take the jobs that need them.
     lanes = ReminderLanes()
     reminders = ReminderService(stores.reminders, stores.messages, persona_registry, settings, lanes)
-    tools.add_source(StaticTools(builtin_tools(memory, context, reminders)))
+    commands = CommandRegistry(maintainer=context, memory=memory, reminders=reminders)
+    builtins: list[Tool] = []
+    definitions = JobDefinitions()
+    for feature in features(stores.sessions, stores.messages, context, memory, reminders):
+        commands.add_all(feature.commands)
+        builtins.extend(feature.tools)
+        for job in feature.jobs:
+            definitions.add_job(job)
+    tools.add_source(StaticTools(builtins))
     # After the built-ins: a server's `<server>__<tool>` name never shadows one of them.
     tools.add_source(mcp_servers)
-    commands = CommandRegistry(maintainer=context, memory=memory, reminders=reminders)
-    families = (general, personas, identity, sessions, context_commands, memory_commands)
-    for family in (
-        *families,
-        model_commands,
-        voice_commands,
-        reasoning_commands,
-        reminder_commands,
-        access_commands,
-    ):
-        commands.add_all(family.COMMANDS)
     # Names this process in the delivery state of its turns and as the owner of its job claims.
     instance_id = uuid.uuid4().hex
-    definitions = build_definitions(stores.sessions, stores.messages, context, memory, settings.memory)
-    # A reminder's job: its key names the reminder, its seq the occurrence.
-    definitions.add(FIRE_REMINDER, reminders.fire)
     jobs = job_queue(stores, sink, settings, definitions, instance_id, lanes.names)
     reminders.wake = jobs.wake
     # Who asks each turn, and who may decide a call that waits for a yes.
@@ -282,18 +265,6 @@ def build_runtime(
         speech=speech,
         roles=ProcessRoles(settings.database_url, shared=database.dialect.name == "postgresql"),
     )
-
-
-def builtin_tools(
-    memory: MemoryService, maintainer: ContextMaintainer, reminders: ReminderService
-) -> list[Tool]:
-    """The tools Chorus itself offers, over the same functions as the chat commands.
-
-    `/recall`, `/context`, `/snip`, `/unsnip`, `/remind` and `/reminders` format their
-    results for people; these return them as JSON. Memory's tools only exist while memory is on.
-    """
-    tools: list[Tool] = memory_tools(memory) if memory.settings.enabled else []
-    return tools + context_tools(maintainer) + reminder_tools(reminders)
 
 
 def job_sink(database: DatabaseEngine) -> JobSink:

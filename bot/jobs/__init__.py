@@ -10,9 +10,11 @@ from bot.jobs.definitions import (
     FLUSH_IDLE_MEMORY,
     MAINTAIN_CONTEXT,
     OFFLOAD_MEMORY,
+    Job,
     JobDefinitions,
     JobQueue,
-    build_definitions,
+    context_jobs,
+    memory_jobs,
 )
 
 __all__ = [
@@ -21,5 +23,7 @@ __all__ = [
     "OFFLOAD_MEMORY",
     "JobDefinitions",
     "JobQueue",
-    "build_definitions",
+    "Job",
+    "context_jobs",
+    "memory_jobs",
 ]

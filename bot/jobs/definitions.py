@@ -10,6 +10,7 @@ crash, or by a retry — does nothing the second time.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from bot.config import MemorySettings
@@ -63,6 +64,12 @@ class JobDefinitions:
         self._has_work: dict[str, HasWork] = {}
         self.after_turn: tuple[JobSpec, ...] = ()
 
+    def add_job(self, job: Job) -> None:
+        """Name `job`; one a reply enqueues joins the after-turn specs, in the order added."""
+        self.add(job.name, job.run, has_work=job.has_work)
+        if job.after_turn is not None:
+            self.after_turn = (*self.after_turn, job.after_turn)
+
     def add(self, name: str, function: JobFunction, *, has_work: HasWork | None = None) -> None:
         """Name a job (or replace it); `has_work` tells a turn whether its reply should
         enqueue it, and a job without one is enqueued by every reply that names it."""
@@ -92,15 +99,18 @@ class JobDefinitions:
         await function(session_id, seq)
 
 
-def build_definitions(
-    sessions: SessionStore,
-    messages: MessageStore,
-    maintainer: ContextMaintainer,
-    memory: MemoryService | None,
-    settings: MemorySettings,
-) -> JobDefinitions:
-    definitions = JobDefinitions()
-    specs = [JobSpec(MAINTAIN_CONTEXT)]
+@dataclass(frozen=True)
+class Job:
+    """One named job of a feature; `after_turn` set: a stored reply enqueues it (when it has work)."""
+
+    name: str
+    run: JobFunction
+    has_work: HasWork | None = None
+    after_turn: JobSpec | None = None
+
+
+def context_jobs(sessions: SessionStore, maintainer: ContextMaintainer) -> tuple[Job, ...]:
+    """Context maintenance after a turn: compaction and collapse when due."""
     db = boundary_for(sessions.database)
 
     async def maintain_context(session_id: str, _seq: int) -> None:
@@ -111,29 +121,35 @@ def build_definitions(
     def context_has_work(turn: AfterTurn) -> bool:
         return maintainer.has_work(turn.session.id, turn.view, turn.context, turn.recall_allowance)
 
-    definitions.add(MAINTAIN_CONTEXT, maintain_context, has_work=context_has_work)
-    if memory is not None and settings.enabled:
-        specs.append(JobSpec(OFFLOAD_MEMORY))
+    return (Job(MAINTAIN_CONTEXT, maintain_context, context_has_work, JobSpec(MAINTAIN_CONTEXT)),)
 
-        async def offload_memory(session_id: str, _seq: int) -> None:
+
+def memory_jobs(
+    sessions: SessionStore, messages: MessageStore, memory: MemoryService, settings: MemorySettings
+) -> tuple[Job, ...]:
+    """Memory's offload after a turn and, once a session goes quiet, its idle flush."""
+    if not settings.enabled:
+        return ()
+    db = boundary_for(sessions.database)
+
+    async def offload_memory(session_id: str, _seq: int) -> None:
+        session = await db.run(sessions.get_session, session_id)
+        if session is not None:
+            await memory.offload_due(session)
+
+    def offload_has_work(turn: AfterTurn) -> bool:
+        return memory.offload_has_work(turn.session, turn.view.rows)
+
+    jobs = [Job(OFFLOAD_MEMORY, offload_memory, offload_has_work, JobSpec(OFFLOAD_MEMORY))]
+    if settings.idle_seconds > 0:
+
+        async def flush_idle_memory(session_id: str, seq: int) -> None:
             session = await db.run(sessions.get_session, session_id)
-            if session is not None:
-                await memory.offload_due(session)
+            newest = await db.run(messages.latest_conversation_message, session_id)
+            # A newer message means the session did not go quiet: its own timer follows.
+            if session is not None and (newest is None or newest[0] <= seq):
+                await memory.flush_idle(session)
 
-        def offload_has_work(turn: AfterTurn) -> bool:
-            return memory.offload_has_work(turn.session, turn.view.rows)
-
-        definitions.add(OFFLOAD_MEMORY, offload_memory, has_work=offload_has_work)
-        if settings.idle_seconds > 0:
-            specs.append(JobSpec(FLUSH_IDLE_MEMORY, delay_seconds=settings.idle_seconds))
-
-            async def flush_idle_memory(session_id: str, seq: int) -> None:
-                session = await db.run(sessions.get_session, session_id)
-                newest = await db.run(messages.latest_conversation_message, session_id)
-                # A newer message means the session did not go quiet: its own timer follows.
-                if session is not None and (newest is None or newest[0] <= seq):
-                    await memory.flush_idle(session)
-
-            definitions.add(FLUSH_IDLE_MEMORY, flush_idle_memory)
-    definitions.after_turn = tuple(specs)
-    return definitions
+        idle = JobSpec(FLUSH_IDLE_MEMORY, delay_seconds=settings.idle_seconds)
+        jobs.append(Job(FLUSH_IDLE_MEMORY, flush_idle_memory, after_turn=idle))
+    return tuple(jobs)

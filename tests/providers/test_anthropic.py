@@ -397,7 +397,7 @@ async def test_rate_limit_waits_as_long_as_retry_after_says(
     async def no_wait(seconds: float) -> None:
         waits.append(seconds)
 
-    monkeypatch.setattr("bot.providers.anthropic.asyncio.sleep", no_wait)
+    monkeypatch.setattr("bot.retries.asyncio.sleep", no_wait)
     fake_anthropic.script(rate_limited(retry_after="7"), Answer(text="ok"))
 
     assert await make_anthropic().complete(chat({"role": "user", "content": "hi"})) == "ok"
