@@ -15,7 +15,7 @@ import asyncio
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +41,11 @@ def message(index: int, user: str, text: str) -> InboundMessage:
     )
 
 
-def timed(work: Callable[[], Any]) -> dict[str, float]:
+async def timed(work: Callable[[], Awaitable[Any]]) -> dict[str, float]:
     samples = []
     for _ in range(REPEATS):
         started = time.perf_counter()
-        work()
+        await work()
         samples.append((time.perf_counter() - started) * 1000)
     return {"p50 ms": median(samples), "p99 ms": percentile(samples, 0.99)}
 
@@ -79,12 +79,15 @@ async def measure(sessions: int, turns: int) -> list[dict[str, Any]]:
         session = runtime.stores.sessions.get_session(long_session)
         assert session is not None
         rows = [
-            {"page": f"conversation list ({sessions + 1} sessions)", **timed(console.conversations)},
-            {"page": "conversation search (message text)", **timed(lambda: console.conversations("turn 42"))},
-            {"page": f"transcript ({stored} rows)", **timed(lambda: console.transcript(long_session))},
+            {"page": f"conversation list ({sessions + 1} sessions)", **await timed(console.conversations)},
+            {
+                "page": "conversation search (message text)",
+                **await timed(lambda: console.conversations("turn 42")),
+            },
+            {"page": f"transcript ({stored} rows)", **await timed(lambda: console.transcript(long_session))},
             {
                 "page": f"tokens-per-turn replay ({min(turns, CHART_TURNS)} turns)",
-                **timed(lambda: console.turn_history(session)),
+                **await timed(lambda: runtime.engine.db.run(console.turn_history, session)),
             },
         ]
         await runtime.aclose()

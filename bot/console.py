@@ -66,12 +66,18 @@ class Console:
         self.engine = runtime.engine
         self.stores = runtime.stores
         self.overview = Overview(runtime.database)
+        # Each public method crosses the database boundary itself, as `bot.history` and
+        # `bot.visitors` do: the lanes await it and never touch the database.
+        self.db = runtime.engine.db
 
     # --- tool calls ---------------------------------------------------------------
 
-    def tool_calls(self, before: int | None = None, limit: int = TOOL_CALL_ROWS) -> dict[str, Any]:
+    async def tool_calls(self, before: int | None = None, limit: int = TOOL_CALL_ROWS) -> dict[str, Any]:
         """Every call the model made, newest first, `limit` call rows at a time: who asked, and
         for a call that waited for a yes, who decided and when. `next` pages on to older calls."""
+        return await self.db.run(self._tool_calls, before, limit)
+
+    def _tool_calls(self, before: int | None = None, limit: int = TOOL_CALL_ROWS) -> dict[str, Any]:
         rows = self.overview.tool_calls(limit, before)
         approvals = {
             (approval.session_id, approval.call_seq, approval.call_id): approval
@@ -94,7 +100,10 @@ class Console:
 
     # --- conversations -----------------------------------------------------------
 
-    def conversations(self, search: str = "") -> list[dict[str, Any]]:
+    async def conversations(self, search: str = "") -> list[dict[str, Any]]:
+        return await self.db.run(self._conversations, search)
+
+    def _conversations(self, search: str = "") -> list[dict[str, Any]]:
         return [
             {
                 "id": row.session.id,
@@ -109,15 +118,18 @@ class Console:
             for row in self.overview.conversations(search.strip())
         ]
 
-    def session(self, session_id: str) -> ChatSession:
+    def _session(self, session_id: str) -> ChatSession:
         found = self.stores.sessions.get_session(session_id)
         if found is None:
             raise NotFound(f"no session {session_id}")
         return found
 
-    def transcript(self, session_id: str) -> dict[str, Any]:
+    async def transcript(self, session_id: str) -> dict[str, Any]:
         """Every stored row, with context records and snips placed after the range they cover."""
-        session = self.session(session_id)
+        return await self.db.run(self._transcript, session_id)
+
+    def _transcript(self, session_id: str) -> dict[str, Any]:
+        session = self._session(session_id)
         messages = self.stores.messages.messages(session.id)
         files = self.stores.messages.attachments_for(
             message.id for message in messages if message.id is not None
@@ -190,8 +202,11 @@ class Console:
             "reminders": [reminder_view(reminder).as_json() for reminder in upcoming],
         }
 
-    def attachment(self, attachment_id: int) -> tuple[str, str, str | None]:
+    async def attachment(self, attachment_id: int) -> tuple[str, str, str | None]:
         """(file path, mime type, extracted text) of a stored attachment."""
+        return await self.db.run(self._attachment, attachment_id)
+
+    def _attachment(self, attachment_id: int) -> tuple[str, str, str | None]:
         found = self.stores.messages.get_attachment(attachment_id)
         if found is None:
             raise NotFound(f"no attachment {attachment_id}")
@@ -201,9 +216,9 @@ class Console:
     # --- context -------------------------------------------------------------------
 
     async def context(self, session_id: str) -> dict[str, Any]:
-        session = await self.engine.db.run(self.session, session_id)
+        session = await self.db.run(self._session, session_id)
         built = await self.engine.inspect(session)
-        return await self.engine.db.run(self._context_report, session, built)
+        return await self.db.run(self._context_report, session, built)
 
     def _context_report(self, session: ChatSession, built: Context) -> dict[str, Any]:
         persona = self.engine.persona_for(session)
@@ -300,10 +315,13 @@ class Console:
 
     # --- memory --------------------------------------------------------------------
 
-    def memory(self, search: str = "", session_id: str | None = None) -> list[dict[str, Any]]:
+    async def memory(self, search: str = "", session_id: str | None = None) -> list[dict[str, Any]]:
+        return await self.db.run(self._memory, search, session_id)
+
+    def _memory(self, search: str = "", session_id: str | None = None) -> list[dict[str, Any]]:
         owners: list[tuple[str, str]] = []
         if session_id:
-            owner = Owner.of(self.session(session_id))
+            owner = Owner.of(self._session(session_id))
             owners.append((owner.kind, owner.id))
         return [
             {
@@ -322,8 +340,11 @@ class Console:
             for item in self.overview.memory_items(owners, search.strip())
         ]
 
-    def forget(self, item_id: int) -> None:
+    async def forget(self, item_id: int) -> None:
         """Remove a memory item and record that in the conversation it was taken from."""
+        await self.db.run(self._forget, item_id)
+
+    def _forget(self, item_id: int) -> None:
         item = self.overview.memory_item(item_id)
         if item is None or self.runtime.memory is None:
             raise NotFound(f"no memory item {item_id}")
@@ -343,8 +364,11 @@ class Console:
 
     # --- access --------------------------------------------------------------------
 
-    def pairings(self) -> list[dict[str, Any]]:
+    async def pairings(self) -> list[dict[str, Any]]:
         """Strangers waiting with a pairing code, oldest first (docs/access.md)."""
+        return await self.db.run(self._pairings)
+
+    def _pairings(self) -> list[dict[str, Any]]:
         return [
             {
                 "code": pending.code,
@@ -356,8 +380,11 @@ class Console:
             for pending in self.stores.pairings.pending()
         ]
 
-    def approve_pairing(self, code: str) -> dict[str, str]:
+    async def approve_pairing(self, code: str) -> dict[str, str]:
         """Approve a waiting code: its stranger becomes a member."""
+        return await self.db.run(self._approve_pairing, code)
+
+    def _approve_pairing(self, code: str) -> dict[str, str]:
         approved = self.stores.pairings.approve(code)
         if approved is None:
             raise NotFound(f"no pairing code {code} is waiting")
@@ -365,7 +392,10 @@ class Console:
 
     # --- personas ------------------------------------------------------------------
 
-    def personas(self) -> list[dict[str, Any]]:
+    async def personas(self) -> list[dict[str, Any]]:
+        return await self.db.run(self._personas)
+
+    def _personas(self) -> list[dict[str, Any]]:
         replies = self.overview.persona_turns()
         active = self.overview.persona_sessions()
         default = self.engine.personas.default.id
@@ -382,9 +412,12 @@ class Console:
             for persona in self.engine.personas
         ]
 
-    def switch_persona(self, session_id: str, persona_id: str) -> str:
+    async def switch_persona(self, session_id: str, persona_id: str) -> str:
         """Switch like `/persona <id>`; returns the persona now speaking."""
-        session = self.session(session_id)
+        return await self.db.run(self._switch_persona, session_id, persona_id)
+
+    def _switch_persona(self, session_id: str, persona_id: str) -> str:
+        session = self._session(session_id)
         chosen = self.engine.personas.get(persona_id)
         if chosen is None:
             raise UnknownPersona(persona_id, self.engine.personas.ids())

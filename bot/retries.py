@@ -2,15 +2,16 @@
 
 Each client keeps only its parsing: an attempt raises `RetryableFailure` for what another
 attempt may fix (a dropped connection, 429, 5xx) and a public error for the rest. The loop
-waits as `backoff_delay` says (the server's `Retry-After` first), counts each retry by
-whether the server was busy or unreachable (in the policy's counter), and turns the last
-failure into the client's own error once the attempts run out. A stream that already showed
+waits as the policy says (the server's `Retry-After` first, else exponential backoff),
+counts each retry by whether the server was busy or unreachable (in the policy's counter),
+and turns the last failure into the client's own error once the attempts run out. A stream that already showed
 the person something is never asked again: the client says how it broke off instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -19,7 +20,6 @@ from typing import TypeVar
 from prometheus_client import Counter
 
 from bot.errors import ChorusError, RetryableFailure
-from bot.providers.http_failures import backoff_delay
 
 T = TypeVar("T")
 # The error a client raises for a failure that stays after the last attempt, or mid-stream.
@@ -37,7 +37,11 @@ class RetryPolicy:
     retries: Counter | None = None
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
-        return backoff_delay(attempt, retry_after, base=self.backoff_base, ceiling=self.max_backoff)
+        """Seconds before attempt `attempt + 1`: the server's `Retry-After`, else exponential backoff."""
+        if retry_after is not None:
+            return min(retry_after, self.max_backoff)
+        # Jitter keeps many sessions that failed together from retrying in lockstep.
+        return min(self.backoff_base * 2.0**attempt * random.uniform(1.0, 1.1), self.max_backoff)
 
 
 async def _wait_before_retry(policy: RetryPolicy, attempt: int, failure: RetryableFailure) -> None:

@@ -114,7 +114,7 @@ async def test_an_interrupted_reply_is_marked(tmp_path: Path, fake_openai: FakeO
         fake_openai.script(Drop(after_text="The first half of"))
         reply = await runtime.engine.respond(inbound("tell me everything"))
         assert reply.status == "interrupted" and reply.session_id is not None
-        data = Console(runtime).transcript(reply.session_id)
+        data = await Console(runtime).transcript(reply.session_id)
         last = data["entries"][-1]
         assert last["role"] == "assistant" and last["status"] == "interrupted"
         assert last["content"] == "The first half of"

@@ -157,8 +157,8 @@ async def test_the_tool_calls_page_lists_every_call_with_who_asked_and_who_decid
             transport=httpx.ASGITransport(app=create_app(runtime)), base_url=BASE_URL
         ) as client:
             page = (await client.get("/admin/api/tool-calls", headers=BEARER)).json()
-        first = console.tool_calls(limit=1)
-        older = console.tool_calls(before=first["next"], limit=1)
+        first = await console.tool_calls(limit=1)
+        older = await console.tool_calls(before=first["next"], limit=1)
     finally:
         await runtime.aclose()
 
@@ -177,7 +177,7 @@ async def test_the_tool_calls_page_lists_every_call_with_who_asked_and_who_decid
     # A page at a time, newest first; the last page says there is nothing older.
     assert [call["tool"] for call in first["calls"]] == ["write_note"]
     assert [call["tool"] for call in older["calls"]] == ["look_up"] and older["next"] is not None
-    assert console.tool_calls(before=older["next"], limit=1) == {"calls": [], "next": None}
+    assert await console.tool_calls(before=older["next"], limit=1) == {"calls": [], "next": None}
     assert notebook.written == []
 
 

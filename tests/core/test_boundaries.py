@@ -44,9 +44,10 @@ LANE_FRONTS = [
 ]
 
 
-# What a lane would pick the stores off (`runtime.stores`, `engine.stores`): lanes go through
-# the engine or a service of `bot` instead (`bot.visitors`, `bot.history`, `bot.console`).
-STORE_ATTRIBUTES = {"store", "stores"}
+# What a lane would pick the stores or the database off (`runtime.stores`, `engine.stores`,
+# `engine.db`): lanes go through the engine or an async service of `bot` instead
+# (`bot.visitors`, `bot.history`, `bot.console`), which crosses the database boundary itself.
+STORE_ATTRIBUTES = {"store", "stores", "db"}
 
 
 def imported_modules(path: Path) -> set[str]:

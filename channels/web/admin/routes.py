@@ -9,7 +9,7 @@ can call with a bearer header.
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -118,11 +118,11 @@ def protected_routes(console: Console, auth: AdminAuth) -> APIRouter:
 
     @router.get("/api/conversations")
     async def conversations(q: str = "") -> list[dict[str, Any]]:
-        return await console.engine.db.run(console.conversations, q)
+        return await console.conversations(q)
 
     @router.get("/api/conversations/{session_id}/transcript")
     async def transcript(session_id: str) -> dict[str, Any]:
-        return await _found(console, lambda: console.transcript(session_id))
+        return await _found(console.transcript(session_id))
 
     @router.get("/api/conversations/{session_id}/context")
     async def context(session_id: str) -> dict[str, Any]:
@@ -134,7 +134,7 @@ def protected_routes(console: Console, auth: AdminAuth) -> APIRouter:
     @router.post("/api/conversations/{session_id}/persona")
     async def switch_persona(session_id: str, choice: PersonaChoice) -> dict[str, str]:
         try:
-            persona_id = await console.engine.db.run(console.switch_persona, session_id, choice.persona_id)
+            persona_id = await console.switch_persona(session_id, choice.persona_id)
         except NotFound as error:
             raise HTTPException(status.HTTP_404_NOT_FOUND, str(error)) from error
         except ChorusError as error:
@@ -143,7 +143,7 @@ def protected_routes(console: Console, auth: AdminAuth) -> APIRouter:
 
     @router.get("/api/attachments/{attachment_id}")
     async def attachment_file(attachment_id: int) -> FileResponse:
-        path, mime_type, _text = await _found(console, lambda: console.attachment(attachment_id))
+        path, mime_type, _text = await _found(console.attachment(attachment_id))
         # Stored files are shown, never run: no sniffing, and a sandbox for anything opened directly.
         return FileResponse(
             path,
@@ -153,33 +153,33 @@ def protected_routes(console: Console, auth: AdminAuth) -> APIRouter:
 
     @router.get("/api/attachments/{attachment_id}/text")
     async def attachment_text(attachment_id: int) -> dict[str, str | None]:
-        _path, _mime, text = await _found(console, lambda: console.attachment(attachment_id))
+        _path, _mime, text = await _found(console.attachment(attachment_id))
         return {"text": text}
 
     @router.get("/api/memory")
     async def memory(q: str = "", session: Annotated[str | None, Query()] = None) -> list[dict[str, Any]]:
-        return await _found(console, lambda: console.memory(q, session))
+        return await _found(console.memory(q, session))
 
     @router.post("/api/memory/{item_id}/forget")
     async def forget(item_id: int) -> dict[str, int]:
-        await _found(console, lambda: console.forget(item_id))
+        await _found(console.forget(item_id))
         return {"forgotten": item_id}
 
     @router.get("/api/pairings")
     async def pairings() -> list[dict[str, Any]]:
-        return await console.engine.db.run(console.pairings)
+        return await console.pairings()
 
     @router.post("/api/pairings/{code}/approve")
     async def approve_pairing(code: str) -> dict[str, str]:
-        return await _found(console, lambda: console.approve_pairing(code))
+        return await _found(console.approve_pairing(code))
 
     @router.get("/api/personas")
     async def personas() -> list[dict[str, Any]]:
-        return await console.engine.db.run(console.personas)
+        return await console.personas()
 
     @router.get("/api/tool-calls")
     async def tool_calls(before: int | None = None) -> dict[str, Any]:
-        return await console.engine.db.run(console.tool_calls, before)
+        return await console.tool_calls(before)
 
     @router.post("/api/approvals/{approval_id}")
     async def decide(approval_id: int, choice: ApprovalChoice) -> dict[str, Any]:
@@ -195,10 +195,10 @@ def protected_routes(console: Console, auth: AdminAuth) -> APIRouter:
     return router
 
 
-async def _found(console: Console, read: Callable[[], T]) -> T:
-    """`read()` on a database thread; NotFound becomes a 404."""
+async def _found(read: Awaitable[T]) -> T:
+    """What `read` gives; NotFound becomes a 404."""
     try:
-        return await console.engine.db.run(read)
+        return await read
     except NotFound as error:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(error)) from error
 
