@@ -1,6 +1,6 @@
 """Prompt caching: prompt tokens billed per turn of a 50-turn conversation with tools.
 
-    .venv/bin/python bench/caching.py [turns]
+    .venv/bin/python bench/caching.py [turns] [--openai]
 
 Each turn goes through the engine to the Anthropic provider, against the Messages API
 stand-in (tests/fakes/anthropic_server.py) on 127.0.0.1: the model calls a tool once, then
@@ -12,6 +12,12 @@ with Chorus's breakpoints and without any. "Billed as input" weighs each token a
 prices it: a cache read 0.1, a cache write 1.25, an uncached token 1. Long-term memory is
 off, so the system prompt is the persona's, the same each turn (with memory on, what
 recall finds changes every turn and is sent after the cached part).
+
+The same conversation also runs through the OpenAI-compatible provider against the
+Chat Completions stand-in (tests/fakes/openai_server.py), which caches automatically: each
+answer's `prompt_tokens_details.cached_tokens` is the longest prefix of the request (tools,
+then messages) that an earlier request already sent. Its table is the share of each turn's
+prompt tokens the server reports as cached (`--openai`: that table alone).
 """
 
 from __future__ import annotations
@@ -29,11 +35,13 @@ from pydantic import BaseModel  # noqa: E402
 from bench.common import markdown_table  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.providers.anthropic import AnthropicProvider  # noqa: E402
+from bot.providers.openai import OpenAICompatibleProvider  # noqa: E402
 from bot.runtime import build_runtime  # noqa: E402
 from bot.tools.base import FunctionTool, ToolContext  # noqa: E402
 from bot.tools.registry import StaticTools  # noqa: E402
 from bot.turns.inbound import Actor, InboundMessage  # noqa: E402
 from tests.fakes.anthropic_server import Answer, FakeAnthropic  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCalls  # noqa: E402
 
 TURNS = 50
 MIN_CACHEABLE_TOKENS = 1024
@@ -67,18 +75,58 @@ def _answer(body: dict[str, Any]) -> Answer:
     return Answer(tool_calls=[("notes", {"topic": "the question"})])
 
 
+def _openai_answer(body: dict[str, Any]) -> Reply | ToolCalls:
+    """The same two calls a turn as `_answer`, in the Chat Completions shape."""
+    if not body.get("tools"):
+        return Reply("Earlier the team looked up notes on several questions; all were agreed.")
+    if body["messages"][-1].get("role") == "tool":
+        return Reply("From the notes: it was agreed, and the ticket has the details. " * 3)
+    return ToolCalls(calls=[("notes", {"topic": "the question"})])
+
+
+def _settings(directory: str, model: str) -> Any:
+    return load_settings(
+        Path(__file__).resolve().parents[1] / "config.yaml",
+        {
+            "CHORUS_DATABASE_URL": f"sqlite:///{Path(directory) / 'bench.db'}",
+            "CHORUS_DATA_DIR": str(Path(directory) / "data"),
+            "CHORUS_MEMORY_ENABLED": "false",
+            "CHORUS_MODEL_NAME": model,
+        },
+    )
+
+
+async def _openai_conversation(turns: int) -> list[dict[str, int]]:
+    """Per turn: prompt and cached tokens the server reported, summed over the turn's calls."""
+    with tempfile.TemporaryDirectory() as directory:
+        async with FakeOpenAI() as server:
+            server.default = _openai_answer
+            runtime = build_runtime(
+                _settings(directory, "openai-bench"), provider=OpenAICompatibleProvider(server.base_url)
+            )
+            runtime.tools.add_source(StaticTools([NOTES]))
+            reported: list[dict[str, int]] = []
+            for turn in range(turns):
+                before = len(server.usages)
+                reply = await runtime.engine.respond(_inbound(turn))
+                assert reply.kind == "assistant", reply
+                # Only the turn's own calls answer with usage before drain; after-turn work follows.
+                usage = server.usages[before:]
+                await runtime.engine.drain()
+                reported.append(
+                    {
+                        "prompt": sum(call["prompt_tokens"] for call in usage),
+                        "cached": sum(call["prompt_tokens_details"]["cached_tokens"] for call in usage),
+                    }
+                )
+            await runtime.aclose()
+    return reported
+
+
 async def _conversation(cache: bool, turns: int) -> list[dict[str, int]]:
     """Per turn: input, cache-read and cache-write tokens, summed over the turn's calls."""
     with tempfile.TemporaryDirectory() as directory:
-        settings = load_settings(
-            Path(__file__).resolve().parents[1] / "config.yaml",
-            {
-                "CHORUS_DATABASE_URL": f"sqlite:///{Path(directory) / 'bench.db'}",
-                "CHORUS_DATA_DIR": str(Path(directory) / "data"),
-                "CHORUS_MEMORY_ENABLED": "false",
-                "CHORUS_MODEL_NAME": "claude-bench",
-            },
-        )
+        settings = _settings(directory, "claude-bench")
         async with FakeAnthropic(min_cacheable_tokens=MIN_CACHEABLE_TOKENS) as server:
             server.default = _answer
             provider = AnthropicProvider("bench-key", base_url=server.base_url, cache=cache)
@@ -165,13 +213,45 @@ async def _bench(turns: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     return rows, totals
 
 
-def main(turns: int = TURNS) -> None:
-    rows, totals = asyncio.run(_bench(turns))
-    print(f"Prompt tokens per turn ({turns} turns, a tool round each; tokens as the stand-in counts them)\n")
-    print(markdown_table(rows))
-    print("\nTotals\n")
-    print(markdown_table(totals))
+def _openai_rows(reported: list[dict[str, int]]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [
+        {
+            "turns": "all",
+            "prompt tokens": sum(turn["prompt"] for turn in reported),
+            "cached": sum(turn["cached"] for turn in reported),
+        }
+    ]
+    for label, part in (("1-10", reported[:10]), ("11-", reported[10:])):
+        if part:
+            rows.append(
+                {
+                    "turns": label,
+                    "prompt tokens": sum(turn["prompt"] for turn in part),
+                    "cached": sum(turn["cached"] for turn in part),
+                }
+            )
+    for row in rows:
+        row["cached share"] = f"{row['cached'] / max(row['prompt tokens'], 1):.0%}"
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Both providers' tables; `--openai` only the OpenAI-compatible one."""
+    argv = argv or []
+    turns = int(next((arg for arg in argv if arg.isdigit()), TURNS))
+    if "--openai" not in argv:
+        rows, totals = asyncio.run(_bench(turns))
+        print(
+            f"Prompt tokens per turn ({turns} turns, a tool round each; tokens as the stand-in counts them)\n"
+        )
+        print(markdown_table(rows))
+        print("\nTotals\n")
+        print(markdown_table(totals))
+        print()
+    openai_rows = _openai_rows(asyncio.run(_openai_conversation(turns)))
+    print(f"OpenAI-compatible server with automatic prefix caching ({turns} turns, a tool round each)\n")
+    print(markdown_table(openai_rows))
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else TURNS)
+    main(sys.argv[1:])

@@ -11,8 +11,10 @@ llama.cpp says in each answer's `timings` how many prompt tokens it reused from 
 cache (`cache_n`) and how many it evaluated (`prompt_n`). Columns: the share reused and the
 tokens evaluated per turn request, turns 1–10 and 11–30; the seconds of prompt evaluation;
 how often the system message changed between two turn requests and how often a turn's request
-was an exact prefix of the next one's (messages, compared as JSON); and the same shares for
-the after-turn requests (summaries, memory distillation).
+was an exact prefix of the next one's (messages, compared as JSON); how many turns evaluated
+no more than twice their new material (the newest user message, which carries that turn's
+recall block, and the reply before it, counted by the server's own `/tokenize`); and the same
+shares for the after-turn requests (summaries, memory distillation).
 
     .venv/bin/python bench/prefix_cache.py [--tools] [--turns 30]
 
@@ -27,10 +29,12 @@ import json
 import statistics
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -148,6 +152,41 @@ def evaluated_per_turn(requests: list[Request]) -> float | str:
     return sum(request.prompt_n or 0 for request in requests) / len(turns)
 
 
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return content if isinstance(content, str) else ""
+
+
+def new_material(messages: list[dict[str, Any]]) -> str:
+    """What a turn adds: its newest user message (with its recall block) and the reply before it."""
+    users = [index for index, message in enumerate(messages) if message.get("role") == "user"]
+    if not users:
+        return ""
+    newest = users[-1]
+    replies = [m for m in messages[:newest] if m.get("role") == "assistant"]
+    return "\n".join([_text(replies[-1]) if replies else "", _text(messages[newest])])
+
+
+def within_twice_new(turn_requests: list[Request], count_tokens: Callable[[str], int]) -> str:
+    """Turn requests whose evaluated prompt is at most twice the new material they carry."""
+    known = [request for request in turn_requests if request.prompt_n is not None]
+    within = sum(1 for r in known if (r.prompt_n or 0) <= 2 * count_tokens(new_material(r.messages)))
+    return f"{within} of {len(known)}"
+
+
+def server_token_counter(server_url: str) -> Callable[[str], int]:
+    """Tokens as the model's own tokenizer counts them (llama.cpp's `/tokenize`)."""
+
+    def count(text: str) -> int:
+        response = httpx.post(f"{server_url}/tokenize", json={"content": text}, timeout=30.0)
+        response.raise_for_status()
+        return len(response.json()["tokens"])
+
+    return count
+
+
 def _serialised(message: dict[str, Any]) -> str:
     return json.dumps(message, sort_keys=True, ensure_ascii=False)
 
@@ -165,7 +204,9 @@ def prefix_counts(turn_requests: list[Request]) -> tuple[int, int, int]:
     return max(len(turn_requests) - 1, 0), changed, kept
 
 
-def summary(label: str, requests: list[Request], turns: int) -> dict[str, Any]:
+def summary(
+    label: str, requests: list[Request], turns: int, count_tokens: Callable[[str], int]
+) -> dict[str, Any]:
     turn_requests = [request for request in requests if request.purpose is None]
     after = [request for request in requests if request.purpose is not None]
     early = [request for request in turn_requests if request.turn <= EARLY_TURNS]
@@ -182,6 +223,7 @@ def summary(label: str, requests: list[Request], turns: int) -> dict[str, Any]:
         "prompt eval s (turns)": sum(request.prompt_ms or 0.0 for request in turn_requests) / 1000,
         "system changed": f"{changed} of {pairs}",
         "exact prefix of next": f"{kept} of {pairs}",
+        "evaluated ≤ 2× new": within_twice_new(turn_requests, count_tokens),
         "after-turn requests": len(after),
         "after-turn reused": reused_share(after),
         "after-turn evaluated (mean)": statistics.mean(r.prompt_n or 0 for r in after) if after else 0,
@@ -217,9 +259,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         # A fresh server per run: nothing cached from the run before.
         with LlamaServer(n_ctx=N_CTX, max_reply_tokens=REPLY_TOKENS) as server:
             requests = asyncio.run(run_conversation(server.base_url, tools=tools, turns=args.turns))
+            label = "tools on" if tools else "tools off"
+            rows.append(summary(label, requests, args.turns, server_token_counter(server.base_url)))
         if args.per_turn:
             print(markdown_table(per_turn(requests)), flush=True)
-        rows.append(summary("tools on" if tools else "tools off", requests, args.turns))
     print(f"\nSmolLM2-135M on llama.cpp, n_ctx {N_CTX}, one slot, one thread, {args.turns} turns:\n")
     print(markdown_table(rows), flush=True)
     return rows

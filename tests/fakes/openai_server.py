@@ -9,7 +9,8 @@
 Asked for usage (`stream_options.include_usage`), it ends a stream with a chunk of no
 choices and `usage` as OpenAI does: `prompt_tokens` a token per four characters of the
 tools and messages, `prompt_tokens_details.cached_tokens` the part of that prefix an
-earlier request already sent (automatic prefix caching, without OpenAI's 1,024-token floor).
+earlier request already sent (automatic prefix caching, without OpenAI's 1,024-token floor);
+each answered usage is kept in `server.usages`.
 
 Each chat request takes the next scripted response; with the script empty, `server.default`
 (or `server.summary` for summary calls) turns the parsed request body into reply text. Every
@@ -247,6 +248,8 @@ class FakeOpenAI(LocalServer):
         self._stopping = asyncio.Event()
         # Some servers answer with one whole completion even when asked to stream.
         self.ignores_stream = False
+        # The usage each streamed request was answered with, in order.
+        self.usages: list[dict[str, Any]] = []
         # The prompts seen so far, for the simulated prefix cache.
         self._prompts: list[str] = []
 
@@ -315,12 +318,14 @@ class FakeOpenAI(LocalServer):
         prompt = json.dumps([body.get("tools", []), body.get("messages", [])], sort_keys=True)
         shared = max((len(os.path.commonprefix([prompt, earlier])) for earlier in self._prompts), default=0)
         self._prompts.append(prompt)
-        return {
+        usage = {
             "prompt_tokens": len(prompt) // 4,
             "completion_tokens": 1,
             "total_tokens": len(prompt) // 4 + 1,
             "prompt_tokens_details": {"cached_tokens": shared // 4},
         }
+        self.usages.append(usage)
+        return usage
 
     async def _stream(
         self, request: web.Request, scripted: Scripted, usage: dict[str, Any] | None = None
