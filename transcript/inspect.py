@@ -11,6 +11,7 @@ from transcript.context import ContextStats
 from transcript.prefix import PrefixHistory, prefix_line
 
 _PREVIEW_CHARS = 80
+NO_USAGE_LINE = "Last turn: reused: unknown (no usage reported)."
 
 
 @dataclass(frozen=True)
@@ -138,8 +139,7 @@ def render_context_report(overview: ContextOverview) -> str:
             f"Thinking: {overview.reasoning_tokens:,} tokens before the last reply "
             "(kept beside it, never sent back to the model)."
         )
-    if overview.last_turn is not None:
-        lines.append(billed_line(overview.last_turn))
+    lines.append(billed_line(overview.last_turn))
     lines.append(prefix_line(overview.prefix))
     if overview.summary_last_seq is not None:
         lines.append(
@@ -164,8 +164,10 @@ def render_context_report(overview: ContextOverview) -> str:
     return "\n".join(lines)
 
 
-def billed_line(billed: BilledTokens) -> str:
+def billed_line(billed: BilledTokens | None) -> str:
     """The last turn's prompt tokens: what the server reused of them and what it evaluated."""
+    if billed is None:
+        return NO_USAGE_LINE
     if billed.cache_read is None or billed.evaluated is None:
         return f"Last turn: {billed.prompt:,} prompt tokens; reused: unknown (the server did not say)."
     share = billed.cache_read / billed.prompt if billed.prompt else 0.0
