@@ -4,7 +4,8 @@ A server's prompt cache reuses the longest prefix a request shares with an earli
 Chorus builds requests steady first and changing last: tools, system prompt, history, then
 the newest user message, which carries the turn's note (recall) and so changes by the
 next turn. Up to that message the previous request should lead the next; `first_change`
-names the first part that did not. Pure: the caller keeps the prints and names the reason.
+names the first part that did not (another model reuses nothing). Pure: the caller keeps the
+prints and names the reason.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-PromptPart = Literal["tools", "system", "message"]
+PromptPart = Literal["model", "tools", "system", "message"]
 
 
 @dataclass(frozen=True)
 class PromptPrint:
     """A request's parts as digests: enough to tell which part changed, none of its text."""
 
+    model: str  # another model's cache holds nothing of this one's prompts
     tools: str
     system: str
     messages: tuple[str, ...]
@@ -37,6 +39,8 @@ class PrefixChange:
     index: int | None = None  # the message's place after the system prompt, from 0
 
     def describe(self) -> str:
+        if self.part == "model":
+            return "the model"
         if self.part == "tools":
             return "the tool list"
         if self.part == "system":
@@ -56,8 +60,10 @@ class PrefixHistory:
     newest_broke: bool = False
 
 
-def prompt_print(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> PromptPrint:
-    """The print of a request's messages (OpenAI format) and tool schemas.
+def prompt_print(
+    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], model: str = ""
+) -> PromptPrint:
+    """The print of a request to `model`: its messages (OpenAI format) and tool schemas.
 
     Tools are printed in name order, as they are sent; the leading system messages are
     the system prompt.
@@ -69,6 +75,7 @@ def prompt_print(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[
     users = [index for index, message in enumerate(rest) if message.get("role") == "user"]
     ordered = sorted(tools, key=_tool_name)
     return PromptPrint(
+        model=model,
         tools=_digest(ordered),
         system=_digest(messages[:leading]),
         messages=tuple(_digest(message) for message in rest),
@@ -78,6 +85,8 @@ def prompt_print(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[
 
 def first_change(previous: PromptPrint, current: PromptPrint) -> PrefixChange | None:
     """The first part of `current` that breaks `previous`'s steady prefix; None when it holds."""
+    if previous.model != current.model:
+        return PrefixChange("model")
     if previous.tools != current.tools:
         return PrefixChange("tools")
     if previous.system != current.system:

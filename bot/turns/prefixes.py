@@ -86,7 +86,7 @@ class PrefixWatch:
 
     def observe(self, session_id: str, request: ChatRequest, shape: RequestShape) -> str | None:
         """Compares `request` with the conversation's previous one; the break's reason, or None."""
-        current = prompt_print(request.messages, request.tools)
+        current = prompt_print(request.messages, request.tools, request.model)
         seen = self._conversations.pop(session_id, None)
         if seen is None:
             self._remember(session_id, _Conversation(current, shape))

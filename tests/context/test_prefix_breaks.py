@@ -132,3 +132,23 @@ async def test_a_server_silent_on_its_cache_shows_the_reuse_as_unknown(
     assert "reused: unknown (the server did not say)." in context
     assert "reused 0 of" not in context
     assert reused("unknown") > unknown_before
+
+
+async def test_a_model_change_and_a_compaction_are_counted_as_such(
+    runtimes: RuntimeFactory, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    models = [{"name": "deep", "model": "deep-model"}]
+    rt = runtime(runtimes, tmp_path, fake_openai, models=models, context_keep_recent_messages=2)
+    before = {reason: breaks(reason) for reason in ("model", "compact")}
+    for text in ("one", "two", "three"):
+        await say(rt, text)
+
+    await say(rt, "/model deep")
+    await say(rt, "four")
+    assert fake_openai.requests[-1].json["model"] == "deep-model"
+    assert "broke it at" in prefix_line(await say(rt, "/context")) and breaks("model") == before["model"] + 1
+    assert "Compacted messages" in await say(rt, "/compact")
+    await say(rt, "five")
+
+    assert breaks("compact") == before["compact"] + 1
+    assert prefix_line(await say(rt, "/context")).endswith("breaks: compact 1, model 1.")

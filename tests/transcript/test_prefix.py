@@ -66,6 +66,14 @@ def test_tools_come_first_and_their_order_does_not_matter() -> None:
     assert first_change(steady, prompt_print(other_system, [tool("a")])) == PrefixChange("tools")
 
 
+def test_another_model_breaks_the_whole_prefix() -> None:
+    messages = build(turns(1)).messages
+
+    found = first_change(prompt_print(messages, [], "small"), prompt_print(messages, [], "large"))
+
+    assert found == PrefixChange("model") and found.describe() == "the model"
+
+
 def test_the_context_line_says_unknown_until_two_requests_were_compared() -> None:
     unknown = "Prompt prefix: unknown (no two requests of this conversation since Chorus started)."
     assert prefix_line(None) == unknown

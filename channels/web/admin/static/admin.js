@@ -283,7 +283,7 @@ function prefixText(prefix) {
   if (!prefix) return "Prompt prefix: unknown (no two requests of this conversation since Chorus started).";
   const last = prefix.last_break;
   const where = last && (last.part === "message" ? `message ${last.message + 1} after the system prompt` :
-    last.part === "tools" ? "the tool list" : "the system prompt");
+    last.part === "tools" ? "the tool list" : last.part === "model" ? "the model" : "the system prompt");
   const newest = prefix.newest_broke && last ? `the newest request broke it at ${where} (${last.reason})` :
     "the newest request kept the previous one's";
   const breaks = Object.entries(prefix.breaks).sort().map(([reason, count]) => `${reason} ${count}`).join(", ");
