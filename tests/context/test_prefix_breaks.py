@@ -152,3 +152,21 @@ async def test_a_model_change_and_a_compaction_are_counted_as_such(
 
     assert breaks("compact") == before["compact"] + 1
     assert prefix_line(await say(rt, "/context")).endswith("breaks: compact 1, model 1.")
+
+
+async def test_a_window_that_moves_on_is_counted_as_a_window_step(
+    runtimes: RuntimeFactory, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    # No compaction: once the window is full, each turn drops the oldest message.
+    rt = runtime(runtimes, tmp_path, fake_openai, context_compact_dropped_messages=1000)
+    before = {reason: breaks(reason) for reason in ("window", "unexpected")}
+    turns = 0
+    while breaks("window") == before["window"]:
+        assert turns < 30, "the window never moved"
+        await say(rt, f"message number {turns}")
+        turns += 1
+
+    assert breaks("unexpected") == before["unexpected"]
+    assert prefix_line(await say(rt, "/context")).startswith(
+        "Prompt prefix: the newest request broke it at message 1 after the system prompt (window);"
+    )
