@@ -10,7 +10,7 @@ rewrites a message.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,9 @@ from transcript import (
     Context,
     Snip,
     TranscriptRow,
+    billed_data,
     build_context,
+    prefix_data,
     project_view,
 )
 from transcript.audio import render_audio
@@ -58,6 +60,10 @@ class TurnPoint:
     at: str
     tokens: int
     persona_id: str | None
+    # The prompt tokens the server evaluated afresh for the reply (its calls together) and
+    # reused from its prompt cache; None when it did not say.
+    evaluated: int | None = None
+    reused: int | None = None
 
 
 class Console:
@@ -255,8 +261,10 @@ class Console:
             "collapse_share": settings.context.collapse_share,
             "turns": [point.__dict__ for point in self.turn_history(session)],
             "marks": self._marks(session),
-            # What the server billed for the last turn, its prompt cache apart (None: not reported).
-            "last_turn": {**asdict(last_turn), "uncached": last_turn.uncached} if last_turn else None,
+            # What the server reused and evaluated of the last turn's prompt (None: not reported).
+            "last_turn": billed_data(last_turn),
+            # What this conversation's requests since the start did to the prompt prefix (None: unknown).
+            "prompt_prefix": prefix_data(self.engine.rounds.prefixes.history(session.id)),
         }
 
     def turn_history(self, session: ChatSession) -> list[TurnPoint]:
@@ -270,6 +278,7 @@ class Console:
         snips = self.overview.snips(session.id)
         replies = [index for index, row in enumerate(rows) if is_reply(row.kind, row.role)][-CHART_TURNS:]
         assembler = self.engine.assembler
+        billed = self.stores.messages.billed_replies(session.id, rows[replies[0]].seq) if replies else {}
         points: list[TurnPoint] = []
         for index in replies:
             reply = rows[index]
@@ -299,7 +308,17 @@ class Console:
                 summary=summary.text if summary is not None else None,
                 documents=_documents(before),
             )
-            points.append(TurnPoint(reply.seq, reply.created_at or "", built.stats.total_tokens, persona.id))
+            served = billed.get(reply.seq)
+            points.append(
+                TurnPoint(
+                    reply.seq,
+                    reply.created_at or "",
+                    built.stats.total_tokens,
+                    persona.id,
+                    evaluated=served.evaluated if served is not None else None,
+                    reused=served.cache_read if served is not None else None,
+                )
+            )
         return points
 
     def _marks(self, session: ChatSession) -> list[dict[str, Any]]:

@@ -73,8 +73,22 @@ TOKENS = Counter(
 MODEL_PROMPT_TOKENS = Counter(
     "chorus_model_prompt_tokens",
     "Prompt tokens the model servers billed, by their prompt cache: read from it, written to it, "
-    "or none (uncached), as the servers reported them.",
+    "none (uncached), or unknown (the server did not say), as the servers reported them.",
     ["cache"],
+    registry=REGISTRY,
+)
+PROMPT_REUSE_TOKENS = Counter(
+    "chorus_prompt_reuse_tokens",
+    "Prompt tokens of the model calls by what the server did with them: reused from its prompt "
+    "cache, evaluated afresh, or unknown (the server did not say).",
+    ["reuse"],
+    registry=REGISTRY,
+)
+PROMPT_PREFIX_BREAKS = Counter(
+    "chorus_prompt_prefix_breaks",
+    "Turn requests that did not start with the conversation's previous request, by reason: persona, "
+    "model, snip, compact, collapse, window, tools, or unexpected.",
+    ["reason"],
     registry=REGISTRY,
 )
 OVERFLOW_RECOVERIES = Counter(

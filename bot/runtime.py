@@ -233,6 +233,7 @@ def build_runtime(
         provider=provider,
         assembler=assembler,
         overflow_handler=context.recover_from_overflow,
+        prefixes=context.prefixes,
         calls=RoundCalls(
             settings=settings,
             stores=stores,

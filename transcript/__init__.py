@@ -40,7 +40,15 @@ from transcript.compaction import (
 )
 from transcript.context import PROVIDER_BLOCKS_KEY, Context, ContextStats, Message, TokensByPart
 from transcript.exchanges import exchange_spans, snap_cut, units_of, widen
-from transcript.inspect import BilledTokens, ContextOverview, billed_line, context_data, render_context_report
+from transcript.inspect import (
+    BilledTokens,
+    ContextOverview,
+    billed_data,
+    billed_line,
+    context_data,
+    prefix_data,
+    render_context_report,
+)
 from transcript.limits import CONTEXT_COUNT
 from transcript.names import sanitise_name
 from transcript.rows import AttachmentRef, StoredToolCall, TranscriptRow
@@ -79,7 +87,9 @@ __all__ = [
     "build_context",
     "chunk_by_max_tokens",
     "collapsed_row",
+    "billed_data",
     "billed_line",
+    "prefix_data",
     "context_data",
     "count_call_tokens",
     "count_message_tokens",

@@ -8,21 +8,32 @@ from dataclasses import dataclass
 
 from transcript.collapse import Collapse, Snip
 from transcript.context import ContextStats
+from transcript.prefix import PrefixHistory, prefix_line
 
 _PREVIEW_CHARS = 80
+NO_USAGE_LINE = "Last turn: reused: unknown (no usage reported)."
 
 
 @dataclass(frozen=True)
 class BilledTokens:
-    """The prompt tokens a turn's model calls were billed, as the server reported them."""
+    """The prompt tokens a turn's model calls were billed, as the server reported them.
+
+    `cache_read` is what the server reused from its prompt cache; None when it did not say
+    (unknown, never the same as 0).
+    """
 
     prompt: int  # all of them, cached ones included
-    cache_read: int = 0
+    cache_read: int | None = None
     cache_write: int = 0
 
     @property
-    def uncached(self) -> int:
-        return max(self.prompt - self.cache_read - self.cache_write, 0)
+    def evaluated(self) -> int | None:
+        """The prompt tokens the server computed afresh (those it wrote to the cache included)."""
+        return None if self.cache_read is None else max(self.prompt - self.cache_read, 0)
+
+    @property
+    def uncached(self) -> int | None:
+        return None if self.evaluated is None else max(self.evaluated - self.cache_write, 0)
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,8 @@ class ContextOverview:
     reasoning_tokens: int = 0
     # What the server billed for the last answered turn; None when it reported nothing.
     last_turn: BilledTokens | None = None
+    # What this conversation's requests did to the prompt prefix; None: none since the start.
+    prefix: PrefixHistory | None = None
 
 
 def context_data(overview: ContextOverview) -> dict[str, object]:
@@ -89,7 +102,8 @@ def context_data(overview: ContextOverview) -> dict[str, object]:
         "snipped": [{"from_seq": snip.first_seq, "to_seq": snip.last_seq} for snip in overview.snips],
         "compact_share": overview.compact_share,
         "collapse_share": overview.collapse_share,
-        "last_turn_prompt_tokens": _billed_data(overview.last_turn),
+        "last_turn_prompt_tokens": billed_data(overview.last_turn),
+        "prompt_prefix": prefix_data(overview.prefix),
     }
 
 
@@ -125,8 +139,8 @@ def render_context_report(overview: ContextOverview) -> str:
             f"Thinking: {overview.reasoning_tokens:,} tokens before the last reply "
             "(kept beside it, never sent back to the model)."
         )
-    if overview.last_turn is not None:
-        lines.append(billed_line(overview.last_turn))
+    lines.append(billed_line(overview.last_turn))
+    lines.append(prefix_line(overview.prefix))
     if overview.summary_last_seq is not None:
         lines.append(
             f"Summary: covers messages up to #{overview.summary_last_seq} "
@@ -150,22 +164,45 @@ def render_context_report(overview: ContextOverview) -> str:
     return "\n".join(lines)
 
 
-def billed_line(billed: BilledTokens) -> str:
-    """The last turn's prompt tokens as the server billed them, cached apart from uncached."""
+def billed_line(billed: BilledTokens | None) -> str:
+    """The last turn's prompt tokens: what the server reused of them and what it evaluated."""
+    if billed is None:
+        return NO_USAGE_LINE
+    if billed.cache_read is None or billed.evaluated is None:
+        return f"Last turn: {billed.prompt:,} prompt tokens; reused: unknown (the server did not say)."
+    share = billed.cache_read / billed.prompt if billed.prompt else 0.0
+    written = f", {billed.cache_write:,} of them written to the prompt cache" if billed.cache_write else ""
     return (
-        f"Last turn: {billed.prompt:,} prompt tokens billed — {billed.cache_read:,} read from the "
-        f"prompt cache, {billed.cache_write:,} written to it, {billed.uncached:,} uncached."
+        f"Last turn: reused {billed.cache_read:,} of {billed.prompt:,} prompt tokens ({share:.0%}) "
+        f"from the server's prompt cache; evaluated {billed.evaluated:,}{written}."
     )
 
 
-def _billed_data(billed: BilledTokens | None) -> dict[str, int] | None:
+def billed_data(billed: BilledTokens | None) -> dict[str, int | None] | None:
+    """The last turn's prompt tokens as data; `reused` and `evaluated` None when unknown."""
     if billed is None:
         return None
     return {
         "total": billed.prompt,
-        "cache_read": billed.cache_read,
+        "reused": billed.cache_read,
+        "evaluated": billed.evaluated,
         "cache_write": billed.cache_write,
         "uncached": billed.uncached,
+    }
+
+
+def prefix_data(history: PrefixHistory | None) -> dict[str, object] | None:
+    """The prompt prefix's history as data; None when unknown (no two requests since the start)."""
+    if history is None or not history.compared:
+        return None
+    change = history.last_change
+    return {
+        "compared": history.compared,
+        "breaks": dict(history.breaks),
+        "newest_broke": history.newest_broke,
+        "last_break": None
+        if change is None
+        else {"part": change.part, "message": change.index, "reason": history.last_reason},
     }
 
 

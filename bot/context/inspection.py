@@ -52,6 +52,7 @@ async def context_overview(maintainer: ContextMaintainer, session: ChatSession) 
             if is_audio(attachment)
         ],
         last_turn=await maintainer.db.run(maintainer.messages.last_turn_billed, session.id),
+        prefix=maintainer.prefixes.history(session.id),
     )
 
 

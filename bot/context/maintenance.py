@@ -30,6 +30,7 @@ from bot.storage.messages import MessageStore
 from bot.storage.models import ChatSession
 from bot.turns.assembly import ContextAssembler
 from bot.turns.locks import SessionLocks
+from bot.turns.prefixes import PrefixWatch
 from persona import Persona, PersonaRegistry
 from transcript import (
     COLLAPSE_INSTRUCTIONS,
@@ -106,6 +107,8 @@ class ContextMaintainer:
         self.personas = personas
         self.provider = provider
         self.counters = ContextCounters()
+        # What each conversation's turn requests did to the prompt prefix (`/context` shows it).
+        self.prefixes = PrefixWatch()
         self._locks = SessionLocks()
         self._busy: set[str] = set()
 

@@ -39,6 +39,7 @@ from bot.providers.base import (
     collect_text,
 )
 from bot.providers.http_failures import broke_off, refused_message, retry_after_seconds, unavailable
+from bot.providers.prompt_cache import messages_usage
 from bot.retries import RetryPolicy, retrying_stream
 
 # The Messages API's stop reasons in the words Chorus (and OpenAI) use.
@@ -210,16 +211,7 @@ class _Answer:
 
     @property
     def usage(self) -> Usage | None:
-        if not self._usage:
-            return None
-        read = self._usage.get("cache_read_input_tokens", 0)
-        written = self._usage.get("cache_creation_input_tokens", 0)
-        return Usage(
-            prompt_tokens=self._usage.get("input_tokens", 0) + read + written,
-            completion_tokens=self._usage.get("output_tokens", 0),
-            cached_tokens=read,
-            cache_write_tokens=written,
-        )
+        return messages_usage(self._usage)
 
     def take(self, event: Any) -> TextDelta | ReasoningDelta | None:
         """Keeps what `event` adds; returns the text or thinking it carries, if any."""

@@ -76,22 +76,37 @@ class ReasoningDelta:
 class Usage:
     """What the server says the call cost, in its own tokenizer's tokens (before `Finish`).
 
-    `prompt_tokens` includes the cached ones; `cached_tokens` were read from the server's
-    prompt cache and `cache_write_tokens` written to it (billed differently by most vendors).
+    `prompt_tokens` includes the cached ones; `cached_tokens` were reused from the server's
+    prompt cache (None: the server did not say, which is never the same as 0) and
+    `cache_write_tokens` written to it (billed differently by most vendors).
+    `bot.providers.prompt_cache` reads each server's fields.
     """
 
     prompt_tokens: int
     completion_tokens: int = 0
-    cached_tokens: int = 0
+    cached_tokens: int | None = None
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
 
+    @property
+    def evaluated_tokens(self) -> int | None:
+        """The prompt tokens the server computed afresh; None when it did not say what it reused."""
+        return None if self.cached_tokens is None else max(self.prompt_tokens - self.cached_tokens, 0)
+
     def __add__(self, other: Usage) -> Usage:
-        """Two calls' usage together, as a turn of several tool rounds is billed."""
+        """Two calls' usage together, as a turn of several tool rounds is billed.
+
+        What was reused stays unknown when either call left it unknown.
+        """
+        cached = (
+            None
+            if self.cached_tokens is None or other.cached_tokens is None
+            else self.cached_tokens + other.cached_tokens
+        )
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
-            self.cached_tokens + other.cached_tokens,
+            cached,
             self.cache_write_tokens + other.cache_write_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
         )

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bot.errors import ContextOverflowError, OverflowNumbers, ProviderError
-from bot.metrics import MODEL_PROMPT_TOKENS, PROVIDER_ERRORS, TOKENS
+from bot.metrics import MODEL_PROMPT_TOKENS, PROMPT_REUSE_TOKENS, PROVIDER_ERRORS, TOKENS
 from bot.providers.base import (
     ChatProvider,
     ChatRequest,
@@ -149,10 +149,16 @@ def _count_in(request: ChatRequest) -> int:
 
 
 def _count_billed(usage: Usage) -> None:
-    uncached = usage.prompt_tokens - usage.cached_tokens - usage.cache_write_tokens
+    if usage.cached_tokens is None or usage.evaluated_tokens is None:
+        MODEL_PROMPT_TOKENS.labels("unknown").inc(usage.prompt_tokens)
+        PROMPT_REUSE_TOKENS.labels("unknown").inc(usage.prompt_tokens)
+        return
+    uncached = usage.evaluated_tokens - usage.cache_write_tokens
     MODEL_PROMPT_TOKENS.labels("read").inc(usage.cached_tokens)
     MODEL_PROMPT_TOKENS.labels("write").inc(usage.cache_write_tokens)
     MODEL_PROMPT_TOKENS.labels("none").inc(max(uncached, 0))
+    PROMPT_REUSE_TOKENS.labels("reused").inc(usage.cached_tokens)
+    PROMPT_REUSE_TOKENS.labels("evaluated").inc(usage.evaluated_tokens)
 
 
 def _count_out(text: str, direction: str = "out") -> None:

@@ -42,6 +42,7 @@ from bot.providers.http_failures import (
     unavailable,
 )
 from bot.providers.overflow import overflow_numbers
+from bot.providers.prompt_cache import chat_completions_usage
 from bot.providers.reasoning import ContentDelta, ThinkSplitter
 from bot.providers.sse import iter_event_batches
 from bot.providers.tool_calls import ToolCallAssembler
@@ -290,6 +291,8 @@ class _Answer:
         self.finish_reason: str | None = None
         self.finished = False
         self.usage: Usage | None = None
+        self._usage: dict[str, Any] = {}
+        self._timings: dict[str, Any] = {}
         self._content = ThinkSplitter()
 
     @property
@@ -301,7 +304,7 @@ class _Answer:
         """A stream chunk: its text and thinking are returned, its tool-call fragments and finish kept."""
         payload = _payload(data)
         choices = payload.get("choices")
-        self._take_usage(payload.get("usage"))
+        self._take_usage(payload)
         # With stream_options.include_usage the last chunk carries usage and no choices.
         if choices == [] and "usage" in payload:
             return []
@@ -318,7 +321,7 @@ class _Answer:
         """A whole (non-streamed) completion: its text and thinking are returned, its tool calls kept."""
         payload = _payload(data)
         choices = payload.get("choices")
-        self._take_usage(payload.get("usage"))
+        self._take_usage(payload)
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise _protocol_error(data)
         message = choices[0].get("message") or {}
@@ -328,18 +331,15 @@ class _Answer:
         deltas = self._take_content(message, data)
         return deltas + self._finish(choices[0].get("finish_reason") or "stop")
 
-    def _take_usage(self, usage: object) -> None:
-        """The server's own count of the call (OpenAI's `usage` object), when it sends one."""
-        if not isinstance(usage, dict) or not _count(usage.get("prompt_tokens")):
-            return
-        details = usage.get("prompt_tokens_details")
-        reasoning = usage.get("completion_tokens_details")
-        self.usage = Usage(
-            prompt_tokens=_count(usage.get("prompt_tokens")),
-            completion_tokens=_count(usage.get("completion_tokens")),
-            cached_tokens=_count(details.get("cached_tokens")) if isinstance(details, dict) else 0,
-            reasoning_tokens=_count(reasoning.get("reasoning_tokens")) if isinstance(reasoning, dict) else 0,
-        )
+    def _take_usage(self, payload: dict[str, Any]) -> None:
+        """The server's own count of the call (OpenAI's `usage`, llama.cpp's `timings`), when sent."""
+        usage = payload.get("usage")
+        if isinstance(usage, dict):
+            self._usage = usage
+        timings = payload.get("timings")
+        if isinstance(timings, dict):
+            self._timings = timings
+        self.usage = chat_completions_usage(self._usage, self._timings)
 
     def _take_content(self, message: dict[str, Any], data: str) -> list[ContentDelta]:
         """The thinking a server parsed out (`reasoning_content`: llama.cpp, DeepSeek;
@@ -384,10 +384,6 @@ def merged(deltas: list[ContentDelta]) -> list[ContentDelta]:
         else:
             joined.append(delta)
     return joined
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _payload(data: str) -> dict[str, Any]:

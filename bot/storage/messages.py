@@ -224,7 +224,25 @@ class MessageStore:
         if found is None:
             return None
         prompt, cached, written = found
-        return BilledTokens(prompt, cached or 0, written or 0)
+        return BilledTokens(prompt, cached, written or 0)
+
+    def billed_replies(self, session_id: str, from_seq: int = 1) -> dict[int, BilledTokens]:
+        """The prompt tokens the server billed for each reply from `from_seq` on, by the reply's seq."""
+        with self.database.connect() as connection:
+            found = connection.execute(
+                sa_select(
+                    MESSAGES.c.seq,
+                    MESSAGES.c.prompt_tokens,
+                    MESSAGES.c.cached_tokens,
+                    MESSAGES.c.cache_write_tokens,
+                ).where(
+                    MESSAGES.c.session_id == session_id,
+                    MESSAGES.c.role == "assistant",
+                    MESSAGES.c.seq >= from_seq,
+                    MESSAGES.c.prompt_tokens.is_not(None),
+                )
+            ).all()
+        return {seq: BilledTokens(prompt, cached, written or 0) for seq, prompt, cached, written in found}
 
     def recent_rows(self, session_id: str, limit: int, after_seq: int = 0) -> list[TranscriptRow]:
         """The rows of the newest `limit` units after `after_seq` (no events), oldest first.

@@ -42,6 +42,7 @@ from bot.tools.offer import schemas_of
 from bot.turns.assembly import ContextAssembler
 from bot.turns.events import Delta, Thinking, TurnEvent
 from bot.turns.plan import TurnPlan
+from bot.turns.prefixes import PrefixWatch, RequestShape
 from bot.turns.round_calls import PendingCall, RoundCalls
 from bot.windows import WindowInfo
 from transcript import Context, StoredToolCall, TranscriptRow, count_call_tokens, count_tokens
@@ -130,6 +131,7 @@ class RoundRunner:
         assembler: ContextAssembler,
         overflow_handler: OverflowHandler | None,
         calls: RoundCalls,
+        prefixes: PrefixWatch | None = None,
     ) -> None:
         self.settings = settings
         self.stores = stores
@@ -140,6 +142,8 @@ class RoundRunner:
         # Frees room when the model rejects a context as too large; None: the turn fails at once.
         self.overflow_handler = overflow_handler
         self.calls = calls
+        # Compares each call with the conversation's previous one (prompt prefix breaks).
+        self.prefixes = prefixes if prefixes is not None else PrefixWatch()
 
     async def run(self, plan: TurnPlan, rounds: TurnRounds) -> AsyncGenerator[TurnEvent, None]:
         """The turn's rounds: call the model → store its calls → run them → store the results → repeat.
@@ -238,6 +242,8 @@ class RoundRunner:
                 tool_choice="none" if final and offered else None,
                 thinking=session.thinking if model.thinking else None,
             )
+            window_from_seq = context.stats.kept_seqs[0] if context.stats.kept_seqs else None
+            self.prefixes.observe(session.id, request, RequestShape.of(request, answer.view, window_from_seq))
             # What the reply records as its model, unless the provider names another (`Served`).
             plan.model = shown_model(self.provider, model.model)
             try:
@@ -260,7 +266,7 @@ class RoundRunner:
                             answer.provider_blocks = {"provider": event.provider, "blocks": event.blocks}
                         elif isinstance(event, Usage):
                             plan.usage = event if plan.usage is None else plan.usage + event
-                answer.window_from_seq = context.stats.kept_seqs[0] if context.stats.kept_seqs else None
+                answer.window_from_seq = window_from_seq
                 return
             except ContextOverflowError:
                 if attempt == self.settings.context.overflow_retries:

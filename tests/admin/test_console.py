@@ -328,3 +328,34 @@ async def test_transcript_lists_the_conversations_upcoming_reminders(
 
     listed = [(item["text"], item["recurrence"], item["state"]) for item in data["reminders"]]
     assert sorted(listed) == [("call mum", None, "scheduled"), ("standup", "0 8 * * *", "scheduled")]
+
+
+@pytest.mark.parametrize("shape", ["openai", "bare"])
+async def test_the_chart_and_last_turn_carry_what_the_server_reused_and_evaluated(
+    tmp_path: Path, fake_openai: FakeOpenAI, shape: str
+) -> None:
+    """Each turn's point carries the prompt tokens the server evaluated; None (unknown) when it
+    said nothing of its cache, never 0."""
+    fake_openai.usage_shape = shape
+    runtime = admin_runtime(tmp_path, model_base_url=fake_openai.base_url, memory_enabled="false")
+    try:
+        session_id = ""
+        for text in ("hi", "how are you?", "and tomorrow?"):
+            session_id = (await runtime.engine.respond(inbound(text))).session_id or ""
+        data = await Console(runtime).context(session_id)
+    finally:
+        await runtime.aclose()
+
+    replies = [m for m in runtime.stores.messages.messages(session_id) if m.role == "assistant"]
+    assert [point["seq"] for point in data["turns"]] == [m.seq for m in replies]
+    if shape == "bare":
+        assert [point["evaluated"] for point in data["turns"]] == [None, None, None]
+        assert data["last_turn"]["reused"] is None and data["last_turn"]["evaluated"] is None
+    else:
+        assert [point["evaluated"] for point in data["turns"]] == [
+            (m.prompt_tokens or 0) - (m.cached_tokens or 0) for m in replies
+        ]
+        assert data["turns"][-1]["reused"] == replies[-1].cached_tokens > 0
+        assert data["last_turn"]["reused"] == replies[-1].cached_tokens
+    assert data["last_turn"]["total"] == replies[-1].prompt_tokens
+    assert data["prompt_prefix"] == {"compared": 2, "breaks": {}, "newest_broke": False, "last_break": None}

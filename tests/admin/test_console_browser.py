@@ -168,6 +168,12 @@ async def test_context_chart_renders_tokens_per_turn_with_marks(browser: Browser
     bar_parts = page.locator("[data-testid=context-bar] rect[data-part]")
     assert await bar_parts.count() >= 2
     assert await page.locator("[data-testid=context-bar] rect[data-part='history']").count() == 1
+    # The offline model reports no usage: what it reused is unknown, and no evaluated line is drawn.
+    assert (
+        await page.inner_text("[data-testid=last-turn]") == "Last turn: reused: unknown (no usage reported)."
+    )
+    assert await page.locator("[data-testid=evaluated-line]").count() == 0
+    assert (await page.inner_text("[data-testid=prompt-prefix]")).startswith("Prompt prefix: ")
     await rendered(page)
 
 

@@ -148,10 +148,11 @@ async def test_breakpoints_and_the_billed_cache_show_in_context(
     usage = [request.usage for request in fake_anthropic.requests if request.json.get("tools")][-1]
     assert usage is not None and usage["cache_read_input_tokens"] > 0
     billed = usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]
+    read, written = usage["cache_read_input_tokens"], usage["cache_creation_input_tokens"]
     assert (
-        f"Last turn: {billed:,} prompt tokens billed — {usage['cache_read_input_tokens']:,} read from the "
-        f"prompt cache, {usage['cache_creation_input_tokens']:,} written to it, "
-        f"{usage['input_tokens']:,} uncached." in context.text
+        f"Last turn: reused {read:,} of {billed:,} prompt tokens ({read / billed:.0%}) from the server's "
+        f"prompt cache; evaluated {usage['input_tokens'] + written:,}, {written:,} of them written to the "
+        "prompt cache." in context.text
     )
 
 

@@ -148,6 +148,8 @@ class FakeAnthropic(LocalServer):
         # The thinking blocks of each answer that called tools, by its first tool_use id.
         self._round_thinking: dict[str, list[dict[str, Any]]] = {}
         self._tool_ids = 0
+        # False: usage leaves the cache fields out, as an Anthropic-compatible server may.
+        self.reports_cache = True
 
     def script(self, *answers: Scripted | str) -> None:
         self._script.extend(Answer(text=a) if isinstance(a, str) else a for a in answers)
@@ -247,6 +249,8 @@ class FakeAnthropic(LocalServer):
         )
         if written_end > read_end and sum(tokens[:written_end]) < self.min_cacheable_tokens:
             written = 0  # too short to cache: billed as plain input
+        if not self.reports_cache:
+            return {"input_tokens": sum(tokens), "output_tokens": 1}
         return {
             "input_tokens": sum(tokens) - read - written,
             "cache_read_input_tokens": read,

@@ -9,8 +9,12 @@
 Asked for usage (`stream_options.include_usage`), it ends a stream with a chunk of no
 choices and `usage` as OpenAI does: `prompt_tokens` a token per four characters of the
 tools and messages, `prompt_tokens_details.cached_tokens` the part of that prefix an
-earlier request already sent (automatic prefix caching, without OpenAI's 1,024-token floor);
-each answered usage is kept in `server.usages`.
+earlier request already sent (automatic prefix caching, without OpenAI's 1,024-token floor).
+`server.usage_shape` speaks another server's words for the same numbers: "llama.cpp" (no
+details; `timings` with `cache_n` reused and `prompt_n` evaluated on the stream's last chunk,
+asked for usage or not), "deepseek" (`prompt_cache_hit_tokens` / `prompt_cache_miss_tokens`)
+or "bare" (`usage` without a word on the cache, as vLLM without prompt token details).
+Each answered `usage` is kept in `server.usages`, in order.
 
 Each chat request takes the next scripted response; with the script empty, `server.default`
 (or `server.summary` for summary calls) turns the parsed request body into reply text. Every
@@ -252,6 +256,8 @@ class FakeOpenAI(LocalServer):
         self.usages: list[dict[str, Any]] = []
         # The prompts seen so far, for the simulated prefix cache.
         self._prompts: list[str] = []
+        # Whose words the usage is in: "openai", "llama.cpp", "deepseek" or "bare".
+        self.usage_shape = "openai"
 
     def script(self, *responses: Scripted | str) -> None:
         """Queues responses for the next requests, in order; a str is a `Reply`."""
@@ -310,22 +316,30 @@ class FakeOpenAI(LocalServer):
             return _error_response(scripted)
         if recorded.json.get("stream") and not self.ignores_stream:
             options = recorded.json.get("stream_options") or {}
-            usage = self._usage(recorded.json) if options.get("include_usage") else None
+            asked = options.get("include_usage") or self.usage_shape == "llama.cpp"
+            usage = self._usage(recorded.json) if asked else None
             return await self._stream(request, scripted, usage)
         return await self._answer_whole(request, scripted)
 
     def _usage(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The stream's last chunk's fields: `usage` (and llama.cpp's `timings`)."""
         prompt = json.dumps([body.get("tools", []), body.get("messages", [])], sort_keys=True)
         shared = max((len(os.path.commonprefix([prompt, earlier])) for earlier in self._prompts), default=0)
         self._prompts.append(prompt)
-        usage = {
-            "prompt_tokens": len(prompt) // 4,
-            "completion_tokens": 1,
-            "total_tokens": len(prompt) // 4 + 1,
-            "prompt_tokens_details": {"cached_tokens": shared // 4},
-        }
+        total, cached = len(prompt) // 4, shared // 4
+        usage: dict[str, Any] = {"prompt_tokens": total, "completion_tokens": 1, "total_tokens": total + 1}
         self.usages.append(usage)
-        return usage
+        if self.usage_shape == "openai":
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        elif self.usage_shape == "deepseek":
+            usage |= {"prompt_cache_hit_tokens": cached, "prompt_cache_miss_tokens": total - cached}
+        elif self.usage_shape == "llama.cpp":
+            timings = {"cache_n": cached, "prompt_n": total - cached, "prompt_ms": 1.5, "predicted_n": 1}
+            options = body.get("stream_options") or {}
+            return (
+                {"usage": usage, "timings": timings} if options.get("include_usage") else {"timings": timings}
+            )
+        return {"usage": usage}
 
     async def _stream(
         self, request: web.Request, scripted: Scripted, usage: dict[str, Any] | None = None
@@ -348,8 +362,7 @@ class FakeOpenAI(LocalServer):
                     if delay:
                         await asyncio.sleep(delay)
                     await _send(response, self._chunk({"content": piece}))
-                await _send(response, self._chunk({}, finish_reason))
-                await self._send_usage(response, usage)
+                await self._send_finish(response, finish_reason, usage)
                 await _send(response, "[DONE]")
             case Hang(seconds=seconds, after_text=text):
                 await self._send_text(response, text)
@@ -369,8 +382,7 @@ class FakeOpenAI(LocalServer):
                 await self._send_text(response, scripted.text)
                 if not await self._send_tool_calls(response, scripted):
                     return _drop_connection(request)
-                await _send(response, self._chunk({}, scripted.finish_reason))
-                await self._send_usage(response, usage)
+                await self._send_finish(response, scripted.finish_reason, usage)
                 await _send(response, "[DONE]")
         await response.write_eof()
         return response
@@ -458,9 +470,17 @@ class FakeOpenAI(LocalServer):
         message["tool_calls"] = calls
         return completion
 
-    async def _send_usage(self, response: web.StreamResponse, usage: dict[str, Any] | None) -> None:
-        if usage is not None:
-            await _send(response, {**self._chunk({}), "choices": [], "usage": usage})
+    async def _send_finish(
+        self, response: web.StreamResponse, finish_reason: str, usage: dict[str, Any] | None
+    ) -> None:
+        """The finish chunk, then usage in a chunk of no choices; llama.cpp's `timings` ride on
+        whichever of them comes last."""
+        if usage is None or "usage" in usage:
+            await _send(response, self._chunk({}, finish_reason))
+        else:
+            await _send(response, {**self._chunk({}, finish_reason), **usage})
+        if usage is not None and "usage" in usage:
+            await _send(response, {**self._chunk({}), "choices": [], **usage})
 
     async def _send_text(self, response: web.StreamResponse, text: str) -> None:
         for piece in split_words(text):

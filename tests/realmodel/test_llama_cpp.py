@@ -91,3 +91,28 @@ async def test_a_tool_call_the_model_makes_is_run_and_stored_as_an_exchange(
     assert result.tool_call_id == call.tool_calls[0].id and result.tool_name == "context_inspect"
     # The tool ran: its result is what context_inspect reports, not an error.
     assert result.status == "complete" and "token" in result.content.lower(), result.content
+
+
+async def test_the_tokens_llama_cpp_reused_reach_context(
+    tmp_path: Path, runtimes: RuntimeFactory, real_model: dict[str, Any]
+) -> None:
+    # This llama.cpp says it twice, in `timings.cache_n` and `prompt_tokens_details.cached_tokens`;
+    # the stand-in's tests show each read alone (tests/providers/test_prompt_cache.py).
+    runtime = runtimes(tmp_path, **real_model, tools_enabled=False, memory_enabled=False)
+    engine = runtime.engine
+
+    await engine.respond(inbound("Hello! What is the capital of France?"))
+    reply = await engine.respond(inbound("And of Italy?"))
+    context = await engine.respond(inbound("/context"))
+
+    (stored,) = [
+        m for m in runtime.stores.messages.messages(reply.session_id or "") if m.id == reply.message_id
+    ]
+    # The second turn repeats the first's system prompt and history: llama.cpp's slot kept them.
+    assert stored.cached_tokens is not None and 0 < stored.cached_tokens < (stored.prompt_tokens or 0)
+    share = stored.cached_tokens / (stored.prompt_tokens or 1)
+    assert (
+        f"Last turn: reused {stored.cached_tokens:,} of {stored.prompt_tokens:,} prompt tokens ({share:.0%})"
+        in context.text
+    )
+    assert "Prompt prefix: the newest request kept the previous one's; 1 compared" in context.text

@@ -259,14 +259,36 @@ async function contextPage(sessionId) {
       el("div", { class: "muted", text: `Window: ${data.window_note}.` }),
       el("div", { class: "muted", text: `${data.messages_kept} messages in the window, ${data.messages_dropped} left out.` }),
       ...data.left_out.map((note) => el("div", { class: "muted", text: `Left out (tight window): ${note}` })),
-      data.last_turn ? el("div", { class: "muted", text: `Last turn: ${data.last_turn.prompt.toLocaleString()} prompt ` +
-        `tokens billed — ${data.last_turn.cache_read.toLocaleString()} read from the prompt cache, ` +
-        `${data.last_turn.cache_write.toLocaleString()} written to it, ${data.last_turn.uncached.toLocaleString()} uncached.` }) : null),
+      el("div", { class: "muted", "data-testid": "last-turn", text: reuseText(data.last_turn) }),
+      el("div", { class: "muted", "data-testid": "prompt-prefix", text: prefixText(data.prompt_prefix) })),
     el("div", { class: "card" },
       el("h2", { text: "Context tokens per turn" }),
       data.turns.length ? turnChart(data, budget) : el("div", { class: "empty", text: "No replies yet." }),
       el("div", { class: "muted", text: "Rebuilt from the stored rows and records as they were at each turn " +
-        "(memory and recall not included). Marks: compaction (violet), collapse (orange)." })));
+        "(memory and recall not included). Marks: compaction (violet), collapse (orange). Green: the prompt " +
+        "tokens the server evaluated afresh (its own tokens; gaps where it did not say what it reused)." })));
+}
+
+// What the server reused of the last turn's prompt; "unknown" (never 0) when it did not say.
+function reuseText(turn) {
+  if (!turn) return "Last turn: reused: unknown (no usage reported).";
+  if (turn.reused === null) return `Last turn: ${turn.total.toLocaleString()} prompt tokens; reused: unknown (the server did not say).`;
+  const share = turn.total ? Math.round((turn.reused / turn.total) * 100) : 0;
+  const written = turn.cache_write ? `, ${turn.cache_write.toLocaleString()} of them written to the prompt cache` : "";
+  return `Last turn: reused ${turn.reused.toLocaleString()} of ${turn.total.toLocaleString()} prompt tokens (${share}%) ` +
+    `from the server's prompt cache; evaluated ${turn.evaluated.toLocaleString()}${written}.`;
+}
+
+function prefixText(prefix) {
+  if (!prefix) return "Prompt prefix: unknown (no two requests of this conversation since Chorus started).";
+  const last = prefix.last_break;
+  const where = last && (last.part === "message" ? `message ${last.message + 1} after the system prompt` :
+    last.part === "tools" ? "the tool list" : last.part === "model" ? "the model" : "the system prompt");
+  const newest = prefix.newest_broke && last ? `the newest request broke it at ${where} (${last.reason})` :
+    "the newest request kept the previous one's";
+  const breaks = Object.entries(prefix.breaks).sort().map(([reason, count]) => `${reason} ${count}`).join(", ");
+  return `Prompt prefix: ${newest}; ${prefix.compared} compared since Chorus started, ` +
+    (breaks ? `breaks: ${breaks}.` : "no breaks.");
 }
 
 function stackedBar(data, budget) {
@@ -301,7 +323,7 @@ function stackedBar(data, budget) {
 function turnChart(data, budget) {
   const width = 900, height = 260, left = 56, right = 12, top = 12, bottom = 28;
   const turns = data.turns;
-  const peak = Math.max(budget, ...turns.map((t) => t.tokens));
+  const peak = Math.max(budget, ...turns.map((t) => Math.max(t.tokens, t.evaluated || 0)));
   const xs = (i) => left + (turns.length === 1 ? 0.5 : i / (turns.length - 1)) * (width - left - right);
   const ys = (tokens) => top + (1 - tokens / peak) * (height - top - bottom);
   const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, width: "100%", role: "img",
@@ -330,9 +352,22 @@ function turnChart(data, budget) {
   }
   const points = turns.map((t, i) => `${xs(i).toFixed(1)},${ys(t.tokens).toFixed(1)}`).join(" ");
   chart.append(svg("polyline", { points, fill: "none", stroke: "#3b4cca", "stroke-width": 2, "data-testid": "turn-line" }));
+  // The evaluated line breaks where the server did not say what it reused.
+  let evaluated = [];
+  const runs = [];
+  turns.forEach((t, i) => {
+    if (t.evaluated === null) { if (evaluated.length) runs.push(evaluated); evaluated = []; return; }
+    evaluated.push(`${xs(i).toFixed(1)},${ys(t.evaluated).toFixed(1)}`);
+  });
+  if (evaluated.length) runs.push(evaluated);
+  for (const run of runs) {
+    chart.append(svg("polyline", { points: run.join(" "), fill: "none", stroke: "#1e8e6e", "stroke-width": 2,
+      "stroke-dasharray": "4 2", "data-testid": "evaluated-line" }));
+  }
   turns.forEach((t, i) => {
     const dot = svg("circle", { cx: xs(i), cy: ys(t.tokens), r: 3, fill: "#3b4cca", "data-turn": t.seq });
-    dot.append(svg("title", {}, `reply #${t.seq}: ${t.tokens} tokens (${t.persona_id})`));
+    const served = t.evaluated === null ? "reused: unknown" : `${t.evaluated} evaluated, ${t.reused} reused by the server`;
+    dot.append(svg("title", {}, `reply #${t.seq}: ${t.tokens} tokens (${t.persona_id}); ${served}`));
     chart.append(dot);
   });
   const axis = svg("text", { x: left, y: height - 8 });
