@@ -291,25 +291,31 @@ def window_step_seq(
 ) -> int | None:
     """The seq of the row from which on memory and summaries wait for the next window step.
 
-    What was stored before this row's time goes into the system message; what came after
-    it follows the history, beside the newest user message, until the window steps again
-    (see `build_context`'s `new_summary` and `new_memory`). The row is the one that made
-    the window step (in a plain chat; a stored row at a fixed distance from the step's mark
-    in any other), or the window's first row before the first step. None for the rolling
-    window, which moves every turn and keeps everything in the system message.
+    What was stored before this row goes into the system message; what came after it
+    follows the history, beside the newest user message, until the window steps again (see
+    `build_context`'s `new_summary` and `new_memory`). It is the first reply (or tool row) at
+    a fixed distance from the window's mark: the reply just before the step, in a plain chat,
+    or the conversation's first reply before the first step. A person's message is not
+    taken: its time is when the platform says it was sent, not when it was stored. None when
+    there is no such row yet (everything stored so far is steady) and for the rolling window,
+    which moves every turn and keeps everything in the system message.
     """
     if budget.window_stride == 1:
         return None
     convert = memo.turn_of if memo is not None else turn_of
-    units = group_units([turn for row in rows if (turn := convert(row, group)) is not None])
-    first_seqs = _first_seqs(_recent(units, budget))
+    units = _recent(group_units([turn for row in rows if (turn := convert(row, group)) is not None]), budget)
+    first_seqs = _first_seqs(units)
     if not first_seqs:
         return None
     mark = step_mark(first_seqs[0], budget.window_stride)
-    if mark == 1:
-        return first_seqs[0]
-    step_row = mark + max(budget.window_low_water - 2, 0)
-    return next((seq for seq in first_seqs if seq >= step_row), first_seqs[0])
+    threshold = mark if mark == 1 else mark + max(budget.window_low_water - 2, 0)
+    for unit, first in zip(units, first_seqs, strict=True):
+        for offset, turn in enumerate(unit):
+            seq = _seq(turn.row)
+            position = seq if seq is not None else first + offset
+            if turn.role != "user" and position >= threshold:
+                return position
+    return None
 
 
 def _drop_within_turn(

@@ -139,21 +139,23 @@ def test_a_token_budget_drops_in_steps_too() -> None:
         assert len(steps) <= requests[-1].newest_seq // STRIDE + 1
 
 
-def test_what_came_after_the_step_row_follows_the_history_until_the_next_step() -> None:
+def test_what_was_stored_after_the_reply_before_a_step_waits_for_the_next_step() -> None:
     budget = Budget(max_messages=20, low_water=10)
     rows: list[TranscriptRow] = []
-    step_rows = []
+    periods: dict[int, set[int | None]] = {}
     for seq in range(1, 80):
         rows.append(user(seq, f"m{seq}") if seq % 2 else assistant(seq, f"m{seq}"))
-        step_rows.append(window_step_seq(rows, budget=budget))
-    starts = [build(rows[:seq], budget=budget).stats.kept_seqs[0] for seq in range(1, 80)]
-    for index in range(1, len(rows)):
-        # The step row changes exactly when the window steps, to the row that made it step.
-        if starts[index] == starts[index - 1]:
-            assert step_rows[index] == step_rows[index - 1]
-        else:
-            assert step_rows[index] in (index + 1, index)
-    assert step_rows[0] == 1
+        if seq % 2:
+            # A request: the step's row is a reply of the current window, the same between steps.
+            start = build(rows, budget=budget).stats.kept_seqs[0]
+            step_row = window_step_seq(rows, budget=budget)
+            assert step_row is None or (step_row % 2 == 0 and step_row >= start - 1)
+            periods.setdefault(start, set()).add(step_row)
+    assert len(periods) >= 5
+    for start, step_rows in periods.items():
+        # Before the step's reply is stored, everything stored so far is steady (None).
+        assert len(step_rows - {None}) == 1, (start, step_rows)
+    assert periods[1] == {None, 2}
     assert window_step_seq(rows, budget=rolling(max_messages=20)) is None
 
     context = build(
