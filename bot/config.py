@@ -33,6 +33,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from bot import lanes
 from bot.errors import ConfigError
+from transcript.limits import CONTEXT_COUNT
 
 ENV_PREFIX = "CHORUS_"
 # Who asks in a turn (docs/access.md): the tool policy answers per audience.
@@ -197,6 +198,12 @@ class LimitSettings(BaseModel):
 
 
 class ContextSettings(BaseModel):
+    # How the window of CONTEXT_COUNT messages moves (docs/context.md): `stepped` holds its
+    # first message for many turns, then drops to `window_low_water` messages in one move, so
+    # a model server's cache of the history holds; `rolling` (seed 000's) moves every turn.
+    window: Literal["stepped", "rolling"] = "stepped"
+    # Messages a step leaves (the newest included); unset, half of CONTEXT_COUNT.
+    window_low_water: int | None = Field(default=None, ge=1)
     max_chars: int | None = None
     document_tokens: int = 1500
     documents_total_tokens: int = 6000
@@ -220,6 +227,22 @@ class ContextSettings(BaseModel):
     # them the summary falls back to a plain statement of what was folded.
     summary_attempts: int = 2
     summary_max_calls: int = 24
+
+    @model_validator(mode="after")
+    def _low_water_within_the_window(self) -> ContextSettings:
+        if self.window_low_water is not None and self.window_low_water > CONTEXT_COUNT:
+            raise ValueError(
+                f"context.window_low_water ({self.window_low_water}) must not exceed "
+                f"CONTEXT_COUNT ({CONTEXT_COUNT}): a step cannot leave more than the window holds"
+            )
+        return self
+
+    @property
+    def low_water(self) -> int:
+        """Messages a window step leaves; CONTEXT_COUNT (a step of one) for the rolling window."""
+        if self.window == "rolling":
+            return CONTEXT_COUNT
+        return self.window_low_water if self.window_low_water is not None else max(CONTEXT_COUNT // 2, 1)
 
 
 class MemorySettings(BaseModel):

@@ -1,6 +1,6 @@
 """Pure functions from a session's stored rows to the model's messages for one turn.
 
-Owns `CONTEXT_COUNT`, token counting, the rolling window and the context contract
+Owns `CONTEXT_COUNT`, token counting, the stepped window and the context contract
 (docs/ARCHITECTURE.md §5), plus compaction planning, collapse projection and the /context report
 (§7). The engine calls `build_context` for every lane's turns, so all lanes share one
 `CONTEXT_COUNT`. It must not do I/O, hold state between turns or decide identity,
@@ -10,7 +10,7 @@ and never imports aiogram, discord, fastapi, sqlmodel, httpx, `bot` or `channels
 from __future__ import annotations
 
 from transcript.budget import Budget, Capabilities
-from transcript.build import PersonaLike, build_context
+from transcript.build import PersonaLike, build_context, window_step_seq
 from transcript.collapse import (
     COLLAPSE_INSTRUCTIONS,
     Collapse,
@@ -85,6 +85,7 @@ __all__ = [
     "TurnMemo",
     "adaptive_chunk_ratio",
     "build_context",
+    "window_step_seq",
     "chunk_by_max_tokens",
     "collapsed_row",
     "billed_data",

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from transcript.limits import CONTEXT_COUNT
 from transcript.shedding import ToolCost
+from transcript.window import stride_of
 
 
 @dataclass(frozen=True)
@@ -13,6 +14,9 @@ class Budget:
     """Caps on one request. None means no cap."""
 
     max_messages: int = CONTEXT_COUNT
+    # The units a window step leaves (transcript.window): None is half of `max_messages`;
+    # `max_messages` itself is seed 000's rolling window, which moves every turn.
+    low_water: int | None = None
     # The whole request, system preamble included.
     max_tokens: int | None = None
     # History only, as in the window's character cap (docs/ARCHITECTURE.md §5).
@@ -30,12 +34,23 @@ class Budget:
     history_share: float = 0.5
 
     @property
+    def window_low_water(self) -> int:
+        return self.low_water if self.low_water is not None else max(self.max_messages // 2, 1)
+
+    @property
+    def window_stride(self) -> int:
+        """Sequence numbers between two window steps; 1 for the rolling window."""
+        return stride_of(self.max_messages, self.window_low_water)
+
+    @property
     def tools_tokens(self) -> int:
         return sum(tool.tokens for tool in self.tools)
 
     def __post_init__(self) -> None:
         if self.max_messages <= 0:
             raise ValueError(f"max_messages must be positive, got {self.max_messages}")
+        if self.low_water is not None and not 1 <= self.low_water <= self.max_messages:
+            raise ValueError(f"low_water must be between 1 and max_messages, got {self.low_water}")
         for cap in ("max_tokens", "max_chars"):
             value = getattr(self, cap)
             if value is not None and value <= 0:

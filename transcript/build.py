@@ -23,7 +23,15 @@ from transcript.shedding import OptionalParts, shed
 from transcript.shorten import shorten
 from transcript.tokens import IMAGE_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, count_call_tokens, count_tokens
 from transcript.turns import ERROR_PREFIX, Turn, TurnMemo, Unit, as_text_exchange, group_units, turn_of
-from transcript.window import RowLike, drop_oldest, first_user, row_field
+from transcript.window import (
+    RowLike,
+    drop_oldest,
+    first_user,
+    row_field,
+    step_mark,
+    step_up,
+    stepped_start,
+)
 
 # Heads the message that shows a vision model the images tools returned: only user
 # messages may carry image parts in the OpenAI format.
@@ -66,6 +74,8 @@ def build_context(
     recall: Sequence[str] = (),
     documents: Sequence[AttachmentRef] = (),
     memo: TurnMemo | None = None,
+    new_summary: str | None = None,
+    new_memory: str | None = None,
 ) -> Context:
     """The messages the model sees this turn, oldest first, after one system message.
 
@@ -76,16 +86,16 @@ def build_context(
     whole units (a message, or a tool call with its results) and counts each unit
     once against `budget.max_messages`. The result depends only on the arguments, so
     equal arguments give byte-identical messages; `memo` (see `TurnMemo`) only saves
-    converting rows an earlier build of the same turn converted.
+    converting rows an earlier build of the same turn converted. `new_summary` and
+    `new_memory` were stored since the window's last step (`window_step_seq`): they follow
+    the history, beside the newest user message, so the system message stays put.
     """
     convert = memo.turn_of if memo is not None else turn_of
     turns = [turn for row in rows if (turn := convert(row, group)) is not None]
     units = group_units(turns)
     if not capabilities.tools:
         units = [as_text_exchange(unit) for unit in units]
-    recent_units = [
-        tuple(_fitted(turn, budget) for turn in unit) for unit in _recent(units, budget.max_messages)
-    ]
+    recent_units = [tuple(_fitted(turn, budget) for turn in unit) for unit in _recent(units, budget)]
     recent = [turn for unit in recent_units for turn in unit]
     session_documents = _session_documents(documents, turns)
     rendered_documents = render_documents(
@@ -115,15 +125,26 @@ def build_context(
         if fitted.notes:
             if capabilities.tools and budget.tools and not fitted.tools:
                 # No tool is offered: the history's exchanges are shown as text.
-                return _without_tools(rows, persona, budget, capabilities, fitted, group, documents, memo)
+                return _without_tools(
+                    rows,
+                    persona,
+                    budget,
+                    capabilities,
+                    fitted,
+                    group,
+                    documents,
+                    memo,
+                    new_summary,
+                    new_memory,
+                )
             budget = dataclasses.replace(budget, tools=fitted.tools)
             summary, memory, recall = fitted.summary, fitted.memory, fitted.recall
     else:
         fitted = OptionalParts(budget.tools, summary, memory, tuple(recall))
-    parts = preamble(persona.system_prompt, summary, memory, recall)
+    parts = preamble(persona.system_prompt, summary, memory, recall, new_summary, new_memory)
     summary_tokens, memory_tokens, recall_tokens = (
-        count_tokens(parts.summary),
-        count_tokens(parts.memory),
+        count_tokens(parts.summary) + count_tokens(parts.new_summary),
+        count_tokens(parts.memory) + count_tokens(parts.new_memory),
         count_tokens(parts.recall),
     )
     fixed_tokens = system_tokens + summary_tokens + memory_tokens + recall_tokens + budget.tools_tokens
@@ -133,7 +154,11 @@ def build_context(
         limits.append((unit_tokens, budget.max_tokens - fixed_tokens - documents_reserve))
     if budget.max_chars is not None:
         limits.append((_per_unit([len(r.content) for r in rendered], spans), budget.max_chars))
-    within_budget = drop_oldest(limits, keep_from=newest_user)
+    # What the caps drop goes in steps too, so that the history holds for the next turns.
+    within_budget = min(
+        step_up(_first_seqs(recent_units), drop_oldest(limits, keep_from=newest_user), budget.window_stride),
+        newest_user,
+    )
     start = first_user(roles, within_budget)
     kept_units = _drop_within_turn(list(range(start, len(recent_units))), newest_user, limits)
     over_budget = set(range(within_budget)) | (set(range(start, len(recent_units))) - set(kept_units))
@@ -216,6 +241,8 @@ def _without_tools(
     group: bool,
     documents: Sequence[AttachmentRef],
     memo: TurnMemo | None,
+    new_summary: str | None,
+    new_memory: str | None,
 ) -> Context:
     """The context built again with no tool offered, noting that every schema gave way."""
     built = build_context(
@@ -229,22 +256,66 @@ def _without_tools(
         recall=fitted.recall,
         documents=documents,
         memo=memo,
+        new_summary=new_summary,
+        new_memory=new_memory,
     )
     notes = (*fitted.notes, *built.stats.shed)
     return dataclasses.replace(built, stats=dataclasses.replace(built.stats, shed=notes))
 
 
-def _recent(units: Sequence[Unit], max_messages: int) -> list[Unit]:
-    """The newest `max_messages` units, always with the newest person's message among them.
+def _recent(units: Sequence[Unit], budget: Budget) -> list[Unit]:
+    """The units from the window's current step on, always with the newest person's message.
 
     A turn that called tools many times would otherwise push its own question out: then
     the question stays and its newest exchanges fill the rest (at least the last one).
     """
+    max_messages = budget.max_messages
+    start = stepped_start(_first_seqs(units), size=max_messages, low_water=budget.window_low_water)
     question = max((i for i, unit in enumerate(units) if unit[0].role == "user"), default=None)
-    if question is None or len(units) - question <= max_messages:
-        return list(units[-max_messages:])
+    if question is None or question >= start:
+        return list(units[start:])
     after = units[question + 1 :]
     return [units[question], *after[-max(max_messages - 1, 1) :]]
+
+
+def _first_seqs(units: Sequence[Unit]) -> list[int]:
+    """Each unit's first seq; rows without seqs count by position (as in tests' mappings)."""
+    seqs = [_seq(unit[0].row) for unit in units]
+    if all(seq is not None for seq in seqs):
+        return [seq for seq in seqs if seq is not None]
+    return list(range(1, len(units) + 1))
+
+
+def window_step_seq(
+    rows: Sequence[RowLike], *, budget: Budget, group: bool = False, memo: TurnMemo | None = None
+) -> int | None:
+    """The seq of the row from which on memory and summaries wait for the next window step.
+
+    What was stored before this row goes into the system message; what came after it
+    follows the history, beside the newest user message, until the window steps again (see
+    `build_context`'s `new_summary` and `new_memory`). It is the first reply (or tool row) at
+    a fixed distance from the window's mark: the reply just before the step, in a plain chat,
+    or the conversation's first reply before the first step. A person's message is not
+    taken: its time is when the platform says it was sent, not when it was stored. None when
+    there is no such row yet (everything stored so far is steady) and for the rolling window,
+    which moves every turn and keeps everything in the system message.
+    """
+    if budget.window_stride == 1:
+        return None
+    convert = memo.turn_of if memo is not None else turn_of
+    units = _recent(group_units([turn for row in rows if (turn := convert(row, group)) is not None]), budget)
+    first_seqs = _first_seqs(units)
+    if not first_seqs:
+        return None
+    mark = step_mark(first_seqs[0], budget.window_stride)
+    threshold = mark if mark == 1 else mark + max(budget.window_low_water - 2, 0)
+    for unit, first in zip(units, first_seqs, strict=True):
+        for offset, turn in enumerate(unit):
+            seq = _seq(turn.row)
+            position = seq if seq is not None else first + offset
+            if turn.role != "user" and position >= threshold:
+                return position
+    return None
 
 
 def _drop_within_turn(

@@ -1,8 +1,15 @@
-"""Which stored rows fit in a turn: the rolling window (docs/ARCHITECTURE.md §5).
+"""Which stored rows fit in a turn: the stepped window (docs/context.md, docs/ARCHITECTURE.md §5).
 
-Seed 000's buildContextWindow in two steps that `build_context` runs over a turn's units
-(messages and whole tool exchanges): drop the oldest until the caps fit, then start at a
-user message. The costs it passes count names, attachments and the preamble as well as the text.
+Seed 000's buildContextWindow in steps that `build_context` runs over a turn's units
+(messages and whole tool exchanges): start at the window's current step, drop the oldest
+(again in steps) until the caps fit, then start at a user message. The costs it passes
+count names, attachments and the preamble as well as the text.
+
+The window starts only at marks, fixed sequence numbers `stride` apart (1, 1 + stride, …):
+it stays at a mark until more than `CONTEXT_COUNT` units would follow it, then moves to the
+next mark that fits, which leaves about `low_water` units. Every lane and process reads the
+same stored rows, so all of them start at the same mark; between two steps each request's
+messages begin with the previous request's. A stride of one is seed 000's rolling window.
 """
 
 from __future__ import annotations
@@ -60,3 +67,46 @@ def first_user(roles: Sequence[str], start: int) -> int:
     while start < len(roles) and roles[start] != "user":
         start += 1
     return start
+
+
+def stride_of(size: int, low_water: int) -> int:
+    """Sequence numbers between two marks: a step leaves `low_water` of `size` units (plain chats)."""
+    return size - low_water + 1
+
+
+def stepped_start(first_seqs: Sequence[int], *, size: int, low_water: int) -> int:
+    """The index of the window's first unit among units opening at `first_seqs` (oldest first).
+
+    The window starts at the oldest mark (a seq of 1 + k·stride) that fewer than `size`
+    units follow, or exactly `size` units opening at the mark itself. The rule reads only
+    the units at or after the mark, so the newest `size` units of a longer history give the
+    same start as the whole of it. With `low_water == size` this is the newest `size` units.
+    """
+    count = len(first_seqs)
+    if count < size:
+        return 0
+    stride = stride_of(size, low_water)
+    mark = 1 + max(first_seqs[0] - 1, 0) // stride * stride
+    index = 0
+    while True:
+        while index < count and first_seqs[index] < mark:
+            index += 1
+        following = count - index
+        if following < size or (following == size and first_seqs[index] == mark):
+            return index
+        mark += stride
+
+
+def step_up(first_seqs: Sequence[int], index: int, stride: int) -> int:
+    """`index` moved up to the first unit at or after the next mark (a window dropping in steps)."""
+    if index <= 0 or index >= len(first_seqs):
+        return index
+    mark = 1 + (first_seqs[index - 1] - 1) // stride * stride + stride
+    while index < len(first_seqs) and first_seqs[index] < mark:
+        index += 1
+    return index
+
+
+def step_mark(first_seq: int, stride: int) -> int:
+    """The mark the window starting at `first_seq` belongs to: the newest at or before it."""
+    return 1 + max(first_seq - 1, 0) // stride * stride

@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from bot.config import MemorySettings
@@ -30,6 +31,7 @@ from bot.memory.dense import DenseIndex
 from bot.memory.snapshot import attributed, build_snapshot, shorten
 from bot.search_dates import query_date_terms, relative_mentions
 from bot.search_terms import words
+from bot.storage.memory_models import MemoryItem
 from bot.storage.memory_search import RecallHit
 from bot.storage.memory_store import MemoryStore
 from bot.storage.models import ChatSession
@@ -77,6 +79,8 @@ class TurnMemory:
 
     snapshot: str
     recall: tuple[str, ...]
+    # Items stored since the window's last step: they follow the history until the next one.
+    new_snapshot: str = ""
 
 
 def query_terms(query: str, speakers: frozenset[str] | set[str] = frozenset()) -> list[str]:
@@ -461,27 +465,42 @@ class Recall:
             result.append(hit)
         return result
 
-    def snapshot_only(self, session: ChatSession) -> TurnMemory:
+    def snapshot_only(self, session: ChatSession, steady_before: datetime | None = None) -> TurnMemory:
         """The snapshot `for_turn` would give, without searching for anything."""
-        return TurnMemory(
-            build_snapshot(self.store.recent_items(Owner.of(session), self.settings.snapshot_items)), ()
-        )
+        return self._snapshot(Owner.of(session), steady_before)[0]
+
+    def _snapshot(self, owner: Owner, steady_before: datetime | None) -> tuple[TurnMemory, list[MemoryItem]]:
+        """The snapshot, and the items in it.
+
+        With `steady_before` (a stepped window's step, see `transcript.window_step_seq`) the
+        snapshot holds the items stored by then, and those stored since are its new part.
+        """
+        limit = self.settings.snapshot_items
+        if steady_before is None:
+            newest = self.store.recent_items(owner, limit)
+            return TurnMemory(build_snapshot(newest), ()), newest
+        before, after = self.store.items_around(owner, steady_before, limit)
+        return TurnMemory(build_snapshot(before), (), build_snapshot(after)), [*before, *after]
 
     def for_turn(
-        self, session: ChatSession, rows: Sequence[TranscriptRow], token_budget: int | None = None
+        self,
+        session: ChatSession,
+        rows: Sequence[TranscriptRow],
+        token_budget: int | None = None,
+        steady_before: datetime | None = None,
     ) -> TurnMemory:
         """The snapshot of the newest items, and hits for the newest user message.
 
         `rows` are the rows the turn's window is built from (oldest first); the
         newest `CONTEXT_COUNT` of them are in context and are not recalled again.
         Recalled lines stop at `memory.recall_budget_share` of `token_budget`.
+        `steady_before` splits the snapshot at a window step (see `snapshot_only`).
         """
         owner = Owner.of(session)
-        newest = self.store.recent_items(owner, self.settings.snapshot_items)
-        snapshot = build_snapshot(newest)
+        shown, newest = self._snapshot(owner, steady_before)
         query = turn_query(rows)
         if not query or self.settings.recall_items <= 0:
-            return TurnMemory(snapshot, ())
+            return shown
         in_snapshot = {item.id for item in newest}
         hits = self.search(
             owner,
@@ -500,4 +519,4 @@ class Recall:
                 if room < 0:
                     break
             lines.append(line)
-        return TurnMemory(snapshot, tuple(lines))
+        return replace(shown, recall=tuple(lines))

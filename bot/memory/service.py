@@ -14,6 +14,8 @@ import asyncio
 import logging
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
 
 from bot.config import MemorySettings
 from bot.errors import ProviderError, error_line
@@ -78,7 +80,9 @@ class MemoryService:
         self._active: dict[str, ChatSession] = {}
         self._active_lock = threading.Lock()
         # The memory each session's newest context was built with, and what it was built for.
-        self._turn_memory: dict[str, tuple[tuple[str, int | None, tuple[int, int]], TurnMemory]] = {}
+        self._turn_memory: dict[
+            str, tuple[tuple[str, int | None, tuple[int, int]], TurnMemory, datetime | None]
+        ] = {}
         # What a turn's query is embedded as (its message as the offload embeds it), by query.
         self._query_texts: dict[str, str] = {}
         self._backfill: asyncio.Task[BackfillResult | None] | None = None
@@ -143,7 +147,11 @@ class MemoryService:
         await self.flush(session)
 
     def for_turn(
-        self, session: ChatSession, rows: Sequence[TranscriptRow], token_budget: int | None = None
+        self,
+        session: ChatSession,
+        rows: Sequence[TranscriptRow],
+        token_budget: int | None = None,
+        steady_before: datetime | None = None,
     ) -> TurnMemory:
         """The snapshot and recalled lines for a context built from `rows`.
 
@@ -159,19 +167,24 @@ class MemoryService:
         key = (turn_query(rows), token_budget, self.store.vector_generation(owner))
         found = self._turn_memory.get(session.id)
         if found is not None and found[0] == key:
-            return found[1]
-        memory = self.recall.for_turn(session, rows, token_budget)
+            memory, split_at = found[1], found[2]
+            if split_at == steady_before:
+                return memory
+            # The reply that times the window's step was stored since: only the snapshot's
+            # split moves, what was recalled stands.
+            return replace(self.recall.snapshot_only(session, steady_before), recall=memory.recall)
+        memory = self.recall.for_turn(session, rows, token_budget, steady_before)
         self._turn_memory.pop(session.id, None)
         if len(self._turn_memory) >= TURN_MEMORIES:
             self._turn_memory.pop(next(iter(self._turn_memory)))
-        self._turn_memory[session.id] = (key, memory)
+        self._turn_memory[session.id] = (key, memory, steady_before)
         return memory
 
-    def without_recall(self, session: ChatSession) -> TurnMemory:
+    def without_recall(self, session: ChatSession, steady_before: datetime | None = None) -> TurnMemory:
         """The snapshot of the newest items, and no recalled lines (nothing is searched)."""
         if not self.settings.enabled:
             return TurnMemory("", ())
-        return self.recall.snapshot_only(session)
+        return self.recall.snapshot_only(session, steady_before)
 
     def recall_allowance(self, token_budget: int) -> int:
         """Tokens a turn's recalled lines may take at most, twice over for their heading and marks.

@@ -12,6 +12,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from sqlalchemy import bindparam, func, update
 from sqlalchemy.engine import Engine as DatabaseEngine
@@ -126,6 +127,20 @@ class ContextRecords:
             return db.exec(
                 select(ContextRecord)
                 .where(ContextRecord.session_id == session_id, ContextRecord.kind == SUMMARY)
+                .order_by(col(ContextRecord.last_seq).desc())
+                .limit(1)
+            ).first()
+
+    def summary_as_of(self, session_id: str, moment: datetime) -> ContextRecord | None:
+        """The newest summary of the session stored at or before `moment` (a window step's)."""
+        with self._session() as db:
+            return db.exec(
+                select(ContextRecord)
+                .where(
+                    ContextRecord.session_id == session_id,
+                    ContextRecord.kind == SUMMARY,
+                    col(ContextRecord.created_at) <= moment,
+                )
                 .order_by(col(ContextRecord.last_seq).desc())
                 .limit(1)
             ).first()

@@ -80,6 +80,35 @@ class MemoryItems:
                 db.exec(NEWEST_ITEMS, params={"owner_kind": owner.kind, "owner_id": owner.id, "limit": limit})
             )
 
+    def items_around(
+        self, owner: Owner, moment: datetime, limit: int
+    ) -> tuple[list[MemoryItem], list[MemoryItem]]:
+        """The owner's newest holding items stored up to `moment`, and those stored after it.
+
+        Each list is newest first, by when the item was first stored (a repeat that
+        reinforces an item does not move it), `limit` items at most.
+        """
+        holding = (
+            col(MemoryItem.owner_kind) == owner.kind,
+            col(MemoryItem.owner_id) == owner.id,
+            col(MemoryItem.superseded_by).is_(None),
+        )
+        newest = (col(MemoryItem.created_at).desc(), col(MemoryItem.id).desc())
+        with open_session(self.database) as db:
+            before = db.exec(
+                select(MemoryItem)
+                .where(*holding, col(MemoryItem.created_at) <= moment)
+                .order_by(*newest)
+                .limit(limit)
+            )
+            after = db.exec(
+                select(MemoryItem)
+                .where(*holding, col(MemoryItem.created_at) > moment)
+                .order_by(*newest)
+                .limit(limit)
+            )
+            return list(before), list(after)
+
     def history_items(self, owner: Owner, limit: int) -> list[MemoryItem]:
         """The owner's items that a newer one replaced, the most recently replaced first."""
         with open_session(self.database) as db:

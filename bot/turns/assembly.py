@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from bot.config import Audience, Settings
@@ -16,7 +17,7 @@ from bot.providers.base import ToolSchema, tool_name
 from bot.storage.boundary import boundary_for
 from bot.storage.context_records import ContextRecords, ContextView
 from bot.storage.messages import MessageStore
-from bot.storage.models import ChatSession
+from bot.storage.models import ChatSession, as_utc
 from bot.tools.offer import OfferedTools, ToolOffer, schema_tokens, schemas_of
 from bot.turns.attachments import AttachmentStore
 from bot.windows import ModelWindows, WindowInfo
@@ -29,6 +30,7 @@ from transcript import (
     ToolCost,
     TranscriptRow,
     build_context,
+    window_step_seq,
 )
 
 # In a small window no one document, tool result or documents section may take more
@@ -97,6 +99,7 @@ class ContextAssembler:
         context = self.settings.context
         return Budget(
             max_messages=CONTEXT_COUNT,
+            low_water=context.low_water,
             max_tokens=room,
             max_chars=context.max_chars,
             document_tokens=min(context.document_tokens, room // DOCUMENT_SHARE),
@@ -204,12 +207,13 @@ class ContextAssembler:
             tools = schemas_of(self.offered_tools(session, persona).tools)
         view = view or self.view(session.id)
         budget = self.budget_for(session, persona, tools, view)
+        step = self.step_moment(session, view, budget)
         remembered = (
-            self.memory.for_turn(session, view.projected, budget.max_tokens)
+            self.memory.for_turn(session, view.projected, budget.max_tokens, step)
             if self.memory is not None
             else None
         )
-        return self._build(session, persona, view, tools, budget, remembered)
+        return self._build(session, persona, view, tools, budget, remembered, step)
 
     def assemble_without_recall(
         self, session: ChatSession, persona: Persona, view: ContextView
@@ -219,11 +223,24 @@ class ContextAssembler:
         """
         tools = schemas_of(self.offered_tools(session, persona).tools)
         budget = self.budget_for(session, persona, tools, view)
+        step = self.step_moment(session, view, budget)
         if self.memory is None:
-            return self._build(session, persona, view, tools, budget, None), 0
-        remembered = self.memory.without_recall(session)
+            return self._build(session, persona, view, tools, budget, None, step), 0
+        remembered = self.memory.without_recall(session, step)
         allowance = self.memory.recall_allowance(budget.max_tokens)
-        return self._build(session, persona, view, tools, budget, remembered), allowance
+        return self._build(session, persona, view, tools, budget, remembered, step), allowance
+
+    def step_moment(self, session: ChatSession, view: ContextView, budget: Budget) -> datetime | None:
+        """When the window last stepped: summaries and memory stored since follow the history.
+
+        The time of a stored row (`transcript.window_step_seq`), so every process and lane
+        splits alike; None for the rolling window, whose system message takes everything.
+        """
+        seq = window_step_seq(view.projected, budget=budget, group=session.kind == "group", memo=view.turns)
+        row = next((row for row in view.projected if row.seq == seq), None) if seq is not None else None
+        if row is None or row.created_at is None:
+            return None
+        return as_utc(datetime.fromisoformat(row.created_at))
 
     def _build(
         self,
@@ -233,8 +250,13 @@ class ContextAssembler:
         tools: Sequence[ToolSchema],
         budget: Budget,
         remembered: TurnMemory | None,
+        step: datetime | None,
     ) -> Context:
         rows = view.projected
+        summary, new_summary = view.summary, None
+        if step is not None and summary is not None and as_utc(summary.created_at) > step:
+            # Stored since the window's last step: it follows the history until the next one.
+            new_summary, summary = summary.text, self.records.summary_as_of(session.id, step)
         vision = self.conversation_model(session, persona).vision
         if vision:
             rows = [self._with_image_data(row) for row in rows]
@@ -246,10 +268,12 @@ class ContextAssembler:
             capabilities=Capabilities(vision=vision, tools=bool(budget.tools)),
             group=session.kind == "group",
             documents=self.messages.session_documents(session.id) if session.document_count else (),
-            summary=view.summary_text,
+            summary=summary.text if summary is not None else None,
             memory=remembered.snapshot if remembered is not None else None,
             recall=remembered.recall if remembered is not None else (),
             memo=view.turns,
+            new_summary=new_summary,
+            new_memory=remembered.new_snapshot if remembered is not None else None,
         )
 
     def _with_image_data(self, row: TranscriptRow) -> TranscriptRow:

@@ -12,7 +12,9 @@ from tests.fakes.openai_server import FakeOpenAI, message_text
 async def test_messages_leaving_the_window_are_compacted_progressively(
     runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
-    rt = runtime(runtimes, tmp_path, fake_openai, context_compact_dropped_messages=4)
+    rt = runtime(
+        runtimes, tmp_path, fake_openai, context_compact_dropped_messages=4, context_window="rolling"
+    )
     for turn in range(1, 12):
         await say(rt, f"note {turn}")
     session = session_of(rt)
@@ -79,7 +81,7 @@ async def test_identifiers_survive_a_summary_written_by_the_model(
         return "Decisions and identifiers: " + " ".join(keep)
 
     fake_openai.summary = faithful_summary
-    rt = runtime(runtimes, tmp_path, fake_openai)
+    rt = runtime(runtimes, tmp_path, fake_openai, context_window="rolling")
     await say(rt, "Deploy build 7.4.1 from https://ci.example.org/jobs/8812 to /srv/chorus/releases")
     await say(rt, "And close ticket OPS-4512 afterwards.")
     answer = await say(rt, "/compact deployment")
@@ -103,7 +105,9 @@ async def test_a_failing_summariser_never_blocks_the_chat(
     runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     fake_openai.summary = lambda body: ""
-    rt = runtime(runtimes, tmp_path, fake_openai, context_compact_dropped_messages=2)
+    rt = runtime(
+        runtimes, tmp_path, fake_openai, context_compact_dropped_messages=2, context_window="rolling"
+    )
     for turn in range(11):
         assert (await say(rt, f"see https://example.org/{turn}")).startswith("reply to:")
     session = session_of(rt)

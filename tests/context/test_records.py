@@ -32,7 +32,9 @@ async def test_overlapping_records_are_refused(runtimes, tmp_path: Path, fake_op
 
 
 async def test_one_background_job_per_session(runtimes, tmp_path: Path, fake_openai: FakeOpenAI) -> None:
-    rt = runtime(runtimes, tmp_path, fake_openai, context_compact_dropped_messages=1000)
+    rt = runtime(
+        runtimes, tmp_path, fake_openai, context_compact_dropped_messages=1000, context_window="rolling"
+    )
     for n in range(12):
         await say(rt, f"m{n}")
     assert rt.context is not None

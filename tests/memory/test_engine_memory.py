@@ -45,7 +45,12 @@ async def test_the_snapshot_of_the_newest_items_is_in_the_next_turns_preamble(ru
     await say(runtime, "We decided to use PostgreSQL for billing.")
     await say(runtime, "You must never deploy on Fridays.")
     preamble = await system_text(runtime)
-    assert "## Long-term memory\n- [constraint] Alice: You must never deploy on Fridays.\n" in preamble
+    # Stored since the window's last step (here: since the conversation began), the items
+    # follow the history until the window's next step takes them into the system message.
+    assert (
+        "## Long-term memory, newly stored\n- [constraint] Alice: You must never deploy on Fridays.\n"
+        in preamble
+    )
     assert "- [decision] Alice: We decided to use PostgreSQL for billing." in preamble
 
 

@@ -14,6 +14,7 @@ from transcript import (
     TranscriptRow,
     build_context,
 )
+from transcript.limits import CONTEXT_COUNT
 
 
 @dataclass(frozen=True)
@@ -100,3 +101,8 @@ def tool_result(seq: int, call_id: str, content: str, name: str = "recall", **fi
         tool_name=name,
         **fields,
     )
+
+
+def rolling(**fields: Any) -> Budget:
+    """A budget with seed 000's rolling window (a step of one), for tests of its exact behaviour."""
+    return Budget(low_water=fields.get("max_messages", CONTEXT_COUNT), **fields)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import tiktoken
 
-from tests.transcript.factories import Persona, assistant, build, document, history, image, user
+from tests.transcript.factories import Persona, assistant, build, document, history, image, rolling, user
 from transcript import Budget, Capabilities, TranscriptRow, count_message_tokens
 from transcript import tokens as tokens_module
 from transcript.kinds import EVENT_KINDS, MessageKind, UnknownMessageKind
@@ -146,7 +146,7 @@ def test_leading_assistant_rows_are_trimmed() -> None:
 
 def test_at_most_max_messages_rows() -> None:
     rows = [user(i, f"m{i}") if i % 2 else assistant(i, f"m{i}") for i in range(1, 12)]
-    context = build(rows, budget=Budget(max_messages=4))
+    context = build(rows, budget=rolling(max_messages=4))
     assert context.stats.kept_seqs == (9, 10, 11)  # 8 is an assistant, trimmed at the start
     assert context.stats.messages_dropped == 8
     # The message count left them out, not the budget.
@@ -155,10 +155,10 @@ def test_at_most_max_messages_rows() -> None:
 
 def test_rows_the_budget_leaves_out_are_told_apart_from_those_the_count_leaves_out() -> None:
     rows = [user(i, "word " * 50) if i % 2 else assistant(i, "word " * 50) for i in range(1, 12)]
-    roomy = build(rows, budget=Budget(max_messages=6, max_tokens=400))
+    roomy = build(rows, budget=rolling(max_messages=6, max_tokens=400))
     assert roomy.stats.kept_seqs == (7, 8, 9, 10, 11)
     assert roomy.stats.dropped_for_budget == 0
-    tight = build(rows, budget=Budget(max_messages=6, max_tokens=250))
+    tight = build(rows, budget=rolling(max_messages=6, max_tokens=250))
     # Seqs 7 and 8 fit the count but not the tokens.
     assert tight.stats.kept_seqs == (9, 10, 11)
     assert tight.stats.dropped_for_budget == 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.transcript.factories import assistant, build, document, history, image, user
+from tests.transcript.factories import assistant, build, document, history, image, rolling, user
 from transcript import Budget, Capabilities
 
 REPORT = document("report.pdf", "Quarterly revenue rose by 12 percent.")
@@ -149,7 +149,7 @@ def test_a_dropped_message_s_document_still_counts_against_the_budget() -> None:
         user(5, "third question"),
     ]
     everything = build(rows, documents=(REPORT,)).stats.total_tokens
-    context = build(rows, budget=Budget(max_tokens=everything - 1), documents=(REPORT,))
+    context = build(rows, budget=rolling(max_tokens=everything - 1), documents=(REPORT,))
     # Dropping message 1 moves its document into the preamble, heading and all,
     # which costs more than it saves: message 2 must go too.
     assert context.stats.kept_seqs == (3, 4, 5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.transcript.factories import Persona, assistant, build, history, user
+from tests.transcript.factories import Persona, assistant, build, history, rolling, user
 from transcript import Budget, count_tokens
 
 SYSTEM_TOKENS = 4 + count_tokens(Persona().system_prompt)
@@ -32,7 +32,7 @@ def test_everything_fits_an_exact_budget() -> None:
 
 def test_token_budget_drops_the_oldest_first() -> None:
     total = SYSTEM_TOKENS + 3 * USER_COST + 2 * ASSISTANT_COST
-    context = build(five_rows(), budget=Budget(max_tokens=total - 1))
+    context = build(five_rows(), budget=rolling(max_tokens=total - 1))
     # Dropping u1 leaves a2 at the start, which is trimmed as well.
     assert context.stats.kept_seqs == (3, 4, 5)
     assert context.stats.total_tokens == SYSTEM_TOKENS + 2 * USER_COST + ASSISTANT_COST
@@ -41,7 +41,7 @@ def test_token_budget_drops_the_oldest_first() -> None:
 
 def test_token_budget_counts_the_preamble() -> None:
     total = SYSTEM_TOKENS + 3 * USER_COST + 2 * ASSISTANT_COST
-    context = build(five_rows(), budget=Budget(max_tokens=total), memory="Alice likes trains.")
+    context = build(five_rows(), budget=rolling(max_tokens=total), memory="Alice likes trains.")
     assert context.stats.kept_seqs == (3, 4, 5)
     assert context.stats.total_tokens <= total
 
