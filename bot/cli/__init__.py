@@ -6,9 +6,9 @@ Each command imports what it uses when it runs: a storage-only command (`session
 `export`, `recall`, `memory reindex`, `db upgrade`) opens the database and nothing else, so it
 never loads a lane, the model provider or the turn engine (`speech transcribe` adds only the
 speech service); `sessions` builds no store at all, only the tables it lists
-(`bot.storage.conversation_list`). `serve`, `chat`, `tools` (which starts the MCP servers to list their tools) and
-`import` (which distils the imported conversation into memory with the model) build the whole
-runtime.
+(`bot.storage.conversation_list`). `serve`, `chat`, `tools` (which starts the MCP servers to
+list their tools) and `import` (which distils the imported conversation into memory with the
+model) build the whole runtime.
 """
 
 from __future__ import annotations
