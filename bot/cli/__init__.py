@@ -5,9 +5,10 @@ lane code, no platform library), so the settings every command reads have their 
 Each command imports what it uses when it runs: a storage-only command (`sessions`,
 `export`, `recall`, `memory reindex`, `db upgrade`) opens the database and nothing else, so it
 never loads a lane, the model provider or the turn engine (`speech transcribe` adds only the
-speech service). `serve`, `chat`, `tools` (which starts the MCP servers to list their tools) and
-`import` (which distils the imported conversation into memory with the model) build the whole
-runtime.
+speech service); `sessions` builds no store at all, only the tables it lists
+(`bot.storage.conversation_list`). `serve`, `chat`, `tools` (which starts the MCP servers to
+list their tools) and `import` (which distils the imported conversation into memory with the
+model) build the whole runtime.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from bot.errors import ChorusError
 from bot.logs import configure_logging
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine as DatabaseEngine
+
     from bot.storage.stores import Stores
     from bot.turns.attachments import AttachmentStore
 
@@ -253,10 +256,11 @@ def cmd_pair_approve(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    from bot.storage.overview import Overview
+    from bot.storage.conversation_list import conversations
 
-    with opened_stores(args.settings) as stores:
-        rows = Overview(stores.database).conversations(limit=None)
+    # The tables it lists and nothing more: no store is built, so none is imported.
+    with opened_database(args.settings) as database:
+        rows = conversations(database, limit=None)
     if not rows:
         print("No sessions yet.")
     for row in rows:
@@ -407,14 +411,22 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 @contextmanager
 def opened_stores(settings: Settings) -> Iterator[Stores]:
     """The stores on a migrated database, closed afterwards: all a storage-only command needs."""
+    from bot.storage.stores import Stores
+
+    with opened_database(settings) as database:
+        yield Stores.open(database)
+
+
+@contextmanager
+def opened_database(settings: Settings) -> Iterator[DatabaseEngine]:
+    """The migrated database, closed afterwards."""
     from bot.storage import migrate
     from bot.storage.database import create_database_engine
-    from bot.storage.stores import Stores
 
     database = create_database_engine(settings.database_url)
     try:
         migrate.upgrade(database)
-        yield Stores.open(database)
+        yield database
     finally:
         database.dispose()
 

@@ -30,12 +30,13 @@ from bot.storage.message_rows import (
     decode_calls,
     transcript_row,
 )
-from bot.storage.models import Attachment, Message, as_utc, table_of
+from bot.storage.models import Attachment, ChatSession, Message, as_utc, table_of
 from bot.storage.sanitise import clean_text
 from transcript import AttachmentRef, BilledTokens, TranscriptRow
 from transcript.kinds import CONVERSATION_KINDS, REPLY_KIND, TOOL_KINDS, MessageKind
 
 MESSAGES = table_of(Message)
+SESSIONS = table_of(ChatSession)
 ROW_COLUMNS = (
     MESSAGES.c.id,
     MESSAGES.c.seq,
@@ -105,6 +106,31 @@ RECENT_ROWS = (
     .order_by(MESSAGES.c.seq)
 )
 ROWS_AFTER = sa_select(*ROW_COLUMNS).where(*_IN_SESSION, IS_CONVERSATION).order_by(MESSAGES.c.seq)
+# The stored result of one call: its call row's seq and the call's id, since some servers
+# number each answer's calls afresh (`call_0`): the first result after that row with that
+# id, before the turn's next call row.
+_LATER_CALL = MESSAGES.alias("later_call")
+RESULT_OF = (
+    sa_select(MESSAGES.c.id)
+    .where(
+        MESSAGES.c.session_id == bindparam("session_id"),
+        MESSAGES.c.kind == "tool_result",
+        MESSAGES.c.tool_call_id == bindparam("call_id"),
+        MESSAGES.c.seq > bindparam("call_seq"),
+        ~sa_select(_LATER_CALL.c.id)
+        .where(
+            _LATER_CALL.c.session_id == MESSAGES.c.session_id,
+            _LATER_CALL.c.kind == "tool_call",
+            _LATER_CALL.c.seq > bindparam("call_seq"),
+            _LATER_CALL.c.seq < MESSAGES.c.seq,
+        )
+        .exists(),
+    )
+    .order_by(MESSAGES.c.seq)
+    .limit(1)
+)
+# Taken before looking for a call's result: of two processes storing one, the second sees the first's.
+LOCK_SESSION = sa_select(SESSIONS.c.id).where(SESSIONS.c.id == bindparam("session_id")).with_for_update()
 
 
 class MessageStore:
@@ -148,6 +174,51 @@ class MessageStore:
             raise ValueError("platform messages are appended one at a time")
         with self.database.begin() as connection:
             return [write_message(connection, session_id, message, self.jobs) for message in messages]
+
+    def append_result(self, session_id: str, call_seq: int, message: NewMessage) -> StoredMessage:
+        """Store a call's result, or give back the one stored before: a call has one result.
+
+        The call is the one made by the row at `call_seq` with id `message.tool_call_id`.
+        Two processes that each finish the same call (one lost its conversation lock, the
+        other resumed the turn) store one row between them: on PostgreSQL the session's
+        row is locked before the look, so the second waits for the first and finds its row.
+        """
+        if message.kind != "tool_result" or message.tool_call_id is None:
+            raise ValueError("only a call's result is stored once per call")
+        values = {"session_id": session_id, "call_seq": call_seq, "call_id": message.tool_call_id}
+        with self.database.begin() as connection:
+            if connection.dialect.name == "postgresql":
+                connection.execute(LOCK_SESSION, {"session_id": session_id})
+            found = connection.execute(RESULT_OF, values).scalar()
+            if found is None:
+                return write_message(connection, session_id, message, self.jobs)
+        return self._stored(int(found))
+
+    def result_of(self, session_id: str, call_seq: int, call_id: str) -> TranscriptRow | None:
+        """The stored result of call `call_id` made by the row at `call_seq`; None while it has none."""
+        with self.database.connect() as connection:
+            found = connection.execute(
+                RESULT_OF, {"session_id": session_id, "call_seq": call_seq, "call_id": call_id}
+            ).scalar()
+        return self._stored(int(found)).row if found is not None else None
+
+    def _stored(self, message_id: int) -> StoredMessage:
+        with self._session() as db:
+            message = db.get(Message, message_id)
+            if message is None or message.id is None:
+                raise LookupError(f"message {message_id} is not stored")
+            [row] = self._rows(db, [message])
+        return StoredMessage(
+            id=message.id,
+            seq=row.seq,
+            session_id=message.session_id,
+            role=row.role,
+            content=row.content,
+            persona_id=row.persona_id,
+            status=row.status,
+            kind=row.kind,
+            row=row,
+        )
 
     def find_platform_message(
         self, lane: str | None, chat_id: str | None, platform_message_id: str | None

@@ -7,12 +7,15 @@ once) or another one sharing the database (seen within `POLL_SECONDS`) — or un
 expires, which denies it. Lanes pass a click to `decide`, which counts it only from
 someone who may decide (`Access.may_decide`: the asker when a member, else an admin). The
 approved call's run is claimed in the row (`claim_run`), so it runs once however often it
-is approved or waited on.
+is approved or waited on. Two processes wait on one call when the first lost its
+conversation lock and the second resumed the turn: the one that claims the run stores its
+result and goes on with the turn; the other leaves the turn to it (`bot.turns.round_calls`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -24,6 +27,8 @@ from bot.storage.boundary import DatabaseBoundary
 from bot.storage.models import utcnow
 from bot.turns.access import Access
 
+log = logging.getLogger(__name__)
+
 # How often a waiting call looks for a decision made in another process (one made in this
 # process wakes it at once).
 POLL_SECONDS = 1.0
@@ -31,6 +36,7 @@ POLL_SECONDS = 1.0
 DENIED_RESULT = "Denied by the user: the call was not run."
 EXPIRED_RESULT = "Denied: nobody approved the call in time, so it was not run."
 CANCELLED_RESULT = "Not run: the turn was stopped before the call was approved."
+# Only when the process that claimed the run stored no result in time (it died mid-run).
 RUN_ELSEWHERE_RESULT = "Approved, but already run once: it was not run again."
 
 
@@ -60,6 +66,13 @@ class Approvals:
         stored, created = await self.db.run(self.store.ask, approval)
         if created:
             TOOL_APPROVALS.labels("asked").inc()
+        else:
+            log.info(
+                "session %s: call %s waits again for approval %s, asked before",
+                approval.session_id,
+                approval.call_id,
+                stored.id,
+            )
         return stored
 
     async def wait(self, approval: Approval, keep: Callable[[], bool] = lambda: False) -> Approval:

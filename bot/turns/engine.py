@@ -445,6 +445,12 @@ class TurnEngine:
                     yield event
             answer = rounds.answer
             finished = True
+            if plan.handed_over:
+                # The process that ran the call this turn waited on answers it: nothing is stored here.
+                yield Reply(
+                    kind="duplicate", text="", session_id=session.id, user_message_id=plan.user_message_id
+                )
+                return
             if plan.left_waiting:
                 # Nothing is stored: recovery in the next process takes the turn up at its call.
                 yield self._error(plan, WAITING_AT_SHUTDOWN)

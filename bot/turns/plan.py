@@ -48,6 +48,8 @@ class TurnPlan:
     asker_name: str | None = None
     # Calls a shutdown cut while they waited for a yes: left, with the turn, to the next process.
     left_waiting: set[str] = field(default_factory=set)
+    # Calls another process ran after a yes both waited on: that process goes on with the turn.
+    handed_over: set[str] = field(default_factory=set)
 
     def reply(self, text: str, stored: StoredMessage, status: str = "complete") -> Reply:
         """The turn's final reply, once `stored` holds what was said."""

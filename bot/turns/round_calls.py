@@ -23,7 +23,7 @@ from bot.storage.models import utcnow
 from bot.storage.stores import Stores
 from bot.tools.base import ReportProgress, Tool, ToolContext, ToolProgress, ToolResult
 from bot.tools.runner import run_call
-from bot.turns.approvals import RUN_ELSEWHERE_RESULT, Approvals, refused_result
+from bot.turns.approvals import POLL_SECONDS, RUN_ELSEWHERE_RESULT, Approvals, refused_result
 from bot.turns.attachments import AttachmentStore
 from bot.turns.events import ToolStatus, ToolStep, TurnEvent
 from bot.turns.plan import TurnPlan
@@ -37,6 +37,8 @@ Result = TypeVar("Result")
 SUMMARY_CHARS = 48
 # The result of a call a stop (or shutdown) cut short: stored, so no call is left without one.
 STOPPED_RESULT = ToolResult.error("Stopped before it finished: the turn was stopped.")
+# How long past the tools' timeout a call run in another process may take to store its result.
+RUN_ELSEWHERE_GRACE = 30.0
 
 
 @dataclass
@@ -121,6 +123,11 @@ class RoundCalls:
                     if call.id in plan.left_waiting:
                         continue
                     result = STOPPED_RESULT if task.cancelled() else task.result()
+                    if call.id in plan.handed_over:
+                        # Run and stored by the process that claimed it, which goes on with the turn.
+                        stored.add(call.id)
+                        yield _step(plan, call, _ended(result, refused=False))
+                        continue
                     stored_rows += await self._store_result(plan, pending, call, result)
                     stored.add(call.id)
                     yield _step(plan, call, _ended(result, refused=call.id in refused))
@@ -180,10 +187,30 @@ class RoundCalls:
             refused.add(call.id)
             return ToolResult.error(refused_result(approval))
         if not await self.approvals.claim_run(approval, self.instance_id):
-            return ToolResult.error(RUN_ELSEWHERE_RESULT)
+            return await self._run_elsewhere(plan, call, context.seq)
         result = await run_call(call, tools, context, timeout)
         await self.approvals.note_outcome(approval, "error" if result.is_error else "ok")
         return result
+
+    async def _run_elsewhere(self, plan: TurnPlan, call: ToolCall, call_seq: int) -> ToolResult:
+        """The result of an approved call another process claimed the run of, once it stored it.
+
+        Two processes wait on one call when the first lost its conversation lock and the
+        second resumed the turn: the one that runs the call goes on with the turn, and this
+        one leaves it (`plan.handed_over`), storing nothing and asking the model nothing.
+        No result in time (the runner died mid-run): the call is answered as not run again.
+        """
+        deadline = (
+            asyncio.get_running_loop().time() + self.settings.tools.timeout_seconds + RUN_ELSEWHERE_GRACE
+        )
+        while True:
+            row = await self.db.run(self.stores.messages.result_of, plan.session.id, call_seq, call.id)
+            if row is not None:
+                plan.handed_over.add(call.id)
+                return ToolResult(row.content, is_error=row.status == "failed")
+            if asyncio.get_running_loop().time() >= deadline:
+                return ToolResult.error(RUN_ELSEWHERE_RESULT)
+            await asyncio.sleep(POLL_SECONDS)
 
     async def _store_result(
         self, plan: TurnPlan, pending: PendingCall, call: ToolCall, result: ToolResult
@@ -207,9 +234,14 @@ class RoundCalls:
             attachments=images.attachments,
         )
         if pending.message is None:
-            return [(await self.db.run(self.stores.messages.append, plan.session.id, message)).row]
+            assert pending.seq is not None
+            # One result per call: one stored before (by another process) is kept, not doubled.
+            appended = await self.db.run(
+                self.stores.messages.append_result, plan.session.id, pending.seq, message
+            )
+            return [appended.row]
         rows = await self.db.run(self.stores.messages.append_all, plan.session.id, [pending.message, message])
-        pending.message = None
+        pending.message, pending.seq = None, rows[0].seq
         return [stored.row for stored in rows]
 
 

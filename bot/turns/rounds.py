@@ -168,6 +168,8 @@ class RoundRunner:
             async with aclosing(leftover) as events:
                 async for event in events:
                     yield event
+            if plan.handed_over:
+                return
         round_rows: list[TranscriptRow | None] = []
         while True:
             answer = rounds.answer = ModelAnswer(view=rounds.answer.view, stored=round_rows)
@@ -197,6 +199,10 @@ class RoundRunner:
                 async for event in events:
                     yield event
             limits.record(answer.calls)
+            if plan.handed_over:
+                # Another process ran a call of this round and goes on with the turn from its result.
+                rounds.answer = ModelAnswer()
+                break
             if plan.running.stopped:
                 rounds.answer = ModelAnswer()
                 break

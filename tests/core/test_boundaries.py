@@ -113,6 +113,42 @@ def test_the_command_line_and_settings_load_no_lane() -> None:
     assert result.stdout.strip() == "[]"
 
 
+# What `chorus sessions` has no use for: the stores it does not read, the transcript's
+# context building, the turn engine, the providers, the migrations' Alembic (at head).
+NOT_FOR_LISTING = (
+    "alembic",
+    "bot.providers",
+    "bot.storage.messages",
+    "bot.storage.stores",
+    "bot.turns",
+    "tiktoken",
+    "transcript",
+)
+
+
+def test_chorus_sessions_imports_the_tables_it_lists_and_no_store(tmp_path: Path) -> None:
+    environ = {
+        "PATH": "/usr/bin:/bin",
+        "CHORUS_CONFIG": str(tmp_path / "none.yaml"),
+        "CHORUS_DATABASE_URL": f"sqlite:///{tmp_path / 'chorus.db'}",
+        "CHORUS_DATA_DIR": str(tmp_path / "files"),
+    }
+    # The first start creates and migrates the database, as an operator's first command would.
+    subprocess.run(
+        [sys.executable, "-m", "bot.cli", "sessions"], cwd=ROOT, env=environ, check=True, capture_output=True
+    )
+    probe = (
+        "import sys\n"
+        "from bot.cli import main\n"
+        "main(['sessions'])\n"
+        f"print(sorted(name for name in {NOT_FOR_LISTING!r} if name in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=environ, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.splitlines() == ["No sessions yet.", "[]"]
+
+
 def test_lanes_never_pick_the_stores_off_the_runtime_or_the_engine() -> None:
     violations = [
         f"{path.relative_to(ROOT)}:{node.lineno} uses .{node.attr}"

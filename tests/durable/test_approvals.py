@@ -1,6 +1,8 @@
 """A call waiting for approval outlives its process: kill -9 between asking and clicking, and the
 click on the restarted `chorus serve` runs it and the turn goes on; two processes on PostgreSQL
-that both take the click run it once. The call is the npm filesystem server's `write_file`."""
+that both take the click run it once; a process that loses its conversation lock mid-approval
+and the one that resumes its turn leave one result for the call and one reply. The call is the
+npm filesystem server's `write_file`."""
 
 from __future__ import annotations
 
@@ -15,13 +17,14 @@ from typing import Any
 import httpx
 import pytest
 
+from bot.turns.approvals import RUN_ELSEWHERE_RESULT
 from bot.turns.engine import WAITING_AT_SHUTDOWN
 from tests.durable.serve_process import ServeProcess, wait_until
 from tests.durable.test_recovery import environment, sqlite_rows
 from tests.durable.test_shutdown import read_events
 from tests.fakes.openai_server import FakeOpenAI, ToolCalls
 from tests.support.peers import needs_postgres
-from tests.support.postgres import fresh_database
+from tests.support.postgres import end_lock_holders, fresh_database, rows_of
 from tests.tools.mcp_support import npm_server
 
 WRITE = "fs__write_file"
@@ -171,3 +174,59 @@ async def test_two_processes_on_postgresql_both_take_the_click_and_the_call_runs
     assert note.read_text() == "once"
     ran = one.log_lines(f"tool call {WRITE} ok") + two.log_lines(f"tool call {WRITE} ok")
     assert len(ran) == 1, ran
+
+
+@needs_postgres
+async def test_a_turn_resumed_while_its_first_process_waits_on_the_approval_keeps_one_result_per_call(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    folder = tmp_path / "files"
+    folder.mkdir()
+    note = folder / "once.txt"
+    fake_openai.script(ToolCalls([(WRITE, {"path": str(note), "content": "once"})]), "Written once.")
+    with fresh_database() as database_url:
+        environ = settings(database_url, fake_openai, folder)
+        one = ServeProcess(tmp_path, environ, name="one")
+        two = ServeProcess(tmp_path, environ, name="two")
+        try:
+            await started(one)
+            async with httpx.AsyncClient(timeout=60) as client:
+                turn = await ask_in_the_web(client, one.url, "Write it once")
+                # The first process loses its conversation lock, and the lock that says it is
+                # alive: the second, started now, takes its turn for a dead process's and resumes it.
+                assert end_lock_holders(database_url) >= 2
+                await started(two)
+                await wait_until(
+                    lambda: two.log_lines("waits again for approval"), what="the resumed turn waiting"
+                )
+                # The click reaches the first process, still waiting on the call as well.
+                assert (await click(client, one.url, turn))["decided"] is True
+                answer = await turn.answer()
+                await wait_until(lambda: two.log_lines("recovered message"), what="the resumed turn ended")
+        finally:
+            for serve in (one, two):
+                serve.signal(signal.SIGTERM)
+            for serve in (one, two):
+                await serve.wait()
+        results = rows_of(
+            database_url,
+            "SELECT tool_call_id, count(*) FROM messages WHERE kind = 'tool_result' GROUP BY tool_call_id",
+        )
+        replies = rows_of(
+            database_url, "SELECT content FROM messages WHERE role = 'assistant' AND kind = 'message'"
+        )
+
+    assert answer == "Written once."
+    assert note.read_text() == "once"
+    assert [count for _, count in results] == [1], results
+    assert replies == [("Written once.",)]
+    # The model was asked for the call, then once with its one result; never told it was not run.
+    turns = [request.json for request in fake_openai.requests if asks_about(request.json, "Write it once")]
+    assert len(turns) == 2, turns
+    assert [message["role"] for message in turns[1]["messages"]].count("tool") == 1
+    assert all(RUN_ELSEWHERE_RESULT not in json.dumps(body) for body in turns)
+
+
+def asks_about(body: dict[str, Any], text: str) -> bool:
+    """A request of the turn that answers `text` (not of the memory job that reads it later)."""
+    return any(message["role"] == "user" and message.get("content") == text for message in body["messages"])

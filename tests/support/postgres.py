@@ -50,6 +50,40 @@ def refuse_new_connections(database_url: str) -> None:
         admin.dispose()
 
 
+def end_lock_holders(database_url: str) -> int:
+    """End the server sessions holding advisory locks on the database (a lost connection); how many.
+
+    Those are a process's liveness lock and the conversation locks its turns hold; its
+    other connections stay.
+    """
+    if not ADMIN_URL:
+        POSTGRES.skip()
+    admin = _admin_engine(ADMIN_URL)
+    try:
+        with admin.connect() as connection:
+            ended = connection.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM (SELECT DISTINCT l.pid FROM pg_locks l"
+                    " JOIN pg_database d ON d.oid = l.database"
+                    " WHERE l.locktype = 'advisory' AND d.datname = :name) AS holders"
+                ),
+                {"name": make_url(database_url).database},
+            ).all()
+    finally:
+        admin.dispose()
+    return sum(1 for (done,) in ended if done)
+
+
+def rows_of(database_url: str, query: str) -> list[tuple[object, ...]]:
+    """What a query on the database gives, read on a connection of its own."""
+    engine = create_engine(make_url(database_url).set(drivername="postgresql+psycopg"))
+    try:
+        with engine.connect() as connection:
+            return [tuple(row) for row in connection.execute(text(query))]
+    finally:
+        engine.dispose()
+
+
 def _admin_engine(admin_url: str) -> Engine:
     url = make_url(admin_url).set(drivername="postgresql+psycopg")
     return create_engine(url, isolation_level="AUTOCOMMIT")

@@ -18,9 +18,10 @@ from sqlalchemy import text
 
 from bot.providers.base import ToolCall
 from bot.runtime import Runtime
+from bot.storage.message_append import NewMessage
 from bot.tools.base import FunctionTool, ToolContext
 from bot.tools.registry import StaticTools
-from bot.turns.approvals import CANCELLED_RESULT, DENIED_RESULT, EXPIRED_RESULT
+from bot.turns.approvals import CANCELLED_RESULT, DENIED_RESULT, EXPIRED_RESULT, RUN_ELSEWHERE_RESULT
 from bot.turns.events import Reply, ToolStep, TurnEvent
 from bot.turns.round_calls import progress_summary
 from channels.terminal import chat_loop
@@ -28,6 +29,7 @@ from tests.fakes.openai_server import FakeOpenAI, ToolCalls
 from tests.support.runtime import inbound
 from tests.tools.mcp_support import npm_server
 from tests.tools.test_mcp_turns import started_runtime
+from transcript import StoredToolCall
 
 DEADLINE = 60.0
 ASKER = "web:u1"
@@ -361,10 +363,67 @@ async def test_two_processes_waiting_on_one_approval_run_the_approved_call_once(
         async with asyncio.timeout(DEADLINE):
             await resumed.task
 
-    assert decided.ok and reply.text == "Noted."
+    assert decided.ok
     assert notebook.written == ["once"]
     stored = first.stores.approvals.get(approval_id(asked))
     assert stored is not None and stored.state == "approved" and stored.outcome == "ok"
+    # One exchange, one unit: the process that ran the call answered the turn; the other
+    # stored nothing of its own and asked the model nothing.
+    [resumed_reply] = [event for event in events if isinstance(event, Reply)]
+    answers = {one.kind: one.text for one in (reply, resumed_reply)}
+    assert answers == {"assistant": "Noted.", "duplicate": ""}
+    rows = first.stores.messages.turn_rows(delivery.session_id, delivery.user_message_id)
+    assert [row.tool_call_id for row in rows if row.role == "tool"] == [asked.call_id]
+    turn_requests = [
+        request
+        for request in fake_openai.requests
+        if any(message.get("content") == "Note: once" for message in request.json["messages"])
+    ]
+    assert len(turn_requests) == 2
+
+
+async def test_a_calls_result_is_stored_once_whichever_process_stores_it(
+    database: dict[str, str], runtimes, tmp_path: Path
+) -> None:
+    runtime = runtimes(tmp_path, **database)
+    stores = runtime.stores
+    account = stores.identities.account("web", "u1", "Ada", None)
+    session = stores.sessions.private_session(account.person_id, "ada").id
+    asked = stores.messages.append(session, NewMessage(role="user", content="Note it", token_count=2))
+
+    def call_row() -> int:
+        call = StoredToolCall("call_0", "write_note", '{"text": "once"}')
+        message = NewMessage(
+            role="assistant",
+            content="",
+            token_count=1,
+            kind="tool_call",
+            tool_calls=(call,),
+            reply_to_id=asked.id,
+        )
+        return stores.messages.append(session, message).seq
+
+    def result(text: str) -> NewMessage:
+        return NewMessage(
+            role="tool",
+            content=text,
+            token_count=1,
+            kind="tool_result",
+            tool_call_id="call_0",
+            tool_name="write_note",
+            reply_to_id=asked.id,
+        )
+
+    first_round = call_row()
+    ran = stores.messages.append_result(session, first_round, result("written"))
+    again = stores.messages.append_result(session, first_round, result(RUN_ELSEWHERE_RESULT))
+    assert (again.id, again.content) == (ran.id, "written")
+    # A later round's call may carry the same id (some servers number each answer's calls afresh).
+    later = stores.messages.append_result(session, call_row(), result("written again"))
+    assert later.id != ran.id
+    rows = stores.messages.turn_rows(session, asked.id)
+    assert [row.content for row in rows if row.role == "tool"] == ["written", "written again"]
+    assert stores.messages.result_of(session, first_round, "call_0") == ran.row
 
 
 async def _collect(stream: AsyncIterator[TurnEvent], events: list[TurnEvent]) -> None:
