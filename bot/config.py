@@ -33,7 +33,6 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from bot import lanes
 from bot.errors import ConfigError
-from transcript.limits import CONTEXT_COUNT
 
 ENV_PREFIX = "CHORUS_"
 # Who asks in a turn (docs/access.md): the tool policy answers per audience.
@@ -230,7 +229,13 @@ class ContextSettings(BaseModel):
 
     @model_validator(mode="after")
     def _low_water_within_the_window(self) -> ContextSettings:
-        if self.window_low_water is not None and self.window_low_water > CONTEXT_COUNT:
+        if self.window_low_water is None:
+            return self
+        # Imported here: loading settings (every command, `chorus sessions` too) must not load
+        # the transcript package and its tokenizer.
+        from transcript.limits import CONTEXT_COUNT
+
+        if self.window_low_water > CONTEXT_COUNT:
             raise ValueError(
                 f"context.window_low_water ({self.window_low_water}) must not exceed "
                 f"CONTEXT_COUNT ({CONTEXT_COUNT}): a step cannot leave more than the window holds"
@@ -240,6 +245,8 @@ class ContextSettings(BaseModel):
     @property
     def low_water(self) -> int:
         """Messages a window step leaves; CONTEXT_COUNT (a step of one) for the rolling window."""
+        from transcript.limits import CONTEXT_COUNT
+
         if self.window == "rolling":
             return CONTEXT_COUNT
         return self.window_low_water if self.window_low_water is not None else max(CONTEXT_COUNT // 2, 1)
