@@ -32,6 +32,7 @@ from bot.turns.containment import TurnContainment
 from bot.turns.events import CommandAnswer, Reply, TurnEvent
 from bot.turns.inbound import InboundMessage
 from bot.turns.locks import SessionLocks
+from bot.turns.notices import ONLY_THOUGHT_NOTE, OVERFLOW_MESSAGE, RESTARTING_MESSAGE, WAITING_AT_SHUTDOWN
 from bot.turns.observed import observe_turn
 from bot.turns.plan import TurnPlan, with_note
 from bot.turns.recorder import TurnRecorder
@@ -42,22 +43,6 @@ from persona import Persona, PersonaRegistry
 from transcript import Context
 
 log = logging.getLogger(__name__)
-
-# A turn a shutdown cut while a call waited for approval: the next process asks again.
-WAITING_AT_SHUTDOWN = (
-    "Chorus is restarting. The tool call waiting for your answer still waits: answer it once "
-    "Chorus is back, and the reply goes on."
-)
-RESTARTING_MESSAGE = "Chorus is restarting, so this message was not answered. Please send it again soon."
-# Shown (never stored) when the model only thought: its thinking is kept, the answer is empty.
-ONLY_THOUGHT_NOTE = (
-    "[The model only thought and gave no answer (its thinking is kept: /reasoning on shows it). "
-    "Ask again, or ask it to answer.]"
-)
-OVERFLOW_MESSAGE = (
-    "This conversation has grown too large for the model, even after folding older "
-    "messages. Your message is saved; try /compact, /snip some messages, or /new."
-)
 
 
 class RecognisedCommand(Protocol):

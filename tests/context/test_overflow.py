@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.turns.engine import OVERFLOW_MESSAGE
+from bot.turns.notices import OVERFLOW_MESSAGE
 from tests.context.helpers import chat_requests, runtime, say, session_of
 from tests.fakes.openai_server import FakeOpenAI, ToolCalls, context_overflow, message_text
 from tests.support.runtime import inbound

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from bot.turns.approvals import RUN_ELSEWHERE_RESULT
-from bot.turns.engine import WAITING_AT_SHUTDOWN
+from bot.turns.notices import WAITING_AT_SHUTDOWN
 from tests.durable.serve_process import ServeProcess, wait_until
 from tests.durable.test_recovery import environment, sqlite_rows
 from tests.durable.test_shutdown import read_events
