@@ -149,12 +149,7 @@ class DiscordLane:
                 return
             except Exception as error:
                 delay = self._backoff.next()
-                reason = (
-                    f"The Discord gateway connection failed ({type(error).__name__}: {error}); "
-                    f"reconnecting in {delay:.0f} s"
-                )
-                log.exception("%s. The other lanes keep serving.", reason)
-                self._health.down(LANE, reason)
+                self._connection_failed(error, delay, "The Discord gateway connection failed")
             if not await self._reconnect(delay):
                 return
 
@@ -188,9 +183,18 @@ class DiscordLane:
                 delay = self._backoff.next()
                 self._unreachable(error, delay)
                 continue
+            except Exception as error:
+                delay = self._backoff.next()
+                self._connection_failed(error, delay, "Logging in to Discord failed")
+                continue
             log.info("Discord is reachable again; the Discord lane is connecting")
             return True
         return False
+
+    def _connection_failed(self, error: Exception, retry_in: float, what: str) -> None:
+        reason = f"{what} ({type(error).__name__}: {error}); reconnecting in {retry_in:.0f} s"
+        log.error("%s. The other lanes keep serving.", reason, exc_info=error)
+        self._health.down(LANE, reason)
 
     def _unreachable(self, error: BaseException, retry_in: float) -> None:
         reason = f"Discord is unreachable ({type(error).__name__}: {error}); retrying in {retry_in:.0f} s"

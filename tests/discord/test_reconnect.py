@@ -56,3 +56,21 @@ async def test_the_lane_shows_down_while_it_waits_to_reconnect(
         health = await client.get("/healthz")
     assert health.status_code == 200
     assert health.json()["lanes"]["discord"]["state"] == "down"
+
+
+async def test_a_sharded_client_that_a_shard_closed_logs_in_again_and_answers(
+    start_lane: LaneFactory, fake_discord: FakeDiscord, caplog: pytest.LogCaptureFixture
+) -> None:
+    # discord.py closes a sharded client (and its HTTP session) when a shard's loop raises.
+    await start_lane(channels_discord_shard_count=1)
+    gateway = fake_discord.gateway
+    fake_discord.connected.clear()
+
+    await fake_discord.edit_with_null_member()
+
+    await asyncio.wait_for(fake_discord.connected.wait(), 60)
+    assert len(gateway.identifies) == 2
+    await fake_discord.post_message(DM_CHANNEL_ID, "and now?")
+    await fake_discord.wait_for_texts(DM_CHANNEL_ID, [spoken("reply to: and now?")])
+    failures = [r for r in caplog.records if r.name == "channels.discord.lane" and r.levelno >= logging.ERROR]
+    assert len(failures) == 1 and failures[0].exc_info is not None
