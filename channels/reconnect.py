@@ -1,7 +1,7 @@
 """`Backoff`: how long a lane waits before it connects again after its connection failed.
 
 Exponential from `first` up to `ceiling`, with the same jitter as the model providers'
-retries (`bot.providers.http_failures.backoff_delay`), so lanes of many processes that
+retries (`bot.backoff.backoff_delay`), so lanes of many processes that
 failed together do not come back in lockstep. A connection that stayed up for
 `healthy_after` seconds starts the next round of waits from `first` again.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from bot.providers.http_failures import backoff_delay
+from bot.backoff import backoff_delay
 
 HEALTHY_AFTER = 60.0
 

@@ -7,10 +7,11 @@ Shared by the chat providers and the speech service: the same error bodies, the 
 from __future__ import annotations
 
 import math
-import random
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
+
+from bot.backoff import backoff_delay as backoff_delay  # where the providers and speech read it
 
 
 class RetryableFailure(Exception):
@@ -62,14 +63,6 @@ def retry_after_seconds(value: str | None) -> float | None:
             when = when.replace(tzinfo=UTC)
         seconds = (when - datetime.now(UTC)).total_seconds()
     return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-def backoff_delay(attempt: int, retry_after: float | None, *, base: float, ceiling: float) -> float:
-    """Seconds before attempt `attempt + 1`: the server's `Retry-After`, else exponential backoff."""
-    if retry_after is not None:
-        return min(retry_after, ceiling)
-    # Jitter keeps many sessions that failed together from retrying in lockstep.
-    return min(base * 2.0**attempt * random.uniform(1.0, 1.1), ceiling)
 
 
 # Where a refused key (HTTP 401) is set: said to the person, who may be the one who runs the bot.
