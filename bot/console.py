@@ -489,7 +489,7 @@ class Console:
         }
 
     def lanes(self) -> list[dict[str, str]]:
-        """Every lane Chorus knows: the state it reported (running, starting, failed and why),
+        """Every lane Chorus knows: the state it reported (running, starting, down or failed and why),
         else whether these settings run it (a lane that reports no state yet is configured)."""
         channels = self.runtime.settings.channels
         active = {spec.name for spec in lane_registry.active_lanes(channels)}

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-LaneState = Literal["starting", "running", "failed"]
+LaneState = Literal["starting", "running", "down", "failed"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,12 @@ class LaneHealth:
 
     def running(self, lane: str) -> None:
         self._set(lane, "running", None)
+
+    def down(self, lane: str, reason: str) -> None:
+        """Not serving for now: its connection failed and it is reconnecting (`reason` says when).
+
+        Unlike `failed` this needs no operator, so /healthz still answers 200."""
+        self._set(lane, "down", reason)
 
     def failed(self, lane: str, reason: str) -> None:
         """Stopped for good until the operator fixes `reason` and restarts."""

@@ -11,7 +11,6 @@ the person something is never asked again: the client says how it broke off inst
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import TypeVar
 
 from prometheus_client import Counter
 
+from bot.backoff import backoff_delay
 from bot.errors import ChorusError, RetryableFailure
 
 T = TypeVar("T")
@@ -37,11 +37,7 @@ class RetryPolicy:
     retries: Counter | None = None
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
-        """Seconds before attempt `attempt + 1`: the server's `Retry-After`, else exponential backoff."""
-        if retry_after is not None:
-            return min(retry_after, self.max_backoff)
-        # Jitter keeps many sessions that failed together from retrying in lockstep.
-        return min(self.backoff_base * 2.0**attempt * random.uniform(1.0, 1.1), self.max_backoff)
+        return backoff_delay(attempt, retry_after, base=self.backoff_base, ceiling=self.max_backoff)
 
 
 async def _wait_before_retry(policy: RetryPolicy, attempt: int, failure: RetryableFailure) -> None:

@@ -1,7 +1,7 @@
 """What a model server's failed answer says, and how long to wait before asking again.
 
 Shared by the chat providers and the speech service: the same error bodies, the same
-`Retry-After`, the same backoff, the same failure another attempt may fix.
+`Retry-After`, the same failure another attempt may fix (they retry through `bot.retries`).
 """
 
 from __future__ import annotations

@@ -82,7 +82,9 @@ class ChorusClient(discord.Client):
         self.replying: set[asyncio.Task[object]] = set()
 
     async def setup_hook(self) -> None:
-        add_engine_commands(self.tree, self.engine.commands.describe(), self.run_slash_command)
+        # Each login runs this hook; a client that logs in again after a failed shard has them.
+        if not self.tree.get_commands():
+            add_engine_commands(self.tree, self.engine.commands.describe(), self.run_slash_command)
         try:
             await self.tree.sync()
         except discord.HTTPException:
@@ -240,6 +242,14 @@ class ShardedChorusClient(ChorusClient, discord.AutoShardedClient):
             # None: every shard of shard_count in this process.
             shard_ids=settings.shard_ids or None,
         )
+
+    def clear(self) -> None:
+        """Re-open the client after a shard's failure closed it (`DiscordLane` reconnects so).
+
+        Closing queued a `clean_close` that would end the next `connect` at once; the queue is
+        discord.py's own (name-mangled), made anew as its setup hook does on the first login."""
+        super().clear()
+        self._AutoShardedClient__queue: asyncio.PriorityQueue[Any] = asyncio.PriorityQueue()
 
 
 def make_client(

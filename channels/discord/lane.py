@@ -4,7 +4,9 @@ Startup never blocks the other lanes on Discord: when Discord is unreachable or 
 5xx, the lane keeps retrying with backoff in the background (and says so in the log)
 while the web lane serves. A rejected token at startup stops `chorus serve` with advice;
 a fatal gateway close later (4004 token reset, 4014 intent not enabled) marks the lane
-failed in /healthz and tells the operator the fix.
+failed in /healthz and tells the operator the fix. A connection that ends any other way
+(an event discord.py cannot parse raises out of its gateway loop) is logged with its
+traceback, shown down in /healthz, and made again with backoff: the lane keeps serving.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from bot.turns.events import TurnEvent
 from channels.discord.client import make_client
 from channels.discord.endpoints import Endpoints, route_webhooks_in_this_task
 from channels.discord.reminders import DiscordReminders
+from channels.reconnect import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +64,7 @@ class DiscordLane:
         self._endpoints = Endpoints(settings.api_base, settings.gateway_url)
         self._shards = (settings.shard_count, settings.shard_ids) if settings.shard_count else None
         self._health = runtime.lanes
-        self._retry_first = retry_first
+        self._backoff = Backoff(retry_first, RETRY_MAX)
         self._first_login_timeout = first_login_timeout
         self.client = make_client(runtime.engine, settings, self._endpoints, edit_interval=edit_interval)
         self.client.event(self.on_ready)
@@ -72,6 +75,7 @@ class DiscordLane:
 
     async def on_ready(self) -> None:
         self._ready.set()
+        self._backoff.connected()
         self._health.running(LANE)
 
     async def resume(self, delivery: Delivery, events: AsyncGenerator[TurnEvent, None]) -> None:
@@ -91,15 +95,15 @@ class DiscordLane:
         try:
             # A Discord that does not answer must not hold up the other lanes' start.
             await asyncio.wait_for(self.client.login(self._token), self._first_login_timeout)
-            logged_in = True
+            login_in = None
         except discord.LoginFailure as error:
             self._health.failed(LANE, f"Discord rejected the bot token. {TOKEN_HELP}")
             await self.client.close()
             raise ConfigError(f"Discord rejected the bot token. {TOKEN_HELP}") from error
         except UNREACHABLE as error:
-            self._unreachable(error, self._retry_first)
-            logged_in = False
-        self._gateway = asyncio.create_task(self._run(logged_in), name="discord-gateway")
+            login_in = self._backoff.next()
+            self._unreachable(error, login_in)
+        self._gateway = asyncio.create_task(self._run(login_in), name="discord-gateway")
         # Reminders set in Discord channels, threads and DMs are posted by this process.
         self._reminder_lanes.register(LANE, self._reminders)
 
@@ -122,30 +126,51 @@ class DiscordLane:
             self._gateway = None
         await self.client.close()
 
-    async def _run(self, logged_in: bool) -> None:
+    async def _run(self, login_in: float | None) -> None:
+        """Log in after `login_in` seconds (None: logged in already), then keep the gateway up."""
         route_webhooks_in_this_task(self._endpoints)
-        if not logged_in and not await self._login_with_retries():
+        if login_in is not None and not await self._login_with_retries(login_in):
             return
-        try:
-            await self.client.connect()
-        except discord.PrivilegedIntentsRequired:
-            self._fail(INTENT_HELP)
-        except discord.ConnectionClosed as error:
-            if error.code == 4004:
-                self._fail(f"Discord closed the gateway: authentication failed (4004). {TOKEN_HELP}")
-            else:
-                self._fail(
-                    f"Discord closed the gateway with code {error.code}: {error.reason or 'no reason'}."
-                )
-        except Exception as error:
-            log.exception("the Discord gateway connection ended")
-            self._fail(f"The Discord gateway connection ended: {error}")
+        while True:
+            try:
+                await self.client.connect()
+                return  # the client was closed: the lane is stopping
+            except discord.PrivilegedIntentsRequired:
+                self._fail(INTENT_HELP)
+                return
+            except discord.ConnectionClosed as error:
+                # discord.py raises only the closes no reconnect can fix (and closes the client).
+                if error.code == 4004:
+                    self._fail(f"Discord closed the gateway: authentication failed (4004). {TOKEN_HELP}")
+                else:
+                    self._fail(
+                        f"Discord closed the gateway with code {error.code}: {error.reason or 'no reason'}."
+                    )
+                return
+            except Exception as error:
+                delay = self._backoff.next()
+                self._connection_failed(error, delay, "The Discord gateway connection failed")
+            if not await self._reconnect(delay):
+                return
 
-    async def _login_with_retries(self) -> bool:
-        delay = self._retry_first
+    async def _reconnect(self, delay: float) -> bool:
+        """After a failed connection: drop what is left of it, wait `delay`, connect afresh."""
+        if self.client.is_closed():
+            # A sharded client closes itself (and its HTTP session) when a shard fails.
+            self.client.clear()
+            return await self._login_with_retries(delay)
+        # The socket is still open under the event that broke its loop: close it; the REST
+        # session stays, so replies being delivered go on. The next connect identifies anew.
+        ws = self.client.ws
+        if ws is not None:
+            await ws.close(code=4000)
+        await asyncio.sleep(delay)
+        return not self.client.is_closed()
+
+    async def _login_with_retries(self, delay: float) -> bool:
+        """Log in after `delay`; while Discord is unreachable, again with backoff."""
         while not self.client.is_closed():
             await asyncio.sleep(delay)
-            delay = min(delay * 2, RETRY_MAX)
             # A failed attempt leaves its HTTP session (and connector) open; the next opens new ones.
             await self.client.http.close()
             self.client.http.connector = MISSING
@@ -155,11 +180,21 @@ class DiscordLane:
                 self._fail(f"Discord rejected the bot token. {TOKEN_HELP}")
                 return False
             except UNREACHABLE as error:
+                delay = self._backoff.next()
                 self._unreachable(error, delay)
+                continue
+            except Exception as error:
+                delay = self._backoff.next()
+                self._connection_failed(error, delay, "Logging in to Discord failed")
                 continue
             log.info("Discord is reachable again; the Discord lane is connecting")
             return True
         return False
+
+    def _connection_failed(self, error: Exception, retry_in: float, what: str) -> None:
+        reason = f"{what} ({type(error).__name__}: {error}); reconnecting in {retry_in:.0f} s"
+        log.error("%s. The other lanes keep serving.", reason, exc_info=error)
+        self._health.down(LANE, reason)
 
     def _unreachable(self, error: BaseException, retry_in: float) -> None:
         reason = f"Discord is unreachable ({type(error).__name__}: {error}); retrying in {retry_in:.0f} s"

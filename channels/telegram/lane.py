@@ -27,7 +27,7 @@ from bot.turns.inbound import Actor, InboundMessage
 from channels.telegram.albums import AlbumCollector
 from channels.telegram.approvals import answer as answer_approval
 from channels.telegram.middlewares import AllowList, SkipSeenUpdates
-from channels.telegram.polling import UpdatePoller
+from channels.telegram.polling import RETRY_FIRST, UpdatePoller
 from channels.telegram.reminders import TelegramReminders
 from channels.telegram.replies import DeliveryOptions, ReplyTarget, deliver_reply, send_text
 from channels.telegram.router import build_router
@@ -80,6 +80,7 @@ class TelegramLane:
         group_edit_interval: float = 3.0,
         album_delay: float = 0.8,
         native_drafts: bool = True,
+        retry_first: float = RETRY_FIRST,
     ) -> None:
         settings = runtime.settings.channels.telegram
         if settings.token is None:
@@ -95,6 +96,7 @@ class TelegramLane:
         self._health = runtime.lanes
         self._reminder_lanes = runtime.reminders.lanes
         self._poller_role: str | None = None
+        self._retry_first = retry_first
         self.delivery = DeliveryOptions(edit_interval=edit_interval, group_edit_interval=group_edit_interval)
         self.native_drafts = native_drafts
         api = TelegramAPIServer.from_base(settings.api_base) if settings.api_base else PRODUCTION
@@ -155,7 +157,15 @@ class TelegramLane:
         self._poller_role = role
         # A webhook left from an earlier deployment would make getUpdates fail.
         await self.bot.delete_webhook()
-        self._poller = UpdatePoller(self.bot, self.dispatcher, updates, on_conflict=self._polling_conflict)
+        self._poller = UpdatePoller(
+            self.bot,
+            self.dispatcher,
+            updates,
+            on_conflict=self._polling_conflict,
+            on_down=lambda reason: self._health.down(LANE, reason),
+            on_up=lambda: self._health.running(LANE),
+            retry_first=self._retry_first,
+        )
         self._poller.start()
         self._health.running(LANE)
 

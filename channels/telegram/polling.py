@@ -5,6 +5,11 @@ Telegram keeps re-sending an update until a later getUpdates call passes an
 is handed out, so a crash before the message reached the database lost it; here
 the offset only moves past updates whose message is stored (or that turned out
 to need nothing), and a restarted process is sent the rest again.
+
+Polling never ends on its own but for a conflict (another poller takes the updates). A
+getUpdates call that fails for any other reason is retried with backoff while the lane
+shows down; one update aiogram cannot read is logged and confirmed without the rest of
+its batch, and one whose handling raises is logged and confirmed too.
 """
 
 from __future__ import annotations
@@ -15,9 +20,17 @@ from collections.abc import Callable
 from contextlib import suppress
 
 from aiogram import Bot, Dispatcher
-from aiogram.exceptions import TelegramConflictError, TelegramNetworkError, TelegramServerError
+from aiogram.exceptions import (
+    ClientDecodeError,
+    TelegramConflictError,
+    TelegramNetworkError,
+    TelegramServerError,
+)
 from aiogram.methods import GetUpdates
 from aiogram.types import Message, Update
+from pydantic import ValidationError
+
+from channels.reconnect import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +38,10 @@ POLL_TIMEOUT = 25
 # How long a lane that stops waits for updates it took to reach the database,
 # and for Telegram to take the final offset.
 STORE_WAIT_SECONDS = 5.0
-RETRY_DELAY = 1.0
+RETRY_FIRST = 1.0
+RETRY_MAX = 60.0
+# Failures any network has now and then: a warning, not a traceback.
+TRANSIENT = (TelegramNetworkError, TelegramServerError)
 
 
 class UpdatePoller:
@@ -35,9 +51,16 @@ class UpdatePoller:
         dispatcher: Dispatcher,
         allowed_updates: list[str],
         on_conflict: Callable[[str], None] | None = None,
+        on_down: Callable[[str], None] | None = None,
+        on_up: Callable[[], None] | None = None,
+        retry_first: float = RETRY_FIRST,
     ) -> None:
         self._bot = bot
         self._on_conflict = on_conflict
+        self._on_down = on_down
+        self._on_up = on_up
+        self._backoff = Backoff(retry_first, RETRY_MAX)
+        self._down = False
         self._dispatcher = dispatcher
         self._allowed = allowed_updates
         # Update ids handed to the dispatcher whose message is not stored yet.
@@ -102,20 +125,22 @@ class UpdatePoller:
         while not self._stopping:
             offset = self.offset
             try:
-                updates = await self._bot(
-                    GetUpdates(offset=offset, timeout=POLL_TIMEOUT, allowed_updates=self._allowed),
-                    request_timeout=POLL_TIMEOUT + 10,
-                )
+                updates = await self._get_updates(offset)
             except TelegramConflictError as error:
                 # Another poller (or a webhook) takes this bot's updates. Polling on would
                 # only split the updates between the two: stop, and let the lane say why.
                 if self._on_conflict is not None:
                     self._on_conflict(error.message)
                 return
-            except (TelegramNetworkError, TelegramServerError) as error:
-                log.warning("getUpdates failed (%s); retrying", error)
-                await asyncio.sleep(RETRY_DELAY)
+            except Exception as error:
+                await self._retry_later(error)
                 continue
+            self._backoff.connected()
+            if self._down:
+                self._down = False
+                log.info("getUpdates answers again; Telegram polling goes on")
+                if self._on_up is not None:
+                    self._on_up()
             self.confirmed_offset = offset
             fresh = [update for update in updates if update.update_id > self._highest]
             for update in fresh:
@@ -127,6 +152,50 @@ class UpdatePoller:
                 with suppress(TimeoutError):
                     async with asyncio.timeout(1.0):
                         await self._progress.wait()
+
+    async def _get_updates(self, offset: int | None) -> list[Update]:
+        try:
+            return await self._bot(
+                GetUpdates(offset=offset, timeout=POLL_TIMEOUT, allowed_updates=self._allowed),
+                request_timeout=POLL_TIMEOUT + 10,
+            )
+        except ClientDecodeError as error:
+            # One update aiogram cannot read fails the whole batch: read them one at a time.
+            return self._readable(error)
+
+    def _readable(self, error: ClientDecodeError) -> list[Update]:
+        """The updates of a batch aiogram could not read that it can read one by one; the
+        others are logged once and confirmed with the next call, as if handled."""
+        data = error.data
+        if not (isinstance(data, dict) and data.get("ok") is True and isinstance(data.get("result"), list)):
+            raise error
+        updates = []
+        for item in data["result"]:
+            try:
+                updates.append(Update.model_validate(item, context={"bot": self._bot}))
+            except ValidationError:
+                update_id = item.get("update_id") if isinstance(item, dict) else None
+                if not isinstance(update_id, int):
+                    raise error from None  # nothing to confirm it by: the batch is retried
+                if update_id > self._highest:
+                    log.exception("Telegram update %s cannot be read; it is left out", update_id)
+                    self._highest = update_id
+        return updates
+
+    async def _retry_later(self, error: Exception) -> None:
+        delay = self._backoff.next()
+        described = (
+            f"{error.message}: {error.original}" if isinstance(error, ClientDecodeError) else str(error)
+        )
+        reason = f"getUpdates failed ({type(error).__name__}: {described[:300]}); retrying in {delay:.0f} s"
+        if isinstance(error, TRANSIENT):
+            log.warning("%s", reason)
+        else:
+            log.error("%s", reason, exc_info=error)
+        self._down = True
+        if self._on_down is not None:
+            self._on_down(reason)
+        await asyncio.sleep(delay)
 
     def _take(self, update: Update) -> None:
         self._highest = max(self._highest, update.update_id)

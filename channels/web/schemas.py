@@ -101,7 +101,9 @@ class CommandResult(BaseModel):
 
 
 class LaneHealthView(BaseModel):
-    state: Literal["starting", "running", "failed"]
+    # "down": its connection failed and it reconnects by itself (`reason` says when);
+    # "failed": stopped until the operator fixes `reason` (HTTP 503).
+    state: Literal["starting", "running", "down", "failed"]
     reason: str | None = None
     since: datetime
 

@@ -22,7 +22,12 @@ import pytest
 from bot.providers.base import ChatRequest, Finish, ModelEvent, TextDelta
 from channels.terminal import chat_loop
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCalls
-from tests.support.failures import FAILED_TEXT, assert_contained, install_broken_tool
+from tests.support.failures import (
+    FAILED_TEXT,
+    assert_contained,
+    assert_tool_failure_answered,
+    install_broken_tool,
+)
 from tests.support.runtime import REPO_CONFIG, RuntimeFactory, make_runtime
 from tests.support.terminal import CTRL_C, CTRL_D, PROMPT, ROOT, UP, ChatTerminal, chat_environment
 
@@ -312,7 +317,7 @@ async def test_a_turn_that_fails_is_told_and_the_chat_goes_on(
 
 
 async def test_a_tool_that_raises_is_told_to_the_model_and_the_chat_goes_on(
-    tmp_path: Path, runtimes: RuntimeFactory, fake_openai: FakeOpenAI
+    tmp_path: Path, runtimes: RuntimeFactory, fake_openai: FakeOpenAI, caplog: pytest.LogCaptureFixture
 ) -> None:
     runtime = runtimes(tmp_path, model_base_url=fake_openai.base_url, memory_enabled=False)
     install_broken_tool(runtime)
@@ -324,6 +329,7 @@ async def test_a_tool_that_raises_is_told_to_the_model_and_the_chat_goes_on(
     shown = screen.getvalue()
     assert "The tool broke; sorry." in shown and "Fine again." in shown
     assert "broken failed: TypeError" in str(fake_openai.requests[1].messages[-1])
+    assert_tool_failure_answered(runtime, "terminal", "use it", caplog)
 
 
 def test_other_commands_never_load_the_terminals_line_editor_or_markdown_parser() -> None:

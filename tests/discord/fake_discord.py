@@ -352,6 +352,16 @@ class FakeDiscord(LocalServer):
         await self.dispatch("MESSAGE_CREATE", payload)
         return payload
 
+    async def edit_with_null_member(self, channel_id: int = CHANNEL_ID) -> dict[str, Any]:
+        """A webhook message's edit in a server channel as some gateway stand-ins send it,
+        with `"member": null`: discord.py 2.7's MESSAGE_UPDATE parser raises TypeError on it."""
+        payload = self.message_payload(channel_id, "edited", author={**ALICE, "bot": True})
+        payload["webhook_id"] = str(next(self._ids))
+        payload["edited_timestamp"] = TIMESTAMP
+        payload["member"] = None
+        await self.dispatch("MESSAGE_UPDATE", payload)
+        return payload
+
     async def delete_message(self, message_id: int) -> None:
         """Someone (a moderator, the author) deletes one of the bot's messages."""
         message = self.message(message_id)

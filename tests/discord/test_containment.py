@@ -7,7 +7,13 @@ import pytest
 from tests.discord.conftest import LaneFactory, spoken
 from tests.discord.fake_discord import DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, ToolCalls
-from tests.support.failures import FAILED_TEXT, assert_contained, install_broken_tool, raise_in_provider
+from tests.support.failures import (
+    FAILED_TEXT,
+    assert_contained,
+    assert_tool_failure_answered,
+    install_broken_tool,
+    raise_in_provider,
+)
 
 
 async def test_a_provider_that_raises_type_error_ends_the_turn_not_the_lane(
@@ -27,7 +33,10 @@ async def test_a_provider_that_raises_type_error_ends_the_turn_not_the_lane(
 
 
 async def test_a_tool_that_raises_type_error_is_told_to_the_model_and_the_lane_goes_on(
-    start_lane: LaneFactory, fake_discord: FakeDiscord, fake_openai: FakeOpenAI
+    start_lane: LaneFactory,
+    fake_discord: FakeDiscord,
+    fake_openai: FakeOpenAI,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     _, runtime = await start_lane()
     install_broken_tool(runtime)
@@ -39,3 +48,5 @@ async def test_a_tool_that_raises_type_error_is_told_to_the_model_and_the_lane_g
 
     await fake_discord.post_message(DM_CHANNEL_ID, "again")
     await fake_discord.wait_until(lambda: len(fake_discord.texts_in(DM_CHANNEL_ID)) == 2)
+    # The first turn is over by now: its delivery is closed.
+    assert_tool_failure_answered(runtime, "discord", "use the tool", caplog)

@@ -1,8 +1,9 @@
 """Unforeseen failures inside a turn, for the containment tests of every lane.
 
 `raise_in_provider` makes the runtime's next model call raise a plain TypeError (as a
-client library's bug does: anthropic 2.17 raised one for `temperature`); `BrokenTool`
-is a tool whose run raises one. `assert_contained` checks what a contained turn leaves.
+client library's bug does: anthropic 2.17 raised one for `temperature`); `broken_tool`
+is a tool whose run raises one. `assert_contained` checks what a contained turn leaves,
+`assert_tool_failure_answered` what a turn whose tool raised leaves.
 """
 
 from __future__ import annotations
@@ -65,17 +66,41 @@ def install_broken_tool(runtime: Runtime, name: str = "broken") -> None:
     runtime.tools.add_source(StaticTools([broken_tool(name)]))
 
 
-def assert_contained(runtime: Runtime, lane: str, text: str, caplog: pytest.LogCaptureFixture) -> None:
-    """The person's message `text` is stored, its delivery (lanes that keep one) failed, and the
-    traceback logged once."""
+def stored_message(runtime: Runtime, lane: str, text: str) -> Message:
+    """The person's message `text` as `lane` stored it (exactly one such row)."""
     with Session(runtime.stores.database) as session:
         stored = session.exec(select(Message).where(Message.content == text, Message.lane == lane)).one()
     assert stored.id is not None
-    kept = lane in RECOVERABLE_LANES
-    assert runtime.stores.deliveries.state_of(stored.id) == ("failed" if kept else None)
+    return stored
+
+
+def assert_logged_once(caplog: pytest.LogCaptureFixture, kind: type[BaseException] = TypeError) -> None:
+    """One ERROR record carries the `kind` error's traceback: logged once, not once per layer."""
     logged = [
         record
         for record in caplog.records
-        if record.exc_info and record.exc_info[0] is TypeError and record.levelno >= logging.ERROR
+        if record.exc_info and record.exc_info[0] is kind and record.levelno >= logging.ERROR
     ]
     assert len(logged) == 1, [record.getMessage() for record in logged]
+
+
+def assert_contained(runtime: Runtime, lane: str, text: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The person's message `text` is stored, its delivery (lanes that keep one) failed, and the
+    traceback logged once."""
+    stored = stored_message(runtime, lane, text)
+    assert stored.id is not None
+    kept = lane in RECOVERABLE_LANES
+    assert runtime.stores.deliveries.state_of(stored.id) == ("failed" if kept else None)
+    assert_logged_once(caplog)
+
+
+def assert_tool_failure_answered(
+    runtime: Runtime, lane: str, text: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tool that raised was told to the model, which answered: the message `text` is stored, its
+    delivery replied, not failed (a lane that showed the reply in full drops the row), and the
+    tool's traceback is logged once."""
+    stored = stored_message(runtime, lane, text)
+    assert stored.id is not None
+    assert runtime.stores.deliveries.state_of(stored.id) in (None, "replied")
+    assert_logged_once(caplog)

@@ -6,7 +6,13 @@ import pytest
 
 from bot.runtime import Runtime
 from tests.fakes.openai_server import FakeOpenAI, ToolCalls
-from tests.support.failures import FAILED_TEXT, assert_contained, install_broken_tool, raise_in_provider
+from tests.support.failures import (
+    FAILED_TEXT,
+    assert_contained,
+    assert_tool_failure_answered,
+    install_broken_tool,
+    raise_in_provider,
+)
 from tests.telegram.bot_api_server import FakeBotAPI, private_text
 from tests.telegram.conftest import LaneFactory
 
@@ -28,7 +34,11 @@ async def test_a_provider_that_raises_type_error_ends_the_turn_not_the_lane(
 
 
 async def test_a_tool_that_raises_type_error_is_told_to_the_model_and_the_lane_goes_on(
-    start_lane: LaneFactory, runtime: Runtime, bot_api: FakeBotAPI, fake_openai: FakeOpenAI
+    start_lane: LaneFactory,
+    runtime: Runtime,
+    bot_api: FakeBotAPI,
+    fake_openai: FakeOpenAI,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     install_broken_tool(runtime)
     await start_lane()
@@ -41,3 +51,6 @@ async def test_a_tool_that_raises_type_error_is_told_to_the_model_and_the_lane_g
 
     bot_api.push(private_text(902, "again", message_id=5904))
     await bot_api.wait_for(lambda: len(bot_api.sent_texts(902)) == 2)
+    assert bot_api.sent_texts(902)[1] == "Ada\nreply to: again"
+    # The first turn is over by now: its delivery is closed.
+    assert_tool_failure_answered(runtime, "telegram", "use the tool", caplog)

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, ToolCalls
-from tests.support.failures import FAILED_TEXT, assert_contained, install_broken_tool, raise_in_provider
+from tests.support.failures import (
+    FAILED_TEXT,
+    assert_contained,
+    assert_tool_failure_answered,
+    install_broken_tool,
+    raise_in_provider,
+)
 from tests.web.conftest import ClientFactory
 from tests.web.helpers import WebVisitor
 
@@ -26,7 +32,7 @@ async def test_a_provider_that_raises_type_error_ends_the_turn_not_the_lane(
 
 
 async def test_a_tool_that_raises_type_error_is_told_to_the_model_and_the_lane_goes_on(
-    make_client: ClientFactory, fake_openai: FakeOpenAI
+    make_client: ClientFactory, fake_openai: FakeOpenAI, caplog: pytest.LogCaptureFixture
 ) -> None:
     client = await make_client(model_base_url=fake_openai.base_url)
     install_broken_tool(client.runtime)  # type: ignore[attr-defined]
@@ -37,4 +43,6 @@ async def test_a_tool_that_raises_type_error_is_told_to_the_model_and_the_lane_g
 
     assert events[-1].name == "done" and events[-1].data["text"] == "The tool broke; sorry."
     assert "broken failed: TypeError" in str(fake_openai.requests[1].messages[-1])
-    assert (await visitor.say("again"))[-1].name == "done"
+    again = await visitor.say("again")
+    assert again[-1].name == "done" and again[-1].data["text"] == "reply to: again"
+    assert_tool_failure_answered(client.runtime, "web", "use the tool", caplog)  # type: ignore[attr-defined]

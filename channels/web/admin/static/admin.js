@@ -527,7 +527,7 @@ async function healthPage() {
   const data = await api("/health");
   const lanes = el("tbody");
   for (const lane of data.lanes) {
-    const good = lane.state === "running", bad = lane.state === "failed";
+    const good = lane.state === "running", bad = lane.state === "failed" || lane.state === "down";
     lanes.append(el("tr", { "data-lane": lane.name },
       el("td", {}, laneBadge(lane.name), " ", lane.name),
       el("td", {}, el("span", { class: "pill" + (good ? " good" : bad ? " bad" : ""), text: lane.state })),
