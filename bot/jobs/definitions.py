@@ -10,6 +10,7 @@ crash, or by a retry — does nothing the second time.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Protocol
 
 from bot.config import MemorySettings
@@ -19,7 +20,7 @@ from bot.storage.boundary import boundary_for
 from bot.storage.jobs import JobSpec
 from bot.storage.messages import MessageStore
 from bot.storage.sessions import SessionStore
-from bot.turns.after_turn import AfterTurn
+from bot.turns.after_turn import AfterTurn, PrefixOnce
 
 MAINTAIN_CONTEXT = "context.maintain"
 OFFLOAD_MEMORY = "memory.offload"
@@ -118,7 +119,8 @@ def build_definitions(
         async def offload_memory(session_id: str, _seq: int) -> None:
             session = await db.run(sessions.get_session, session_id)
             if session is not None:
-                await memory.offload_due(session)
+                # The distillation starts with the conversation's last request (server's cache).
+                await memory.offload_due(session, PrefixOnce(partial(maintainer.shared_prefix, session)))
 
         def offload_has_work(turn: AfterTurn) -> bool:
             return memory.offload_has_work(turn.session, turn.view.rows)
@@ -132,7 +134,7 @@ def build_definitions(
                 newest = await db.run(messages.latest_conversation_message, session_id)
                 # A newer message means the session did not go quiet: its own timer follows.
                 if session is not None and (newest is None or newest[0] <= seq):
-                    await memory.flush_idle(session)
+                    await memory.flush_idle(session, PrefixOnce(partial(maintainer.shared_prefix, session)))
 
             definitions.add(FLUSH_IDLE_MEMORY, flush_idle_memory)
     definitions.after_turn = tuple(specs)

@@ -19,7 +19,7 @@ from bot.jobs import FLUSH_IDLE_MEMORY, MAINTAIN_CONTEXT, OFFLOAD_MEMORY
 from bot.runtime import Runtime
 from bot.storage.jobs import JobSpec
 from bot.storage.models import ChatSession
-from bot.turns.after_turn import AfterTurn
+from bot.turns.after_turn import AfterTurn, PrefixOnce
 from tests.support.runtime import RuntimeFactory, inbound
 
 # Short and long messages, so the offload's character trigger and the context's share
@@ -68,9 +68,9 @@ def counting_runs(runtime: Runtime) -> Counter[str]:
         runs[MAINTAIN_CONTEXT] += 1
         await maintain(session)
 
-    async def offload_counted(session: ChatSession) -> None:
+    async def offload_counted(session: ChatSession, prefix: PrefixOnce | None = None) -> None:
         runs[OFFLOAD_MEMORY] += 1
-        await offload(session)
+        await offload(session, prefix)
 
     runtime.context.after_turn = maintain_counted  # type: ignore[method-assign]
     runtime.memory.offload_due = offload_counted  # type: ignore[method-assign]
