@@ -27,7 +27,7 @@ from typing import TypeVar
 
 from bot import metrics
 from bot.config import ContextSettings, ModelSettings, Settings
-from bot.context.prefix import LastRequests
+from bot.context.prefix import AudienceOf, LastRequests
 from bot.conversation_model import ConversationModel
 from bot.errors import ContextOverflowError
 from bot.providers.base import SUMMARY_PURPOSE, ChatProvider
@@ -105,6 +105,7 @@ class ContextMaintainer:
         assembler: ContextAssembler,
         personas: PersonaRegistry,
         provider: ChatProvider,
+        audience_of: AudienceOf | None = None,
     ) -> None:
         self.settings: ContextSettings = settings.context
         self.model_settings: ModelSettings = settings.model
@@ -115,7 +116,7 @@ class ContextMaintainer:
         self.personas = personas
         self.provider = provider
         # The conversation's last request, which every summariser call starts with.
-        self.last_requests = LastRequests(assembler, personas)
+        self.last_requests = LastRequests(assembler, personas, audience_of)
         self.counters = ContextCounters()
         self._locks = SessionLocks()
         self._busy: set[str] = set()

@@ -10,8 +10,9 @@ job rebuilds it, so any process that runs the job sends the same bytes.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from bot.config import Audience
 from bot.providers.base import tool_name
 from bot.storage.context_records import ContextView
 from bot.storage.models import ChatSession
@@ -22,13 +23,20 @@ from persona import PersonaRegistry
 from transcript import TranscriptRow
 from transcript.after_turn import conversation_prefix, last_reply
 
+# The audience a session's turns have now (store calls); see `Access.audience_of_session`.
+AudienceOf = Callable[[ChatSession], Audience]
+
 
 class LastRequests:
     """Rebuilds a session's last model request (and its reply) from its stored rows."""
 
-    def __init__(self, assembler: ContextAssembler, personas: PersonaRegistry) -> None:
+    def __init__(
+        self, assembler: ContextAssembler, personas: PersonaRegistry, audience_of: AudienceOf | None = None
+    ) -> None:
         self.assembler = assembler
         self.personas = personas
+        # Who asks decides which tools a turn offers; None: a group's, or a member's in private.
+        self.audience_of = audience_of
 
     async def prefix(self, session: ChatSession, view: ContextView | None = None) -> SharedPrefix | None:
         """The last request and its reply, or None when no reply follows the summary.
@@ -41,7 +49,8 @@ class LastRequests:
         if reply is None:
             return None
         persona = self.personas.resolve(reply.persona_id)
-        schemas = schemas_of(self.assembler.offered_tools(session, persona).tools)
+        audience = await self.assembler.db.run(self.audience_of, session) if self.audience_of else None
+        schemas = schemas_of(self.assembler.offered_tools(session, persona, audience).tools)
         # The turn's last call saw the rows before its reply (its own thinking, stored after
         # the call, is an event the model never sees).
         _, request = await self.assembler.assemble_view(

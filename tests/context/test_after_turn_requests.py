@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bot.memory.distill import MEMORY_PURPOSE, MODEL_INSTRUCTIONS
 from bot.providers.openai import PURPOSE_HEADER
 from tests.context.helpers import runtime, say
@@ -66,14 +68,17 @@ def distilled(body: dict[str, Any]) -> str:
     return echo_reply(body)
 
 
+# Who asks decides which tools a turn offers (the public fewer): the rebuilt request offers the same.
+@pytest.mark.parametrize("strangers", ["members", "public"])
 async def test_each_memory_distillation_starts_with_the_request_of_the_turn_before_it(
-    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI, strangers: str
 ) -> None:
     fake_openai.default = distilled
     rt = runtime(
         runtimes,
         tmp_path,
         fake_openai,
+        channels_web_access_strangers=strangers,
         memory_enabled=True,
         memory_turns_threshold=1,
         memory_idle_seconds=0,
