@@ -22,13 +22,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from bot.errors import ContextOverflowError
 from bot.memory.filters import mask_paths
 from bot.memory.items import BASE_IMPORTANCE, KINDS, DistilledItem, MemoryKind, clamp_importance
 from bot.memory.tags import CONSTRAINT_WORDS, DECISION_WORDS, is_process_narration
 from bot.providers.base import ChatProvider
 from bot.search_terms import words
 from bot.storage.models import ChatSession
-from bot.turns.after_turn import PrefixOnce, after_turn_request
+from bot.turns.after_turn import PrefixOnce, SharedPrefix, after_turn_request
 from bot.windows import ModelWindows
 from transcript import count_tokens, truncate_to_tokens
 from transcript.after_turn import after_turn_messages
@@ -237,24 +238,32 @@ class ModelDistiller:
             room -= shared.tokens
         items: list[DistilledItem] = []
         for chunk in excerpt_chunks(blocks, max(room, 1)):
-            request = after_turn_request(
-                after_turn_messages(
-                    shared.messages if shared is not None else (),
-                    distillation_instruction(instructions, chunk.lines, remembered),
-                ),
-                shared,
-                model=model,
-                temperature=0.0,
-                max_tokens=window.reply_reserve,
-                purpose=MEMORY_PURPOSE,
-            )
-            answer = await self.provider.complete(request)
+            instruction = distillation_instruction(instructions, chunk.lines, remembered)
+            try:
+                answer = await self._ask(model, window.reply_reserve, instruction, shared)
+            except ContextOverflowError:
+                if shared is None:
+                    raise
+                # The conversation and the excerpt together did not fit after all: the excerpt alone.
+                answer = await self._ask(model, window.reply_reserve, instruction, None)
             # Parsing (and the rules, should the answer be unusable) is CPU work: a worker thread.
             items += await asyncio.to_thread(items_from_answer, answer, chunk.blocks, max_items, known)
         if len(items) > max_items:
             # Several chunks found more than asked for: the most important are kept.
             items = sorted(items, key=lambda item: -item.importance)[:max_items]
         return items
+
+    async def _ask(self, model: str, reply_tokens: int, instruction: str, shared: SharedPrefix | None) -> str:
+        """One distillation call: the conversation's prefix (if any), then `instruction`."""
+        request = after_turn_request(
+            after_turn_messages(shared.messages if shared is not None else (), instruction),
+            shared,
+            model=model,
+            temperature=0.0,
+            max_tokens=reply_tokens,
+            purpose=MEMORY_PURPOSE,
+        )
+        return await self.provider.complete(request)
 
 
 # A remembered item is offered in at most this many characters.

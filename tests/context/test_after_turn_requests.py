@@ -17,8 +17,16 @@ import pytest
 
 from bot.memory.distill import MEMORY_PURPOSE, MODEL_INSTRUCTIONS
 from bot.providers.openai import PURPOSE_HEADER
-from tests.context.helpers import runtime, say
-from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, ToolCalls, echo_reply
+from bot.storage.owners import Owner
+from tests.context.helpers import runtime, say, session_of
+from tests.fakes.openai_server import (
+    FakeOpenAI,
+    HttpError,
+    RecordedRequest,
+    ToolCalls,
+    context_overflow,
+    echo_reply,
+)
 from tests.tools.test_turn_rounds import add_tools, echo_tool
 from transcript.compaction import SUMMARY_INSTRUCTIONS
 
@@ -113,3 +121,41 @@ async def test_a_summary_starts_with_the_request_of_the_turn_before_it(
         assert_starts_with_the_turn(turn, summary, SUMMARY_INSTRUCTIONS)
     # The summary folds in what left the window, listed in the instruction.
     assert "#1 Alice (user): note 1" in pairs[0][1]["messages"][-1]["content"]
+
+
+async def test_a_prefix_the_server_refuses_as_too_large_is_dropped_and_the_instruction_goes_alone(
+    runtimes, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    def refuse_with_prefix(body: dict[str, Any]) -> str | HttpError:
+        return context_overflow() if len(body["messages"]) > 1 else distilled(body)
+
+    def default(body: dict[str, Any]) -> str | HttpError:
+        if body["messages"][-1]["content"].startswith(MODEL_INSTRUCTIONS.splitlines()[0]):
+            return refuse_with_prefix(body)
+        return echo_reply(body)
+
+    fake_openai.default = default
+    fake_openai.summary = lambda body: context_overflow() if len(body["messages"]) > 1 else "kept summary"
+    rt = runtime(
+        runtimes,
+        tmp_path,
+        fake_openai,
+        context_compact_dropped_messages=2,
+        memory_enabled=True,
+        memory_turns_threshold=11,
+        memory_idle_seconds=0,
+    )
+    for turn in range(1, 13):
+        await say(rt, f"note {turn}")
+
+    session = session_of(rt)
+    assert rt.context is not None
+    summary = rt.context.records.latest_summary(session.id)
+    assert summary is not None and summary.text == "kept summary"
+    assert rt.memory is not None
+    items = rt.stores.memory.all_items(Owner.of(session))
+    assert [item.content for item in items] == ["Alice likes ferries."]
+    for wanted in ("summary", MEMORY_PURPOSE):
+        asked = [len(r.json["messages"]) for r in fake_openai.requests if r.json and purpose(r) == wanted]
+        # Each refused request with the prefix was asked again with the instruction alone.
+        assert asked and asked[-1] == 1 and any(count > 1 for count in asked)
