@@ -30,13 +30,13 @@ from bot.config import ContextSettings, ModelSettings, Settings
 from bot.context.prefix import AudienceOf, LastRequests
 from bot.conversation_model import ConversationModel
 from bot.errors import ContextOverflowError
+from bot.providers.after_turn import PrefixOnce, SharedPrefix, after_turn_request
 from bot.providers.base import SUMMARY_PURPOSE, ChatProvider
 from bot.storage.boundary import boundary_for
 from bot.storage.context_models import ContextRecord
 from bot.storage.context_records import ContextRecords, ContextView
 from bot.storage.messages import MessageStore
 from bot.storage.models import ChatSession
-from bot.turns.after_turn import PrefixOnce, SharedPrefix, after_turn_request
 from bot.turns.assembly import ContextAssembler
 from bot.turns.locks import SessionLocks
 from persona import Persona, PersonaRegistry

@@ -13,11 +13,11 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from bot.config import Audience
+from bot.providers.after_turn import SharedPrefix
 from bot.providers.base import tool_name
 from bot.storage.context_records import ContextView
 from bot.storage.models import ChatSession
 from bot.tools.offer import schemas_of
-from bot.turns.after_turn import SharedPrefix
 from bot.turns.assembly import ContextAssembler
 from persona import PersonaRegistry
 from transcript import TranscriptRow

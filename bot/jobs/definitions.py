@@ -16,11 +16,12 @@ from typing import Protocol
 from bot.config import MemorySettings
 from bot.context.maintenance import ContextMaintainer
 from bot.memory.service import MemoryService
+from bot.providers.after_turn import PrefixOnce
 from bot.storage.boundary import boundary_for
 from bot.storage.jobs import JobSpec
 from bot.storage.messages import MessageStore
 from bot.storage.sessions import SessionStore
-from bot.turns.after_turn import AfterTurn, PrefixOnce
+from bot.turns.after_turn import AfterTurn
 
 MAINTAIN_CONTEXT = "context.maintain"
 OFFLOAD_MEMORY = "memory.offload"

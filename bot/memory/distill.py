@@ -26,10 +26,10 @@ from bot.errors import ContextOverflowError
 from bot.memory.filters import mask_paths
 from bot.memory.items import BASE_IMPORTANCE, KINDS, DistilledItem, MemoryKind, clamp_importance
 from bot.memory.tags import CONSTRAINT_WORDS, DECISION_WORDS, is_process_narration
+from bot.providers.after_turn import PrefixOnce, SharedPrefix, after_turn_request
 from bot.providers.base import ChatProvider
 from bot.search_terms import words
 from bot.storage.models import ChatSession
-from bot.turns.after_turn import PrefixOnce, SharedPrefix, after_turn_request
 from bot.windows import ModelWindows
 from transcript import count_tokens, truncate_to_tokens
 from transcript.after_turn import after_turn_messages

@@ -29,6 +29,7 @@ from bot.memory.items import DistilledItem
 from bot.memory.slots import slot_of
 from bot.memory.tags import items_from_tag
 from bot.memory.triggers import Pending, first_chunk, measure, should_offload
+from bot.providers.after_turn import PrefixOnce
 from bot.providers.demo import DemoProvider
 from bot.search_dates import relative_mentions
 from bot.search_terms import content_key, similarity_tokens
@@ -40,7 +41,6 @@ from bot.storage.memory_models import MemoryItem
 from bot.storage.memory_store import MemoryStore
 from bot.storage.models import ChatSession, Message
 from bot.storage.owners import Owner
-from bot.turns.after_turn import PrefixOnce
 from transcript import TranscriptRow
 from transcript.kinds import SAID_KINDS
 

@@ -24,12 +24,12 @@ from bot.memory.offload import Offloader, OffloadResult
 from bot.memory.recall import Recall, TurnMemory, turn_query, window_start
 from bot.memory.remembering import Remembered, remember
 from bot.metrics import MEMORY_OFFLOADS
+from bot.providers.after_turn import PrefixOnce
 from bot.providers.base import ChatProvider
 from bot.storage.boundary import boundary_for
 from bot.storage.memory_store import MemoryStore
 from bot.storage.models import ChatSession, utcnow
 from bot.storage.owners import Owner
-from bot.turns.after_turn import PrefixOnce
 from bot.windows import ModelWindows
 from transcript import TranscriptRow
 

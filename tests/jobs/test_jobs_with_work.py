@@ -16,10 +16,11 @@ import pytest
 from sqlalchemy import text
 
 from bot.jobs import FLUSH_IDLE_MEMORY, MAINTAIN_CONTEXT, OFFLOAD_MEMORY
+from bot.providers.after_turn import PrefixOnce
 from bot.runtime import Runtime
 from bot.storage.jobs import JobSpec
 from bot.storage.models import ChatSession
-from bot.turns.after_turn import AfterTurn, PrefixOnce
+from bot.turns.after_turn import AfterTurn
 from tests.support.runtime import RuntimeFactory, inbound
 
 # Short and long messages, so the offload's character trigger and the context's share
