@@ -100,8 +100,13 @@ def turn_texts(lines: Sequence[str], first_turn: int, count: int) -> list[tuple[
 
 def memory_answer(body: dict[str, Any]) -> str:
     """What a model distils from an excerpt: a few of its longer lines, restated as facts."""
+    # The instruction is the last message: its excerpt lines are "[seq] Speaker: text".
     excerpt = body["messages"][-1]["content"]
-    lines = [line.split("] ", 1)[-1] for line in excerpt.splitlines() if len(line.split()) >= 8]
+    lines = [
+        line.split("] ", 1)[-1]
+        for line in excerpt.splitlines()
+        if line.startswith("[") and len(line.split()) >= 8
+    ]
     facts = [line.replace(": ", " said that ", 1)[:240] for line in lines[:3]]
     items = [{"kind": "fact", "content": fact, "importance": 5} for fact in facts]
     return json.dumps({"items": items})
@@ -116,7 +121,7 @@ async def serve_model_and_run(configurations: list[dict[str, Any]]) -> list[dict
     distilling = MODEL_INSTRUCTIONS.split("\n", 1)[0]
 
     def answer(body: dict[str, Any]) -> str:
-        if body["messages"][0]["content"].startswith(distilling):
+        if body["messages"][-1]["content"].startswith(distilling):
             return memory_answer(body)
         return replies.get(last_user_text(body), "I see. Tell me more about that.")
 

@@ -67,7 +67,7 @@ def features(
             "memory",
             memory_commands.COMMANDS,
             memory_tools(memory) if remembering else (),
-            memory_jobs(sessions_store, messages, memory, memory.settings),
+            memory_jobs(sessions_store, messages, maintainer, memory, memory.settings),
         ),
         Feature("models", model_commands.COMMANDS),
         Feature("voice", voice_commands.COMMANDS),

@@ -185,12 +185,16 @@ def build_runtime(
         memory=memory if settings.memory.enabled else None,
         tools=ToolOffer(tools, provider.accepts_tools),
     )
+    # Who asks each turn, and who may decide a call that waits for a yes.
+    access = Access(settings, stores)
     context = ContextMaintainer(
         settings=settings,
         messages=stores.messages,
         assembler=assembler,
         personas=persona_registry,
         provider=provider,
+        # The tools the conversation's last request offered, which after-turn requests repeat.
+        audience_of=access.audience_of_session,
     )
     # The lanes running in this process: they show reminders, and take the jobs that need them.
     lanes = ReminderLanes()
@@ -210,8 +214,6 @@ def build_runtime(
     instance_id = uuid.uuid4().hex
     jobs = job_queue(stores, sink, settings, definitions, instance_id, lanes.names)
     reminders.wake = jobs.wake
-    # Who asks each turn, and who may decide a call that waits for a yes.
-    access = Access(settings, stores)
     approvals = Approvals(stores.approvals, access, boundary_for(database), settings.tools.approval_seconds)
     recorder = TurnRecorder(
         settings=settings,

@@ -15,6 +15,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from transcript.after_turn import after_turn_messages
 from transcript.audio import is_audio, render_audio
 from transcript.collapse import Collapse, Snip, is_snipped
 from transcript.context import Message
@@ -202,19 +203,25 @@ def summary_request(
     instructions: str = SUMMARY_INSTRUCTIONS,
     focus: str | None = None,
     target_tokens: int | None = None,
+    prefix: Sequence[Message] = (),
 ) -> list[Message]:
-    """The messages of one summariser call: update `previous` with `items`."""
-    system = instructions
+    """The messages of one summariser call: update `previous` with `items`.
+
+    `prefix`: the conversation's last request and its reply (`transcript.after_turn`), so the
+    server serves it from its cache; the instructions, what to fold in and the ask follow
+    in one user message, last.
+    """
+    text = instructions
     if target_tokens:
-        system += f"\nKeep it under about {max(target_tokens * 3 // 4, 20)} words."
+        text += f"\nKeep it under about {max(target_tokens * 3 // 4, 20)} words."
     if focus:
-        system += f"\nThe reader asked to focus on: {focus}"
+        text += f"\nThe reader asked to focus on: {focus}"
     body = ""
     if previous:
         body += f"Summary so far:\n{previous}\n\n"
     body += "Conversation to fold in:\n" + "\n".join(item.line for item in items)
     body += "\n\nWrite the updated complete summary."
-    return [{"role": "system", "content": system}, {"role": "user", "content": body}]
+    return after_turn_messages(prefix, f"{text}\n\n{body}")
 
 
 def fit_summary(text: str, max_tokens: int) -> str:
@@ -266,6 +273,9 @@ class SummaryRun:
     attempts: int = 2
     max_calls: int = 24
     target_tokens: int | None = None
+    # What every call starts with: the conversation's last request and its reply (none: the
+    # instruction alone).
+    prefix: Sequence[Message] = ()
     calls: int = 0
     failures: int = 0
     fallbacks: list[str] = field(default_factory=list)
@@ -300,7 +310,9 @@ async def summarise_progressively(
     """Each chunk updates the summary the previous chunk left."""
     summary = previous
     for chunk in chunk_by_max_tokens(items, chunk_tokens):
-        summary = await run.call(summary_request(chunk, summary, instructions, focus, run.target_tokens))
+        summary = await run.call(
+            summary_request(chunk, summary, instructions, focus, run.target_tokens, run.prefix)
+        )
     return summary or previous or NO_HISTORY
 
 

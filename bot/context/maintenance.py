@@ -9,6 +9,12 @@ recovery runs in the user's wait. Every result is a stored record; messages
 are never rewritten. The job queue never runs two jobs of one session at once;
 should work overlap anyway (a `/compact` meanwhile), the records' unique ranges
 keep it from being stored twice.
+
+Every summariser call starts with the conversation's last request and its reply
+(`bot.context.prefix`), rebuilt once per job before anything is folded, and puts its
+instruction last: the model's server serves the conversation from its cache and keeps it
+there for the next turn. Overflow recovery, whose conversation no longer fits, and a call
+whose prefix leaves too little room go without it.
 """
 
 from __future__ import annotations
@@ -21,8 +27,11 @@ from typing import TypeVar
 
 from bot import metrics
 from bot.config import ContextSettings, ModelSettings, Settings
+from bot.context.prefix import AudienceOf, LastRequests
 from bot.conversation_model import ConversationModel
-from bot.providers.base import PURPOSE_KEY, SUMMARY_PURPOSE, ChatProvider, ChatRequest
+from bot.errors import ContextOverflowError
+from bot.providers.after_turn import PrefixOnce, SharedPrefix, after_turn_request
+from bot.providers.base import SUMMARY_PURPOSE, ChatProvider
 from bot.storage.boundary import boundary_for
 from bot.storage.context_models import ContextRecord
 from bot.storage.context_records import ContextRecords, ContextView
@@ -97,6 +106,7 @@ class ContextMaintainer:
         assembler: ContextAssembler,
         personas: PersonaRegistry,
         provider: ChatProvider,
+        audience_of: AudienceOf | None = None,
     ) -> None:
         self.settings: ContextSettings = settings.context
         self.model_settings: ModelSettings = settings.model
@@ -106,6 +116,8 @@ class ContextMaintainer:
         self.db = boundary_for(messages.database)
         self.personas = personas
         self.provider = provider
+        # The conversation's last request, which every summariser call starts with.
+        self.last_requests = LastRequests(assembler, personas, audience_of)
         self.counters = ContextCounters()
         # What each conversation's turn requests did to the prompt prefix (`/context` shows it).
         self.prefixes = PrefixWatch()
@@ -133,10 +145,15 @@ class ContextMaintainer:
             self._busy.discard(session.id)
 
     async def recover_from_overflow(self, session: ChatSession, context: Context) -> bool:
-        """Fold the oldest range still in the window so the retried request is smaller."""
+        """Fold the oldest range still in the window so the retried request is smaller.
+
+        The conversation did not fit: the fold's request goes without its prefix.
+        """
         async with self._locks.hold(session.id):
             view = await self.db.run(self.assembler.view, session.id)
-            folded = await self._timed(self._collapse(session, view, context.stats.kept_seqs, keep_recent=1))
+            folded = await self._timed(
+                self._collapse(session, view, context.stats.kept_seqs, None, keep_recent=1)
+            )
         if folded:
             self.counters.overflow_recoveries += 1
             metrics.OVERFLOW_RECOVERIES.inc()
@@ -149,18 +166,29 @@ class ContextMaintainer:
         async with self._locks.hold(session.id):
             view = await self.db.run(self.assembler.view, session.id)
             cut = keep_recent_cut(view.rows, self.settings.keep_recent_messages, view.snips)
-            return await self._timed(self._compact(session, view, cut, focus))
+            prefix = await self.last_requests.prefix(session, view)
+            return await self._timed(self._compact(session, view, cut, focus, prefix))
+
+    async def shared_prefix(self, session: ChatSession) -> SharedPrefix | None:
+        """The conversation's last request and its reply, rebuilt now from the stored rows
+        (what the memory offload's distillation starts with too)."""
+        return await self.last_requests.prefix(session)
 
     # --- the work --------------------------------------------------------------
 
     async def _maintain(self, session: ChatSession) -> None:
         persona = self.persona_for(session)
         view, context = await self._build(session, persona)
+        # Rebuilt from the view read before anything is folded (the request the server served
+        # last), when there is work for it.
+        first_view = view
+        prefix = PrefixOnce(lambda: self.last_requests.prefix(session, first_view))
         for _ in range(MAX_COLLAPSES_PER_TURN):
             if _share(context) < self.settings.collapse_share:
                 break
             keep = self.settings.keep_recent_messages
-            if not await self._collapse(session, view, context.stats.kept_seqs, keep_recent=keep):
+            shared = await prefix.get()
+            if not await self._collapse(session, view, context.stats.kept_seqs, shared, keep_recent=keep):
                 break
             view, context = await self._build(session, persona)
         if _share(context) >= self.settings.compact_share:
@@ -173,21 +201,31 @@ class ContextMaintainer:
             cut = min(context.stats.kept_seqs) - 1
         else:
             return
-        await self._compact(session, view, cut, None)
+        await self._compact(session, view, cut, None, await prefix.get())
 
     async def _build(self, session: ChatSession, persona: Persona) -> tuple[ContextView, Context]:
         return await self.assembler.assemble_view(session, persona)
 
     async def _compact(
-        self, session: ChatSession, view: ContextView, cut: int, focus: str | None
+        self,
+        session: ChatSession,
+        view: ContextView,
+        cut: int,
+        focus: str | None,
+        prefix: SharedPrefix | None,
     ) -> CompactionResult | None:
         window = await self._window(session)
         target = min(self.settings.summary_tokens, window // SUMMARY_WINDOW_SHARE)
-        work = await self.db.run(self._plan_compaction, session.id, view, cut, window, target)
+        # A summariser call holds the instructions, the previous summary (at most
+        # 2 × target), a chunk and the reply (target), after the prefix.
+        if prefix is not None and not prefix.leaves(window, 3 * target + PROMPT_TOKENS):
+            prefix = None
+        room = window - (prefix.tokens if prefix is not None else 0)
+        work = await self.db.run(self._plan_compaction, session.id, view, cut, room, target)
         if work is None:
             return None
         plan, items, chunk_tokens = work
-        run = self._run(session, target)
+        run = self._run(session, target, prefix)
         text = await summarise_in_stages(
             run,
             items,
@@ -209,6 +247,8 @@ class ContextMaintainer:
         self, session_id: str, view: ContextView, cut: int, window: int, target: int
     ) -> tuple[CompactionPlan, list[SummaryItem], int] | None:
         """What to summarise up to `cut`, its lines with their token counts, and the chunk size.
+
+        `window`: what a summariser call may hold after its prefix.
 
         Token counting is CPU work: run on the database thread with the read, as a
         turn's context build is.
@@ -240,16 +280,23 @@ class ContextMaintainer:
         session: ChatSession,
         view: ContextView,
         candidates: Sequence[int],
+        prefix: SharedPrefix | None,
         *,
         keep_recent: int,
     ) -> bool:
         """Fold the oldest eligible range; True when a range is folded (by us or a peer)."""
         window = await self._window(session)
-        work = await self.db.run(self._plan_collapse, view, candidates, keep_recent, window)
+        # The note's limit is at most a quarter of the summary's.
+        if prefix is not None and not prefix.leaves(
+            window, self.settings.summary_tokens // 4 + PROMPT_TOKENS
+        ):
+            prefix = None
+        room = window - (prefix.tokens if prefix is not None else 0)
+        work = await self.db.run(self._plan_collapse, view, candidates, keep_recent, room)
         if work is None:
             return False
         rows, items, chunk_tokens, limit = work
-        run = self._run(session, limit)
+        run = self._run(session, limit, prefix)
         text = await summarise_with_fallback(
             run,
             items,
@@ -350,26 +397,33 @@ class ContextMaintainer:
         info = await self.assembler.windows.refresh(self.model_for(session).model)
         return info.fitted_window
 
-    def _run(self, session: ChatSession, target_tokens: int) -> SummaryRun:
+    def _run(self, session: ChatSession, target_tokens: int, prefix: SharedPrefix | None) -> SummaryRun:
         return SummaryRun(
-            summarise=self._summariser(session, target_tokens),
+            summarise=self._summariser(session, target_tokens, prefix),
             attempts=self.settings.summary_attempts,
             max_calls=self.settings.summary_max_calls,
             target_tokens=target_tokens,
+            prefix=prefix.messages if prefix is not None else (),
         )
 
-    def _summariser(self, session: ChatSession, target_tokens: int) -> Summarise:
+    def _summariser(self, session: ChatSession, target_tokens: int, prefix: SharedPrefix | None) -> Summarise:
         model = self.model_for(session).model
 
         async def summarise(messages: list[Message]) -> str:
-            # Persona-neutral: no persona on the request, the summariser's own prompt.
-            request = ChatRequest(
-                messages=messages,
-                model=model,
-                max_tokens=target_tokens,
-                extra={PURPOSE_KEY: SUMMARY_PURPOSE},
+            # No persona on the request: the instruction, last, asks for a neutral summary.
+            request = after_turn_request(
+                messages, prefix, model=model, max_tokens=target_tokens, purpose=SUMMARY_PURPOSE
             )
-            return await self.provider.complete(request)
+            try:
+                return await self.provider.complete(request)
+            except ContextOverflowError:
+                if prefix is None:
+                    raise
+                # The prefix and the instruction together did not fit after all: the instruction alone.
+                alone = after_turn_request(
+                    messages[-1:], None, model=model, max_tokens=target_tokens, purpose=SUMMARY_PURPOSE
+                )
+                return await self.provider.complete(alone)
 
         return summarise
 

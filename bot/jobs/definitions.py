@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from bot.config import MemorySettings
 from bot.context.maintenance import ContextMaintainer
 from bot.memory.service import MemoryService
+from bot.providers.after_turn import PrefixOnce
 from bot.storage.boundary import boundary_for
 from bot.storage.jobs import JobSpec
 from bot.storage.messages import MessageStore
@@ -125,7 +127,11 @@ def context_jobs(sessions: SessionStore, maintainer: ContextMaintainer) -> tuple
 
 
 def memory_jobs(
-    sessions: SessionStore, messages: MessageStore, memory: MemoryService, settings: MemorySettings
+    sessions: SessionStore,
+    messages: MessageStore,
+    maintainer: ContextMaintainer,
+    memory: MemoryService,
+    settings: MemorySettings,
 ) -> tuple[Job, ...]:
     """Memory's offload after a turn and, once a session goes quiet, its idle flush."""
     if not settings.enabled:
@@ -135,7 +141,8 @@ def memory_jobs(
     async def offload_memory(session_id: str, _seq: int) -> None:
         session = await db.run(sessions.get_session, session_id)
         if session is not None:
-            await memory.offload_due(session)
+            # The distillation starts with the conversation's last request (server's cache).
+            await memory.offload_due(session, PrefixOnce(partial(maintainer.shared_prefix, session)))
 
     def offload_has_work(turn: AfterTurn) -> bool:
         return memory.offload_has_work(turn.session, turn.view.rows)
@@ -148,7 +155,7 @@ def memory_jobs(
             newest = await db.run(messages.latest_conversation_message, session_id)
             # A newer message means the session did not go quiet: its own timer follows.
             if session is not None and (newest is None or newest[0] <= seq):
-                await memory.flush_idle(session)
+                await memory.flush_idle(session, PrefixOnce(partial(maintainer.shared_prefix, session)))
 
         idle = JobSpec(FLUSH_IDLE_MEMORY, delay_seconds=settings.idle_seconds)
         jobs.append(Job(FLUSH_IDLE_MEMORY, flush_idle_memory, after_turn=idle))

@@ -6,7 +6,10 @@ conclusion and personal-fact cues, as the memory service behind the seed does.
 when the answer is not usable; a failed call raises, so the cursor stays put. The
 same call says, for each item, whom it is about, who said it, the messages it came
 from and which already remembered items it replaces (`KnownItem`s listed after the
-excerpt): one request per chunk, nothing asked twice.
+excerpt): one request per chunk, nothing asked twice. Each request starts with the
+conversation's last request and its reply (`transcript.after_turn`), when the job has it and
+the window holds both, so the server serves it from its cache; the instructions, the
+excerpt and the remembered items follow in one user message, last.
 """
 
 from __future__ import annotations
@@ -19,14 +22,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from bot.errors import ContextOverflowError
 from bot.memory.filters import mask_paths
 from bot.memory.items import BASE_IMPORTANCE, KINDS, DistilledItem, MemoryKind, clamp_importance
 from bot.memory.tags import CONSTRAINT_WORDS, DECISION_WORDS, is_process_narration
-from bot.providers.base import PURPOSE_KEY, ChatProvider, ChatRequest
+from bot.providers.after_turn import PrefixOnce, SharedPrefix, after_turn_request
+from bot.providers.base import ChatProvider
 from bot.search_terms import words
 from bot.storage.models import ChatSession
 from bot.windows import ModelWindows
 from transcript import count_tokens, truncate_to_tokens
+from transcript.after_turn import after_turn_messages
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +90,11 @@ class Distiller(Protocol):
         max_items: int,
         session: ChatSession | None = None,
         known: Sequence[KnownItem] = (),
+        prefix: PrefixOnce | None = None,
     ) -> list[DistilledItem]:
         """Items from `blocks` of `session` (a model distiller asks the conversation's model);
-        `known` are current items a new one may replace (the rules find those by slot)."""
+        `known` are current items a new one may replace (the rules find those by slot);
+        `prefix` the conversation's last request, which a model's requests start with."""
         ...
 
 
@@ -101,6 +109,7 @@ class RuleDistiller:
         max_items: int,
         session: ChatSession | None = None,
         known: Sequence[KnownItem] = (),
+        prefix: PrefixOnce | None = None,
     ) -> list[DistilledItem]:
         # Sentence scoring is CPU work (regular expressions over the chunk): a worker thread, not the loop.
         return await asyncio.to_thread(distill_by_rules, blocks, max_items)
@@ -209,6 +218,7 @@ class ModelDistiller:
         max_items: int,
         session: ChatSession | None = None,
         known: Sequence[KnownItem] = (),
+        prefix: PrefixOnce | None = None,
     ) -> list[DistilledItem]:
         instructions = MODEL_INSTRUCTIONS % max_items
         model = self.model_for(session) if self.model_for is not None and session is not None else self.model
@@ -221,25 +231,39 @@ class ModelDistiller:
             - count_tokens(remembered)
             - EXCERPT_OVERHEAD_TOKENS
         )
+        shared = await prefix.get() if prefix is not None else None
+        if shared is not None and not shared.leaves(room, 0):
+            shared = None  # the conversation leaves the excerpt too little room: it goes alone
+        if shared is not None:
+            room -= shared.tokens
         items: list[DistilledItem] = []
         for chunk in excerpt_chunks(blocks, max(room, 1)):
-            request = ChatRequest(
-                messages=[
-                    {"role": "system", "content": instructions},
-                    {"role": "user", "content": excerpt_message(chunk.lines, remembered)},
-                ],
-                model=model,
-                temperature=0.0,
-                max_tokens=window.reply_reserve,
-                extra={PURPOSE_KEY: MEMORY_PURPOSE},
-            )
-            answer = await self.provider.complete(request)
+            instruction = distillation_instruction(instructions, chunk.lines, remembered)
+            try:
+                answer = await self._ask(model, window.reply_reserve, instruction, shared)
+            except ContextOverflowError:
+                if shared is None:
+                    raise
+                # The conversation and the excerpt together did not fit after all: the excerpt alone.
+                answer = await self._ask(model, window.reply_reserve, instruction, None)
             # Parsing (and the rules, should the answer be unusable) is CPU work: a worker thread.
             items += await asyncio.to_thread(items_from_answer, answer, chunk.blocks, max_items, known)
         if len(items) > max_items:
             # Several chunks found more than asked for: the most important are kept.
             items = sorted(items, key=lambda item: -item.importance)[:max_items]
         return items
+
+    async def _ask(self, model: str, reply_tokens: int, instruction: str, shared: SharedPrefix | None) -> str:
+        """One distillation call: the conversation's prefix (if any), then `instruction`."""
+        request = after_turn_request(
+            after_turn_messages(shared.messages if shared is not None else (), instruction),
+            shared,
+            model=model,
+            temperature=0.0,
+            max_tokens=reply_tokens,
+            purpose=MEMORY_PURPOSE,
+        )
+        return await self.provider.complete(request)
 
 
 # A remembered item is offered in at most this many characters.
@@ -255,9 +279,14 @@ def known_lines(known: Sequence[KnownItem]) -> str:
 
 
 def excerpt_message(lines: Sequence[str], remembered: str) -> str:
-    """The user message of a distillation: the excerpt, then the items it may replace."""
+    """What a distillation reads: the excerpt, then the items it may replace."""
     excerpt = "\n".join(lines)
     return f"{excerpt}\n\n{remembered}" if remembered else excerpt
+
+
+def distillation_instruction(instructions: str, lines: Sequence[str], remembered: str) -> str:
+    """The last message of a distillation, a user's: the instructions, then what they apply to."""
+    return f"{instructions}\n\n{excerpt_message(lines, remembered)}"
 
 
 @dataclass(frozen=True)

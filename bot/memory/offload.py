@@ -29,6 +29,7 @@ from bot.memory.items import DistilledItem
 from bot.memory.slots import slot_of
 from bot.memory.tags import items_from_tag
 from bot.memory.triggers import Pending, first_chunk, measure, should_offload
+from bot.providers.after_turn import PrefixOnce
 from bot.providers.demo import DemoProvider
 from bot.search_dates import relative_mentions
 from bot.search_terms import content_key, similarity_tokens
@@ -127,7 +128,12 @@ class Offloader:
         return should_offload(measure([row for row in newest if row.seq > after]), self.settings)
 
     async def offload(
-        self, session: ChatSession, *, force: bool = False, embed: bool = True
+        self,
+        session: ChatSession,
+        *,
+        force: bool = False,
+        embed: bool = True,
+        prefix: PrefixOnce | None = None,
     ) -> OffloadResult | None:
         """Offload what is pending, chunk by chunk, while a trigger is reached (or all, with `force`).
 
@@ -135,6 +141,7 @@ class Offloader:
         cursor then stays after the last chunk that was stored. With `embed` off the
         chunks are stored without vectors, for the backfill to embed later (the flush
         at shutdown, which must end in time, leaves the encoder's work to the next start).
+        `prefix`: the conversation's last request, which the distiller's requests start with.
         """
         lock = self._locks.setdefault(session.id, asyncio.Lock())
         owner = Owner.of(session)
@@ -145,7 +152,7 @@ class Offloader:
             total: OffloadResult | None = None
             # Each step is a hop off the loop, so a long backlog shares the event loop between chunks.
             while plan is not None:
-                result = await self._offload_chunk(session, expected, plan, reset, embed)
+                result = await self._offload_chunk(session, expected, plan, reset, embed, prefix)
                 if result is None:
                     break
                 total = result if total is None else total + result
@@ -200,12 +207,18 @@ class Offloader:
         return [to_new_item(item, plan.chunk, plan.persons) for item in kept], deduped
 
     async def _offload_chunk(
-        self, session: ChatSession, expected_seq: int | None, plan: ChunkPlan, reset: bool, embed: bool
+        self,
+        session: ChatSession,
+        expected_seq: int | None,
+        plan: ChunkPlan,
+        reset: bool,
+        embed: bool,
+        prefix: PrefixOnce | None,
     ) -> OffloadResult | None:
         distilled: list[DistilledItem] = []
         if plan.fresh_blocks:
             distilled = await self.distiller.distill(
-                plan.fresh_blocks, self.settings.max_items, session, plan.known
+                plan.fresh_blocks, self.settings.max_items, session, plan.known, prefix
             )
         new_items, deduped = await self.db.run(self._keep_new, plan, distilled)
         message_vectors: list[tuple[int, bytes]] = []

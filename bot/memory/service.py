@@ -26,6 +26,7 @@ from bot.memory.offload import Offloader, OffloadResult
 from bot.memory.recall import Recall, TurnMemory, turn_query, window_start
 from bot.memory.remembering import Remembered, remember
 from bot.metrics import MEMORY_OFFLOADS
+from bot.providers.after_turn import PrefixOnce
 from bot.providers.base import ChatProvider
 from bot.storage.boundary import boundary_for
 from bot.storage.memory_store import MemoryStore
@@ -117,13 +118,16 @@ class MemoryService:
             log.info("dense recall: embedded %d stored items and %d messages", total.items, total.messages)
         return total
 
-    async def offload_due(self, session: ChatSession) -> None:
-        """The `memory.offload` job: offload when a trigger is reached."""
+    async def offload_due(self, session: ChatSession, prefix: PrefixOnce | None = None) -> None:
+        """The `memory.offload` job: offload when a trigger is reached.
+
+        `prefix`: the conversation's last request, which the distillation starts with.
+        """
         if not self.settings.enabled:
             return
         # Noted even when the offload fails: the shutdown flush retries it.
         self._note_active(session)
-        count_offload(await self.offloader.offload(session))
+        count_offload(await self.offloader.offload(session, prefix=prefix))
 
     def offload_has_work(self, session: ChatSession, newest: Sequence[TranscriptRow]) -> bool:
         """Whether a turn that leaves `newest` as the session's newest rows should enqueue
@@ -138,13 +142,13 @@ class MemoryService:
             with self._active_lock:
                 self._active[session.id] = session
 
-    async def flush_idle(self, session: ChatSession) -> None:
+    async def flush_idle(self, session: ChatSession, prefix: PrefixOnce | None = None) -> None:
         """The `memory.idle_flush` job: the session went quiet, offload all that is pending."""
         if not self.settings.enabled:
             return
         with self._active_lock:
             self._active.pop(session.id, None)
-        await self.flush(session)
+        await self.flush(session, prefix=prefix)
 
     def for_turn(
         self,
@@ -233,9 +237,11 @@ class MemoryService:
         """Keep `text` (one item a line) in the owner's memory now, as a `<memory>` tag would."""
         return await remember(self.store, self.embedder, session, text, seq=seq, said_at=utcnow())
 
-    async def flush(self, session: ChatSession, *, embed: bool = True) -> OffloadResult | None:
+    async def flush(
+        self, session: ChatSession, *, embed: bool = True, prefix: PrefixOnce | None = None
+    ) -> OffloadResult | None:
         """Offload everything pending for the session, whatever the triggers say."""
-        return count_offload(await self.offloader.offload(session, force=True, embed=embed))
+        return count_offload(await self.offloader.offload(session, force=True, embed=embed, prefix=prefix))
 
     async def aclose(self) -> None:
         """Shutdown ends the activity of every session offloaded here: flush what is pending."""

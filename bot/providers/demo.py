@@ -25,6 +25,8 @@ from transcript import count_message_tokens, count_tokens
 _ATTACHMENT_MARKER = re.compile(r"\[(?:document|image):")
 _FIRST_SENTENCE = re.compile(r"^.*?[.!?](?=\s|$)", re.DOTALL)
 _QUOTE_LIMIT = 120
+# A message a summariser's instruction lists: "#12 Alice (user): text".
+_FOLDED_LINE = re.compile(r"^#\d+ [^:\n]+: (.+)$", re.M)
 _SUMMARY_LIMIT = 800
 
 
@@ -122,15 +124,27 @@ def describe(request: ChatRequest) -> str:
 
 
 def summarise(messages: list[dict[str, Any]]) -> str:
-    """The first sentence of each user and assistant message, joined and capped."""
+    """The first sentence of each message to fold in, joined and capped.
+
+    A summariser's request lists them in its last message, after the conversation it
+    starts with (`transcript.after_turn`); without that list, every user and assistant
+    message is one.
+    """
+    last = messages[-1].get("content") if messages else None
+    texts = _folded_lines(last) if isinstance(last, str) else []
+    if not texts:
+        texts = [_text_of(m) for m in messages if m.get("role") in ("user", "assistant")]
     sentences = []
-    for message in messages:
-        if message.get("role") in ("user", "assistant"):
-            text = _text_of(message)
-            if text:
-                match = _FIRST_SENTENCE.match(text)
-                sentences.append(match.group(0) if match else text)
+    for text in texts:
+        if text:
+            match = _FIRST_SENTENCE.match(text)
+            sentences.append(match.group(0) if match else text)
     return _shorten("[demo summary] " + " ".join(sentences), _SUMMARY_LIMIT)
+
+
+def _folded_lines(instruction: str) -> list[str]:
+    """The texts of the `#seq Speaker: text` lines a summariser's instruction lists."""
+    return [match.group(1) for match in _FOLDED_LINE.finditer(instruction)]
 
 
 def _speaker(request: ChatRequest) -> str:

@@ -18,6 +18,7 @@ from datetime import timedelta
 
 from bot.config import Audience, Settings
 from bot.lanes import LaneSettings
+from bot.storage.models import ChatSession
 from bot.storage.stores import Stores
 from bot.turns.inbound import InboundMessage
 
@@ -104,6 +105,14 @@ class Access:
             return known
         lane = self.lane(lane_name)
         return "admins" if lane is None else lane.stranger_audience()
+
+    def audience_of_session(self, session: ChatSession) -> Audience:
+        """The audience a session's turns have now (store calls): a group's, else its person's
+        on the lane of their first account, as a restart finishing their turn finds it."""
+        if session.kind == "group":
+            return "groups"
+        accounts = self.stores.identities.accounts_of(session.owner_id)
+        return self.audience_of_person(session.owner_id, accounts[0].lane if accounts else "")
 
     def _accounts(self, lane: str, user_id: str, username: str | None) -> list[tuple[str, str, str | None]]:
         """This platform user's accounts: every one linked to theirs, or just this one."""

@@ -28,7 +28,7 @@ async def test_messages_leaving_the_window_are_compacted_progressively(
     await say(rt, "note 14")
     second = rt.context.records.latest_summary(session.id)
     assert second is not None and (second.first_seq, second.last_seq) == (5, 8)
-    update = [r for r in fake_openai.requests if r.is_summary][-1].messages[1]["content"]
+    update = [r for r in fake_openai.requests if r.is_summary][-1].messages[-1]["content"]
     assert f"Summary so far:\n{first.text}" in update
     assert "#5 Alice (user): note 3" in update and "#8 Ada (assistant, persona ada)" in update
     # The next turn sees the summary and a full window starting right after it.
@@ -76,7 +76,7 @@ async def test_identifiers_survive_a_summary_written_by_the_model(
     runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     def faithful_summary(body: dict[str, Any]) -> str:
-        conversation = message_text(body["messages"][1])
+        conversation = message_text(body["messages"][-1])
         keep = [word for word in conversation.split() if any(c.isdigit() for c in word) or "/" in word]
         return "Decisions and identifiers: " + " ".join(keep)
 
@@ -91,10 +91,12 @@ async def test_identifiers_survive_a_summary_written_by_the_model(
     answer = await say(rt, "/compact deployment")
     assert answer.startswith("Compacted messages #1–#4")
     request = [r for r in fake_openai.requests if r.is_summary][-1]
-    assert "focus on: deployment" in request.messages[0]["content"]
-    # Persona-neutral: the summariser's own prompt, never the speaking persona's.
-    assert "You are Ada" not in request.messages[0]["content"]
-    assert "#2 Ada (assistant, persona ada)" in request.messages[1]["content"]
+    # The conversation's request first (the persona's system message), the instruction last.
+    instruction = request.messages[-1]
+    assert instruction["role"] == "user" and "focus on: deployment" in instruction["content"]
+    assert "Stay neutral: you are not any of the personas" in instruction["content"]
+    assert "#2 Ada (assistant, persona ada)" in instruction["content"]
+    assert [m["role"] for m in request.messages].count("system") == 1
     await say(rt, "What was the job link?")
     system = chat_requests(fake_openai)[-1]["messages"][0]["content"]
     for identifier in ("7.4.1", "https://ci.example.org/jobs/8812", "/srv/chorus/releases", "OPS-4512"):

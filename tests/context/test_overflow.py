@@ -10,13 +10,15 @@ from tests.fakes.openai_server import FakeOpenAI, ToolCalls, context_overflow, m
 from tests.support.runtime import inbound
 from tests.tools.test_turn_rounds import add_tools, echo_tool
 
+# Where the summariser's instruction lists the messages to fold.
+FOLD_IN = "Conversation to fold in:\n"
 QUIET = {"context_compact_dropped_messages": 1000, "context_collapse_range_messages": 4}
 
 
 async def test_overflow_collapses_the_oldest_range_and_retries(
     runtimes, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
-    fake_openai.summary = lambda body: message_text(body["messages"][1]).split("\n", 1)[1][:300]
+    fake_openai.summary = lambda body: message_text(body["messages"][-1]).split(FOLD_IN, 1)[1][:300]
     rt = runtime(runtimes, tmp_path, fake_openai, **QUIET)
     for n in range(1, 5):
         await say(rt, f"topic {n}: https://example.org/{n}")
@@ -102,7 +104,7 @@ async def test_an_overflow_after_a_tool_round_is_retried_on_a_fresh_read(
     """A tool round's model call extends the round's view without reading the records again;
     after an overflow it must read them, even when the fold was stored by another process
     (one that raced this one to it), which this process's own record of changes never saw."""
-    fake_openai.summary = lambda body: message_text(body["messages"][1]).split("\n", 1)[1][:300]
+    fake_openai.summary = lambda body: message_text(body["messages"][-1]).split(FOLD_IN, 1)[1][:300]
     rt = runtime(runtimes, tmp_path, fake_openai, **QUIET)
     add_tools(rt, echo_tool([]))
     for n in range(1, 5):

@@ -44,9 +44,9 @@ async def test_each_chunk_updates_the_previous_summary() -> None:
     )
     assert text == "second"
     assert len(summariser.requests) == 2  # 24 / 1.2 = 20 tokens: two items per chunk
-    assert "Summary so far:\nearlier" in summariser.requests[0][1]["content"]
-    assert "Summary so far:\nfirst" in summariser.requests[1][1]["content"]
-    assert "#3 Alice (user): c" in summariser.requests[1][1]["content"]
+    assert "Summary so far:\nearlier" in summariser.requests[0][-1]["content"]
+    assert "Summary so far:\nfirst" in summariser.requests[1][-1]["content"]
+    assert "#3 Alice (user): c" in summariser.requests[1][-1]["content"]
 
 
 async def test_a_failing_summariser_ends_in_a_statement_that_keeps_identifiers() -> None:
@@ -112,10 +112,10 @@ async def test_stages_are_summarised_apart_then_merged_with_the_previous_summary
         run, items(*"abcd", tokens=40), chunk_tokens=100, context_window=4000, previous="before"
     )
     assert text == "merged"
-    merge = summariser.requests[2][1]["content"]
+    merge = summariser.requests[2][-1]["content"]
     assert "Summary so far:\nbefore" in merge
     assert "Partial summary 1:\nstage one" in merge and "Partial summary 2:\nstage two" in merge
-    assert "Summary so far" not in summariser.requests[0][1]["content"]
+    assert "Summary so far" not in summariser.requests[0][-1]["content"]
 
 
 async def test_a_failed_merge_keeps_the_stage_summaries_side_by_side() -> None:

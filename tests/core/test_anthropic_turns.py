@@ -19,6 +19,7 @@ from tests.fakes.anthropic_server import Answer, FakeAnthropic, overloaded
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.runtime import RuntimeFactory, inbound
 from transcript import PROVIDER_BLOCKS_KEY
+from transcript.compaction import SUMMARY_INSTRUCTIONS
 
 CLAUDE = [{"name": "claude", "provider": "anthropic", "model": "claude-test", "thinking": True}]
 
@@ -236,3 +237,42 @@ async def test_a_refused_key_reads_as_sentences_and_says_where_the_key_is_set(
         "Check the model's API key: it is set as model.api_key in config.yaml (the key, or "
         "${NAME} to read environment variable NAME) or as CHORUS_MODEL_API_KEY. Your message is saved."
     )
+
+
+def without_breakpoints(value: Any) -> Any:
+    """`value` without `cache_control` marks: where they sit is no part of the prompt's bytes."""
+    if isinstance(value, dict):
+        return {key: without_breakpoints(item) for key, item in value.items() if key != "cache_control"}
+    if isinstance(value, list):
+        return [without_breakpoints(item) for item in value]
+    return value
+
+
+async def test_a_summary_through_anthropic_starts_with_the_turns_request_and_asks_in_the_last_user_turn(
+    runtimes: RuntimeFactory, tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    runtime = anthropic_runtime(runtimes, tmp_path, fake_anthropic, context_keep_recent_messages=2)
+    for n in range(3):
+        await runtime.engine.respond(inbound(f"question {n}"))
+    compacted = await runtime.engine.respond(inbound("/compact"))
+    assert compacted.text.startswith("Compacted messages"), compacted.text
+
+    bodies = [request.json for request in fake_anthropic.requests]
+    summary = next(body for body in bodies if SUMMARY_INSTRUCTIONS[:40] in json.dumps(body["messages"]))
+    turn = bodies[bodies.index(summary) - 1]
+    # One system prompt, the persona's; the same tools, which the model may not call.
+    assert without_breakpoints(summary["system"]) == without_breakpoints(turn["system"])
+    assert without_breakpoints(summary["tools"]) == without_breakpoints(turn["tools"])
+    assert summary["tool_choice"] == {"type": "none"}
+    # The turn's messages, its reply, then the instruction: turns alternate as the API requires.
+    sent = without_breakpoints(turn["messages"])
+    messages = without_breakpoints(summary["messages"])
+    assert messages[: len(sent)] == sent
+    assert messages[len(sent)] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "reply to: question 2"}],
+    }
+    assert len(messages) == len(sent) + 2 and messages[-1]["role"] == "user"
+    assert messages[-1]["content"][0]["text"].startswith(SUMMARY_INSTRUCTIONS)
+    roles = [message["role"] for message in messages]
+    assert all(first != second for first, second in zip(roles, roles[1:], strict=False))

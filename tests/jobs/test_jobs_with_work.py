@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import text
 
 from bot.jobs import FLUSH_IDLE_MEMORY, MAINTAIN_CONTEXT, OFFLOAD_MEMORY
+from bot.providers.after_turn import PrefixOnce
 from bot.runtime import Runtime
 from bot.storage.jobs import JobSpec
 from bot.storage.models import ChatSession
@@ -68,9 +69,9 @@ def counting_runs(runtime: Runtime) -> Counter[str]:
         runs[MAINTAIN_CONTEXT] += 1
         await maintain(session)
 
-    async def offload_counted(session: ChatSession) -> None:
+    async def offload_counted(session: ChatSession, prefix: PrefixOnce | None = None) -> None:
         runs[OFFLOAD_MEMORY] += 1
-        await offload(session)
+        await offload(session, prefix)
 
     runtime.context.after_turn = maintain_counted  # type: ignore[method-assign]
     runtime.memory.offload_due = offload_counted  # type: ignore[method-assign]

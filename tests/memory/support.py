@@ -41,7 +41,12 @@ class FlakyDistiller:
         self.calls: list[list[int]] = []
 
     async def distill(
-        self, blocks: Sequence[SourceBlock], max_items: int, session: object = None, known: object = ()
+        self,
+        blocks: Sequence[SourceBlock],
+        max_items: int,
+        session: object = None,
+        known: object = (),
+        prefix: object = None,
     ) -> list[DistilledItem]:
         self.calls.append([block.seq for block in blocks])
         if self.failures > 0:

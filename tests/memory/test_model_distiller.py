@@ -20,12 +20,13 @@ INSTRUCTIONS_START = MODEL_INSTRUCTIONS.splitlines()[0]
 
 def is_memory_call(body: dict[str, Any]) -> bool:
     messages = body.get("messages", [])
-    return bool(messages) and str(messages[0].get("content", "")).startswith(INSTRUCTIONS_START)
+    # The instruction is the request's last message (after the conversation's own request).
+    return bool(messages) and str(messages[-1].get("content", "")).startswith(INSTRUCTIONS_START)
 
 
 def distilled_json(body: dict[str, Any]) -> str:
     """One fact per message line of the excerpt, so the test can see what was sent."""
-    excerpt = body["messages"][1]["content"]
+    excerpt = body["messages"][-1]["content"]
     items = [
         {"kind": "fact", "content": f"seen {seq}", "importance": 4}
         for seq in re.findall(r"^\[(\d+)\]", excerpt, re.M)
@@ -66,7 +67,7 @@ async def test_a_model_that_fails_then_succeeds_offloads_every_turn_exactly_once
         await runtime.memory.flush(session)
         memory_calls = [r for r in fake_openai.requests if r.json and is_memory_call(r.json)]
         assert all(r.headers[PURPOSE_HEADER.lower()] == MEMORY_PURPOSE for r in memory_calls)
-        sent = [re.findall(r"^\[(\d+)\]", r.json["messages"][1]["content"], re.M) for r in memory_calls]
+        sent = [re.findall(r"^\[(\d+)\]", r.json["messages"][-1]["content"], re.M) for r in memory_calls]
         # Turn n stores seqs 2n-1 and 2n. After turn 2 the call fails with 1–4; after turn 3
         # 1–4 are sent again and stored (a chunk is one trigger's worth: two turns) while
         # 5–6 wait below the threshold; 5–8 go after turn 4, 9–12 after turn 6.
@@ -125,9 +126,9 @@ async def test_an_excerpt_larger_than_the_models_window_goes_in_calls_that_fit_i
         memory_calls = [r.json for r in fake_openai.requests if r.json and is_memory_call(r.json)]
         assert len(memory_calls) > 1
         for body in memory_calls:
-            excerpt_tokens = count_tokens(body["messages"][1]["content"])
+            excerpt_tokens = count_tokens(body["messages"][-1]["content"])
             assert excerpt_tokens + count_tokens(body["messages"][0]["content"]) < window.fitted_window
-        sent = [re.findall(r"^\[(\d+)\]", body["messages"][1]["content"], re.M) for body in memory_calls]
+        sent = [re.findall(r"^\[(\d+)\]", body["messages"][-1]["content"], re.M) for body in memory_calls]
         assert [seq for seqs in sent for seq in seqs] == [str(seq) for seq in range(1, 9)]
     finally:
         await runtime.aclose()

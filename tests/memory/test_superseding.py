@@ -121,7 +121,7 @@ async def test_the_same_fact_said_twice_replaces_nothing(runtime: Runtime) -> No
 
 
 def offered_ids(body: dict[str, Any]) -> list[int]:
-    excerpt = str(body["messages"][1]["content"])
+    excerpt = str(body["messages"][-1]["content"])
     if KNOWN_ITEMS_HEADING not in excerpt:
         return []
     return [int(n) for n in re.findall(r"^#(\d+) ", excerpt.split(KNOWN_ITEMS_HEADING, 1)[1], re.M)]
@@ -136,7 +136,7 @@ async def test_the_model_names_the_item_a_new_one_replaces_in_the_same_call(
         if not is_memory_call(body):
             return echo_reply(body)
         memory_calls.append(body)
-        excerpt = str(body["messages"][1]["content"])
+        excerpt = str(body["messages"][-1]["content"])
         if "Porto" in excerpt:
             item = {"content": "Ines lives in Porto.", "replaces": offered_ids(body), "seqs": [2, 2]}
         else:

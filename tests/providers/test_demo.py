@@ -4,6 +4,8 @@ import json
 
 from bot.providers.base import ChatRequest, Finish, TextDelta, ToolCall
 from bot.providers.demo import DemoProvider
+from transcript import SummaryItem
+from transcript.compaction import summary_request
 
 CONVERSATION = [
     {"role": "system", "content": "You are Ada. Be brief."},
@@ -144,3 +146,13 @@ async def test_the_demo_answers_from_tool_results() -> None:
     answer = await DemoProvider().complete(request)
 
     assert answer == "[demo] I searched my memory for “dentist”: Grace: dentist on Friday at 9 (2026-11-30)."
+
+
+async def test_a_summary_after_the_conversation_summarises_the_lines_its_instruction_lists() -> None:
+    items = [SummaryItem(1, "#1 Alice (user): We ship on Friday. Then we rest.", 12)]
+    messages = summary_request(items, prefix=[{"role": "system", "content": "You are Ada."}, *CONVERSATION])
+    request = ChatRequest(messages=messages, model="demo", extra={"purpose": "summary"})
+
+    summary = await DemoProvider().complete(request)
+
+    assert summary == "[demo summary] We ship on Friday."
