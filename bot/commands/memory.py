@@ -127,6 +127,10 @@ async def forget_command(context: CommandContext, args: str) -> CommandAnswer:
         for mine in items:
             if mine.id is not None:
                 await db.run(store.delete_item, owner, mine.id)
+        if owner.kind != "group":
+            # What was said before (the replies that quoted it too) is not distilled again later;
+            # in a group the others' pending messages still are.
+            await db.run(context.require_memory().offloader.skip_pending, context.route.session)
         return CommandAnswer(f"Forgot {len(items)} item{'s' if len(items) != 1 else ''} of yours here.")
     if not raw.isdigit():
         return CommandAnswer("Give the number shown by /memory, e.g. /forget 12, or /forget me.", ok=False)

@@ -127,6 +127,23 @@ class Offloader:
             return True
         return should_offload(measure([row for row in newest if row.seq > after]), self.settings)
 
+    def skip_pending(self, session: ChatSession) -> int:
+        """Move the cursor past everything said so far without distilling it (run on a database
+        thread): after `/forget me`, what was said before is never distilled into memory again.
+        The messages themselves stay in the transcript. Returns how many were skipped."""
+        pending = slice_after_cursor(self.store, session.id)
+        if not pending.messages:
+            return 0
+        last = pending.messages[-1]
+        try:
+            self.store.commit_offload(
+                session, pending.expected_seq, last.seq, fingerprint(last), [], deduped=0, reset=False
+            )
+        except CursorMoved:
+            # An offload running now stores what it distilled; its items are forgotten next time.
+            return 0
+        return len(pending.messages)
+
     async def offload(
         self,
         session: ChatSession,
