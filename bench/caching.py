@@ -67,7 +67,7 @@ NOTES = FunctionTool("notes", "Look up the team's notes on a topic.", Topic, _no
 
 def _answer(body: dict[str, Any]) -> Answer:
     """A tool call for a new question, then an answer once its result is in; summaries in text."""
-    if not body.get("tools"):
+    if _after_turn(body):
         return Answer(text="Earlier the team looked up notes on several questions; all were agreed.")
     last = body["messages"][-1]["content"]
     if any(block.get("type") == "tool_result" for block in last):
@@ -75,9 +75,19 @@ def _answer(body: dict[str, Any]) -> Answer:
     return Answer(tool_calls=[("notes", {"topic": "the question"})])
 
 
+def _after_turn(body: dict[str, Any]) -> bool:
+    """A summary or distillation: it offers the turn's tools but may call none (or has none)."""
+    choice = body.get("tool_choice")
+    return (
+        not body.get("tools")
+        or choice == "none"
+        or (isinstance(choice, dict) and choice.get("type") == "none")
+    )
+
+
 def _openai_answer(body: dict[str, Any]) -> Reply | ToolCalls:
     """The same two calls a turn as `_answer`, in the Chat Completions shape."""
-    if not body.get("tools"):
+    if _after_turn(body):
         return Reply("Earlier the team looked up notes on several questions; all were agreed.")
     if body["messages"][-1].get("role") == "tool":
         return Reply("From the notes: it was agreed, and the ticket has the details. " * 3)
@@ -110,9 +120,9 @@ async def _openai_conversation(turns: int) -> list[dict[str, int]]:
                 before = len(server.usages)
                 reply = await runtime.engine.respond(_inbound(turn))
                 assert reply.kind == "assistant", reply
-                # Only the turn's own calls answer with usage before drain; after-turn work follows.
-                usage = server.usages[before:]
                 await runtime.engine.drain()
+                # The turn's own calls; compaction's summaries are not counted.
+                usage = [answered for body, answered in server.usages[before:] if not _after_turn(body)]
                 reported.append(
                     {
                         "prompt": sum(call["prompt_tokens"] for call in usage),
@@ -138,8 +148,8 @@ async def _conversation(cache: bool, turns: int) -> list[dict[str, int]]:
                 reply = await runtime.engine.respond(_inbound(turn))
                 assert reply.kind == "assistant", reply
                 await runtime.engine.drain()
-                # The turn's own calls (they offer tools); compaction's summaries are not counted.
-                usage = [r.usage for r in server.requests[before:] if r.usage and r.json.get("tools")]
+                # The turn's own calls; compaction's summaries are not counted.
+                usage = [r.usage for r in server.requests[before:] if r.usage and not _after_turn(r.json)]
                 billed.append(
                     {
                         key: sum(call[key] for call in usage)

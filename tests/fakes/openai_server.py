@@ -14,7 +14,7 @@ earlier request already sent (automatic prefix caching, without OpenAI's 1,024-t
 details; `timings` with `cache_n` reused and `prompt_n` evaluated on the stream's last chunk,
 asked for usage or not), "deepseek" (`prompt_cache_hit_tokens` / `prompt_cache_miss_tokens`)
 or "bare" (`usage` without a word on the cache, as vLLM without prompt token details).
-Each answered `usage` is kept in `server.usages`, in order.
+Each answered `usage` is kept in `server.usages` with the request body it answered, in order.
 
 Each chat request takes the next scripted response; with the script empty, `server.default`
 (or `server.summary` for summary calls) turns the parsed request body into reply text. Every
@@ -253,7 +253,7 @@ class FakeOpenAI(LocalServer):
         # Some servers answer with one whole completion even when asked to stream.
         self.ignores_stream = False
         # The usage each streamed request was answered with, in order.
-        self.usages: list[dict[str, Any]] = []
+        self.usages: list[tuple[dict[str, Any], dict[str, Any]]] = []
         # The prompts seen so far, for the simulated prefix cache.
         self._prompts: list[str] = []
         # Whose words the usage is in: "openai", "llama.cpp", "deepseek" or "bare".
@@ -328,7 +328,7 @@ class FakeOpenAI(LocalServer):
         self._prompts.append(prompt)
         total, cached = len(prompt) // 4, shared // 4
         usage: dict[str, Any] = {"prompt_tokens": total, "completion_tokens": 1, "total_tokens": total + 1}
-        self.usages.append(usage)
+        self.usages.append((body, usage))
         if self.usage_shape == "openai":
             usage["prompt_tokens_details"] = {"cached_tokens": cached}
         elif self.usage_shape == "deepseek":
