@@ -41,6 +41,7 @@ from transcript import (
     build_context,
     prefix_data,
     project_view,
+    window_step_seq,
 )
 from transcript.audio import render_audio
 from transcript.kinds import EVENT_KINDS, is_reply, message_kind
@@ -295,18 +296,30 @@ class Console:
                 for record in records
                 if record.kind != SUMMARY and record.first_seq > after and _aware(record.created_at) <= moment
             ]
+            # Twice the window: a stepped window starts at a mark up to a window before the turn.
+            projected = project_view(
+                [row for row in before if row.seq > after],
+                collapses=collapses,
+                snips=_snips_at(snips, moment),
+            )[-2 * CONTEXT_COUNT :]
+            budget = assembler.budget_for(session, persona, tools)
+            # A summary stored since the window's last step followed the history, as in the turn.
+            shown, new_summary = summary, None
+            step_seq = window_step_seq(projected, budget=budget, group=session.kind == "group")
+            step_row = next((row for row in projected if row.seq == step_seq), None)
+            if summary is not None and step_row is not None and step_row.created_at is not None:
+                step = _parse(step_row.created_at)
+                if _aware(summary.created_at) > step:
+                    shown, new_summary = _summary_at(records, step), summary.text
             built = build_context(
-                project_view(
-                    [row for row in before if row.seq > after],
-                    collapses=collapses,
-                    snips=_snips_at(snips, moment),
-                )[-CONTEXT_COUNT:],
+                projected,
                 persona=persona,
-                budget=assembler.budget_for(session, persona, tools),
+                budget=budget,
                 capabilities=Capabilities(vision=False, tools=bool(tools)),
                 group=session.kind == "group",
-                summary=summary.text if summary is not None else None,
+                summary=shown.text if shown is not None else None,
                 documents=_documents(before),
+                new_summary=new_summary,
             )
             served = billed.get(reply.seq)
             points.append(

@@ -166,7 +166,7 @@ class ContextMaintainer:
         async with self._locks.hold(session.id):
             view = await self.db.run(self.assembler.view, session.id)
             cut = keep_recent_cut(view.rows, self.settings.keep_recent_messages, view.snips)
-            prefix = await self.last_requests.prefix(session, view)
+            prefix = await self.last_requests.prefix(session)
             return await self._timed(self._compact(session, view, cut, focus, prefix))
 
     async def shared_prefix(self, session: ChatSession) -> SharedPrefix | None:
@@ -179,10 +179,9 @@ class ContextMaintainer:
     async def _maintain(self, session: ChatSession) -> None:
         persona = self.persona_for(session)
         view, context = await self._build(session, persona)
-        # Rebuilt from the view read before anything is folded (the request the server served
-        # last), when there is work for it.
-        first_view = view
-        prefix = PrefixOnce(lambda: self.last_requests.prefix(session, first_view))
+        # Rebuilt before anything is folded (the request the server served last), when there
+        # is work for it.
+        prefix = PrefixOnce(lambda: self.last_requests.prefix(session))
         for _ in range(MAX_COLLAPSES_PER_TURN):
             if _share(context) < self.settings.collapse_share:
                 break

@@ -20,7 +20,7 @@ from bot.storage.models import ChatSession
 from bot.tools.offer import schemas_of
 from bot.turns.assembly import ContextAssembler
 from persona import PersonaRegistry
-from transcript import TranscriptRow
+from transcript import CONTEXT_COUNT, TranscriptRow
 from transcript.after_turn import conversation_prefix, last_reply
 
 # The audience a session's turns have now (store calls); see `Access.audience_of_session`.
@@ -38,13 +38,11 @@ class LastRequests:
         # Who asks decides which tools a turn offers; None: a group's, or a member's in private.
         self.audience_of = audience_of
 
-    async def prefix(self, session: ChatSession, view: ContextView | None = None) -> SharedPrefix | None:
-        """The last request and its reply, or None when no reply follows the summary.
-
-        `view`: the session's view read just now (read here otherwise).
-        """
-        if view is None:
-            view = await self.assembler.db.run(self.assembler.view, session.id)
+    async def prefix(self, session: ChatSession) -> SharedPrefix | None:
+        """The last request and its reply, or None when no reply follows the summary."""
+        # A stepped window starts at a mark up to a whole window before the reply: read enough
+        # rows that the rows before the reply still hold a window's worth, as the turn's did.
+        view = await self.assembler.db.run(self.assembler.view, session.id, None, (), 2 * CONTEXT_COUNT)
         reply = last_reply(view.projected)
         if reply is None:
             return None

@@ -129,13 +129,15 @@ class ContextAssembler:
         session_id: str,
         earlier: ContextView | None = None,
         appended: Sequence[TranscriptRow | None] = (),
+        entries: int = CONTEXT_COUNT,
     ) -> ContextView:
         """The rows after the latest summary, with collapses and snips applied.
 
         `earlier`: the view of the turn's previous model call, extended rather than read
         again, with the rows the turn `appended` since (see `ContextRecords.view`).
+        `entries`: how many projected entries to load at least.
         """
-        return self.records.view(self.messages, session_id, CONTEXT_COUNT, earlier, appended)
+        return self.records.view(self.messages, session_id, entries, earlier, appended)
 
     async def assemble(
         self,
