@@ -4,8 +4,9 @@ Each client keeps only its parsing: an attempt raises `RetryableFailure` for wha
 attempt may fix (a dropped connection, 429, 5xx) and a public error for the rest. The loop
 waits as the policy says (the server's `Retry-After` first, else exponential backoff),
 counts each retry by whether the server was busy or unreachable (in the policy's counter),
-and turns the last failure into the client's own error once the attempts run out. A stream that already showed
-the person something is never asked again: the client says how it broke off instead.
+and turns the last failure into the client's own error once the attempts run out. A stream
+that already showed the person something is never asked again: the client says how it broke
+off instead.
 """
 
 from __future__ import annotations
